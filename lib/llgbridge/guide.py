@@ -1,0 +1,44 @@
+"""The figures the PR review guide reports, transcribed, so the report can set ours beside them.
+
+These are expectations taken from the guide (shared/000_18c51097d446d5b9.txt), never inputs to
+any computation.
+"""
+
+from __future__ import annotations
+
+# guide 4.3: vocab -> (differing tokens, of which lost a leading space, n_tokens)
+CENSUS: dict[str, tuple[int, int, int]] = {
+    "llama-spm": (16410, 16395, 32000),
+    "llama-bpe": (117, 117, 128256),
+    "gemma-4": (88, 88, 262144),
+    "bert-bge": (5, 5, 30522),
+}
+
+# guide 4.3 examples: vocab -> (token, piece, detok)
+EXAMPLES: dict[str, tuple[int, bytes, bytes]] = {
+    "llama-spm": (278, b" the", b"the"),
+    "llama-bpe": (5354, b" ..", b".."),
+    "gemma-4": (783, b" .", b"."),
+    "bert-bge": (1012, b" .", b"."),
+}
+
+# guide 4.4 / 7.1: vocab -> allowed tokens with a space at position 0, (without fix, with fix)
+LEAK: dict[str, tuple[int, int]] = {
+    "llama-bpe": (6, 0),
+    "gemma-4": (6, 0),
+    "bert-bge": (2, 0),
+    "llama-spm": (6136, 0),
+}
+LEAK_BPE_PIECES: tuple[bytes, ...] = (b" .", b" ..", b" ...", b" ....", b" .....", b" ......")
+
+# guide 7.2: vocab -> (allowed pieces without fix, with fix)
+FORCED: dict[str, tuple[tuple[bytes, ...], tuple[bytes, ...]]] = {
+    "llama-bpe": ((b"hello",), (b"hello",)),
+    "llama-spm": ((b" hello",), (b"h", b"he", b"hel", b"hell", b"hello", b"h")),
+}
+FORCED_SPM_TOKEN = 22172
+FORCED_SPM_ERROR = "token \"quick\" doesn't satisfy the grammar; forced bytes: got ' '; applying 'q'"
+
+# the guide's default grammars
+LEAK_GRAMMAR = 'start: /[.a-z]{2,6}/ "!"'
+FORCED_LITERAL = "hello world"

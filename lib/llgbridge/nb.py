@@ -1,0 +1,46 @@
+"""Helpers the notebooks share: parameter checks, loading, plotting defaults, writing results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+from .paths import resolve, vocab_path, write_json
+from .vocab import Vocab
+
+
+def check_param(name: str, value: Any, kind: type | tuple[type, ...]) -> None:
+    """A notebook parameter of the wrong type is a one-line error naming it."""
+    if not isinstance(value, kind):
+        want = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise InputError(f"parameter {name}", f"expected {want}, got {type(value).__name__} {value!r}")
+
+
+def load_vocab(vocab: str, path: str = "") -> Vocab:
+    check_param("vocab", vocab, str)
+    check_param("vocab_path", path, str)
+    p = vocab_path(vocab, path)
+    return Vocab(p, name=vocab)
+
+
+def result_path(results_dir: str, analysis: str, vocab: str) -> Path:
+    return resolve(results_dir) / analysis / f"{vocab}.json"
+
+
+def write_result(results_dir: str, analysis: str, vocab: str, payload: dict[str, Any]) -> Path:
+    """The tidy result of one (analysis, vocab) run; `status: ok` marks it complete."""
+    p = result_path(results_dir, analysis, vocab)
+    write_json(p, {"status": "ok", "notebook": analysis, "vocab": vocab, **payload})
+    return p
+
+
+def plot_style() -> None:
+    import matplotlib
+
+    matplotlib.rcParams.update({"figure.figsize": (8, 3.2), "figure.dpi": 96, "axes.grid": True, "grid.alpha": 0.3})
+
+
+def show_bytes(b: bytes) -> str:
+    """A piece as a reviewer reads it: Python's repr of the bytes, quotes included."""
+    return repr(b)[1:]

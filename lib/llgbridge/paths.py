@@ -1,0 +1,45 @@
+"""Where things live, resolved against the repository root so notebooks run from anywhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "data"
+VOCABS = DATA / "vocabs"
+RESULTS = DATA / "results"
+REPORTS = ROOT / "reports"
+
+
+def resolve(p: str | os.PathLike[str]) -> Path:
+    p = Path(p)
+    return p if p.is_absolute() else ROOT / p
+
+
+def vocab_path(vocab: str, vocab_path: str = "") -> Path:
+    """A fixture's short name (`llama-spm`) or an explicit path to any GGUF file."""
+    if vocab_path:
+        return resolve(vocab_path)
+    return VOCABS / f"ggml-vocab-{vocab}.gguf"
+
+
+def write_atomic(path: Path, data: bytes | str) -> None:
+    """Write to a temporary name beside `path`, then rename: never a truncated file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, obj: Any) -> None:
+    write_atomic(path, json.dumps(obj, indent=1, sort_keys=True, ensure_ascii=False) + "\n")

@@ -1,0 +1,52 @@
+"""The byte-diff census reproduces the guide's table 4.3 and its examples (by token id and bytes)."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import vocab
+from llgbridge import census, guide
+
+
+@pytest.fixture(scope="module", params=sorted(guide.CENSUS))
+def result(request: pytest.FixtureRequest) -> census.Census:
+    return census.run_census(vocab(request.param))
+
+
+def test_census_matches_guide_table_4_3(result: census.Census) -> None:
+    differing, lost, n = guide.CENSUS[result.vocab]
+    assert (result.differing, result.lost_leading_space, result.n_tokens) == (differing, lost, n)
+
+
+def test_guide_example_bytes(result: census.Census) -> None:
+    tok, piece, detok = guide.EXAMPLES[result.vocab]
+    d = {x.token: x for x in result.diffs}[tok]
+    assert (d.piece, d.detok) == (piece, detok)
+
+
+def test_every_difference_is_explained(result: census.Census) -> None:
+    assert result.by_mechanism()["other"] == 0
+
+
+def test_mechanisms_follow_the_vocab_family() -> None:
+    # SPM loses spaces to lstrip (add_space_prefix); BPE to the clean_spaces pass (guide 4.2)
+    spm = census.run_census(vocab("llama-spm")).by_mechanism()
+    bpe = census.run_census(vocab("llama-bpe")).by_mechanism()
+    assert spm["lstrip"] > 0 and bpe["lstrip"] == 0
+    assert bpe["clean_spaces"] == 117
+
+
+@pytest.mark.parametrize(
+    "text, cleaned",
+    [
+        (b" .", b"."),
+        (b"a ?", b"a?"),
+        (b"x ' y", b"x'y"),
+        (b" 's", b"'s"),
+        (b" 't", b" 't"),
+        (b" 're", b"'re"),
+        (b" 'll", b" 'll"),
+        (b"", b""),
+    ],
+)
+def test_clean_spaces_port(text: bytes, cleaned: bytes) -> None:
+    assert census.clean_spaces(text) == cleaned

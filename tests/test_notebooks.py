@@ -1,0 +1,40 @@
+"""The analysis notebooks execute under papermill on a small fixture and write their result."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from llgbridge import run
+from llgbridge.paths import ROOT
+
+NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_is_committed_clean_with_a_parameters_cell(name: str) -> None:
+    nb = nbformat.read(str(ROOT / "notebooks" / f"{name}.ipynb"), as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code)
+    assert sum("parameters" in c.metadata.get("tags", []) for c in code) == 1
+    assert nb.metadata.kernelspec.name == "python3"
+
+
+@pytest.mark.slow
+def test_census_notebook_runs_under_papermill(tmp_path: Path) -> None:
+    st = run.execute("census", "bert-bge", out_root=tmp_path / "reports", results_dir=tmp_path / "results")
+    assert st["status"] == "ok", st
+    res = json.loads((tmp_path / "results" / "census" / "bert-bge.json").read_text())
+    assert (res["summary"]["differing"], res["summary"]["lost_leading_space"]) == (5, 5)
+    assert (tmp_path / "reports" / "html" / "census" / "bert-bge.html").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_a_failing_notebook_becomes_a_failed_result(tmp_path: Path) -> None:
+    st = run.execute("census", "no-such-vocab", out_root=tmp_path / "reports", results_dir=tmp_path / "results")
+    assert st["status"] == "failed"
+    assert "no-such-vocab" in st["error"] and "no such file" in st["error"]
+    res = json.loads((tmp_path / "results" / "census" / "no-such-vocab.json").read_text())
+    assert res["status"] == "failed"
