@@ -38,3 +38,27 @@ def test_a_failing_notebook_becomes_a_failed_result(tmp_path: Path) -> None:
     assert "no-such-vocab" in st["error"] and "no such file" in st["error"]
     res = json.loads((tmp_path / "results" / "census" / "no-such-vocab.json").read_text())
     assert res["status"] == "failed"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["leak", "forced", "tokenizer"])
+def test_mask_notebooks_run_under_papermill(name: str, tmp_path: Path) -> None:
+    st = run.execute(name, "llama-bpe", out_root=tmp_path / "reports", results_dir=tmp_path / "results")
+    assert st["status"] == "ok", st
+    res = json.loads((tmp_path / "results" / name / "llama-bpe.json").read_text())
+    assert res["status"] == "ok"
+
+
+@pytest.mark.slow
+def test_leak_notebook_takes_a_grammar_parameter(tmp_path: Path) -> None:
+    st = run.execute("leak", "llama-bpe", {"grammar": 'start: /[a-z]{2,4}/ "?"'}, tmp_path / "r", tmp_path / "res")
+    assert st["status"] == "ok", st
+    res = json.loads((tmp_path / "res" / "leak" / "llama-bpe.json").read_text())
+    assert res["grammar"] == 'start: /[a-z]{2,4}/ "?"'
+
+
+@pytest.mark.slow
+def test_a_parameter_of_the_wrong_type_is_named(tmp_path: Path) -> None:
+    st = run.execute("forced", "llama-bpe", {"max_steps": "many"}, tmp_path / "r", tmp_path / "res")
+    assert st["status"] == "failed"
+    assert st["error"] == "InputError: parameter max_steps: expected int, got str 'many'"

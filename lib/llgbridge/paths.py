@@ -42,4 +42,4 @@ def write_atomic(path: Path, data: bytes | str) -> None:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    write_atomic(path, json.dumps(obj, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    write_atomic(path, json.dumps(obj, indent=1, ensure_ascii=False) + "\n")

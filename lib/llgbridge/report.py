@@ -193,8 +193,211 @@ def census_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
     return sec, failed
 
 
+def _rows(ok: list[dict[str, Any]]) -> pd.DataFrame:
+    """The per-(vocab, bridge) rows of every result, sorted by vocab then bridge."""
+    df = pd.DataFrame([row for r in ok for row in r["rows"]])
+    return df.sort_values(["vocab", "bridge"], kind="stable").reset_index(drop=True)
+
+
+def _pivot(df: pd.DataFrame, col: str, order: list[str]) -> dict[str, dict[str, Any]]:
+    return {v: {b: df[(df.vocab == v) & (df.bridge == b)][col].iloc[0] for b in df[df.vocab == v].bridge} for v in order}
+
+
+def _bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    vocabs = sorted(df.vocab.unique(), reverse=True)
+    bridges_ = sorted(df.bridge.unique(), reverse=True)
+    fig, ax = plt.subplots(figsize=(8, 0.3 * len(vocabs) * len(bridges_) / 2 + 1.2))
+    h = 0.8 / len(bridges_)
+    colors = {"upstream": "#c0504d", "fixed": "#9bbb59"}
+    for j, b in enumerate(bridges_):
+        vals = [int(df[(df.vocab == v) & (df.bridge == b)][col].sum()) for v in vocabs]
+        ys = [i + j * h for i in range(len(vocabs))]
+        ax.barh(ys, [max(x, 0.5) if x else 0 for x in vals], height=h, label=b, color=colors.get(b, None))
+        for y, x in zip(ys, vals):
+            ax.text(max(x, 1), y, f" {x}", va="center", fontsize=7)
+    ax.set_yticks([i + h * (len(bridges_) - 1) / 2 for i in range(len(vocabs))], vocabs)
+    ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    ax.legend(loc="lower right")
+    plt.tight_layout()
+    out = svg(fig)
+    plt.close(fig)
+    return out
+
+
+# -- leak test (guide 4.4, 7.1) ---------------------------------------------------------------------
+def leak_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
+    ok, failed = load_results(results, "leak")
+    if not ok:
+        return None, failed
+    df = _rows(ok)
+    grammars = sorted({r["grammar"] for r in ok})
+    order = guide_order(list(df.vocab.unique()))
+    space = _pivot(df, "allowed_with_space", order)
+    illegal = _pivot(df, "allowed_illegal", order)
+    t44 = pd.DataFrame(
+        [
+            {
+                "vocab": v,
+                "without fix (space)": space[v].get("upstream", ""),
+                "with fix (space)": space[v].get("fixed", ""),
+                "guide: without / with": "{} / {}".format(*guide.LEAK[v]) if v in guide.LEAK else "",
+                "without fix (illegal)": illegal[v].get("upstream", ""),
+                "with fix (illegal)": illegal[v].get("fixed", ""),
+            }
+            for v in order
+        ]
+    )
+    pieces = {r["vocab"]: r["leaked"].get("upstream", []) for r in ok}
+    bpe = ", ".join(repr(x["piece"]) for x in pieces.get("llama-bpe", []) if x["space"])
+    sec = Section("Leak test (guide 4.4, 7.1)", tables={"leak": df})
+    sec.markdown = (
+        "## 4.4 / 7.1 Leak test: whitespace the grammar forbids\n\n"
+        f"Grammar `{'`, `'.join(grammars)}`, position 0. *space*: allowed tokens whose real piece "
+        "(`llama_token_to_piece`) contains a space (the guide's count). *illegal*: allowed tokens that the mask computed "
+        "from real pieces with byte forcing off does not allow (space or not). The guide's vocabs first.\n\n"
+        + md_table(t44)
+        + (f"\nllama-bpe without the fix leaks: {bpe}.\n" if bpe else "")
+    )
+    sec.html = (
+        _bar_by_bridge(df, "allowed_illegal", "Allowed tokens at position 0 that the grammar forbids", "tokens (symlog)")
+        + t44.to_html(index=False, escape=True)
+        + "<h3>leak.csv</h3>"
+        + df.to_html(index=False, escape=True)
+    )
+    return sec, failed
+
+
+# -- forced-mask test (guide 5.1, 7.2) --------------------------------------------------------------
+def forced_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
+    ok, failed = load_results(results, "forced")
+    if not ok:
+        return None, failed
+    df = _rows(ok)
+    literals = sorted({r["literal"] for r in ok})
+    order = guide_order(list(df.vocab.unique()))
+
+    def cell(v: str, b: str) -> str:
+        row = df[(df.vocab == v) & (df.bridge == b)]
+        if row.empty:
+            return ""
+        r = row.iloc[0]
+        pieces = ", ".join(repr(x) for x in json.loads(r["pieces"]))
+        verdict = "ok" if r["not_prefix"] == 0 and r["output_ok"] else "FAILS"
+        return f"{verdict}, {r['allowed']} allowed: {pieces}"
+
+    t72 = pd.DataFrame(
+        [
+            {
+                "vocab": v,
+                "without fix": cell(v, "upstream"),
+                "with fix": cell(v, "fixed"),
+                "guide: without": ", ".join(repr(p.decode()) for p in guide.FORCED[v][0]) if v in guide.FORCED else "",
+                "guide: with": ", ".join(repr(p.decode()) for p in guide.FORCED[v][1]) if v in guide.FORCED else "",
+                "llguidance error without fix": df[(df.vocab == v) & (df.bridge == "upstream")]["error"].iloc[0]
+                if not df[(df.vocab == v) & (df.bridge == "upstream")].empty
+                else "",
+            }
+            for v in order
+        ]
+    )
+    sec = Section("Forced-mask test (guide 5.1, 7.2)", tables={"forced": df})
+    sec.markdown = (
+        "## 5.1 / 7.2 Forced-mask test: every allowed token must be a prefix of the literal\n\n"
+        f"Grammar admitting only {', '.join(repr(x) for x in literals)}. *ok* when every allowed token's real bytes are a "
+        "prefix of the literal and following the matcher (lowest allowed id each step) spells it exactly; the error is "
+        "llguidance's own message, at the step where the matcher dies (llama.cpp then drops the constraint silently).\n\n"
+        + md_table(t72)
+    )
+    sec.html = t72.to_html(index=False, escape=True) + "<h3>forced.csv</h3>" + df.to_html(index=False, escape=True)
+    return sec, failed
+
+
+# -- the probe (guide 5.3, 6) -----------------------------------------------------------------------
+def probe_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
+    ok, failed = load_results(results, "tokenizer")
+    if not ok:
+        return None, failed
+    df = pd.DataFrame([r["probe"] for r in ok]).sort_values("vocab", kind="stable").reset_index(drop=True)
+    order = guide_order(list(df.vocab))
+    view = df.set_index("vocab").loc[order].reset_index()[
+        ["vocab", "vocab_type", "tokenize_exact", "failed_probe", "got", "greedy", "byte_forcing"]
+    ]
+    for col in ("failed_probe", "got"):  # quoted, so a leading space stays visible
+        view[col] = [repr(x) if x else "" for x in view[col]]
+    sec = Section("The probe (guide 5.3, 6)", tables={"probe": df})
+    sec.markdown = (
+        "## 5.3 / 6 The probe: which vocabs lose byte forcing\n\n"
+        "The PR's three probes (`The`, `a b`, `1\\n2`) tokenized as `tokenize_fn` would and reassembled with "
+        "`llama_token_to_piece`. Not exact: the fixed bridge uses llguidance's greedy tokenization, so byte forcing "
+        "(and `llg_matcher_compute_ff_tokens`) is lost; the mask stays exact (guide 6).\n\n" + md_table(view)
+    )
+    sec.html = view.to_html(index=False, escape=True)
+    return sec, failed
+
+
+# -- end-to-end model matrix (guide 8) -------------------------------------------------------------
+def matrix_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
+    ok, failed = load_results(results, "matrix")
+    if not ok:
+        return None, failed
+    df = pd.DataFrame([row for r in ok for row in r["rows"]])
+    df = df.sort_values(["synthetic", "model", "case", "bridge"], ascending=[False, True, True, True], kind="stable").reset_index(drop=True)
+    devices = sorted({f"{r['device']} (n_gpu_layers={r['n_gpu_layers']})" for r in ok})
+    settings = sorted({(r["temperature"], r["seed"], r["max_tokens"]) for r in ok})
+    t8 = []
+    for model, g in df.groupby("model", sort=False):
+        up, fx = g[g.bridge == "upstream"], g[g.bridge == "fixed"]
+
+        def score(x: pd.DataFrame) -> str:
+            if x.empty:
+                return ""
+            n_err = int(x.llg_errors.sum())
+            other = ", ".join(f"{k} {v}" for k, v in sorted(x.outcome.value_counts().items()) if k != "pass")
+            return f"{int((x.outcome == 'pass').sum())}/{len(x)}, {n_err} llg error{'s' if n_err != 1 else ''}" + (f" ({other})" if other else "")
+
+        t8.append(
+            {
+                "model": model + (" (synthetic)" if g.synthetic.iloc[0] else ""),
+                "vocab": g.vocab.iloc[0],
+                "without fix": score(up),
+                "with fix": score(fx),
+                "greedy engaged": "yes" if (not fx.empty and bool(fx.greedy.iloc[0])) else "no",
+            }
+        )
+    t8 = pd.DataFrame(t8)
+    quotes = df[(df.bridge == "upstream") & (df.outcome != "pass")]
+    quote_md = "".join(f"- {r.model}, {r.case}: `{r.output[:100]!r}`" + (f" (llguidance: {r.error})" if r.error else "") + "\n" for r in quotes.itertuples())
+    sec = Section("End-to-end model matrix (guide 8)", tables={"matrix": df})
+    sec.markdown = (
+        "## 8 End-to-end: constrained generation through each bridge\n\n"
+        "Generation the way llama.cpp's llguidance sampler does it (mask, sample, consume; on a mask error the matcher "
+        "is dropped and generation continues unconstrained). Outputs judged by exact string, JSON Schema validation or "
+        f"regex, never by llguidance. Device: {', '.join(devices)}. Temperature, seed, token limit: "
+        f"{', '.join(f'{t}, {s}, {m}' for t, s, m in settings)}. Synthetic models have random weights around the "
+        "fixture's real tokenizer. One departure from the server: the JSON case asks llguidance for compact "
+        "whitespace (`whitespace_flexible: false`), so a random-weight model cannot loop on whitespace. The `dots` "
+        "case is built so that upstream's space-stripped tokens (`' .'`, `' ..'`) are a real choice.\n\n"
+        + md_table(t8)
+        + "\nOutputs without the fix that are not a pass, as produced:\n\n"
+        + (quote_md or "(none)\n")
+    )
+    sec.html = t8.to_html(index=False, escape=True) + "<h3>matrix.csv</h3>" + df.to_html(index=False, escape=True)
+    return sec, failed
+
+
 SECTIONS: list[tuple[str, Callable[[Path], tuple[Section | None, list[dict[str, Any]]]]]] = [
     ("census", census_section),
+    ("leak", leak_section),
+    ("forced", forced_section),
+    ("tokenizer", probe_section),
+    ("matrix", matrix_section),
 ]
 
 

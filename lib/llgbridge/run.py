@@ -16,6 +16,7 @@ exits non-zero.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 import time
@@ -68,8 +69,10 @@ def execute(
     executed.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=executed.parent) as tmp:
         tmp_nb = Path(tmp) / executed.name
-        # IPC sockets in the temporary folder: no TCP ports, and no plain-text-TCP warning per run
-        km = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(tmp) / "kernel"))
+        # IPC sockets: no TCP ports, and no plain-text-TCP warning per run. A socket path must
+        # stay under ~100 bytes, so it lives in a short folder of the system's temp dir.
+        sockets = tempfile.mkdtemp(prefix="llgk")
+        km = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(sockets) / "k"))
         try:
             pm.execute_notebook(
                 str(src),
@@ -90,6 +93,7 @@ def execute(
         finally:
             if km.has_kernel:  # papermill leaves a kernel it was handed running
                 km.shutdown_kernel(now=True)
+            shutil.rmtree(sockets, ignore_errors=True)
         if tmp_nb.exists():
             nb = nbformat.read(str(tmp_nb), as_version=4)
             body, _ = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True).from_notebook_node(nb)
