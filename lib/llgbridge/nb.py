@@ -44,3 +44,24 @@ def plot_style() -> None:
 def show_bytes(b: bytes) -> str:
     """A piece as a reviewer reads it: Python's repr of the bytes, quotes included."""
     return repr(b)[1:]
+
+
+def build_bridges(v: Vocab, names: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """(built bridges by name, build errors by name): a bridge that cannot be built for a vocab
+    is a result (its one-line reason), not a crash of the notebook."""
+    from . import bridges as B
+
+    check_param("bridges", names, list)
+    built, errors = {}, {}
+    for name in names:
+        if name not in B.VARIANTS:
+            raise InputError(f"bridge {name!r}", f"unknown bridge; choose from {', '.join(B.VARIANTS)}")
+        try:
+            built[name] = B.build(v, name)
+        except InputError as e:
+            errors[name] = e.cause
+    return built, errors
+
+
+def failed_rows(vocab: str, errors: dict[str, str]) -> list[dict[str, Any]]:
+    return [{"vocab": vocab, "bridge": name, "build_error": msg} for name, msg in errors.items()]

@@ -392,12 +392,84 @@ def matrix_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
     return sec, failed
 
 
+# -- beyond the PR: three bridges, exactness, the probe, soundness (guide 10) ------------------------
+def beyond_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
+    ok, failed = load_results(results, "beyond")
+    if not ok:
+        return None, failed
+    key = ["vocab", "bridge"]
+    bridges_ = pd.DataFrame([row for r in ok for row in r["bridges"]])
+    for analysis, col, name in (("leak", "allowed_illegal", "leak_allowed_illegal"), ("forced", "not_prefix", "forced_not_prefix")):
+        got, _ = load_results(results, analysis)
+        rows = pd.DataFrame([row for r in got for row in r["rows"]])
+        if not rows.empty and col in rows:
+            bridges_ = bridges_.merge(rows[key + [col]].rename(columns={col: name}), on=key, how="left")
+    bridges_ = bridges_.sort_values(key, kind="stable").reset_index(drop=True)
+    fuzz_ = pd.DataFrame([row for r in ok for row in r["fuzz"]]).sort_values(key, kind="stable").reset_index(drop=True)
+    pvf = pd.DataFrame([r["probe_vs_fuzz"] for r in ok]).sort_values("vocab", kind="stable").reset_index(drop=True)
+    sound = pd.DataFrame([row for r in ok for row in r["soundness"]]).sort_values(key, kind="stable").reset_index(drop=True)
+    n_fuzz = sorted({r["n_fuzz"] for r in ok})
+
+    def exact_on(bridge: str) -> str:
+        b = bridges_[(bridges_.bridge == bridge) & (bridges_.built == True)]  # noqa: E712
+        names = sorted(b[b.tokenize_exact_rate == 1.0].vocab)
+        return ", ".join(names) if names else "none"
+
+    not_built = bridges_[bridges_.built == False]  # noqa: E712
+    misses = pvf[pvf.cell.str.startswith("probe misses")]
+    under = sound.groupby("bridge")["under"].sum()
+    under_vocabs = {b: sorted(sound[(sound.bridge == b) & (sound.under > 0)].vocab) for b in sound.bridge.unique()}
+    view = bridges_.copy()
+    sec = Section(
+        "Beyond the PR: three bridges, exactness, the probe, soundness (guide 10)",
+        tables={"bridges": bridges_, "fuzz": fuzz_, "probe_vs_fuzz": pvf, "soundness": sound},
+    )
+    sec.markdown = (
+        "## 10 What the guide leaves open, measured\n\n"
+        f"`sentinel` is a port of llguidance's own llama.cpp integration (`lltokenizer_from_vocab`). Exactness: "
+        f"{', '.join(map(str, n_fuzz))} seeded inputs per vocab through each bridge's tokenizer as llguidance sees it "
+        "(`tokenize_fn`, or llguidance's greedy tokenizer where the bridge has none). Soundness: a battery of grammars "
+        "walked along valid strings; *under* = allowed but illegal, *over* = legal but masked (forcing collapses "
+        "counted apart).\n\n"
+        f"- **Row 1, is greedy acceptable?** The fixed bridge's under-constraint over the battery: {int(under.get('fixed', 0))} "
+        f"(upstream: {int(under.get('upstream', 0))}, sentinel: {int(under.get('sentinel', 0))}). Vocabs where fixed is "
+        f"under-constrained: {', '.join(under_vocabs.get('fixed', [])) or 'none'}.\n"
+        f"- **Row 2, a byte-exact tokenizer for SentencePiece?** Tokenization exact on every fuzz input: upstream on "
+        f"{exact_on('upstream')}; fixed on {exact_on('fixed')}; sentinel on {exact_on('sentinel')}. Sentinel not built on: "
+        + (", ".join(f"{r.vocab} ({r.build_error})" for r in not_built[not_built.bridge == 'sentinel'].itertuples()) or "none")
+        + ".\n"
+        f"- **Row 4, is the probe robust?** Probe and fuzz agree on {int(pvf.agree.sum())} of {len(pvf)} vocabs. "
+        + (
+            "Where the probe calls `llama_tokenize` exact but the fuzz finds otherwise: "
+            + "; ".join(f"{r.vocab} ({r.witness} -> {r.witness_got})" for r in misses.itertuples())
+            + ". The failures there are special-token text parsed into control tokens (`parse_special=true`)."
+            if not misses.empty
+            else "It never keeps an inexact tokenizer."
+        )
+        + "\n\n### bridges.csv\n\n"
+        + md_table(view)
+        + "\n### probe_vs_fuzz.csv\n\n"
+        + md_table(pvf[["vocab", "probe_exact", "failed_probe", "fuzz_exact", "fuzz_inexact", "cell", "witness", "witness_got"]])
+        + "\n### soundness.csv\n\n"
+        + md_table(sound[["vocab", "bridge", "forcing", "steps", "under", "over", "over_collapsed", "stop_disagree", "errors"]])
+    )
+    sec.html = (
+        _bar_by_bridge(sound, "under", "Under-constraint over the grammar battery (allowed but illegal)", "(step, token) pairs, symlog")
+        + "<h3>bridges.csv</h3>" + bridges_.to_html(index=False, escape=True, na_rep="")
+        + "<h3>probe_vs_fuzz.csv</h3>" + pvf.to_html(index=False, escape=True)
+        + "<h3>soundness.csv</h3>" + sound.to_html(index=False, escape=True)
+        + "<h3>fuzz.csv</h3>" + fuzz_.to_html(index=False, escape=True)
+    )
+    return sec, failed
+
+
 SECTIONS: list[tuple[str, Callable[[Path], tuple[Section | None, list[dict[str, Any]]]]]] = [
     ("census", census_section),
     ("leak", leak_section),
     ("forced", forced_section),
     ("tokenizer", probe_section),
     ("matrix", matrix_section),
+    ("beyond", beyond_section),
 ]
 
 
@@ -418,6 +490,18 @@ def _links(out: Path, analysis: str) -> str:
     return " · ".join(items) if items else "<em>(executed notebooks are generated by make report; not committed)</em>"
 
 
+def inputs_table(results: Path) -> pd.DataFrame:
+    """Every (analysis, input) run: whether it succeeded, and the one-line error if not."""
+    rows = []
+    for name, _ in SECTIONS:
+        ok, failed = load_results(results, name)
+        rows += [{"analysis": name, "input": r["vocab"], "status": "ok", "error": ""} for r in ok]
+        rows += [{"analysis": name, "input": r.get("vocab"), "status": "failed", "error": r.get("error", "")} for r in failed]
+    if not rows:
+        return pd.DataFrame()
+    return pd.DataFrame(rows).sort_values(["analysis", "input"], kind="stable").reset_index(drop=True)
+
+
 def build(results: Path = RESULTS, out: Path = REPORTS) -> list[dict[str, Any]]:
     """Write the report; return the failed inputs."""
     sections: list[tuple[str, Section]] = []
@@ -427,6 +511,9 @@ def build(results: Path = RESULTS, out: Path = REPORTS) -> list[dict[str, Any]]:
         failed += f
         if sec is not None:
             sections.append((name, sec))
+    inputs = inputs_table(results)
+    if not inputs.empty:
+        write_atomic(out / "tables" / "inputs.csv", inputs.to_csv(index=False, lineterminator="\n"))
     for _, sec in sections:
         for tname, df in sec.tables.items():
             write_atomic(out / "tables" / f"{tname}.csv", df.to_csv(index=False, lineterminator="\n"))

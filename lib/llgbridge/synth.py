@@ -1,0 +1,196 @@
+"""A tiny random-weight llama-architecture GGUF around a vocab fixture's real tokenizer.
+
+The vocab fixtures hold a tokenizer and no tensors, so llama.cpp cannot generate from them. This
+module writes a model that it can: every `tokenizer.*` key of the fixture copied with its
+original value type (strings byte for byte), llama hyper-parameters small enough for a CPU
+(embedding 64, 2 blocks, 4 heads, FFN 128, context 512 by default) and weights drawn from
+`numpy.random.default_rng(seed)`. Its text is noise; its tokenization is the fixture's.
+
+It follows the tensor names and shapes llama.cpp's `llama` architecture loads (gguf stores a
+numpy array's shape reversed: `token_embd` is numpy (n_vocab, n_embd), ggml {n_embd, n_vocab}).
+The same inputs and seed give a byte-identical file under the pinned gguf and numpy, and the
+file appears only once complete (written under a temporary name in its folder, then renamed).
+
+But:
+- it does not make a model that *means* anything: logits are random, so only tokenization,
+  sampling plumbing and grammar masks can be audited with it, never output quality;
+- it does not keep the fixture's own architecture or hyper-parameters (only `tokenizer.*` keys
+  are copied). The vendored llama-vocab.cpp reads no architecture key, and the 19 models
+  tokenize sample texts exactly as their fixtures do, but anything else llama.cpp ties to an
+  architecture (attention layout, logit soft-capping, ...) is llama's here;
+- it does not refuse encoder-only tokenizers: a llama model on bert-bge's WPM or
+  nomic-bert-moe's UGM (`t5`) tokenizer loads and generates in llama.cpp (checked on all 19
+  fixtures), so only a file with no tokenizer is refused;
+- reading the fixture uses `gguf.GGUFReader`, which builds one numpy array per element: about
+  20 s for gemma-4's 262k tokens and 515k merges. `ensure_model` builds once and caches.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gguf import GGUFReader, GGUFValueType, GGUFWriter, LlamaFileType
+
+from . import paths
+from .errors import InputError
+from .gguf_meta import ArrayInfo, read_kv
+
+SYNTHETIC_KEY = "llgbridge.synthetic"
+SOURCE_KEY = "llgbridge.source_vocab"
+SEED_KEY = "llgbridge.seed"
+
+
+def make_model(
+    vocab_path: Path,
+    out_path: Path,
+    seed: int = 0,
+    n_embd: int = 64,
+    n_layer: int = 2,
+    n_head: int = 4,
+    n_ff: int = 128,
+    n_ctx: int = 512,
+) -> Path:
+    """Write a synthetic llama model with `vocab_path`'s tokenizer to `out_path`; return it."""
+    vocab_path, out_path = Path(vocab_path), Path(out_path)
+    if n_embd % n_head:
+        raise InputError(f"n_embd={n_embd}", f"must be a multiple of n_head={n_head}")
+    if seed < 0:
+        raise InputError(f"seed={seed}", "must be >= 0 (numpy's default_rng refuses negative seeds)")
+    n_vocab = _check_vocab(vocab_path)
+    tokenizer = _tokenizer_kv(vocab_path)
+    name = _vocab_name(vocab_path)
+
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    # Not mkstemp: its 0600 mode would survive the rename; GGUFWriter's open() honours the umask.
+    tmp = out_path.parent / f".{out_path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    w = GGUFWriter(tmp, "llama")  # opens the file only at write_header_to_file
+    try:
+        w.add_name(f"synthetic-{name}")
+        w.add_file_type(LlamaFileType.MOSTLY_F16)
+        w.add_bool(SYNTHETIC_KEY, True)
+        w.add_string(SOURCE_KEY, name)
+        w.add_uint64(SEED_KEY, seed)
+        w.add_vocab_size(n_vocab)
+        w.add_context_length(n_ctx)
+        w.add_embedding_length(n_embd)
+        w.add_block_count(n_layer)
+        w.add_feed_forward_length(n_ff)
+        w.add_head_count(n_head)
+        w.add_head_count_kv(n_head)
+        w.add_rope_dimension_count(n_embd // n_head)
+        w.add_rope_freq_base(10000.0)
+        w.add_layer_norm_rms_eps(1e-5)
+        for key, (value, vtype, sub_type) in tokenizer.items():
+            w.add_key_value(key, value, vtype, sub_type)
+        for tname, array in _weights(seed, n_vocab, n_embd, n_layer, n_ff):
+            w.add_tensor(tname, array)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        os.replace(tmp, out_path)
+    except BaseException:
+        w.close()
+        tmp.unlink(missing_ok=True)
+        raise
+    return out_path
+
+
+def ensure_model(
+    vocab_name: str, models_dir: Path = paths.DATA / "models", seed: int = 0, vocab_file: Path | None = None
+) -> Path:
+    """`models_dir/synthetic-<vocab_name>.gguf`, built only when missing or made with another seed.
+
+    The tokenizer comes from the fixture named `vocab_name`, or from `vocab_file` when given.
+    """
+    out = Path(models_dir) / f"synthetic-{vocab_name}.gguf"
+    if out.exists() and read_kv(out)[0].get(SEED_KEY) == seed:
+        return out
+    vocab = Path(vocab_file) if vocab_file else paths.vocab_path(vocab_name)
+    if not vocab.exists():
+        raise InputError(vocab, f"no vocab fixture named {vocab_name!r} (run `make data` first)")
+    return make_model(vocab, out, seed=seed)
+
+
+def is_synthetic(path: Path) -> bool:
+    """True for a file this module wrote. Walks only the key-value section; InputError if not GGUF."""
+    return read_kv(Path(path))[0].get(SYNTHETIC_KEY) is True
+
+
+def _vocab_name(path: Path) -> str:
+    stem = path.name.removesuffix(".gguf")
+    return stem.removeprefix("ggml-vocab-")
+
+
+def _check_vocab(path: Path) -> int:
+    """Number of tokens; InputError for what cannot become a runnable llama model.
+
+    Uses the fast key walk so a bad input fails before GGUFReader's slow parse.
+    """
+    kv, _, _ = read_kv(path)
+    if not any(k.startswith("tokenizer.") for k in kv):
+        raise InputError(path, "no tokenizer.* keys: not a vocab or model file")
+    tokens = kv.get("tokenizer.ggml.tokens")
+    if not isinstance(tokens, ArrayInfo) or tokens.type != "STRING" or tokens.count == 0:
+        raise InputError(path, "no tokenizer.ggml.tokens string array")
+    return tokens.count
+
+
+def _tokenizer_kv(path: Path) -> dict[str, tuple[Any, GGUFValueType, GGUFValueType | None]]:
+    """Every `tokenizer.*` key as (value, type, array element type), in file order."""
+    try:
+        reader = GGUFReader(path)
+    except (ValueError, OSError) as e:  # read_kv accepted it, so this is gguf being stricter
+        raise InputError(path, f"gguf cannot read it: {e}") from None
+    out: dict[str, tuple[Any, GGUFValueType, GGUFValueType | None]] = {}
+    for key, field in reader.fields.items():
+        if not key.startswith("tokenizer."):
+            continue
+        vtype = field.types[0]
+        if vtype == GGUFValueType.ARRAY:
+            sub = field.types[-1]  # arrays of arrays were refused by read_kv in _check_vocab
+            if sub == GGUFValueType.STRING:
+                # Raw bytes, not contents(): a token need not be valid UTF-8.
+                value: Any = [bytes(field.parts[i]) for i in field.data]
+            else:
+                value = field.contents()
+            out[key] = (value, vtype, sub)
+        elif vtype == GGUFValueType.STRING:
+            out[key] = (bytes(field.parts[-1]), vtype, None)
+        else:
+            out[key] = (field.contents(), vtype, None)
+    return out
+
+
+def _weights(seed: int, n_vocab: int, n_embd: int, n_layer: int, n_ff: int) -> list[tuple[str, np.ndarray]]:
+    """(name, numpy array) in a fixed draw order, so a seed names one file."""
+    rng = np.random.default_rng(seed)
+
+    def normal(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape, dtype=np.float32) * np.float32(0.02)
+
+    def ones(n: int) -> np.ndarray:
+        return np.ones(n, dtype=np.float32)
+
+    # The two vocab-sized matrices are f16: half of a 262k-token file, and llama.cpp's CPU
+    # get_rows and matmul take f16 here. Norms and blocks stay f32.
+    tensors = [("token_embd.weight", normal(n_vocab, n_embd).astype(np.float16))]
+    for i in range(n_layer):
+        b = f"blk.{i}."
+        tensors += [
+            (b + "attn_norm.weight", ones(n_embd)),
+            (b + "attn_q.weight", normal(n_embd, n_embd)),
+            (b + "attn_k.weight", normal(n_embd, n_embd)),
+            (b + "attn_v.weight", normal(n_embd, n_embd)),
+            (b + "attn_output.weight", normal(n_embd, n_embd)),
+            (b + "ffn_norm.weight", ones(n_embd)),
+            (b + "ffn_gate.weight", normal(n_ff, n_embd)),
+            (b + "ffn_up.weight", normal(n_ff, n_embd)),
+            (b + "ffn_down.weight", normal(n_embd, n_ff)),
+        ]
+    tensors += [("output_norm.weight", ones(n_embd)), ("output.weight", normal(n_vocab, n_embd).astype(np.float16))]
+    return tensors
