@@ -96,8 +96,8 @@ def read_kv(path: Path) -> tuple[dict[str, Any], int, int]:
             raise InputError(path, f"unsupported GGUF version {version}")
         n_tensors = c.unpack("<Q", "tensor count")
         n_kv = c.unpack("<Q", "key-value count")
-        if n_kv > len(buf) // 13:  # each key-value takes at least 13 bytes
-            raise InputError(path, f"corrupt GGUF header: {n_kv} key-values cannot fit in {len(buf)} bytes")
+        # no sanity cap on n_kv: every key-value consumes at least 12 bytes, so a corrupt count
+        # ends in a "truncated" error within len(buf) / 12 iterations
         kv: dict[str, Any] = {}
         for i in range(n_kv):
             key = c.string(f"key #{i}").decode("utf-8", "replace")
@@ -133,6 +133,23 @@ def _value(c: _Cursor, t: int, key: str) -> Any:
             raise InputError(c.path, f"corrupt GGUF: array {key!r} of {evt.name} is not supported")
         return ArrayInfo(evt.name, n)
     raise InputError(c.path, f"corrupt GGUF: key {key!r} has type {vt.name}")  # pragma: no cover
+
+
+def check_tokenizer(path: Path, kv: dict[str, Any]) -> None:
+    """Refuse tokenizer key-values that are well-formed but inconsistent, in one line."""
+    toks = kv.get(Keys.Tokenizer.LIST)
+    if toks is None:
+        raise InputError(path, f"no {Keys.Tokenizer.LIST}: not a vocab or model file")
+    if not isinstance(toks, ArrayInfo) or toks.type != "STRING":
+        raise InputError(path, f"{Keys.Tokenizer.LIST} is not an array of strings")
+    for key in (Keys.Tokenizer.SCORES, Keys.Tokenizer.TOKEN_TYPE):
+        arr = kv.get(key)
+        if isinstance(arr, ArrayInfo) and arr.count != toks.count:
+            raise InputError(path, f"inconsistent tokenizer: {toks.count} tokens but {arr.count} entries in {key}")
+    for key in (Keys.Tokenizer.BOS_ID, Keys.Tokenizer.EOS_ID, Keys.Tokenizer.UNK_ID, Keys.Tokenizer.PAD_ID):
+        tid = kv.get(key)
+        if isinstance(tid, int) and not (0 <= tid < toks.count) and tid not in (-1, 0xFFFFFFFF):
+            raise InputError(path, f"inconsistent tokenizer: {key} = {tid} is outside the {toks.count} tokens")
 
 
 def read_meta(path: Path) -> VocabMeta:

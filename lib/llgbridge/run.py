@@ -16,10 +16,12 @@ exits non-zero.
 from __future__ import annotations
 
 import argparse
-import shutil
+import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .paths import RESULTS, ROOT, write_atomic, write_json
@@ -37,8 +39,29 @@ def _one_line(e: BaseException) -> str:
         name, text = ename, str(evalue or "").strip()
     if name == "DeadKernelError" or "Kernel died" in text:
         text = "the kernel died (a crash inside native code: llama.cpp or llguidance)"
+    elif name in ("CellTimeoutError", "TimeoutError") or "timed out" in text.lower():
+        name, text = "Timeout", "a cell ran past the per-input time limit and was stopped"
     lines = [ln for ln in text.splitlines() if ln.strip()]
     return f"{name}: {lines[-1] if lines else ''}".strip()
+
+
+@contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """Send this process's stderr, and so the kernel's (it inherits the descriptor), to a file.
+
+    The kernel's start-up chatter (a plain-TCP warning per run) would otherwise bury the
+    progress lines; errors are reported from the notebook's own outputs instead.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with path.open("wb") as f:
+        os.dup2(f.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def execute(
@@ -48,17 +71,22 @@ def execute(
     out_root: Path | None = None,
     results_dir: Path | None = None,
     timeout: int = 1800,
+    notebooks_dir: Path = NOTEBOOKS,
 ) -> dict[str, object]:
+    """Run `notebook` for `vocab`; a failure of any kind becomes a failed result, never a raise.
+
+    `timeout` is the per-cell limit in seconds (papermill stops the kernel past it).
+    """
     import nbformat
     import papermill as pm
-    from jupyter_client.manager import KernelManager
     from nbconvert import HTMLExporter
 
     out_root = out_root or ROOT / "reports"
     results_dir = results_dir or RESULTS
-    src = NOTEBOOKS / f"{notebook}.ipynb"
+    src = notebooks_dir / f"{notebook}.ipynb"
     if not src.exists():
-        raise SystemExit(f"{src}: no such notebook (have: {', '.join(p.stem for p in sorted(NOTEBOOKS.glob('*.ipynb')))})")
+        have = ", ".join(p.stem for p in sorted(notebooks_dir.glob("*.ipynb")))
+        raise SystemExit(f"{src}: no such notebook (have: {have})")
     result = results_dir / notebook / f"{vocab}.json"
     executed = out_root / "notebooks" / notebook / f"{vocab}.ipynb"
     html = out_root / "html" / notebook / f"{vocab}.html"
@@ -69,31 +97,24 @@ def execute(
     executed.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=executed.parent) as tmp:
         tmp_nb = Path(tmp) / executed.name
-        # IPC sockets: no TCP ports, and no plain-text-TCP warning per run. A socket path must
-        # stay under ~100 bytes, so it lives in a short folder of the system's temp dir.
-        sockets = tempfile.mkdtemp(prefix="llgk")
-        km = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(sockets) / "k"))
+        log = Path(tmp) / "kernel.log"
         try:
-            pm.execute_notebook(
-                str(src),
-                str(tmp_nb),
-                parameters=parameters,
-                kernel_name="python3",
-                language="python",
-                cwd=str(ROOT),
-                progress_bar=False,
-                execution_timeout=timeout,
-                km=km,
-            )
+            with _stderr_to(log):
+                pm.execute_notebook(
+                    str(src),
+                    str(tmp_nb),
+                    parameters=parameters,
+                    kernel_name="python3",
+                    language="python",
+                    cwd=str(ROOT),
+                    progress_bar=False,
+                    execution_timeout=timeout,
+                )
             status["status"] = "ok"
         except BaseException as e:  # noqa: BLE001 - every failure becomes a result
             if isinstance(e, KeyboardInterrupt):
                 raise
             status.update(status="failed", error=_one_line(e))
-        finally:
-            if km.has_kernel:  # papermill leaves a kernel it was handed running
-                km.shutdown_kernel(now=True)
-            shutil.rmtree(sockets, ignore_errors=True)
         if tmp_nb.exists():
             nb = nbformat.read(str(tmp_nb), as_version=4)
             body, _ = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True).from_notebook_node(nb)

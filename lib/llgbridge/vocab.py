@@ -4,12 +4,15 @@ Names follow `include/llama.h` (`token_to_piece`, `detokenize`, `tokenize`, `lst
 `add_special`, `parse_special`) so a reader can grep upstream for each call.
 
 Loading a vocab-only GGUF costs well under a second; every conversion is one C call.
+`piece_detok_differences` walks a whole vocab at close to C speed (the census's hot loop).
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -23,22 +26,60 @@ VOCAB_TYPES = {0: "NONE", 1: "SPM", 2: "BPE", 3: "WPM", 4: "UGM", 5: "RWKV", 6: 
 # mirrors the size that common/llguidance.cpp gives one token's piece
 MAX_PIECE = 1024
 
+# llama-cpp-python's bindings carry `argtypes`, whose per-argument conversion costs more than the
+# C call itself when a loop makes millions of them (the census pass took 3x as long through
+# them). These private handles take only plain ints and ctypes objects; only the whole-vocab
+# passes below use them, with ints they make themselves, so a caller's numpy integer never
+# reaches them. PyDLL: the calls take well under a microsecond, and releasing and retaking the
+# GIL around each one cost another tenth. (`lib[name]` makes new function objects, leaving
+# the bindings' argtypes untouched.)
+_pylib = ctypes.PyDLL(llama_cpp.llama_cpp._lib._name)
+_raw_token_to_piece = _pylib["llama_token_to_piece"]
+_raw_token_to_piece.restype = ctypes.c_int32
+_raw_detokenize = _pylib["llama_detokenize"]
+_raw_detokenize.restype = ctypes.c_int32
 
-def _silence_llama_log() -> None:
-    """llama.cpp logs every load to stderr; keep notebooks readable unless asked otherwise."""
-    if os.environ.get("LLGBRIDGE_LLAMA_LOG"):
-        return
+
+# llama.cpp's own error lines from the last load, so a refusal can say why in one line
+_LOAD_ERRORS: list[str] = []
+_LOG_ERROR = 4  # GGML_LOG_LEVEL_ERROR
+
+
+def _capture_llama_log() -> None:
+    """llama.cpp logs every load to stderr: keep notebooks quiet, but keep its errors."""
+    echo = bool(os.environ.get("LLGBRIDGE_LLAMA_LOG"))
 
     @llama_cpp.llama_log_callback
-    def _quiet(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:  # pragma: no cover
-        return None
+    def _log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:  # pragma: no cover
+        if level == _LOG_ERROR:
+            _LOAD_ERRORS.append(text.decode("utf-8", "replace").strip())
+        if echo:
+            sys.stderr.write(text.decode("utf-8", "replace"))
 
     # keep a reference: llama.cpp stores the pointer
-    _silence_llama_log.cb = _quiet  # type: ignore[attr-defined]
-    llama_cpp.llama_log_set(_quiet, ctypes.c_void_p(0))
+    _capture_llama_log.cb = _log  # type: ignore[attr-defined]
+    llama_cpp.llama_log_set(_log, ctypes.c_void_p(0))
 
 
-_silence_llama_log()
+def _load_failure(path: Path) -> InputError:
+    """Why llama.cpp refused `path`: a structural check first, else llama.cpp's own words."""
+    from .gguf_meta import check_tokenizer, read_kv
+
+    try:
+        kv, _, _ = read_kv(path)
+        check_tokenizer(path, kv)
+    except InputError as e:
+        return e
+    said = [ln for ln in _LOAD_ERRORS if "error loading model:" in ln] or _LOAD_ERRORS
+    if said:
+        cause = said[0].split("error loading model:", 1)[-1].strip()
+        for prefix in ("error loading model vocabulary:", "llama_model_loader:"):
+            cause = cause.removeprefix(prefix).strip()
+        return InputError(path, f"llama.cpp cannot load it: {cause}")
+    return InputError(path, "llama.cpp cannot load it (run with LLGBRIDGE_LLAMA_LOG=1 to see its log)")
+
+
+_capture_llama_log()
 llama_cpp.llama_backend_init()
 
 GGUF_MAGIC = b"GGUF"
@@ -74,14 +115,18 @@ class Vocab:
         check_gguf_file(self.path)
         params = llama_cpp.llama_model_default_params()
         params.vocab_only = True
+        _LOAD_ERRORS.clear()
         model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), params)
         if not model:
-            raise InputError(self.path, "llama.cpp could not load it as a model or vocab (see LLGBRIDGE_LLAMA_LOG=1)")
+            raise _load_failure(self.path)
         self._model = model
         self.vocab = llama_cpp.llama_model_get_vocab(model)
         self.n_tokens = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
         self._buf = ctypes.create_string_buffer(MAX_PIECE)
         self._tok_buf = (llama_cpp.llama_token * 1)()
+        # the bindings return the pointer as a bare int, which the argtype-less handles would
+        # pass as a 32-bit C int
+        self._vocab_ptr = ctypes.c_void_p(self.vocab)
 
     def __del__(self) -> None:
         model = getattr(self, "_model", None)
@@ -113,12 +158,18 @@ class Vocab:
         return int(llama_cpp.llama_token_get_attr(self.vocab, token))
 
     # -- conversions -------------------------------------------------------------------------
+    def _buffer(self, max_len: int) -> ctypes.Array[ctypes.c_char]:
+        # llama.cpp writes up to `max_len` bytes: a larger ask must not overrun the shared buffer
+        return self._buf if max_len <= MAX_PIECE else ctypes.create_string_buffer(max_len)
+
     def token_to_piece(self, token: int, lstrip: int = 0, special: bool = False, max_len: int = MAX_PIECE) -> bytes:
         """`llama_token_to_piece`; a piece longer than `max_len` raises ValueError."""
-        n = llama_cpp.llama_token_to_piece(self.vocab, token, self._buf, max_len, lstrip, special)
+        buf = self._buffer(max_len)
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, max_len, lstrip, special)
         if n < 0:
-            raise ValueError(f"{self.name}: token {token} piece is {-n} bytes, longer than the {max_len}-byte buffer")
-        return self._buf.raw[:n]
+            raise InputError(self.path, f"token {token} piece is {-n} bytes, longer than the bridge's {max_len}-byte buffer (upstream aborts)")
+        # string_at copies n bytes; `.raw` would copy the whole buffer first
+        return ctypes.string_at(buf, n)
 
     def detokenize(
         self, tokens: list[int], remove_special: bool = False, unparse_special: bool = False, max_len: int = MAX_PIECE
@@ -129,10 +180,75 @@ class Vocab:
             arr[0] = tokens[0]
         else:
             arr = (llama_cpp.llama_token * len(tokens))(*tokens)
-        n = llama_cpp.llama_detokenize(self.vocab, arr, len(tokens), self._buf, max_len, remove_special, unparse_special)
+        buf = self._buffer(max_len)
+        n = llama_cpp.llama_detokenize(self.vocab, arr, len(tokens), buf, max_len, remove_special, unparse_special)
         if n < 0:
-            raise ValueError(f"{self.name}: detokenize needs {-n} bytes, more than the {max_len}-byte buffer")
-        return self._buf.raw[:n]
+            raise InputError(self.path, f"detokenize needs {-n} bytes, longer than the bridge's {max_len}-byte buffer (upstream aborts)")
+        return ctypes.string_at(buf, n)
+
+    def iter_pieces(self, lstrip: int = 0, special: bool = False) -> Iterator[bytes]:
+        """`token_to_piece(t, lstrip, special)` for t = 0, 1, ... in order, at a fraction of the cost
+        of calling it per token; for scans that may stop early."""
+        tp, vp = _raw_token_to_piece, self._vocab_ptr
+        buf = bytearray(MAX_PIECE)
+        buf_c, view = (ctypes.c_char * MAX_PIECE).from_buffer(buf), memoryview(buf)
+        lstrip, special_c = int(lstrip), int(bool(special))
+        for t in range(self.n_tokens):
+            n = tp(vp, t, buf_c, MAX_PIECE, lstrip, special_c)
+            if n < 0:
+                raise InputError(self.path, f"token {t} piece is {-n} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream aborts)")
+            yield bytes(view[:n])
+
+    def piece_detok_differences(self) -> list[tuple[int, bytes, bytes, bytes]]:
+        """(token, piece, detok, lstripped) for every token whose `token_to_piece(t, 0, False)`
+        differs from `detokenize([t], False, False)`, in token order, with its
+        `token_to_piece(t, 1, False)`; raises ValueError as those calls do.
+
+        One pass, no per-token allocation: piece and detok land in two reused buffers that are
+        kept byte-identical between tokens, so when both calls return the same length the
+        whole-buffer comparison (one memcmp) compares exactly the bytes just written.
+        """
+        tp, dt, vp = _raw_token_to_piece, _raw_detokenize, self._vocab_ptr
+        piece, detok = bytearray(MAX_PIECE), bytearray(MAX_PIECE)
+        piece_c = (ctypes.c_char * MAX_PIECE).from_buffer(piece)
+        detok_c = (ctypes.c_char * MAX_PIECE).from_buffer(detok)
+        lstripped = bytearray(MAX_PIECE)
+        lstripped_c = (ctypes.c_char * MAX_PIECE).from_buffer(lstripped)
+        pv, dv, lv = memoryview(piece), memoryview(detok), memoryview(lstripped)
+        one = (llama_cpp.llama_token * 1)()
+        out: list[tuple[int, bytes, bytes, bytes]] = []
+        for t in range(self.n_tokens):
+            n = tp(vp, t, piece_c, MAX_PIECE, 0, 0)
+            one[0] = t
+            m = dt(vp, one, 1, detok_c, MAX_PIECE, 0, 0)
+            # n < 0 is tested because two equal error lengths would otherwise compare equal
+            if n != m or n < 0 or piece != detok:
+                if n < 0:
+                    raise InputError(self.path, f"token {t} piece is {-n} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream aborts)")
+                if m < 0:
+                    raise InputError(self.path, f"detokenize needs {-m} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream aborts)")
+                k = tp(vp, t, lstripped_c, MAX_PIECE, 1, 0)
+                if k < 0:
+                    raise InputError(self.path, f"token {t} piece is {-k} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream aborts)")
+                out.append((t, bytes(pv[:n]), bytes(dv[:m]), bytes(lv[:k])))
+                detok[:] = piece  # restore the invariant
+        return out
+
+    def meta_str(self, key: str) -> str | None:
+        """A scalar GGUF key as llama.cpp keeps it (`llama_model_meta_val_str`), None when absent.
+
+        llama.cpp renders it as text: a string as is, a bool as `true`/`false`, an integer in
+        decimal; array keys are not kept.
+        """
+        size = 256
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = llama_cpp.llama_model_meta_val_str(self._model, key.encode(), buf, size)
+            if n < 0:
+                return None
+            if n < size:
+                return buf.raw[:n].decode("utf-8", "replace")
+            size = n + 1
 
     def tokenize(self, text: bytes, add_special: bool = False, parse_special: bool = True) -> list[int]:
         """`llama_tokenize`; grows the output buffer when llama.cpp asks for more."""
@@ -143,7 +259,7 @@ class Vocab:
             if n >= 0:
                 return list(out[:n])
             if -n <= cap:  # pragma: no cover - llama.cpp reports the size it needs
-                raise ValueError(f"{self.name}: llama_tokenize failed on {text!r} ({n})")
+                raise InputError(self.path, f"llama_tokenize failed on {text!r} ({n})")
             cap = -n
 
     def pieces(self, tokens: list[int]) -> list[bytes]:

@@ -1,0 +1,325 @@
+"""Benchmark the Python census against the same loop in C, and time the bridge builds.
+
+    python -m llgbridge.bench [--out reports] [--repeat 3]
+
+`bench/census.c` is compiled with `cc` against the libllama that llama-cpp-python installed (so
+both sides run the same native code) into `data/bench/`. Each repetition then runs, as two
+child processes over all the fixtures, the C loop and `run_census` (this module's `--worker`
+mode), in alternating order so that a noisy machine slows both alike; per-vocab seconds
+(load + census + free, timed inside each process) and the processes' wall and CPU seconds are
+medians over the repetitions. Both sides must agree on every vocab's differing and
+lost-leading-space counts, or nothing is written. Then, in this process: the optimisation
+ablation (each census stage once over all vocabs) and `bridges.build` per vocab and variant.
+Writes `reports/bench.csv` (tidy rows) and `reports/bench.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.metadata
+import io
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from .paths import DATA, REPORTS, ROOT, VOCABS, write_atomic
+
+SOURCE = ROOT / "bench" / "census.c"
+BUILD = DATA / "bench"
+VARIANTS = ("upstream", "fixed")
+GOAL = 1.5  # the issue's target for python/C over all fixtures
+
+
+@dataclass(frozen=True)
+class Line:
+    """One vocab's result line, as both census programs print it."""
+
+    vocab: str
+    n_tokens: int
+    differing: int
+    lost: int
+    seconds: float
+    load: float  # the part of `seconds` spent in llama_model_load_from_file
+
+
+@dataclass(frozen=True)
+class Run:
+    lines: dict[str, Line]
+    wall: float
+    cpu: float
+
+
+def llama_dirs() -> tuple[Path, Path]:
+    """(include dir with llama.h, lib dir with libllama.so) of the installed llama-cpp-python."""
+    import llama_cpp  # deferred: the worker and the census import it through Vocab anyway
+
+    lib = Path(llama_cpp.__file__).parent / "lib"
+    dist = importlib.metadata.distribution("llama_cpp_python")
+    headers = [Path(str(f.locate())) for f in dist.files or [] if f.name == "llama.h"]
+    include = headers[0].parent if headers else Path(llama_cpp.__file__).parents[1] / "include"
+    for need in (include / "llama.h", lib / "libllama.so"):
+        if not need.exists():
+            raise SystemExit(f"{need}: not installed by llama-cpp-python; reinstall it from source (make setup)")
+    return include, lib
+
+
+def compile_c() -> Path:
+    include, lib = llama_dirs()
+    BUILD.mkdir(parents=True, exist_ok=True)
+    exe, tmp = BUILD / "census", BUILD / ".census.tmp"
+    cmd = ["cc", "-O2", "-Wall", f"-I{include}", str(SOURCE), f"-L{lib}", f"-Wl,-rpath,{lib}", "-lllama", "-o", str(tmp)]
+    subprocess.run(cmd, check=True)
+    os.replace(tmp, exe)  # a failed compile leaves the previous binary, never half of one
+    return exe
+
+
+def parse(out: str) -> dict[str, Line]:
+    lines = {}
+    for row in out.splitlines():
+        name, n, d, lost, s, load = row.split()
+        lines[name] = Line(name, int(n), int(d), int(lost), float(s), float(load))
+    return lines
+
+
+def run_child(cmd: list[str]) -> Run:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0:
+        raise SystemExit(f"{cmd[0]} failed ({p.returncode}):\n{p.stderr[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return Run(parse(p.stdout), wall, cpu)
+
+
+def worker(paths: list[str]) -> None:
+    """The Python side of the comparison: print the C program's line format per vocab."""
+    from .census import run_census
+    from .vocab import Vocab
+
+    for p in paths:
+        t0 = time.perf_counter()
+        v = Vocab(p)
+        load = time.perf_counter() - t0
+        c = run_census(v)
+        del v  # frees the llama model, as the C loop does inside its timing
+        s = time.perf_counter() - t0
+        print(f"{c.vocab} {c.n_tokens} {c.differing} {c.lost_leading_space} {s:.6f} {load:.6f}", flush=True)
+
+
+def check_agree(py: Run, c: Run) -> None:
+    bad = [
+        f"{n}: python {py.lines.get(n)} vs C {c.lines[n]}"
+        for n in c.lines
+        if n not in py.lines or (py.lines[n].n_tokens, py.lines[n].differing, py.lines[n].lost)
+        != (c.lines[n].n_tokens, c.lines[n].differing, c.lines[n].lost)
+    ]
+    if bad or py.lines.keys() != c.lines.keys():
+        raise SystemExit("python and C census disagree:\n" + "\n".join(bad or [f"{sorted(py.lines)} vs {sorted(c.lines)}"]))
+
+
+def ablation(paths: list[Path]) -> list[tuple[str, float]]:
+    """Each optimisation stage of the census, once over all vocabs, vocab load excluded.
+
+    The earlier stages are rebuilt here from the public API, so the table measures what each
+    change bought on this machine today rather than quoting old numbers.
+    """
+    from .census import classify, detokenize_mechanisms, loaded_meta, observed_add_space_prefix, run_census
+    from .gguf_meta import read_meta
+    from .vocab import Vocab
+
+    def per_token(v: Vocab) -> None:
+        lstrip, clean = detokenize_mechanisms(v)
+        read_meta(v.path), observed_add_space_prefix(v)
+        for t in range(v.n_tokens):
+            piece, detok = v.token_to_piece(t, 0, False), v.detokenize([t], False, False)
+            if piece != detok:
+                classify(piece, v.token_to_piece(t, 1, False), detok, lstrip, clean)
+
+    def one_pass(v: Vocab) -> None:
+        lstrip, clean = detokenize_mechanisms(v)
+        read_meta(v.path), observed_add_space_prefix(v)
+        for _t, piece, detok, lstripped in v.piece_detok_differences():
+            classify(piece, lstripped, detok, lstrip, clean)
+
+    stages: list[tuple[str, Callable[[Vocab], object]]] = [
+        ("per-token Vocab methods + read_meta walk", per_token),
+        ("one raw-ctypes pass (piece_detok_differences, iter_pieces) + read_meta walk", one_pass),
+        ("+ metadata from the loaded model (loaded_meta): run_census", run_census),
+        ("(metadata only: read_meta walk)", lambda v: read_meta(v.path)),
+        ("(metadata only: loaded_meta)", loaded_meta),
+    ]
+    vocabs = [Vocab(p) for p in paths]
+    out = []
+    for label, fn in tqdm(stages, desc="ablation", leave=False):
+        t0 = time.perf_counter()
+        for v in vocabs:
+            fn(v)
+        out.append((label, time.perf_counter() - t0))
+    return out
+
+
+def bridge_builds(paths: list[Path], repeat: int) -> dict[tuple[str, str], float]:
+    from . import bridges
+    from .vocab import Vocab
+
+    out = {}
+    for p in tqdm(paths, desc="bridge builds", leave=False):
+        v = Vocab(p)
+        for variant in VARIANTS:
+            times = []
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                bridges.build(v, variant)
+                times.append(time.perf_counter() - t0)
+            out[v.name, variant] = statistics.median(times)
+    return out
+
+
+def versions() -> dict[str, str]:
+    cc = subprocess.run(["cc", "--version"], capture_output=True, text=True).stdout.splitlines()
+    out = {"python": platform.python_version(), "cc": cc[0] if cc else "?"}
+    for dist in ("llama_cpp_python", "llguidance"):
+        out[dist] = importlib.metadata.version(dist)
+    return out
+
+
+def median_run(runs: list[Run]) -> tuple[dict[str, float], float, float]:
+    names = runs[0].lines
+    per = {n: statistics.median(r.lines[n].seconds for r in runs) for n in names}
+    return per, statistics.median(r.wall for r in runs), statistics.median(r.cpu for r in runs)
+
+
+def write_reports(
+    out: Path, ref: dict[str, Line], py: list[Run], c: list[Run], stages: list[tuple[str, float]],
+    builds: dict[tuple[str, str], float], meta: dict[str, str],
+) -> None:
+    py_per, py_wall, py_cpu = median_run(py)
+    c_per, c_wall, c_cpu = median_run(c)
+    total_tokens = sum(x.n_tokens for x in ref.values())
+    rows: list[dict[str, object]] = []
+
+    def row(bench: str, vocab: str, n: int, variant: str, s: float, ratio: float | None = None) -> None:
+        rows.append({"benchmark": bench, "vocab": vocab, "n_tokens": n, "variant": variant, "seconds": round(s, 6),
+                     "ratio": "" if ratio is None else round(ratio, 3), "us_per_token": round(1e6 * s / max(n, 1), 4)})
+
+    for n, line in ref.items():
+        row("census", n, line.n_tokens, "c", c_per[n])
+        row("census", n, line.n_tokens, "python", py_per[n], py_per[n] / c_per[n])
+    py_sum, c_sum = sum(py_per.values()), sum(c_per.values())
+    row("census", "ALL", total_tokens, "c", c_sum)
+    row("census", "ALL", total_tokens, "python", py_sum, py_sum / c_sum)
+    for bench, p, q in (("census_process_wall", py_wall, c_wall), ("census_process_cpu", py_cpu, c_cpu)):
+        row(bench, "ALL", total_tokens, "c", q)
+        row(bench, "ALL", total_tokens, "python", p, p / q)
+    c_work = statistics.median(sum(x.seconds - x.load for x in r.lines.values()) for r in c)
+    row("census_no_load", "ALL", total_tokens, "c", c_work)
+    for label, s in stages:
+        row("census_no_load", "ALL", total_tokens, label, s, s / c_work)
+    for (n, variant), s in builds.items():
+        row("bridge_build", n, ref[n].n_tokens, variant, s)
+
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    write_atomic(out / "bench.csv", buf.getvalue())
+
+    ratio = py_wall / c_wall
+    md = [
+        "# Census: Python vs C",
+        "",
+        f"Machine: {meta['machine']}, nproc {meta['nproc']}, load average at start {meta['loadavg']}.",
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in meta.items() if k not in ("machine", "nproc", "loadavg", "repeat")) + ".",
+        f"Median of {meta['repeat']} repetitions; each vocab's seconds are load + census + free, timed inside its process.",
+        "",
+        f"**Overall (process wall, incl. interpreter start and imports): Python {py_wall:.2f} s, C {c_wall:.2f} s, "
+        f"ratio {ratio:.2f}** (goal <= {GOAL}: {'met' if ratio <= GOAL else 'NOT met'}). "
+        f"Sum of per-vocab seconds: Python {py_sum:.2f} s, C {c_sum:.2f} s, ratio {py_sum / c_sum:.2f}. "
+        f"Process CPU: Python {py_cpu:.2f} s, C {c_cpu:.2f} s, ratio {py_cpu / c_cpu:.2f}.",
+        "",
+        "| vocab | n_tokens | differing | lost space | Python s | C s | Python/C |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n, line in ref.items():
+        md.append(f"| {n} | {line.n_tokens} | {line.differing} | {line.lost} | {py_per[n]:.3f} | {c_per[n]:.3f} | {py_per[n] / c_per[n]:.2f} |")
+    md.append(f"| **all** | {total_tokens} | | | {py_sum:.3f} | {c_sum:.3f} | {py_sum / c_sum:.2f} |")
+    md += [
+        "",
+        "## What each optimisation bought",
+        "",
+        "Each stage once over all vocabs in one process, vocab load excluded (the load is the same native call "
+        f"on both sides); against the C loop's non-load seconds (loop + free), {c_work:.2f} s. Earlier stages are "
+        "rebuilt from the public API, so the first row already has the cheaper `string_at` copy in "
+        "`Vocab.token_to_piece`/`detokenize`.",
+        "",
+        "| stage | seconds | vs C loop |",
+        "|---|---:|---:|",
+        f"| C loop (bench/census.c) | {c_work:.2f} | 1.00 |",
+        *[f"| {label} | {s:.2f} | {s / c_work:.2f} |" for label, s in stages],
+        "",
+        "## Building each bridge's tokenizer",
+        "",
+        "`bridges.build(vocab, variant)` on an already loaded vocab, median seconds.",
+        "",
+        "| vocab | n_tokens | " + " | ".join(f"{v} s" for v in VARIANTS) + " | " + " | ".join(f"{v} us/token" for v in VARIANTS) + " |",
+        "|---|---:|" + "---:|" * (2 * len(VARIANTS)),
+    ]
+    for n, line in sorted(ref.items(), key=lambda kv: kv[1].n_tokens):
+        s = [builds[n, v] for v in VARIANTS]
+        md.append(f"| {n} | {line.n_tokens} | " + " | ".join(f"{x:.3f}" for x in s) + " | "
+                  + " | ".join(f"{1e6 * x / line.n_tokens:.2f}" for x in s) + " |")
+    write_atomic(out / "bench.md", "\n".join(md) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m llgbridge.bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=REPORTS, help="where bench.csv and bench.md go (default: reports)")
+    ap.add_argument("--repeat", type=int, default=3, help="repetitions; medians are reported (default: 3)")
+    ap.add_argument("--vocabs", help="comma-separated fixture names (default: all in data/vocabs)")
+    ap.add_argument("--worker", nargs="+", metavar="GGUF", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        worker(args.worker)
+        return 0
+
+    paths = sorted(VOCABS.glob("ggml-vocab-*.gguf"))
+    if args.vocabs:
+        paths = [VOCABS / f"ggml-vocab-{n}.gguf" for n in args.vocabs.split(",")]
+    if not paths:
+        raise SystemExit(f"no fixtures in {VOCABS}: run `make data` first")
+    exe = compile_c()
+    meta = {"machine": f"{platform.platform()} {platform.machine()}", "nproc": str(os.cpu_count()),
+            "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()), "repeat": str(args.repeat), **versions()}
+    c_cmd = [str(exe), *map(str, paths)]
+    py_cmd = [sys.executable, "-m", "llgbridge.bench", "--worker", *map(str, paths)]
+    py_runs: list[Run] = []
+    c_runs: list[Run] = []
+    for i in tqdm(range(args.repeat), desc="census python vs C"):
+        # alternate the order so drift in the machine's load hits both sides alike
+        for side in (("c", "py") if i % 2 == 0 else ("py", "c")):
+            if side == "c":
+                c_runs.append(run_child(c_cmd))
+            else:
+                py_runs.append(run_child(py_cmd))
+        check_agree(py_runs[-1], c_runs[-1])
+    stages = ablation(paths)
+    builds = bridge_builds(paths, args.repeat)
+    write_reports(args.out, c_runs[0].lines, py_runs, c_runs, stages, builds, meta)
+    print(f"wrote {args.out / 'bench.csv'} and {args.out / 'bench.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

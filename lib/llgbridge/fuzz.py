@@ -1,0 +1,237 @@
+"""Seeded fuzzing of vocab loading and bridge construction, each case isolated from the caller.
+
+    python -m llgbridge.fuzz [--n 300] [--seed 0] [--vocab llama-spm] [--timeout 30]
+    make fuzz N=300
+
+Mutates the bytes of a small fixture (bit flips, truncations, length fields set to huge
+values, value types overwritten) and feeds each variant through `Vocab` and both bridge
+constructions in a worker process. A case ends as:
+
+- `ok`: the mutation was harmless (the file still loads and both bridges build);
+- `error`: a clean one-line error that names the input (what a user must get);
+- `crash`: the worker died (a signal inside llama.cpp or llguidance), caught by isolation;
+- `hang`: no answer within the time limit, the worker killed;
+- `unexpected`: an exception that is not one of ours, or a message that is not one line:
+  a bug in this suite.
+
+Workers are reused across cases and restarted after a crash or hang, so a few hundred cases
+take minutes, not a process start each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from queue import Empty, Queue
+
+from .paths import VOCABS
+
+OUTCOMES = ("ok", "error", "crash", "hang", "unexpected")
+
+
+@dataclass
+class Case:
+    index: int
+    kind: str
+    path: Path
+    outcome: str = ""
+    message: str = ""
+
+
+def _length_fields(data: bytes) -> list[int]:
+    """Offsets of the u64 string-length fields in the key-value section (walked once)."""
+    out: list[int] = []
+    pos = 24
+    try:
+        n_kv = struct.unpack_from("<Q", data, 16)[0]
+        for _ in range(n_kv):
+            out.append(pos)
+            pos += 8 + struct.unpack_from("<Q", data, pos)[0]
+            t = struct.unpack_from("<I", data, pos)[0]
+            pos += 4
+            if t == 8:  # string
+                out.append(pos)
+                pos += 8 + struct.unpack_from("<Q", data, pos)[0]
+            elif t == 9:  # array
+                et, n = struct.unpack_from("<IQ", data, pos)
+                pos += 12
+                if et == 8:
+                    for _ in range(n):
+                        out.append(pos)
+                        pos += 8 + struct.unpack_from("<Q", data, pos)[0]
+                else:
+                    pos += n * {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}[et]
+            else:
+                pos += {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}[t]
+    except (struct.error, KeyError):
+        pass
+    return out
+
+
+def mutate(data: bytes, rng: random.Random, lengths: list[int]) -> tuple[str, bytes]:
+    kind = rng.choice(["flip", "flip", "truncate", "huge_length", "type"])
+    b = bytearray(data)
+    if kind == "flip":
+        # most of the structure is in the first few kB; flip there more often
+        span = len(b) if rng.random() < 0.3 else min(len(b), 4096)
+        for _ in range(rng.randint(1, 8)):
+            b[rng.randrange(span)] ^= 1 << rng.randrange(8)
+    elif kind == "truncate":
+        b = b[: rng.randrange(len(b))]
+    elif kind == "huge_length" and lengths:
+        off = rng.choice(lengths[:64] + rng.sample(lengths, min(64, len(lengths))))
+        b[off : off + 8] = struct.pack("<Q", rng.choice([2**63 - 1, 2**40, 2**32, len(b) * 2, 0xFFFFFFFFFFFFFFFF]))
+    else:
+        kind = "type"
+        off = rng.choice(lengths[:64] or [24])
+        n = struct.unpack_from("<Q", b, off)[0] if off + 8 <= len(b) else 0
+        tpos = off + 8 + n
+        if tpos + 4 <= len(b):
+            b[tpos : tpos + 4] = struct.pack("<I", rng.choice([13, 255, 9, 8, 0xFFFFFFFF]))
+    return kind, bytes(b)
+
+
+def make_cases(src: Path, n: int, seed: int, folder: Path) -> list[Case]:
+    data = src.read_bytes()
+    lengths = _length_fields(data)
+    rng = random.Random(seed)
+    cases = []
+    for i in range(n):
+        kind, b = mutate(data, rng, lengths)
+        p = folder / f"case-{i:04d}-{kind}.gguf"
+        p.write_bytes(b)
+        cases.append(Case(i, kind, p))
+    return cases
+
+
+def check_one(path: Path) -> tuple[str, str]:
+    """Load the vocab and build both bridges; (outcome, one-line message)."""
+    from .bridges import VARIANTS, build
+    from .errors import InputError, LlgError
+    from .vocab import Vocab
+
+    try:
+        v = Vocab(path)
+        for name in VARIANTS:
+            build(v, name)
+    except (InputError, ValueError, LlgError) as e:
+        msg = str(e)
+        if "\n" in msg.strip() or str(path.name) not in msg:
+            return "unexpected", f"{type(e).__name__}: {msg.strip().splitlines()[0] if msg.strip() else ''} (not one line naming the input)"
+        return "error", msg
+    except Exception as e:  # noqa: BLE001 - anything else is a bug in the suite
+        return "unexpected", f"{type(e).__name__}: {e}"
+    return "ok", ""
+
+
+def _worker(paths: list[str]) -> None:
+    for i, p in enumerate(paths):
+        print(f"START\t{i}", flush=True)
+        outcome, msg = check_one(Path(p))
+        print(f"DONE\t{i}\t{outcome}\t{msg.replace(chr(9), ' ').replace(chr(10), ' ')}", flush=True)
+
+
+def _reader(stream, q: Queue) -> None:  # noqa: ANN001
+    for line in stream:
+        q.put(line.rstrip("\n"))
+    q.put(None)
+
+
+def run_cases(cases: list[Case], timeout: float = 30.0, progress: bool = True) -> list[Case]:
+    """Run every case in worker processes, restarting a worker after a crash or a hang."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(cases), desc="fuzz", disable=not progress, file=sys.stderr)
+    i = 0
+    while i < len(cases):
+        rest = cases[i:]
+        listing = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False)
+        listing.write("\n".join(str(c.path) for c in rest))
+        listing.close()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "llgbridge.fuzz", "--worker", listing.name],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        q: Queue = Queue()
+        threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True).start()
+        current: int | None = None
+        deadline = time.monotonic() + timeout + 30  # the worker's own start-up
+        while True:
+            try:
+                line = q.get(timeout=max(0.1, deadline - time.monotonic()))
+            except Empty:
+                proc.kill()
+                proc.wait()
+                c = rest[current if current is not None else 0]
+                c.outcome, c.message = "hang", f"{c.path.name}: no answer within {timeout:.0f} s"
+                i = c.index + 1
+                bar.update(1)
+                break
+            if line is None:  # the worker ended: finished, or died inside native code
+                rc = proc.wait()
+                if current is not None and not rest[current].outcome:
+                    c = rest[current]
+                    sig = -rc if rc < 0 else None
+                    c.outcome = "crash"
+                    c.message = f"{c.path.name}: worker died " + (f"by signal {sig}" if sig else f"with exit code {rc}")
+                    i = c.index + 1
+                    bar.update(1)
+                else:
+                    i = len(cases)
+                break
+            parts = line.split("\t")
+            if parts[0] == "START":
+                current = int(parts[1])
+                deadline = time.monotonic() + timeout
+            elif parts[0] == "DONE":
+                c = rest[int(parts[1])]
+                c.outcome, c.message = parts[2], parts[3] if len(parts) > 3 else ""
+                bar.update(1)
+        os.unlink(listing.name)
+    bar.close()
+    return cases
+
+
+def fuzz(n: int = 300, seed: int = 0, vocab: str = "llama-spm", timeout: float = 30.0, progress: bool = True) -> list[Case]:
+    with tempfile.TemporaryDirectory(prefix="llgfuzz") as tmp:
+        cases = make_cases(VOCABS / f"ggml-vocab-{vocab}.gguf", n, seed, Path(tmp))
+        return run_cases(cases, timeout, progress)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--vocab", default="llama-spm")
+    ap.add_argument("--timeout", type=float, default=30.0)
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.worker:
+        _worker(Path(a.worker).read_text().splitlines())
+        return 0
+    cases = fuzz(a.n, a.seed, a.vocab, a.timeout)
+    counts = Counter(c.outcome for c in cases)
+    print(f"{len(cases)} cases from ggml-vocab-{a.vocab}.gguf, seed {a.seed}: " + ", ".join(f"{counts.get(o, 0)} {o}" for o in OUTCOMES))
+    kinds = Counter((c.kind, c.outcome) for c in cases)
+    for (k, o), m in sorted(kinds.items()):
+        print(f"  {k:12} {o:10} {m}")
+    for c in cases:
+        if c.outcome in ("crash", "hang", "unexpected"):
+            print(f"  {c.outcome}: {c.message}")
+    return 1 if counts.get("unexpected") or counts.get("hang") else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
