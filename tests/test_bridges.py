@@ -13,6 +13,11 @@ from llgbridge.errors import InputError
 @pytest.mark.parametrize("name", ALL_VOCABS)
 @pytest.mark.parametrize("var", list(bridges.VARIANTS))
 def test_every_variant_builds_on_every_fixture(name: str, var: str) -> None:
+    if var == "sentinel" and name in ("bert-bge", "nomic-bert-moe"):
+        # llguidance's own llama.cpp integration refuses these (no EOS / no usable sentinel)
+        with pytest.raises(InputError, match=f"ggml-vocab-{name}.gguf: "):
+            bridges.build(vocab(name), var)
+        return
     b = bridge(name, var)
     assert len(b.token_bytes) == vocab(name).n_tokens
 
@@ -58,7 +63,7 @@ def test_upstream_always_forces() -> None:
 
 
 def test_unknown_bridge_is_a_one_line_error() -> None:
-    with pytest.raises(InputError, match=r"^bridge 'nope': unknown bridge; choose one of upstream, fixed"):
+    with pytest.raises(InputError, match=r"^bridge 'nope': unknown bridge; choose one of upstream, fixed, sentinel, truth$"):
         bridges.build(vocab("llama-spm"), "nope")
 
 
