@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
@@ -229,6 +230,10 @@ def write_reports(
         row("census_no_load", "ALL", total_tokens, label, s, s / c_work)
     for (n, variant), s in builds.items():
         row("bridge_build", n, ref[n].n_tokens, variant, s)
+    mask = generation_timing()
+    for m in mask:
+        row("mask_per_token", m["vocab"], m["n_vocab"], m["bridge"], m["mask_s"])
+        row("generation_tok_s", m["vocab"], m["n_vocab"], m["bridge"], m["constrained_tok_s"], m["constrained_tok_s"] / m["unconstrained_tok_s"])
 
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
@@ -280,46 +285,57 @@ def write_reports(
         s = [builds[n, v] for v in VARIANTS]
         md.append(f"| {n} | {line.n_tokens} | " + " | ".join(f"{x:.3f}" for x in s) + " | "
                   + " | ".join(f"{1e6 * x / line.n_tokens:.2f}" for x in s) + " |")
+    if mask:
+        md += [
+            "",
+            "## The mask in generation (from the matrix results)",
+            "",
+            "Computing and applying the mask per generated token, and constrained vs unconstrained tokens per "
+            "second on the same synthetic model (random weights: the model itself costs almost nothing, so this "
+            f"is close to the mask's whole cost). Grammar `{GEN_GRAMMAR}`, {GEN_TOKENS} tokens, medians of 3 runs.",
+            "",
+            "| vocab | n_vocab | bridge | mask ms/token | constrained tok/s | unconstrained tok/s |",
+            "|---|---:|---|---:|---:|---:|",
+            *[f"| {m['vocab']} | {m['n_vocab']} | {m['bridge']} | {1000 * m['mask_s']:.2f} | {m['constrained_tok_s']:.0f} | "
+              f"{m['unconstrained_tok_s']:.0f} |" for m in mask],
+        ]
     write_atomic(out / "bench.md", "\n".join(md) + "\n")
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m llgbridge.bench", description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=REPORTS, help="where bench.csv and bench.md go (default: reports)")
-    ap.add_argument("--repeat", type=int, default=3, help="repetitions; medians are reported (default: 3)")
-    ap.add_argument("--vocabs", help="comma-separated fixture names (default: all in data/vocabs)")
-    ap.add_argument("--worker", nargs="+", metavar="GGUF", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if args.worker:
-        worker(args.worker)
-        return 0
-
-    paths = sorted(VOCABS.glob("ggml-vocab-*.gguf"))
-    if args.vocabs:
-        paths = [VOCABS / f"ggml-vocab-{n}.gguf" for n in args.vocabs.split(",")]
-    if not paths:
-        raise SystemExit(f"no fixtures in {VOCABS}: run `make data` first")
-    exe = compile_c()
-    meta = {"machine": f"{platform.platform()} {platform.machine()}", "nproc": str(os.cpu_count()),
-            "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()), "repeat": str(args.repeat), **versions()}
-    c_cmd = [str(exe), *map(str, paths)]
-    py_cmd = [sys.executable, "-m", "llgbridge.bench", "--worker", *map(str, paths)]
-    py_runs: list[Run] = []
-    c_runs: list[Run] = []
-    for i in tqdm(range(args.repeat), desc="census python vs C"):
-        # alternate the order so drift in the machine's load hits both sides alike
-        for side in (("c", "py") if i % 2 == 0 else ("py", "c")):
-            if side == "c":
-                c_runs.append(run_child(c_cmd))
-            else:
-                py_runs.append(run_child(py_cmd))
-        check_agree(py_runs[-1], c_runs[-1])
-    stages = ablation(paths)
-    builds = bridge_builds(paths, args.repeat)
-    write_reports(args.out, c_runs[0].lines, py_runs, c_runs, stages, builds, meta)
-    print(f"wrote {args.out / 'bench.csv'} and {args.out / 'bench.md'}")
-    return 0
+GEN_VOCABS = ("llama-spm", "phi-3", "baichuan", "llama-bpe", "qwen35", "gemma-4")
+GEN_GRAMMAR = "start: /[a-z]+( [a-z]+)*/"  # open-ended, so every step computes a real mask
+GEN_TOKENS = 48
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def generation_timing(vocabs: tuple[str, ...] = GEN_VOCABS, repeat: int = 3) -> list[dict[str, Any]]:
+    """Per (synthetic model, bridge): mask ms per token and decode tokens/s, vs unconstrained.
+
+    Medians over `repeat` runs of the per-token interval after the first token (which pays for
+    the prompt), in this process, one run at a time: the matrix's own timings share the
+    machine with parallel notebooks and are too noisy to quote.
+    """
+    from . import bridges, generate, synth
+    from .vocab import Vocab
+
+    out = []
+    for name in tqdm(vocabs, desc="generation", file=sys.stderr):
+        path = synth.ensure_model(name)
+        llm, v = generate.load_model(path), Vocab(path, name)
+        generate.generate(llm, v, None, max_tokens=8)  # warm-up
+
+        def median_rate(make_matcher: Callable[[], Any]) -> tuple[float, float]:
+            rates, masks = [], []
+            for _ in range(repeat):
+                g = generate.generate(llm, v, make_matcher(), max_tokens=GEN_TOKENS)
+                gaps = [b - a for a, b in zip(g.token_times[1:], g.token_times[2:])]
+                rates.append(1 / statistics.median(gaps) if gaps else 0.0)
+                masks.append(g.mask_seconds / g.n_masks if g.n_masks else 0.0)
+            return statistics.median(rates), statistics.median(masks)
+
+        free, _ = median_rate(lambda: None)
+        for variant in ("upstream", "fixed"):
+            b = bridges.build(v, variant)
+            rate, mask = median_rate(lambda: b.new_matcher(GEN_GRAMMAR))
+            out.append({"vocab": name, "n_vocab": v.n_tokens, "bridge": variant, "mask_s": mask,
+                        "constrained_tok_s": rate, "unconstrained_tok_s": free})
+    return out

@@ -126,6 +126,13 @@ class Generation:
     mask_seconds: float = 0.0  # computing and applying the mask, all steps
     seconds: float = 0.0
     n_masks: int = 0
+    token_times: list[float] = field(default_factory=list)  # perf_counter as each token arrives
+
+    @property
+    def decode_tok_s(self) -> float:
+        """Tokens per second after the first (which also pays for the prompt)."""
+        t = self.token_times
+        return (len(t) - 1) / (t[-1] - t[0]) if len(t) >= 2 and t[-1] > t[0] else 0.0
 
 
 def check_generative(path: Path) -> None:
@@ -188,6 +195,7 @@ def generate(
     toks = llm.tokenize(prompt, add_bos=True, special=False)
     procs = llama_cpp.LogitsProcessorList([apply])
     for tok in llm.generate(toks, temp=temperature, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0, logits_processor=procs):
+        g.token_times.append(time.perf_counter())
         if llama_cpp.llama_vocab_is_eog(vocab.vocab, tok):
             g.stop = "eog"
             break
@@ -231,6 +239,7 @@ class MatrixRow:
     tokens: list[int] = field(default_factory=list)
     mask_ms_per_token: float = 0.0
     seconds: float = 0.0
+    decode_tok_s: float = 0.0
 
     def row(self) -> dict[str, Any]:
         """The tidy, deterministic columns (timings are kept apart)."""
@@ -276,6 +285,7 @@ def run_case(
             tokens=g.tokens if g else [],
             mask_ms_per_token=1000 * g.mask_seconds / g.n_masks if g and g.n_masks else 0.0,
             seconds=g.seconds if g else 0.0,
+            decode_tok_s=g.decode_tok_s if g else 0.0,
         )
 
     try:

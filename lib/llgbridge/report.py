@@ -392,6 +392,11 @@ def matrix_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
     return sec, failed
 
 
+def _is_special_text(witness: str) -> bool:
+    """A witness like `b'<|eot_id|>'` (repr of bytes) is special-token text."""
+    return witness.startswith(("b'<", 'b"<')) and witness.rstrip("'\"").endswith(">")
+
+
 # -- beyond the PR: three bridges, exactness, the probe, soundness (guide 10) ------------------------
 def beyond_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
     ok, failed = load_results(results, "beyond")
@@ -404,6 +409,7 @@ def beyond_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
         rows = pd.DataFrame([row for r in got for row in r["rows"]])
         if not rows.empty and col in rows:
             bridges_ = bridges_.merge(rows[key + [col]].rename(columns={col: name}), on=key, how="left")
+            bridges_[name] = bridges_[name].astype("Int64")  # a bridge not built has no count, not NaN
     bridges_ = bridges_.sort_values(key, kind="stable").reset_index(drop=True)
     fuzz_ = pd.DataFrame([row for r in ok for row in r["fuzz"]]).sort_values(key, kind="stable").reset_index(drop=True)
     pvf = pd.DataFrame([r["probe_vs_fuzz"] for r in ok]).sort_values("vocab", kind="stable").reset_index(drop=True)
@@ -442,7 +448,10 @@ def beyond_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
         + (
             "Where the probe calls `llama_tokenize` exact but the fuzz finds otherwise: "
             + "; ".join(f"{r.vocab} ({r.witness} -> {r.witness_got})" for r in misses.itertuples())
-            + ". The failures there are special-token text parsed into control tokens (`parse_special=true`)."
+            + f". Of these witnesses, {sum(_is_special_text(r.witness) for r in misses.itertuples())} are special-token "
+            "text that `parse_special=true` turns into a control token with no bytes, and "
+            f"{sum(not _is_special_text(r.witness) for r in misses.itertuples())} are invalid UTF-8 bytes that come back "
+            "as tokens not spelling them (e.g. deepseek-coder: `llama_tokenize(b'\\xfe')` gives U+FFFD's token)."
             if not misses.empty
             else "It never keeps an inexact tokenizer."
         )
