@@ -339,3 +339,45 @@ def generation_timing(vocabs: tuple[str, ...] = GEN_VOCABS, repeat: int = 3) -> 
             out.append({"vocab": name, "n_vocab": v.n_tokens, "bridge": variant, "mask_s": mask,
                         "constrained_tok_s": rate, "unconstrained_tok_s": free})
     return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m llgbridge.bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=REPORTS, help="where bench.csv and bench.md go (default: reports)")
+    ap.add_argument("--repeat", type=int, default=3, help="repetitions; medians are reported (default: 3)")
+    ap.add_argument("--vocabs", help="comma-separated fixture names (default: all in data/vocabs)")
+    ap.add_argument("--worker", nargs="+", metavar="GGUF", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        worker(args.worker)
+        return 0
+
+    paths = sorted(VOCABS.glob("ggml-vocab-*.gguf"))
+    if args.vocabs:
+        paths = [VOCABS / f"ggml-vocab-{n}.gguf" for n in args.vocabs.split(",")]
+    if not paths:
+        raise SystemExit(f"no fixtures in {VOCABS}: run `make data` first")
+    exe = compile_c()
+    meta = {"machine": f"{platform.platform()} {platform.machine()}", "nproc": str(os.cpu_count()),
+            "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()), "repeat": str(args.repeat), **versions()}
+    c_cmd = [str(exe), *map(str, paths)]
+    py_cmd = [sys.executable, "-m", "llgbridge.bench", "--worker", *map(str, paths)]
+    py_runs: list[Run] = []
+    c_runs: list[Run] = []
+    for i in tqdm(range(args.repeat), desc="census python vs C"):
+        # alternate the order so drift in the machine's load hits both sides alike
+        for side in (("c", "py") if i % 2 == 0 else ("py", "c")):
+            if side == "c":
+                c_runs.append(run_child(c_cmd))
+            else:
+                py_runs.append(run_child(py_cmd))
+        check_agree(py_runs[-1], c_runs[-1])
+    stages = ablation(paths)
+    builds = bridge_builds(paths, args.repeat)
+    write_reports(args.out, c_runs[0].lines, py_runs, c_runs, stages, builds, meta)
+    print(f"wrote {args.out / 'bench.csv'} and {args.out / 'bench.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
