@@ -13,7 +13,9 @@ STAMP := $(VENV)/.installed-$(PIN_HASH)
 # a failed (notebook, vocab) run leaves a result marked failed; drop those so this run retries them
 $(foreach f,$(shell grep -l '"status": "failed"' data/results/*/*.json 2>/dev/null),$(shell rm -f $(f)))
 
-VOCABS := $(shell sed -n 's/^[0-9a-f]*  ggml-vocab-\(.*\)\.gguf$$/\1/p' lib/llgbridge/vocabs.sha256)
+# the manifest's fixtures, plus any other ggml-vocab-NAME.gguf dropped into data/vocabs/
+VOCABS := $(sort $(shell sed -n 's/^[0-9a-f]*  ggml-vocab-\(.*\)\.gguf$$/\1/p' lib/llgbridge/vocabs.sha256) \
+            $(patsubst data/vocabs/ggml-vocab-%.gguf,%,$(wildcard data/vocabs/ggml-vocab-*.gguf)))
 LIB_SRC := $(wildcard lib/llgbridge/*.py)
 NOTEBOOKS := census leak forced tokenizer beyond
 # the matrix runs on synthetic models made from these fixtures' tokenizers

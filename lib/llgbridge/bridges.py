@@ -103,7 +103,9 @@ class Bridge:
         tokenize_fn: bool,
         greedy: bool,
         probe: ProbeResult | None = None,
+        tok_eos: int | None = None,
     ) -> None:
+        """`tok_eos` defaults to llama.cpp's choice, EOT else EOS."""
         self.vocab = vocab
         self.token_bytes = token_bytes
         self.forcing = tokenize_fn  # can_force_bytes() is tokenize_fn.is_some() (guide 3.3)
@@ -115,7 +117,7 @@ class Bridge:
         data = (ctypes.c_uint8 * max(1, len(blob))).from_buffer_copy(blob or b"\0")
         init = LlgTokenizerInit(
             vocab_size=vocab.n_tokens,
-            tok_eos=_tok_eos(vocab) & 0xFFFFFFFF,
+            tok_eos=(_tok_eos(vocab) if tok_eos is None else tok_eos) & 0xFFFFFFFF,
             token_lens=lens,
             token_bytes=data,
             tokenizer_json=None,
@@ -281,34 +283,8 @@ class Sentinel(Bridge):
         self.sentinel_tokens: list[int] = []
         self.sentinel_failures = 0
         self._choose_sentinel()
-        # `Bridge.__init__` would set `tok_eos` to EOT; llguidance's own integration uses EOS,
-        # so the tokenizer is made here with the same init struct but that one field changed.
-        self.forcing = True
-        self.greedy = False
-        self.probe = None
-        self._cb = LlgTokenizeFn(self._tokenize_cb)
-        table = self.token_bytes
-        lens = (ctypes.c_uint32 * len(table))(*map(len, table))
-        blob = b"".join(table)
-        data = (ctypes.c_uint8 * max(1, len(blob))).from_buffer_copy(blob or b"\0")
-        init = LlgTokenizerInit(
-            vocab_size=vocab.n_tokens,
-            tok_eos=self.tok_eos & 0xFFFFFFFF,
-            token_lens=lens,
-            token_bytes=data,
-            tokenizer_json=None,
-            tokenize_assumes_string=True,
-            tokenize_fn=self._cb,
-            use_approximate_greedy_tokenize_fn=False,
-            tokenize_user_data=None,
-            slices=None,
-        )
-        err = ctypes.create_string_buffer(1024)
-        handle = lib.llg_new_tokenizer(ctypes.byref(init), err, len(err))
-        if not handle:
-            msg = err.value.decode("utf-8", "replace").strip() or "unknown error"
-            raise InputError(vocab.path, f"llguidance refused the {self.name} token table: {msg}")
-        self._handle = handle
+        # llguidance's own integration hands llguidance EOS, not llama.cpp's EOT
+        super().__init__(vocab, self.token_bytes, tokenize_fn=True, greedy=False, tok_eos=self.tok_eos)
 
     # -- the token table (llamacpp.py) ----------------------------------------------------------
     @classmethod

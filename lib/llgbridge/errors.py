@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
+
+
+def _shown(what: str | os.PathLike[str]) -> str:
+    """A path inside the repository is shown relative to it: reports must not carry this machine's paths."""
+    from .paths import ROOT
+
+    if isinstance(what, os.PathLike) or str(what).startswith("/"):
+        try:
+            return str(Path(what).resolve().relative_to(ROOT))
+        except ValueError:
+            return str(what)
+    return str(what)
 
 
 class InputError(ValueError):
     """An input (file, grammar, parameter) the suite cannot use; `str()` is one line."""
 
     def __init__(self, what: str | os.PathLike[str], cause: str) -> None:
-        self.what = str(what)
+        self.what = _shown(what)
         self.cause = cause
         super().__init__(f"{self.what}: {cause}")
 
