@@ -50,8 +50,13 @@ def guide_order(vocabs: list[str]) -> list[str]:
     return first + sorted(v for v in vocabs if v not in first)
 
 
+def _blank(df: pd.DataFrame) -> pd.DataFrame:
+    """Missing values (None, NaN, NA) shown as empty cells."""
+    return df.astype(object).where(df.notna(), "")
+
+
 def md_table(df: pd.DataFrame) -> str:
-    return df.astype(object).where(df.notna(), "").to_markdown(index=False, disable_numparse=True) + "\n"
+    return _blank(df).to_markdown(index=False, disable_numparse=True) + "\n"
 
 
 def svg(fig: Any) -> str:
@@ -84,6 +89,8 @@ def census_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
         return None, failed
     rows = [r["summary"] for r in ok]
     df = pd.DataFrame(rows).sort_values("vocab", kind="stable").reset_index(drop=True)
+    for col in ("bos", "eos"):  # ids, absent on some vocabs: integers with blanks, not floats
+        df[col] = df[col].astype("Int64")
     sec = Section("Byte-diff census (guide 4.2, 4.3)", tables={"census": df})
     by_vocab = {r["vocab"]: r for r in ok}
     order = guide_order(list(by_vocab))
@@ -181,22 +188,31 @@ def census_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
         "(<code>llama_token_to_piece</code>).</p>"
         + svg(fig)
         + "<h3>Guide table 4.3</h3>"
-        + t43.to_html(index=False, escape=True)
+        + _blank(t43).to_html(index=False, escape=True)
         + "<h3>Guide table 4.2, measured</h3>"
-        + t42.to_html(index=False, escape=True, na_rep="")
+        + _blank(t42).to_html(index=False, escape=True)
         + "<h3>Examples</h3>"
-        + tex.to_html(index=False, escape=True)
+        + _blank(tex).to_html(index=False, escape=True)
         + "<h3>census.csv</h3>"
-        + df.to_html(index=False, escape=True)
+        + _blank(df).to_html(index=False, escape=True)
     )
     plt.close(fig)
     return sec, failed
 
 
+def _int_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """Counts stay integers where a row (a bridge not built) leaves them blank, not floats."""
+    for col in df.columns:
+        vals = df[col].dropna()
+        if df[col].dtype.kind == "f" and len(vals) and all(float(x).is_integer() for x in vals):
+            df[col] = df[col].astype("Int64")
+    return df
+
+
 def _rows(ok: list[dict[str, Any]]) -> pd.DataFrame:
     """The per-(vocab, bridge) rows of every result, sorted by vocab then bridge."""
     df = pd.DataFrame([row for r in ok for row in r["rows"]])
-    return df.sort_values(["vocab", "bridge"], kind="stable").reset_index(drop=True)
+    return _int_columns(df.sort_values(["vocab", "bridge"], kind="stable").reset_index(drop=True))
 
 
 def _pivot(df: pd.DataFrame, col: str, order: list[str]) -> dict[str, dict[str, Any]]:
@@ -219,7 +235,8 @@ def _bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str) -> str:
         ys = [i + j * h for i in range(len(vocabs))]
         ax.barh(ys, [max(x, 0.5) if x else 0 for x in vals], height=h, label=b, color=colors.get(b, None))
         for y, x in zip(ys, vals):
-            ax.text(max(x, 1), y, f" {x}", va="center", fontsize=7)
+            if x:
+                ax.text(x, y, f" {x}", va="center", fontsize=7)
     ax.set_yticks([i + h * (len(bridges_) - 1) / 2 for i in range(len(vocabs))], vocabs)
     ax.set_xscale("symlog", linthresh=1)
     ax.set_xlabel(xlabel)
@@ -267,9 +284,9 @@ def leak_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
     )
     sec.html = (
         _bar_by_bridge(df, "allowed_illegal", "Allowed tokens at position 0 that the grammar forbids", "tokens (symlog)")
-        + t44.to_html(index=False, escape=True)
+        + _blank(t44).to_html(index=False, escape=True)
         + "<h3>leak.csv</h3>"
-        + df.to_html(index=False, escape=True)
+        + _blank(df).to_html(index=False, escape=True)
     )
     return sec, failed
 
@@ -315,7 +332,7 @@ def forced_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
         "llguidance's own message, at the step where the matcher dies (llama.cpp then drops the constraint silently).\n\n"
         + md_table(t72)
     )
-    sec.html = t72.to_html(index=False, escape=True) + "<h3>forced.csv</h3>" + df.to_html(index=False, escape=True)
+    sec.html = _blank(t72).to_html(index=False, escape=True) + "<h3>forced.csv</h3>" + _blank(df).to_html(index=False, escape=True)
     return sec, failed
 
 
@@ -338,7 +355,7 @@ def probe_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
         "`llama_token_to_piece`. Not exact: the fixed bridge uses llguidance's greedy tokenization, so byte forcing "
         "(and `llg_matcher_compute_ff_tokens`) is lost; the mask stays exact (guide 6).\n\n" + md_table(view)
     )
-    sec.html = view.to_html(index=False, escape=True)
+    sec.html = _blank(view).to_html(index=False, escape=True)
     return sec, failed
 
 
@@ -388,7 +405,7 @@ def matrix_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
         + "\nOutputs without the fix that are not a pass, as produced:\n\n"
         + (quote_md or "(none)\n")
     )
-    sec.html = t8.to_html(index=False, escape=True) + "<h3>matrix.csv</h3>" + df.to_html(index=False, escape=True)
+    sec.html = _blank(t8).to_html(index=False, escape=True) + "<h3>matrix.csv</h3>" + _blank(df).to_html(index=False, escape=True)
     return sec, failed
 
 
@@ -464,10 +481,10 @@ def beyond_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
     )
     sec.html = (
         _bar_by_bridge(sound, "under", "Under-constraint over the grammar battery (allowed but illegal)", "(step, token) pairs, symlog")
-        + "<h3>bridges.csv</h3>" + bridges_.to_html(index=False, escape=True, na_rep="")
-        + "<h3>probe_vs_fuzz.csv</h3>" + pvf.to_html(index=False, escape=True)
-        + "<h3>soundness.csv</h3>" + sound.to_html(index=False, escape=True)
-        + "<h3>fuzz.csv</h3>" + fuzz_.to_html(index=False, escape=True)
+        + "<h3>bridges.csv</h3>" + _blank(bridges_).to_html(index=False, escape=True)
+        + "<h3>probe_vs_fuzz.csv</h3>" + _blank(pvf).to_html(index=False, escape=True)
+        + "<h3>soundness.csv</h3>" + _blank(sound).to_html(index=False, escape=True)
+        + "<h3>fuzz.csv</h3>" + _blank(fuzz_).to_html(index=False, escape=True)
     )
     return sec, failed
 
