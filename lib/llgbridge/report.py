@@ -573,8 +573,9 @@ def build(results: Path = RESULTS, out: Path = REPORTS) -> list[dict[str, Any]]:
         + ". The guide's tables in markdown: <a href='pr-review-tables.md'>pr-review-tables.md</a>; "
         "raw tables: <code>tables/*.csv</code>.</p>"
     )
+    body.append("<ul>" + "".join(f"<li><a href='#{name}'>{html.escape(sec.title)}</a></li>" for name, sec in sections) + "</ul>")
     for name, sec in sections:
-        body.append(f"<h2>{html.escape(sec.title)}</h2>")
+        body.append(f"<h2 id='{name}'>{html.escape(sec.title)}</h2>")
         body.append(sec.html)
         body.append(f"<p>Executed notebooks: {_links(out, name)}</p>")
     body.append("</body></html>\n")
