@@ -91,6 +91,15 @@ def _table(
     return out
 
 
+def _piece_table(vocab: Vocab) -> list[bytes]:
+    """The PR's table: `llama_token_to_piece(t, 0, false)`, else `(t, 0, true)` behind the marker."""
+    return _table(
+        vocab,
+        lambda t, n: vocab.token_to_piece(t, 0, False, n),
+        lambda t, n: vocab.token_to_piece(t, 0, True, n),
+    )
+
+
 class Bridge:
     """One llguidance tokenizer built from a vocab by one variant."""
 
@@ -201,11 +210,7 @@ class Fixed(Bridge):
     name = "fixed"
 
     def __init__(self, vocab: Vocab) -> None:
-        table = _table(
-            vocab,
-            lambda t, n: vocab.token_to_piece(t, 0, False, n),
-            lambda t, n: vocab.token_to_piece(t, 0, True, n),
-        )
+        table = _piece_table(vocab)
         probe = probe_tokenize_exact(vocab)
         super().__init__(vocab, table, tokenize_fn=probe.exact, greedy=not probe.exact, probe=probe)
 
@@ -221,11 +226,7 @@ class Truth(Bridge):
     name = "truth"
 
     def __init__(self, vocab: Vocab) -> None:
-        table = _table(
-            vocab,
-            lambda t, n: vocab.token_to_piece(t, 0, False, n),
-            lambda t, n: vocab.token_to_piece(t, 0, True, n),
-        )
+        table = _piece_table(vocab)
         super().__init__(vocab, table, tokenize_fn=False, greedy=True)
 
 

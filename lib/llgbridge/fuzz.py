@@ -34,7 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from queue import Empty, Queue
 
+from .gguf_meta import _SCALAR
 from .paths import VOCABS
+
+# value type -> byte size of a scalar, from the formats the key walk in gguf_meta already uses
+_SIZE = {int(t): struct.calcsize(fmt) for t, fmt in _SCALAR.items()}
 
 OUTCOMES = ("ok", "error", "crash", "hang", "unexpected")
 
@@ -70,9 +74,9 @@ def _length_fields(data: bytes) -> list[int]:
                         out.append(pos)
                         pos += 8 + struct.unpack_from("<Q", data, pos)[0]
                 else:
-                    pos += n * {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}[et]
+                    pos += n * _SIZE[et]
             else:
-                pos += {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}[t]
+                pos += _SIZE[t]
     except (struct.error, KeyError):
         pass
     return out

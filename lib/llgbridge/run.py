@@ -129,7 +129,8 @@ def execute(
     return status
 
 
-def _parse_value(v: str) -> object:
+def parse_value(v: str) -> object:
+    """A `-p` value: JSON when it parses (numbers, lists, quoted strings), else the plain string."""
     import json
 
     try:
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     label = f"[{a.notebook} {a.label}] " if a.label else f"[{a.notebook}] "
     print(f"{label}{a.vocab} ...", flush=True)
-    st = execute(a.notebook, a.vocab, {k: _parse_value(v) for k, v in a.p}, a.out_root, a.results)
+    st = execute(a.notebook, a.vocab, {k: parse_value(v) for k, v in a.p}, a.out_root, a.results)
     tail = f"ok in {st['seconds']}s" if st["status"] == "ok" else f"FAILED: {st['error']}"
     print(f"{label}{a.vocab} {tail}", flush=True, file=sys.stdout if st["status"] == "ok" else sys.stderr)
     return 0

@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     a = ap.parse_args(argv)
     try:
-        statuses = whatif(a.path, a.name, {k: run._parse_value(v) for k, v in a.p})
+        statuses = whatif(a.path, a.name, {k: run.parse_value(v) for k, v in a.p})
     except InputError as e:
         print(f"whatif: {e}", file=sys.stderr)
         return 2
