@@ -1,0 +1,581 @@
+"""The real C++ under review: built from the vendored tree, run on a vocab, and set against the port.
+
+Everything else in this package drives llguidance through a Python port of
+`common/llguidance.cpp`. This module runs the code the PR changes:
+
+- `build()` extracts the vendored llama.cpp sources from the pinned llama-cpp-python sdist (the
+  one `make data` fetches), copies them and applies `patches/` (the PR, guide 11) with
+  `patch -p1 --fuzz=0`, then compiles with `native/Makefile`: `common/llguidance.cpp` as shipped
+  and as patched, llama.cpp's own `tests/test-grammar-llguidance.cpp` as shipped and as patched,
+  and `native/harness.cpp`. They link the venv's `libllama` and the llguidance wheel's C API.
+  About 30 s on 2 cores the first time; nothing when up to date.
+- `run_test()` runs one test binary on one vocab: its exit status as a shell shows it (134 for
+  an abort), the counts the PR's two new tests print (guide 7.1, 7.2), and the first failing
+  string test.
+- `harness()` drives the compiled `llama_sampler_init_llg` through `native/harness.cpp`, which
+  applies and accepts as `common/sampling.cpp` does and prints the allowed ids of every step;
+  `port_trace()` walks the same job through the Python port (`bridges.Upstream` / `Fixed`).
+- `differential()` compares the two cell by cell (a cell is one step of one job): the allowed
+  set, and the llguidance error where the sampler drops its grammar.
+- `analyse()` does all of it for one vocab: the result the `native` notebook shows.
+
+The jobs of the differential: the leak grammar at position 0 (guide 4.4), the forced literal
+followed step by step as `masks.forced_test` follows it (guide 5.1, 7.2), and every grammar of
+the soundness battery along the walks `soundness` takes.
+
+But:
+- the sampler ignores a failed `llg_matcher_consume_token` (common/llguidance.cpp:39-44); the
+  error shows at the next mask, where `llama_sampler_llg_apply` logs it and frees the matcher.
+  The port's trace does the same, so both report the error at the same step;
+- the fixed sampler's greedy fallback is seen from its log line ("not byte exact"), which
+  llama.cpp prints once per vocab: the tokenizer is cached per vocab (:141-146);
+- the native parts need a C++ compiler and `patch`; without them `build()` records one line
+  saying so, and everything else runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .paths import DATA, ROOT, write_json
+
+NATIVE = DATA / "native"
+SHIPPED = NATIVE / "src" / "shipped"
+FIXED = NATIVE / "src" / "fixed"
+BIN = NATIVE / "bin"
+STATUS = NATIVE / "status.json"
+PATCHES = ROOT / "patches"
+MAKEFILE = ROOT / "native" / "Makefile"
+
+SAMPLERS = ("upstream", "fixed")  # the shipped common/llguidance.cpp, and with the PR
+# what the build needs from the vendored tree: common/ and the public headers for every object,
+# nlohmann for common/json.h, and the two test files the PR touches
+SOURCE_PREFIXES = ("common/", "include/", "ggml/include/", "vendor/nlohmann/", "tests/test-grammar-llguidance.cpp",
+                   "tests/CMakeLists.txt")
+TEST_TIMEOUT = 600  # seconds for one test binary on one vocab; gemma-4 (262k tokens) takes about 20
+
+
+# -- build -----------------------------------------------------------------------------------
+def _extract_sources(dest: Path) -> None:
+    """The vendored tree's build inputs, from the sdist `make data` caches, into `dest`."""
+    from .fixtures import MEMBER_PREFIX, fetch_sdist
+
+    sdist = fetch_sdist(DATA / "sdist")
+    with tarfile.open(sdist) as tar:
+        members = []
+        for m in tar.getmembers():
+            if not m.name.startswith(MEMBER_PREFIX) or not (m.isfile() or m.isdir()):
+                continue
+            rel = m.name[len(MEMBER_PREFIX):]
+            if rel.startswith(SOURCE_PREFIXES):
+                m.name = rel
+                members.append(m)
+        tar.extractall(dest, members=members, filter="data")
+
+
+def patch_files() -> list[Path]:
+    """The PR as a series, in the order it applies."""
+    return sorted(PATCHES.glob("*.patch"))
+
+
+def apply_patches(tree: Path, dry_run: bool = False) -> None:
+    """Apply `patches/` to `tree` with no fuzz: a patch that does not apply exactly raises."""
+    if not shutil.which("patch"):
+        raise RuntimeError("the `patch` program is missing (Debian package `patch`)")
+    for p in patch_files():
+        cmd = ["patch", "-p1", "--fuzz=0", "--forward", "--batch", "--no-backup-if-mismatch", "-d", str(tree), "-i", str(p)]
+        if dry_run:
+            cmd.append("--dry-run")
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0 or "offset" in r.stdout:
+            said = (r.stdout + r.stderr).strip().splitlines()
+            raise RuntimeError(f"{p.relative_to(ROOT)} does not apply cleanly: {said[-1] if said else r.returncode}")
+
+
+def _python_link() -> tuple[str, str]:
+    """(LIBDIR, library name for -l) of this interpreter's shared libpython."""
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    ldlib = sysconfig.get_config_var("LDLIBRARY") or ""
+    if not ldlib.endswith(".so") or not (Path(libdir) / ldlib).exists():
+        raise RuntimeError(f"this Python has no shared libpython ({ldlib or 'none'} in {libdir or '?'})")
+    return libdir, ldlib.removeprefix("lib").removesuffix(".so")
+
+
+def _make_vars() -> dict[str, str]:
+    import llama_cpp
+
+    from .llg import _library_path
+
+    py_libdir, py_lib = _python_link()
+    return {
+        "SHIPPED": str(SHIPPED),
+        "FIXED": str(FIXED),
+        "OUT": str(NATIVE),
+        "LLAMA_LIB": str(Path(llama_cpp.__file__).parent / "lib"),
+        "LLG_SO": str(_library_path()),
+        "PY_LIBDIR": py_libdir,
+        "PY_LIB": py_lib,
+    }
+
+
+def _prepare_sources() -> None:
+    """Shipped and patched trees, rebuilt together whenever a patch is newer than them."""
+    stamp = NATIVE / "src" / ".complete"
+    newest = max((p.stat().st_mtime for p in patch_files()), default=0.0)
+    if stamp.exists() and stamp.stat().st_mtime >= newest:
+        return
+    (NATIVE / "src").mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=NATIVE / "src") as tmp:
+        shipped, fixed = Path(tmp) / "shipped", Path(tmp) / "fixed"
+        _extract_sources(shipped)
+        shutil.copytree(shipped, fixed)
+        apply_patches(fixed)
+        for final, staged in ((SHIPPED, shipped), (FIXED, fixed)):
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(staged, final)
+    stamp.touch()
+
+
+def build(jobs: int | None = None) -> dict[str, Any]:
+    """Build everything into data/native/; returns (and writes to status.json) what happened.
+
+    A machine without a C++ compiler, `patch` or a shared libpython gets `{"built": false,
+    "reason": ...}`: one line, and the rest of the suite runs without the native parts.
+    """
+    t0 = time.monotonic()
+    status: dict[str, Any] = {"built": False}
+    try:
+        cxx = os.environ.get("CXX", "c++")
+        if not shutil.which(cxx):
+            raise RuntimeError(f"no C++ compiler ({cxx} not found): the native parts are skipped")
+        _prepare_sources()
+        args = [f"{k}={v}" for k, v in _make_vars().items()]
+        n = jobs or os.cpu_count() or 1
+        r = subprocess.run(["make", "-s", "-f", str(MAKEFILE), f"-j{n}", *args], capture_output=True, text=True)
+        if r.returncode != 0:
+            errs = [ln for ln in r.stderr.splitlines() if "error" in ln.lower()] or r.stderr.strip().splitlines()
+            raise RuntimeError(f"native build failed: {errs[0] if errs else 'make exited ' + str(r.returncode)}")
+        status = {"built": True}
+    except (RuntimeError, OSError, tarfile.TarError, subprocess.SubprocessError) as e:
+        status["reason"] = str(e).strip().splitlines()[0]
+    status["seconds"] = round(time.monotonic() - t0, 1)
+    write_json(STATUS, status)
+    return status
+
+
+def unavailable() -> str | None:
+    """None when the native build is there, else the one-line reason it is not."""
+    try:
+        status = json.loads(STATUS.read_text())
+    except (OSError, ValueError):
+        return "the native parts are not built (make native)"
+    if not status.get("built"):
+        return str(status.get("reason") or "the native build failed")
+    missing = [b for b in binaries() if not b.exists()]
+    return f"{missing[0].relative_to(ROOT)} is missing (make native)" if missing else None
+
+
+def binaries() -> list[Path]:
+    names = [f"{kind}-{s}" for kind in ("test-shipped", "test-pr", "harness") for s in SAMPLERS]
+    return [BIN / n for n in names]
+
+
+# -- llama.cpp's own test --------------------------------------------------------------------
+_COUNTS = re.compile(r"^(test_no_space_tokens|test_forced_mask_bytes): allowed=(\d+) bad=(\d+)$", re.M)
+_FORCED_TOKEN = re.compile(r"^    (?:✅︎|❌) (\d+) '", re.M)
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """One run of a `test-grammar-llguidance` binary on one vocab."""
+
+    test: str  # "shipped" or "pr"
+    sampler: str  # "upstream" or "fixed"
+    exit_code: int  # as a shell shows it: 128 + signal for a signal (134: abort)
+    space_allowed: int | None = None  # test_no_space_tokens (PR only): allowed at position 0
+    space_bad: int | None = None  # of those, with a space in the real piece
+    forced_allowed: int | None = None  # test_forced_mask_bytes (PR only)
+    forced_bad: int | None = None  # allowed tokens whose piece is not a prefix of the literal
+    forced_tokens: tuple[int, ...] = ()
+    string_tests: str = "ran"  # "ran", or "skipped" where the PR's guard finds the tokenizer inexact
+    failure: str = ""  # the first failing check, as the test printed it
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0
+
+
+def _failure(err: str) -> str:
+    """The first failing string test, with the test it belongs to, or the assertion text."""
+    testing = ""
+    for ln in err.splitlines():
+        if ln.startswith("⚫ Testing "):
+            testing = ln.removeprefix("⚫ Testing ").split(". Grammar:")[0]
+        if "❌ (" in ln:
+            return f"{ln.strip()} in {testing!r}" if testing else ln.strip()
+    said = [ln.strip() for ln in err.splitlines() if "Assertion" in ln or "error" in ln.lower()]
+    return said[-1] if said else ""
+
+
+def run_test(test: str, sampler: str, vocab_path: Path, timeout: int = TEST_TIMEOUT) -> TestRun:
+    """Run the `test`'s binary against `sampler` on one vocab file."""
+    exe = BIN / f"test-{test}-{sampler}"
+    try:
+        # the test writes debug files into its working directory when a string fails
+        r = subprocess.run([str(exe), str(Path(vocab_path).resolve())], capture_output=True, timeout=timeout,
+                           cwd=tempfile.gettempdir())
+    except subprocess.TimeoutExpired:
+        return TestRun(test, sampler, 124, failure=f"timed out after {timeout} s")
+    code = r.returncode if r.returncode >= 0 else 128 - r.returncode
+    err = r.stderr.decode("utf-8", "replace")
+    counts = {m[0]: (int(m[1]), int(m[2])) for m in _COUNTS.findall(err)}
+    space = counts.get("test_no_space_tokens", (None, None))
+    forced = counts.get("test_forced_mask_bytes", (None, None))
+    forced_part = err.split("test_no_space_tokens:", 1)[-1].split("test_forced_mask_bytes:", 1)[0]
+    return TestRun(
+        test=test,
+        sampler=sampler,
+        exit_code=code,
+        space_allowed=space[0],
+        space_bad=space[1],
+        forced_allowed=forced[0],
+        forced_bad=forced[1],
+        forced_tokens=tuple(int(t) for t in _FORCED_TOKEN.findall(forced_part)) if forced[0] is not None else (),
+        string_tests="skipped" if "skipping the string tests" in err else "ran",
+        failure="" if code == 0 else _failure(err),
+    )
+
+
+# -- the harness and the port ----------------------------------------------------------------
+@dataclass(frozen=True)
+class Job:
+    """One walk: a grammar, and the tokens to accept (None: follow the lowest allowed id)."""
+
+    id: str
+    grammar: str
+    tokens: tuple[int, ...] | None
+    max_steps: int = 64
+
+    def line(self) -> str:
+        toks = "follow" if self.tokens is None else (",".join(map(str, self.tokens)) or ".")
+        return f"job {self.id} {self.max_steps} {self.grammar.encode().hex()} {toks}\n"
+
+
+@dataclass
+class Trace:
+    """What a sampler allowed along one job. `error` is where it dropped its grammar."""
+
+    allowed: list[np.ndarray] = field(default_factory=list)  # sorted ids, per step
+    tokens: list[int] = field(default_factory=list)  # the token accepted after each step (-1: none)
+    error: str = ""
+    error_step: int | None = None  # the step whose mask failed; None: before any step (grammar rejected)
+    log: list[str] = field(default_factory=list)  # the sampler's log while it was built
+    apply_ns: list[int] = field(default_factory=list)
+
+
+def _parse_ranges(s: str) -> np.ndarray:
+    if s == ".":
+        return np.zeros(0, dtype=np.int64)
+    parts = []
+    for r in s.split(","):
+        a, _, b = r.partition("-")
+        parts.append(np.arange(int(a), int(b or a) + 1))
+    return np.concatenate(parts)
+
+
+def _llg_errors(lines: list[str]) -> str:
+    errs = [ln.removeprefix("llg error: ") for ln in lines if ln.startswith("llg error: ")]
+    return errs[0] if errs else ""
+
+
+def harness(sampler: str, vocab_path: Path, jobs: list[Job], timeout: int = TEST_TIMEOUT) -> dict[str, Trace]:
+    """Run `jobs` through the compiled sampler; traces by job id.
+
+    Raises RuntimeError with the harness's last words when it does not finish (an abort inside
+    llama.cpp, for instance).
+    """
+    exe = BIN / f"harness-{sampler}"
+    r = subprocess.run(
+        [str(exe), str(vocab_path)],
+        input="".join(j.line() for j in jobs).encode(),
+        capture_output=True,
+        timeout=timeout,
+    )
+    out = r.stdout.decode("utf-8", "replace").splitlines()
+    traces: dict[str, Trace] = {}
+    pending: list[str] = []
+    cur: Trace | None = None
+    for ln in out:
+        if not ln.startswith("@"):
+            if ln.strip():
+                pending.append(ln.rstrip())
+            continue
+        word, *rest = ln.split(" ", 6)
+        if word == "@job":
+            cur = traces[rest[0]] = Trace()
+        elif word == "@ready" and cur is not None:
+            cur.log = pending
+            cur.error = _llg_errors(pending)
+        elif word == "@step" and cur is not None:
+            _, i, _n, tok, ns, rng = rest
+            if not cur.error and (e := _llg_errors(pending)):
+                cur.error, cur.error_step = e, int(i)
+            cur.allowed.append(_parse_ranges(rng))
+            cur.tokens.append(int(tok))
+            cur.apply_ns.append(int(ns))
+        elif word == "@error":
+            raise RuntimeError(f"harness-{sampler}: {' '.join(rest)}")
+        if word != "@vocab":
+            pending = []
+    if r.returncode != 0 or len(traces) != len(jobs):
+        code = r.returncode if r.returncode >= 0 else 128 - r.returncode
+        last = [ln for ln in out if ln.strip() and not ln.startswith("@")]
+        raise RuntimeError(f"harness-{sampler} exited {code}: {last[-1] if last else 'no output'}")
+    return traces
+
+
+def _ids(words: np.ndarray, n_tokens: int) -> np.ndarray:
+    return np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[:n_tokens])
+
+
+def port_trace(bridge: Any, job: Job) -> Trace:
+    """The same job through the Python port, with the sampler's policy (see the module's But:)."""
+    from .errors import InputError, LlgError
+
+    v = bridge.vocab
+    stops = {v.eos, v.eot}
+    t = Trace()
+    try:
+        m = bridge.new_matcher(job.grammar)
+    except InputError as e:
+        t.error = e.cause.removeprefix("llguidance rejected it: ")
+        return t
+    for i in range(10**6):
+        try:
+            allowed = _ids(m.mask(), v.n_tokens)
+        except LlgError as e:
+            t.error, t.error_step = str(e), i
+            t.allowed.append(np.arange(v.n_tokens))  # the sampler then lets everything through
+            t.tokens.append(-1)
+            return t
+        nxt = -1
+        if job.tokens is None:
+            if i < job.max_steps and len(allowed) < v.n_tokens:
+                nxt = next((int(a) for a in allowed if int(a) not in stops), -1)
+        elif i < len(job.tokens):
+            nxt = job.tokens[i]
+        t.allowed.append(allowed)
+        t.tokens.append(nxt)
+        if nxt < 0:
+            return t
+        try:
+            m.consume(nxt)
+        except LlgError:
+            pass  # as the sampler: the next mask reports it
+    return t
+
+
+# -- the differential ------------------------------------------------------------------------
+N_EXAMPLES = 8
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One cell where the compiled sampler and the port disagree."""
+
+    vocab: str
+    sampler: str
+    job: str
+    step: int | None
+    what: str  # "allowed", "error", "steps" or "greedy"
+    only_cpp: tuple[int, ...] = ()  # up to N_EXAMPLES ids the C++ allows and the port does not
+    only_port: tuple[int, ...] = ()
+    n_only_cpp: int = 0
+    n_only_port: int = 0
+    cpp: str = ""  # for an error or a count: what each side said
+    port: str = ""
+
+
+@dataclass
+class Differential:
+    vocab: str
+    sampler: str
+    jobs: int = 0
+    cells: int = 0
+    differences: list[Difference] = field(default_factory=list)
+    greedy_cpp: bool | None = None
+    greedy_port: bool | None = None
+
+
+def compare(vocab: str, sampler: str, job: Job, cpp: Trace, port: Trace, d: Differential) -> None:
+    """Add one job's cells to `d`: each step up to the first error, then the error itself."""
+    d.jobs += 1
+    end_c = len(cpp.allowed) if cpp.error_step is None else cpp.error_step
+    end_p = len(port.allowed) if port.error_step is None else port.error_step
+    if cpp.error and cpp.error_step is None:
+        end_c = 0
+    if port.error and port.error_step is None:
+        end_p = 0
+    for i in range(min(end_c, end_p)):
+        d.cells += 1
+        a, b = cpp.allowed[i], port.allowed[i]
+        if len(a) == len(b) and np.array_equal(a, b):
+            continue
+        oc, op = np.setdiff1d(a, b), np.setdiff1d(b, a)
+        d.differences.append(Difference(vocab, sampler, job.id, i, "allowed", tuple(int(x) for x in oc[:N_EXAMPLES]),
+                                        tuple(int(x) for x in op[:N_EXAMPLES]), len(oc), len(op)))
+    d.cells += 1  # where and how the walk ended
+    if end_c != end_p or first(cpp.error) != first(port.error):
+        d.differences.append(Difference(vocab, sampler, job.id, min(end_c, end_p), "error" if cpp.error or port.error else "steps",
+                                        cpp=f"step {cpp.error_step}: {first(cpp.error)}" if cpp.error else f"{end_c} steps",
+                                        port=f"step {port.error_step}: {first(port.error)}" if port.error else f"{end_p} steps"))
+
+
+def first(msg: str) -> str:
+    from .errors import first_line
+
+    return first_line(msg)
+
+
+def jobs_for(truth: Any, literal: str, leak_grammar: str, walks: int = 2, seed: int = 0, max_steps: int = 64) -> list[Job]:
+    """The differential's jobs for one vocab (see the module docstring)."""
+    from . import soundness
+    from .grammars import literal_grammar
+
+    jobs = [Job("leak", leak_grammar, ()), Job("forced", literal_grammar(literal), None, max_steps)]
+    for name, grammar, k, sample in soundness.walk_list(truth, walks=walks, seed=seed):
+        tokens = truth.tokenize(sample.encode())
+        if truth.vocab.real_bytes(tokens) != sample.encode():
+            continue  # soundness skips what the vocab cannot spell, and so does this
+        jobs.append(Job(f"{name}.{k}", grammar, tuple(tokens)))
+    return jobs
+
+
+def differential(bridge: Any, jobs: list[Job], traces: dict[str, Trace]) -> Differential:
+    d = Differential(bridge.vocab.name, bridge.name)
+    for job in jobs:
+        compare(bridge.vocab.name, bridge.name, job, traces[job.id], port_trace(bridge, job), d)
+    # the fixed sampler says "not byte exact" once per vocab, when the first job builds its tokenizer
+    d.greedy_cpp = any("not byte exact" in ln for ln in traces[jobs[0].id].log) if jobs else None
+    d.greedy_port = bool(bridge.greedy)
+    d.cells += 1
+    if d.greedy_cpp != d.greedy_port:
+        d.differences.append(Difference(d.vocab, d.sampler, jobs[0].id if jobs else "", None, "greedy",
+                                        cpp=str(d.greedy_cpp), port=str(d.greedy_port)))
+    return d
+
+
+# -- one vocab, all of it --------------------------------------------------------------------
+@dataclass
+class NativeResult:
+    """The native analysis of one vocab: the tests and the differential, per sampler."""
+
+    vocab: str
+    tests: list[TestRun]
+    diffs: list[Differential]
+    harness_errors: dict[str, str] = field(default_factory=dict)  # sampler -> why the harness did not finish
+
+    def test(self, test: str, sampler: str) -> TestRun | None:
+        return next((t for t in self.tests if t.test == test and t.sampler == sampler), None)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """native.csv: one row per (vocab, sampler)."""
+        out = []
+        for s in SAMPLERS:
+            pr, shipped = self.test("pr", s), self.test("shipped", s)
+            d = next((x for x in self.diffs if x.sampler == s), None)
+            out.append({
+                "vocab": self.vocab,
+                "sampler": s,
+                "pr_test_exit": pr.exit_code if pr else "",
+                "no_space_allowed": _blank(pr.space_allowed if pr else None),
+                "no_space_bad": _blank(pr.space_bad if pr else None),
+                "forced_allowed": _blank(pr.forced_allowed if pr else None),
+                "forced_bad": _blank(pr.forced_bad if pr else None),
+                "string_tests": pr.string_tests if pr else "",
+                "pr_test_failure": pr.failure if pr else "",
+                "shipped_test_exit": shipped.exit_code if shipped else "",
+                "shipped_test_failure": shipped.failure if shipped else "",
+                "greedy": "" if d is None or d.greedy_cpp is None else d.greedy_cpp,
+                "diff_jobs": d.jobs if d else "",
+                "diff_cells": d.cells if d else "",
+                "diff_differ": len(d.differences) if d else "",
+                "harness_error": self.harness_errors.get(s, ""),
+            })
+        return out
+
+    def difference_rows(self, vocab: Any = None) -> list[dict[str, Any]]:
+        """Every difference, with the real bytes of its example tokens when `vocab` is given."""
+        def pieces(ids: tuple[int, ...]) -> str:
+            if vocab is None:
+                return ""
+            return json.dumps([vocab.token_to_piece(t).decode("utf-8", "backslashreplace") for t in ids], ensure_ascii=False)
+
+        return [{**asdict(x), "only_cpp": " ".join(map(str, x.only_cpp)), "only_port": " ".join(map(str, x.only_port)),
+                 "only_cpp_pieces": pieces(x.only_cpp), "only_port_pieces": pieces(x.only_port)}
+                for d in self.diffs for x in d.differences]
+
+    def payload(self, vocab: Any = None) -> dict[str, Any]:
+        return {
+            "rows": self.rows(),
+            "differences": self.difference_rows(vocab),
+            "tests": [asdict(t) for t in self.tests],
+        }
+
+
+def _blank(x: int | None) -> int | str:
+    return "" if x is None else x
+
+
+def analyse(vocab: Any, literal: str, leak_grammar: str, walks: int = 2, seed: int = 0, progress: bool = True) -> NativeResult:
+    """Both test binaries against both samplers, and the differential, for one loaded `Vocab`."""
+    from . import bridges
+
+    why = unavailable()
+    if why:
+        raise RuntimeError(why)
+    tests = [run_test(t, s, vocab.path) for t in ("shipped", "pr") for s in SAMPLERS]
+    truth = bridges.build(vocab, "truth")
+    jobs = jobs_for(truth, literal, leak_grammar, walks, seed)
+    diffs, errors = [], {}
+    for s in SAMPLERS:
+        try:
+            traces = harness(s, vocab.path, jobs)
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            errors[s] = str(e).splitlines()[0]
+            continue
+        diffs.append(differential(bridges.build(vocab, s), jobs, traces))
+    return NativeResult(vocab.name, tests, diffs, errors)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] != ["build"]:
+        print("usage: python -m llgbridge.native build", file=sys.stderr)
+        return 2
+    print("[native] building common/llguidance.cpp (shipped and with patches/), test-grammar-llguidance, harness ...", flush=True)
+    st = build()
+    if st["built"]:
+        print(f"[native] built in {st['seconds']} s: {', '.join(b.name for b in binaries())}", flush=True)
+    else:
+        print(f"[native] not built: {st['reason']}", file=sys.stderr, flush=True)
+    return 0  # the report goes on without the native parts, and says why
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
