@@ -6,18 +6,18 @@ BIN := $(VENV)/bin
 # CUDA=1 builds llama-cpp-python with -DGGML_CUDA=on (see README, "Using a GPU")
 CUDA ?= 0
 LLAMA_CMAKE_ARGS := $(if $(filter 1,$(CUDA)),-DGGML_CUDA=on,)
-# the venv is rebuilt only when the pins (or the CUDA switch) change
+# the venv is rebuilt when pyproject.toml changes (any edit, not only the pins) or the CUDA switch does
 PIN_HASH := $(shell cat pyproject.toml | sha256sum | cut -c1-12)-cuda$(CUDA)
 STAMP := $(VENV)/.installed-$(PIN_HASH)
 
 # a failed (notebook, vocab) run leaves a result marked failed; drop those so this run retries them
 $(foreach f,$(shell grep -l '"status": "failed"' data/results/*/*.json 2>/dev/null),$(shell rm -f $(f)))
 
-# the manifest's fixtures, plus any other ggml-vocab-NAME.gguf dropped into data/vocabs/
-VOCABS := $(sort $(shell sed -n 's/^[0-9a-f]*  ggml-vocab-\(.*\)\.gguf$$/\1/p' lib/llgbridge/vocabs.sha256) \
-            $(patsubst data/vocabs/ggml-vocab-%.gguf,%,$(wildcard data/vocabs/ggml-vocab-*.gguf)))
+# the manifest's fixtures, plus any other ggml-vocab-NAME.gguf dropped into data/vocabs/ (stdlib
+# only, so it runs before the venv exists)
+VOCABS := $(shell PYTHONPATH=lib $(PYTHON) -m llgbridge.fixtures --names)
 LIB_SRC := $(wildcard lib/llgbridge/*.py)
-NOTEBOOKS := census leak forced tokenizer beyond
+NOTEBOOKS := census leak forced probe exactness soundness
 # the matrix runs on synthetic models made from these fixtures' tokenizers
 MATRIX_VOCABS := llama-spm phi-3 baichuan llama-bpe gemma-4 qwen35
 RESULT_FILES := $(foreach n,$(NOTEBOOKS),$(foreach v,$(VOCABS),data/results/$(n)/$(v).json)) \
@@ -26,7 +26,7 @@ RESULT_FILES := $(foreach n,$(NOTEBOOKS),$(foreach v,$(VOCABS),data/results/$(n)
 MODELS ?=
 N_GPU_LAYERS ?= 0
 
-.PHONY: all setup data report matrix whatif fuzz bench test test-swapped lab clean distclean help
+.PHONY: all setup data report matrix whatif gguf-fuzz bench test test-swapped lab clean distclean help
 .DELETE_ON_ERROR:
 
 all: report
@@ -37,7 +37,7 @@ help:
 	@echo "make setup    only the virtual environment (CUDA=1 for a GPU build of llama-cpp-python)"
 	@echo "make matrix MODELS=\"a.gguf b.gguf\" [N_GPU_LAYERS=99]  the end-to-end matrix on your own GGUF models"
 	@echo "make whatif VOCAB=file.gguf  every analysis on your own vocab or model, into reports/whatif/NAME/"
-	@echo "make fuzz N=300     mutated GGUF files through loading and both bridges, each isolated"
+	@echo "make gguf-fuzz N=300  mutated GGUF files through loading and every bridge, each isolated"
 	@echo "make bench          census in Python vs the same loop in C, bridge build times"
 	@echo "make data     only the vocab fixtures (data/vocabs/)"
 	@echo "make test-swapped  run the bug-guarding tests against the other variant: each must fail"
@@ -63,16 +63,11 @@ data/vocabs/.complete: lib/llgbridge/vocabs.sha256 | $(STAMP)
 
 data/vocabs/%.gguf: data/vocabs/.complete ;
 
-# position of a word in a list, for progress labels ("3/19")
-_index = $(if $(2),$(if $(filter $(1),$(firstword $(2))),$(words $(3)),$(call _index,$(1),$(wordlist 2,$(words $(2)),$(2)),$(3) x)),0)
-index_of = $(strip $(call _index,$(1),$(2),x))
 nb_of = $(word 1,$(subst /, ,$(1)))
 vocab_of = $(word 2,$(subst /, ,$(1)))
-vocabs_for = $(if $(filter matrix,$(1)),$(MATRIX_VOCABS),$(VOCABS))
 
 data/results/%.json: $(LIB_SRC) data/vocabs/.complete | $(STAMP)
-	@$(BIN)/python -m llgbridge.run $(call nb_of,$*) $(call vocab_of,$*) \
-	  --label $(call index_of,$(call vocab_of,$*),$(call vocabs_for,$(call nb_of,$*)))/$(words $(call vocabs_for,$(call nb_of,$*)))
+	@$(BIN)/python -m llgbridge.run $(call nb_of,$*) $(call vocab_of,$*)
 
 # each result also depends on its notebook and its fixture
 define result_deps
@@ -89,7 +84,7 @@ matrix: data/vocabs/.complete | $(STAMP)
 	@test -n "$(MODELS)" || { echo "usage: make matrix MODELS=\"a.gguf b.gguf\" [N_GPU_LAYERS=99]"; exit 2; }
 	@for m in $(MODELS); do \
 	  name=$$(basename "$$m" .gguf); \
-	  $(BIN)/python -m llgbridge.run matrix "$$name" -p models "[\"$$(realpath "$$m")\"]" -p n_gpu_layers $(N_GPU_LAYERS) || exit 1; \
+	  $(BIN)/python -m llgbridge.run matrix "$$name" -p models "[\"$$(realpath "$$m")\"]" -p n_gpu_layers $(N_GPU_LAYERS); \
 	done
 	$(BIN)/python -m llgbridge.report
 
@@ -101,11 +96,11 @@ whatif: data/vocabs/.complete | $(STAMP)
 	@test -n "$(VOCAB)" || { echo "usage: make whatif VOCAB=path/to/file.gguf [NAME=name] [PARAMS=\"-p grammar 'start: /[a-z]+/'\"]"; exit 2; }
 	$(BIN)/python -m llgbridge.whatif "$(VOCAB)" $(if $(NAME),--name $(NAME),) $(PARAMS)
 
-# make fuzz N=300 [SEED=0]: mutated fixtures through vocab loading and both bridges, isolated
+# make gguf-fuzz N=300 [SEED=0]: mutated fixtures through vocab loading and every bridge, isolated
 N ?= 300
 SEED ?= 0
-fuzz: data/vocabs/.complete | $(STAMP)
-	$(BIN)/python -m llgbridge.fuzz --n $(N) --seed $(SEED)
+gguf-fuzz: data/vocabs/.complete | $(STAMP)
+	$(BIN)/python -m llgbridge.gguf_fuzz --n $(N) --seed $(SEED)
 
 # the census through llgbridge against the same loop in C, bridge build times: reports/bench.*
 bench: data/vocabs/.complete | $(STAMP)

@@ -1,8 +1,9 @@
-"""Shared fixtures: the real vocab fixtures, loaded once per session, and the variant swap.
+"""Shared fixtures: the real vocab fixtures, loaded once per session, and the bridge swap.
 
-`LLGBRIDGE_SWAP_VARIANTS=1` makes every test marked `guards` run against the *other* bridge
-variant (upstream <-> fixed). Each such test must then fail: that is how a test shows it
-catches the bug it names (`make test-swapped`).
+`LLGBRIDGE_SWAP_VARIANTS=1` makes every test marked `guards` ask for the *other* bridge where it
+asks through `variant()`: upstream becomes fixed, and fixed or sentinel (the two bridges that
+claim to be correct) become upstream. Each such test must then fail on an assertion: that is
+how a test shows it catches the bug it names (`make test-swapped`).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from llgbridge import bridges
 from llgbridge.fixtures import vocab_names
-from llgbridge.paths import VOCABS
+from llgbridge.paths import vocab_path
 from llgbridge.vocab import Vocab
 
 ALL_VOCABS = vocab_names()
@@ -27,7 +28,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @cache
 def vocab(name: str) -> Vocab:
-    path = VOCABS / f"ggml-vocab-{name}.gguf"
+    path = vocab_path(name)
     if not path.exists():
         pytest.fail(f"{path} missing: run `make data` first")
     return Vocab(path, name)
@@ -39,7 +40,8 @@ def bridge(name: str, variant: str) -> bridges.Bridge:
 
 
 def variant(name: str) -> str:
-    """The variant a `guards` test asks for, or the other one under LLGBRIDGE_SWAP_VARIANTS=1."""
+    """The bridge a `guards` test asks for, or the one that has (or lacks) the bug instead under
+    LLGBRIDGE_SWAP_VARIANTS=1."""
     if not SWAP:
         return name
-    return {"upstream": "fixed", "fixed": "upstream"}.get(name, name)
+    return {"upstream": "fixed", "fixed": "upstream", "sentinel": "upstream"}.get(name, name)

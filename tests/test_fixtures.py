@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from llgbridge import fixtures
+from llgbridge import fixtures, paths
 from llgbridge.paths import VOCABS
 
 
@@ -55,3 +55,11 @@ def test_ensure_is_a_no_op_when_present(tmp_path: Path) -> None:
     fixtures.ensure(VOCABS, cache=tmp_path / "no-such-cache")
     assert {p.name: p.stat().st_mtime_ns for p in VOCABS.glob("*.gguf")} == before
     assert not (tmp_path / "no-such-cache").exists()
+
+
+def test_a_vocab_is_named_by_its_file_and_a_dropped_fixture_joins(tmp_path: Path) -> None:
+    assert paths.vocab_name(paths.vocab_path("llama-spm")) == "llama-spm"
+    assert paths.vocab_name(Path("models/my-model.gguf")) == "my-model"
+    (tmp_path / "ggml-vocab-mine.gguf").write_bytes(b"GGUF")
+    (tmp_path / "notes.gguf").write_bytes(b"GGUF")
+    assert fixtures.vocab_names(extra=tmp_path) == sorted([*fixtures.vocab_names(), "mine"])

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import variant
-from llgbridge import bridges, generate as G, synth
-from llgbridge.errors import InputError
-from llgbridge.paths import ROOT, VOCABS
+from llgbridge import bridges, generate as G, grammars, synth
+from llgbridge.paths import ROOT
 from llgbridge.vocab import Vocab
 
 
@@ -34,13 +33,14 @@ def test_upstream_leaves_the_literal_on_llama_spm() -> None:
     r = run("llama-spm", variant("upstream"), "forced_literal")
     assert r.llg_errors >= 1
     assert r.error.startswith("Parser Error: token")
-    assert r.outcome == "violation" and not G.LITERAL.startswith(r.output)
+    assert r.outcome == "violation" and not grammars.FORCED_LITERAL.startswith(r.output)
 
 
 @pytest.mark.guards("bugs A and B on SentencePiece")
+@pytest.mark.parametrize("good", ["fixed", "sentinel"])
 @pytest.mark.parametrize("case", ["forced_literal", "json_enum", "half_free"])
-def test_fixed_passes_on_llama_spm(case: str) -> None:
-    r = run("llama-spm", variant("fixed"), case)
+def test_fixed_and_sentinel_pass_on_llama_spm(case: str, good: str) -> None:
+    r = run("llama-spm", variant(good), case)
     assert (r.outcome, r.llg_errors) == ("pass", 0), r.output
 
 
@@ -60,12 +60,6 @@ def test_upstream_emits_a_space_the_grammar_forbids_on_llama_bpe() -> None:
 def test_fixed_emits_only_dots_on_llama_bpe() -> None:
     r = run("llama-bpe", "fixed", "dots")
     assert r.outcome == "pass" and " " not in r.output
-
-
-def test_vocab_only_file_is_refused() -> None:
-    p = VOCABS / "ggml-vocab-llama-spm.gguf"
-    with pytest.raises(InputError, match=r"ggml-vocab-llama-spm.gguf: vocab-only file"):
-        G.load_model(p)
 
 
 @pytest.mark.slow

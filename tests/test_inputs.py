@@ -11,13 +11,15 @@ from typing import Any
 import numpy as np
 import pytest
 
+from gguf import Keys
+
 from conftest import bridge
-from llgbridge import bridges, fuzz, generate as G, run
+from llgbridge import bridges, generate as G, gguf_fuzz, run
 from llgbridge.errors import InputError
-from llgbridge.paths import VOCABS
+from llgbridge.paths import vocab_path
 from llgbridge.vocab import Vocab
 
-SPM = VOCABS / "ggml-vocab-llama-spm.gguf"
+SPM = vocab_path("llama-spm")
 
 
 def one_line_error(path: Path) -> str:
@@ -86,14 +88,14 @@ def _write_vocab(path: Path, change: Callable[[str, Any], Any]) -> Path:
 
 
 def test_score_count_differs_from_token_count(tmp_path: Path) -> None:
-    p = _write_vocab(tmp_path / "scores.gguf", lambda k, v: v[:-1] if k == "tokenizer.ggml.scores" else v)
+    p = _write_vocab(tmp_path / "scores.gguf", lambda k, v: v[:-1] if k == Keys.Tokenizer.SCORES else v)
     assert one_line_error(p).endswith("inconsistent tokenizer: 32000 tokens but 31999 entries in tokenizer.ggml.scores")
 
 
 def test_a_piece_longer_than_the_bridge_buffer(tmp_path: Path) -> None:
-    p = _write_vocab(tmp_path / "long.gguf", lambda k, v: v[:300] + [b"a" * 2000] + v[301:] if k == "tokenizer.ggml.tokens" else v)
+    p = _write_vocab(tmp_path / "long.gguf", lambda k, v: v[:300] + [b"a" * 2000] + v[301:] if k == Keys.Tokenizer.LIST else v)
     v = Vocab(p)
-    for name in ("upstream", "fixed"):
+    for name in ("upstream", "fixed"):  # sentinel's buffer is 16 kB, as llamacpp.py's
         with pytest.raises(InputError) as e:
             bridges.build(v, name)
         msg = str(e.value)
@@ -101,8 +103,8 @@ def test_a_piece_longer_than_the_bridge_buffer(tmp_path: Path) -> None:
 
 
 def test_vocab_only_file_given_to_generation() -> None:
-    with pytest.raises(InputError, match="vocab-only file"):
-        G.load_model(VOCABS / "ggml-vocab-bert-bge.gguf")
+    with pytest.raises(InputError, match=r"ggml-vocab-bert-bge.gguf: vocab-only file"):
+        G.load_model(vocab_path("bert-bge"))
 
 
 def test_encoder_only_model_given_to_generation(tmp_path: Path) -> None:
@@ -172,10 +174,10 @@ def test_an_interrupted_write_leaves_the_previous_file(tmp_path: Path, monkeypat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["census.csv"]
 
 
-# -- fuzzing --------------------------------------------------------------------------------------
+# -- GGUF fuzzing ---------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_fuzzed_fixtures_never_hang_or_escape(tmp_path: Path) -> None:
-    cases = fuzz.fuzz(n=60, seed=0, progress=False)
-    outcomes = {c.outcome for c in cases}
-    assert outcomes <= {"ok", "error", "crash"}, [(c.path.name, c.outcome, c.message) for c in cases if c.outcome not in ("ok", "error", "crash")]
-    assert all("\n" not in c.message for c in cases)
+    mutants = gguf_fuzz.fuzz(n=60, seed=0, progress=False)
+    outcomes = {m.outcome for m in mutants}
+    assert outcomes <= {"ok", "error", "crash"}, [(m.path.name, m.outcome, m.message) for m in mutants if m.outcome not in ("ok", "error", "crash")]
+    assert all("\n" not in m.message for m in mutants)

@@ -19,7 +19,7 @@ def test_notebook_is_committed_clean_with_a_parameters_cell(name: str) -> None:
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(not c.outputs and c.execution_count is None for c in code)
     assert sum("parameters" in c.metadata.get("tags", []) for c in code) == 1
-    assert nb.metadata.kernelspec.name == "python3"
+    assert nb.metadata.kernelspec.name == "python3" and nb.metadata.language_info.name == "python"
 
 
 @pytest.mark.slow
@@ -41,8 +41,8 @@ def test_a_failing_notebook_becomes_a_failed_result(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["leak", "forced", "tokenizer"])
-def test_mask_notebooks_run_under_papermill(name: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["leak", "forced", "probe"])
+def test_mask_and_probe_notebooks_run_under_papermill(name: str, tmp_path: Path) -> None:
     st = run.execute(name, "llama-bpe", out_root=tmp_path / "reports", results_dir=tmp_path / "results")
     assert st["status"] == "ok", st
     res = json.loads((tmp_path / "results" / name / "llama-bpe.json").read_text())

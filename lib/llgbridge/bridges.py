@@ -7,9 +7,12 @@ the two conversion points the PR review guide is about:
 - the token table (`token_bytes`/`token_lens`, lines 155-186), and
 - the `tokenize_fn` callback (lines 123-137) with its `use_approximate_greedy_tokenize_fn` flag.
 
+The variants: `upstream` (as shipped), `fixed` (the PR), `sentinel` (llguidance's own
+integration, in `sentinel.py`) and `truth` (real bytes, no forcing: the yardstick for "legal").
 Every variant exposes the same small interface (`token_bytes`, `tokenize`, `new_matcher`;
-a `Matcher` has `allowed`, `consume`), so an analysis runs over any of them without knowing
-which it has. `build(vocab, name)` is the one entry point; `VARIANTS` lists the names.
+an `llg.Matcher` has `allowed`, `consume`), so an analysis runs over any of them without
+knowing which it has. `build(vocab, name)` is the one entry point; `VARIANTS` names the bridges
+a reviewer compares, `NAMES` adds `truth`.
 
 Building a tokenizer walks the whole vocab (about a second for 256k tokens): cache it.
 """
@@ -17,50 +20,15 @@ Building a tokenizer walks the whole vocab (about a second for 256k tokens): cac
 from __future__ import annotations
 
 import ctypes
-import os
 from collections.abc import Callable
-from dataclasses import dataclass
 
-import numpy as np
-
-from .errors import InputError, LlgError
-from .llg import LlgConstraintInit, LlgTokenizeFn, LlgTokenizerInit, lib
+from .errors import InputError
+from .llg import LlgTokenizeFn, LlgTokenizerInit, Matcher, lib
+from .probe import ProbeResult, probe_tokenize_exact
 from .vocab import MAX_PIECE, Vocab
 
 SPECIAL_MARKER = b"\xff"  # llguidance's prefix for special tokens (common/llguidance.cpp:179)
 LLAMA_TOKEN_NULL = -1
-
-# The PR's probes (guide 5.3): "The" catches the SPM space prefix, "a b" interior
-# whitespace, "1\n2" newline mangling.
-PROBES: tuple[bytes, ...] = (b"The", b"a b", b"1\n2")
-
-
-@dataclass(frozen=True)
-class ProbeResult:
-    exact: bool
-    failed_probe: bytes | None = None  # the first probe that did not round-trip
-    got: bytes | None = None  # what the round trip gave for it
-    tokens: tuple[int, ...] = ()
-    error: str | None = None  # a tokenize or piece error (the probe fails safe)
-
-
-def probe_tokenize_exact(vocab: Vocab, probes: tuple[bytes, ...] = PROBES) -> ProbeResult:
-    """The PR's `llama_sampler_llg_tokenize_is_exact` (guide 5.3).
-
-    Tokenizes each probe as `tokenize_fn` would (`add_special=false, parse_special=true`) and
-    reassembles the tokens with `llama_token_to_piece(lstrip=0, special=false)`. Any failure,
-    including an error, makes the vocab inexact: the probe fails safe.
-    """
-    for p in probes:
-        try:
-            toks = vocab.tokenize(p, add_special=False, parse_special=True)
-            got = b"".join(vocab.token_to_piece(t, 0, False) for t in toks)
-        except Exception as e:  # noqa: BLE001 - fail safe, as the C++ probe does
-            return ProbeResult(False, p, None, (), f"{type(e).__name__}: {e}")
-        if got != p:
-            return ProbeResult(False, p, got, tuple(toks))
-    return ProbeResult(True)
-
 
 def _tok_eos(vocab: Vocab) -> int:
     """EOT, else EOS (common/llguidance.cpp:148-151)."""
@@ -109,18 +77,22 @@ class Bridge:
         self,
         vocab: Vocab,
         token_bytes: list[bytes],
-        tokenize_fn: bool,
+        forcing: bool,
         greedy: bool,
         probe: ProbeResult | None = None,
         tok_eos: int | None = None,
     ) -> None:
-        """`tok_eos` defaults to llama.cpp's choice, EOT else EOS."""
+        """`forcing`: hand llguidance this bridge's `_tokenize_cb` as `tokenize_fn`. Byte
+        forcing follows from it, since `can_force_bytes()` is `tokenize_fn.is_some()` (guide
+        3.3); without it llguidance never tokenizes on the mask path. `greedy` is
+        `use_approximate_greedy_tokenize_fn`. `tok_eos` defaults to llama.cpp's choice, EOT
+        else EOS."""
         self.vocab = vocab
         self.token_bytes = token_bytes
-        self.forcing = tokenize_fn  # can_force_bytes() is tokenize_fn.is_some() (guide 3.3)
+        self.forcing = forcing
         self.greedy = greedy
         self.probe = probe
-        self._cb = LlgTokenizeFn(self._tokenize_cb) if tokenize_fn else LlgTokenizeFn()
+        self._cb = LlgTokenizeFn(self._tokenize_cb) if forcing else LlgTokenizeFn()
         lens = (ctypes.c_uint32 * len(token_bytes))(*map(len, token_bytes))
         blob = b"".join(token_bytes)
         data = (ctypes.c_uint8 * max(1, len(blob))).from_buffer_copy(blob or b"\0")
@@ -153,10 +125,19 @@ class Bridge:
         return f"{type(self).__name__}({self.vocab.name!r}, forcing={self.forcing}, greedy={self.greedy})"
 
     # -- the tokenize_fn callback --------------------------------------------------------------
+    callback_failures = 0  # calls where `tokenize_fn` raised and the callback returned no tokens
+
+    def tokenize_fn(self, data: bytes) -> list[int]:
+        """What the callback hands llguidance: `llama_tokenize(add_special=false,
+        parse_special=true)` (common/llguidance.cpp:123-137)."""
+        return self.vocab.tokenize(data, add_special=False, parse_special=True)
+
     def _tokenize_cb(self, _user: int, data: ctypes.c_void_p, n: int, out: ctypes.c_void_p, out_len: int) -> int:
+        # returns the number of tokens needed, which may exceed out_len (llguidance asks again)
         try:
-            toks = self.vocab.tokenize(ctypes.string_at(data, n), add_special=False, parse_special=True)
+            toks = self.tokenize_fn(ctypes.string_at(data, n))
         except Exception:  # noqa: BLE001 - an exception must not cross into Rust
+            self.callback_failures += 1
             return 0
         for i in range(min(len(toks), out_len)):
             out[i] = toks[i]
@@ -172,7 +153,7 @@ class Bridge:
         return list(out[:n])
 
     def new_matcher(self, grammar: str, kind: str = "lark") -> Matcher:
-        return Matcher(self, grammar, kind)
+        return Matcher(self._handle, self.vocab.n_tokens, grammar, kind, owner=self)
 
 
 class Upstream(Bridge):
@@ -195,7 +176,7 @@ class Upstream(Bridge):
             lambda t, n: vocab.detokenize([t], False, False, n),
             lambda t, n: vocab.detokenize([t], False, True, n),
         )
-        super().__init__(vocab, table, tokenize_fn=True, greedy=False)
+        super().__init__(vocab, table, forcing=True, greedy=False)
 
 
 class Fixed(Bridge):
@@ -212,7 +193,7 @@ class Fixed(Bridge):
     def __init__(self, vocab: Vocab) -> None:
         table = _piece_table(vocab)
         probe = probe_tokenize_exact(vocab)
-        super().__init__(vocab, table, tokenize_fn=probe.exact, greedy=not probe.exact, probe=probe)
+        super().__init__(vocab, table, forcing=probe.exact, greedy=not probe.exact, probe=probe)
 
 
 class Truth(Bridge):
@@ -227,235 +208,23 @@ class Truth(Bridge):
 
     def __init__(self, vocab: Vocab) -> None:
         table = _piece_table(vocab)
-        super().__init__(vocab, table, tokenize_fn=False, greedy=True)
+        super().__init__(vocab, table, forcing=False, greedy=True)
 
 
-class Sentinel(Bridge):
-    """llguidance's own llama.cpp integration, ported field for field (llguidance 1.9.1).
-
-    Mirrors `llguidance.llamacpp.lltokenizer_from_vocab` (Python) and the Rust
-    `tokenv_from_llamacpp` / `LlamaTokenizer` it hands over to (`LLTokenizer.from_llamacpp`):
-
-    - token bytes: `llama_token_to_piece(t, lstrip=0, special=True)` for every token, with the
-      `\\xff` marker on CONTROL tokens and on USER_DEFINED tokens that look like `<...>`;
-    - `tok_eos` = `llama_vocab_eos` (llamacpp.py's default; not EOT as llama.cpp picks);
-    - tokenize: `llama_tokenize(add_special=false, parse_special=false)`. When that does not
-      give back `b"a"` for `b"a"` (by the token table, llguidance's `trie.decode`), a sentinel
-      is chosen: the first byte `b` in 1..31 with a token of exactly `[b]`, no longer token
-      starting with `[b]` and none starting with `[b' ', b]`. Every string is then tokenized
-      with the sentinel prepended and the sentinel's own tokens (`llama_tokenize([b])`) are
-      stripped off the front, after checking they are there. At build time the same two checks
-      as llguidance run (`b"a"`, and the sentinel itself, must round-trip); a failure, no
-      sentinel, or no EOS (`llama_vocab_eos` = -1) raises InputError with llguidance's message.
-    - invalid UTF-8: `tokenize_assumes_string=true` makes llguidance's C API wrap the callback
-      in the same `tokenize_with_greedy_fallback` as `LlamaTokenizer::tokenize_bytes`.
-
-    But:
-    - it goes through the C API (`llg_new_tokenizer` with a Python callback), not
-      `LLTokenizer.from_llamacpp`, so the sentinel logic runs here, in Python;
-    - where llguidance panics at run time ("tokenize_with_sentinel failed": the sentinel's
-      tokens are not at the front), this callback returns no tokens and counts the event in
-      `sentinel_failures` (an exception must not cross into Rust);
-    - only `tokenize_bytes` (parse_special=false) is ported; llguidance's
-      `tokenize_bytes_special` (parse_special=true) has no slot in the C API's one callback;
-    - the `n_vocab` and `eos_token` overrides and the `slices` argument are not taken
-      (llguidance's default slices are used, as for every variant here).
-
-    Mirrored as llguidance has it, not corrected: tokens that are neither CONTROL nor `<...>`
-    USER_DEFINED keep their special text unmarked, so an UNKNOWN/UNUSED token (`<unk>`, phi-3's
-    `[PAD...]`) reads as that text although its real piece is empty.
-    """
-
-    name = "sentinel"
-    PIECE_BUFFER = 16 * 1024  # llamacpp.py's buffer_len
-
-    def __init__(self, vocab: Vocab) -> None:
-        self.vocab = vocab
-        self.tok_eos = vocab.eos
-        if self.tok_eos < 0:
-            # from_llamacpp takes the EOS as an unsigned id and refuses a missing one (WPM vocabs);
-            # llguidance finds out after the table walk, here before it: same result, cheaper
-            raise InputError(
-                vocab.path,
-                "sentinel bridge: llama_vocab_eos is -1; eos_token must be an int or a non-empty list of ints",
-            )
-        self.token_bytes = self._llg_table(vocab)
-        self.sentinel: int | None = None
-        self.sentinel_tokens: list[int] = []
-        self.sentinel_failures = 0
-        self._choose_sentinel()
-        # llguidance's own integration hands llguidance EOS, not llama.cpp's EOT
-        super().__init__(vocab, self.token_bytes, tokenize_fn=True, greedy=False, tok_eos=self.tok_eos)
-
-    # -- the token table (llamacpp.py) ----------------------------------------------------------
-    @classmethod
-    def _llg_table(cls, vocab: Vocab) -> list[bytes]:
-        import llama_cpp  # the attribute constants live there; vocab.py already loaded it
-
-        control, user = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL, llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
-        out: list[bytes] = []
-        for t in range(vocab.n_tokens):
-            try:
-                piece = vocab.token_to_piece(t, 0, True, cls.PIECE_BUFFER)
-            except ValueError as e:  # llamacpp.py raises ValueError too
-                raise InputError(vocab.path, f"sentinel bridge: {e}") from None
-            # llamacpp.py calls the deprecated alias llama_token_get_attr: same C function, but
-            # its Python wrapper warns once per token
-            attr = int(llama_cpp.llama_vocab_get_attr(vocab.vocab, t))
-            if attr & control or (attr & user and piece.startswith(b"<") and piece.endswith(b">")):
-                piece = SPECIAL_MARKER + piece
-            out.append(piece)
-        return out
-
-    def _decode(self, tokens: list[int]) -> bytes:
-        """llguidance's `TokTrie::decode`: special tokens without their marker, empty as `<[id]>`."""
-        out = bytearray()
-        for t in tokens:
-            b = self.token_bytes[t] if 0 <= t < len(self.token_bytes) else b""
-            if not b:
-                out += f"<[{t}]>".encode()
-            elif b[:1] == SPECIAL_MARKER:
-                out += b[1:]
-            else:
-                out += b
-        return bytes(out)
-
-    # -- the sentinel (tokenv_from_llamacpp) ----------------------------------------------------
-    def _raw(self, data: bytes) -> list[int]:
-        return self.vocab.tokenize(data, add_special=False, parse_special=False)
-
-    def _choose_sentinel(self) -> None:
-        if self._decode(self._raw(b"a")) == b"a":
-            return  # llama_tokenize is used as it is
-        pieces = {b for b in self.token_bytes if b}
-
-        def extended(prefix: bytes) -> bool:
-            # TokTrie::has_extensions: the prefix's trie node has a descendant, i.e. a
-            # strictly longer token starts with it
-            return any(len(b) > len(prefix) and b.startswith(prefix) for b in pieces)
-
-        firsts = {b[:1] for b in pieces if len(b) > 1}  # extended(one), for all 31 bytes in one pass
-        for s in range(1, 32):
-            one = bytes([s])
-            if one in pieces and one not in firsts and not extended(b" " + one):
-                self.sentinel = s
-                break
-        if self.sentinel is None:
-            msg = "sentinel bridge: could not find a good sentinel token in the range 1..32"
-            raise InputError(self.vocab.path, msg)
-        self.sentinel_tokens = self._raw(bytes([self.sentinel]))
-        got = self._decode(self._with_sentinel(b"a"))
-        if got != b"a":
-            raise InputError(
-                self.vocab.path, f"sentinel bridge: tokenizer is not working with the sentinel {self.sentinel} {got!r}"
-            )
-        got = self._decode(self._with_sentinel(bytes([self.sentinel])))
-        if got != bytes([self.sentinel]):
-            raise InputError(
-                self.vocab.path,
-                f"sentinel bridge: tokenizer is not working with the sentinel (rec) {self.sentinel} {got!r}",
-            )
-
-    def _with_sentinel(self, data: bytes) -> list[int]:
-        """`LlamaTokenizer::tokenize_with_sentinel`; raises ValueError where llguidance's `ensure!` fails."""
-        if not data:
-            return []
-        if self.sentinel is None:
-            return self._raw(data)
-        n = len(self.sentinel_tokens)
-        res = self._raw(bytes([self.sentinel]) + data)
-        if len(res) <= n:
-            raise ValueError("tokenize_with_sentinel: res.len() <= sentinel_tokens.len()")
-        if res[:n] != self.sentinel_tokens:
-            raise ValueError("tokenize_with_sentinel: res[0..sentinel_tokens.len()] != sentinel_tokens")
-        return res[n:]
-
-    def _tokenize_cb(self, _user: int, data: ctypes.c_void_p, n: int, out: ctypes.c_void_p, out_len: int) -> int:
-        try:
-            toks = self._with_sentinel(ctypes.string_at(data, n))
-        except Exception:  # noqa: BLE001 - llguidance panics here; an exception must not cross into Rust
-            self.sentinel_failures += 1
-            return 0
-        for i in range(min(len(toks), out_len)):
-            out[i] = toks[i]
-        return len(toks)
+VARIANTS: tuple[str, ...] = ("upstream", "fixed", "sentinel")  # the bridges a reviewer compares
+NAMES: tuple[str, ...] = (*VARIANTS, "truth")
 
 
-VARIANTS: dict[str, type[Bridge]] = {"upstream": Upstream, "fixed": Fixed, "sentinel": Sentinel}
-_ALL: dict[str, type[Bridge]] = {**VARIANTS, "truth": Truth}
+def variant(name: str) -> type[Bridge]:
+    """The class of the bridge called `name`; the one place a bridge name is checked."""
+    from .sentinel import Sentinel  # sentinel.py builds on Bridge, so it imports this module
+
+    classes: dict[str, type[Bridge]] = {"upstream": Upstream, "fixed": Fixed, "sentinel": Sentinel, "truth": Truth}
+    if name not in classes:
+        raise InputError(f"bridge {name!r}", f"unknown bridge; choose one of {', '.join(NAMES)}")
+    return classes[name]
 
 
 def build(vocab: Vocab, name: str) -> Bridge:
     """Build the named variant's llguidance tokenizer for `vocab`."""
-    try:
-        cls = _ALL[name]
-    except KeyError:
-        raise InputError(f"bridge {name!r}", f"unknown bridge; choose one of {', '.join(_ALL)}") from None
-    return cls(vocab)
-
-
-class Matcher:
-    """An `LlgMatcher` as llama.cpp drives it (common/llguidance.cpp:17-68).
-
-    It keeps its bridge (and so the tokenize callback and the vocab) alive.
-    """
-
-    def __init__(self, bridge: Bridge, grammar: str, kind: str = "lark") -> None:
-        self.bridge = bridge
-        self.grammar = grammar
-        self.kind = kind
-        init = LlgConstraintInit()
-        lib.llg_constraint_init_set_defaults(ctypes.byref(init), bridge._handle)
-        level = os.environ.get("LLGUIDANCE_LOG_LEVEL")
-        init.log_stderr_level = int(level) if level else 0
-        self._h = lib.llg_new_matcher(ctypes.byref(init), kind.encode(), grammar.encode())
-        err = lib.llg_matcher_get_error(self._h)
-        if err:
-            msg = err.decode("utf-8", "replace")
-            lib.llg_free_matcher(self._h)
-            self._h = None
-            first = grammar.strip().splitlines()[0] if grammar.strip() else "(empty)"
-            raise InputError(f"{kind} grammar {first[:60]!r}", f"llguidance rejected it: {msg.splitlines()[0]}")
-        self.n_words = lib.llg_matcher_get_mask_byte_size(self._h) // 4
-
-    def __del__(self) -> None:
-        h = getattr(self, "_h", None)
-        if h:
-            lib.llg_free_matcher(h)
-            self._h = None
-
-    @property
-    def error(self) -> str | None:
-        err = lib.llg_matcher_get_error(self._h)
-        return err.decode("utf-8", "replace") if err else None
-
-    def mask(self) -> np.ndarray:
-        """The 32-bit mask words of the next step (`llg_matcher_compute_mask`)."""
-        if lib.llg_matcher_compute_mask(self._h) != 0:
-            raise LlgError(self.error or "compute_mask failed")
-        ptr = lib.llg_matcher_get_mask(self._h)
-        return np.ctypeslib.as_array(ptr, shape=(self.n_words,)).copy()
-
-    def allowed(self) -> list[int]:
-        """Token ids the mask allows, ascending."""
-        bits = np.unpackbits(self.mask().view(np.uint8), bitorder="little")
-        return [int(t) for t in np.flatnonzero(bits[: self.bridge.vocab.n_tokens])]
-
-    def consume(self, token: int) -> None:
-        if lib.llg_matcher_consume_token(self._h, token) != 0:
-            raise LlgError(self.error or "consume_token failed")
-
-    def ff_tokens(self) -> list[int]:
-        out = (ctypes.c_uint32 * 256)()
-        n = lib.llg_matcher_compute_ff_tokens(self._h, out, 256)
-        if n < 0:
-            raise LlgError(self.error or "compute_ff_tokens failed")
-        return list(out[:n])
-
-    @property
-    def is_stopped(self) -> bool:
-        return bool(lib.llg_matcher_is_stopped(self._h))
-
-    @property
-    def is_accepting(self) -> bool:
-        return bool(lib.llg_matcher_is_accepting(self._h))
+    return variant(name)(vocab)

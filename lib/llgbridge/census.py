@@ -190,7 +190,7 @@ def detokenize_mechanisms(vocab: Vocab) -> tuple[bool, bool]:
 def observed_add_space_prefix(vocab: Vocab) -> bool:
     """Whether `llama_tokenize(add_special=false)` prepends a space (guide 5.1), measured."""
     toks = vocab.tokenize(b"a", add_special=False, parse_special=True)
-    return vocab.reassemble(toks).startswith(b" ")
+    return vocab.real_bytes(toks).startswith(b" ")
 
 
 def loaded_meta(vocab: Vocab) -> VocabMeta:

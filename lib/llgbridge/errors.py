@@ -29,3 +29,9 @@ class InputError(ValueError):
 
 class LlgError(RuntimeError):
     """An error reported by llguidance itself (its message, verbatim)."""
+
+
+def first_line(msg: str | None) -> str:
+    """The first line of a message, surrounding blank lines dropped: an error shown in one line."""
+    text = (msg or "").strip()
+    return text.splitlines()[0] if text else ""

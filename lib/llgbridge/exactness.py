@@ -1,10 +1,11 @@
-"""Tokenize exactness by fuzzing (guide 5.2, 5.3, 10 #2, #4): does what llguidance tokenizes spell its input?
+"""Tokenize exactness (guide 5.2, 5.3, 10 #2, #4): does what llguidance tokenizes spell its input?
 
 llguidance requires its tokenizer to return exactly the bytes it was given (guide 2, 5.3). The
-PR decides this with three probes; here it is measured on seeded fuzz inputs instead.
+PR decides this with three probes; here it is measured on many seeded inputs instead.
 
-- `fuzz_inputs(seed, n)`: random byte strings (invalid UTF-8 included), whitespace runs,
-  leading spaces, lines of the fixtures' `.inp` test texts, special-token text (`<s>`, ...).
+- `inputs(seed, n)`: random byte strings (invalid UTF-8 included), whitespace runs, leading
+  spaces, words, special-token text (`<s>`, ...), and the test texts of the `.inp` files the
+  fixture manifest lists (`inp_texts`; never whatever else lies in data/vocabs/).
 - `exactness(bridge, inputs)`: for each input, the tokens llguidance gets (`Bridge.tokenize` =
   `llg_tokenize_bytes`: the `tokenize_fn` with llguidance's greedy fallback for invalid UTF-8,
   or llguidance's greedy tokenizer when the bridge has none) and their real bytes
@@ -12,8 +13,9 @@ PR decides this with three probes; here it is measured on seeded fuzz inputs ins
   the input. The shortest failures are minimized by deleting bytes (deterministic).
   It also counts how often the tokens differ from the *canonical tokenization in context*:
   see `canonical`.
-- `probe_vs_fuzz(vocab)`: the PR's three-probe verdict against the fuzz verdict on
-  `llama_tokenize` as upstream's `tokenize_fn` hands it to llguidance, as a confusion row.
+- `probe_vs_exactness(vocab)`: the PR's three-probe verdict against the verdict of the
+  inputs on `llama_tokenize` as upstream's `tokenize_fn` hands it to llguidance, as a
+  confusion row.
 
 But:
 - "exact" is judged by the real pieces, so a special token parsed out of text (`<s>` with
@@ -27,13 +29,16 @@ But:
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from collections.abc import Callable
 from typing import Any
 
-from .bridges import Bridge, ProbeResult, build, probe_tokenize_exact
+from .bridges import Bridge, build
+from .errors import InputError
+from .fixtures import manifest
 from .paths import VOCABS
+from .probe import ProbeResult, probe_tokenize_exact
 from .vocab import Vocab
 
 SPECIAL_TEXTS: tuple[bytes, ...] = (
@@ -62,10 +67,16 @@ MAX_INP = 256  # longer texts make minimization slow and add little
 
 
 @cache
-def _inp_lines() -> tuple[bytes, ...]:
-    """The distinct test texts (up to MAX_INP bytes) of the fixtures' `.inp` files."""
+def inp_texts() -> tuple[bytes, ...]:
+    """The distinct test texts (up to MAX_INP bytes) of the `.inp` files in the fixture manifest.
+
+    The manifest, not a glob: a file dropped into data/vocabs/ must not change the inputs.
+    """
     out: set[bytes] = set()
-    for p in sorted(VOCABS.glob("ggml-vocab-*.gguf.inp")):
+    for name in sorted(n for n in manifest() if n.endswith(".inp")):
+        p = VOCABS / name
+        if not p.exists():
+            raise InputError(p, "no such file (run `make data`)")
         out.update(c for c in p.read_bytes().split(INP_SEPARATOR) if 0 < len(c) <= MAX_INP)
     return tuple(sorted(out))
 
@@ -95,22 +106,23 @@ def _special(rng: random.Random) -> bytes:
     return rng.choice([s, s + b"hi", b"hi" + s, b" " + s, s + s])
 
 
-def _inp(rng: random.Random) -> bytes:
-    lines = _inp_lines()
-    return rng.choice(lines) if lines else _words(rng)
+def inputs(seed: int = 0, n: int = 300, texts: tuple[bytes, ...] | None = None) -> list[bytes]:
+    """`n` distinct non-empty inputs, the same for the same seed and `texts` (the kinds in turn).
 
+    `texts` are the whole-text inputs, `inp_texts()` by default.
+    """
+    texts = inp_texts() if texts is None else texts
 
-GENERATORS = (_random_bytes, _whitespace, _leading_space, _words, _special, _inp)
+    def text(rng: random.Random) -> bytes:
+        return rng.choice(texts) if texts else _words(rng)
 
-
-def fuzz_inputs(seed: int = 0, n: int = 300) -> list[bytes]:
-    """`n` distinct non-empty inputs, the same for the same seed (the kinds in turn)."""
+    generators = (_random_bytes, _whitespace, _leading_space, _words, _special, text)
     rng = random.Random(seed)
     seen: set[bytes] = set()
     out: list[bytes] = []
     tries = 0
     while len(out) < n and tries < 50 * n:
-        b = GENERATORS[tries % len(GENERATORS)](rng)
+        b = generators[tries % len(generators)](rng)
         tries += 1
         if b and b not in seen:
             seen.add(b)
@@ -119,10 +131,6 @@ def fuzz_inputs(seed: int = 0, n: int = 300) -> list[bytes]:
 
 
 # -- the measures -------------------------------------------------------------------------------
-def real_bytes(vocab: Vocab, tokens: list[int]) -> bytes:
-    return b"".join(vocab.token_to_piece(t) for t in tokens)
-
-
 def valid_utf8(data: bytes) -> bool:
     try:
         data.decode("utf-8")
@@ -132,7 +140,7 @@ def valid_utf8(data: bytes) -> bool:
 
 
 def is_exact(bridge: Bridge, data: bytes) -> bool:
-    return real_bytes(bridge.vocab, bridge.tokenize(data)) == data
+    return bridge.vocab.real_bytes(bridge.tokenize(data)) == data
 
 
 def canonical(vocab: Vocab, text: bytes) -> list[int] | None:
@@ -149,7 +157,7 @@ def canonical(vocab: Vocab, text: bytes) -> list[int] | None:
         head = vocab.tokenize(c, add_special=False, parse_special=False)
         toks = vocab.tokenize(c + text, add_special=False, parse_special=False)
         rest = toks[len(head) :]
-        if toks[: len(head)] == head and real_bytes(vocab, rest) == text:
+        if toks[: len(head)] == head and vocab.real_bytes(rest) == text:
             return rest
     return None
 
@@ -192,10 +200,17 @@ class ExactnessResult:
     failures: list[bytes]  # inexact inputs, in input order
     shortest: list[Failure]  # the N_MINIMIZED shortest failures, minimized
     canon_defined: int  # inputs with a canonical tokenization in context
-    canon_differs: int  # ... whose tokens differ from it
-    canon_differs_utf8: int  # ... of which the input is valid UTF-8 (no greedy fallback involved)
+    canon_differing: list[bytes]  # ... whose tokens differ from it, in input order
     special_failures: int  # inexact inputs whose tokens include one with an empty piece (a parsed special token)
-    canon_examples: list[tuple[bytes, list[int], list[int]]] = field(default_factory=list)  # (input, got, canonical)
+
+    @property
+    def canon_differs(self) -> int:
+        return len(self.canon_differing)
+
+    @property
+    def canon_differs_utf8(self) -> int:
+        """Of `canon_differs`, inputs that are valid UTF-8 (no greedy fallback involved)."""
+        return sum(map(valid_utf8, self.canon_differing))
 
     @property
     def fail_rate(self) -> float:
@@ -235,11 +250,11 @@ def exactness(bridge: Bridge, inputs: list[bytes], n_minimized: int = N_MINIMIZE
     v = bridge.vocab
     failures: list[bytes] = []
     got_of: dict[bytes, tuple[list[int], bytes]] = {}
-    defined = differs = differs_utf8 = special = 0
-    examples: list[tuple[bytes, list[int], list[int]]] = []
+    defined = special = 0
+    differing: list[bytes] = []
     for data in inputs:
         toks = bridge.tokenize(data)
-        got = real_bytes(v, toks)
+        got = v.real_bytes(toks)
         if got != data:
             failures.append(data)
             got_of[data] = (toks, got)
@@ -248,10 +263,7 @@ def exactness(bridge: Bridge, inputs: list[bytes], n_minimized: int = N_MINIMIZE
         if canon is not None:
             defined += 1
             if canon != toks:
-                differs += 1
-                differs_utf8 += valid_utf8(data)
-                if len(examples) < 5:
-                    examples.append((data, toks, canon))
+                differing.append(data)
     shortest: list[Failure] = []
     # distinct witnesses: many failures minimize to the same few bytes; a bounded number of tries
     for data in sorted(set(failures), key=lambda b: (len(b), b))[: 4 * n_minimized]:
@@ -260,7 +272,7 @@ def exactness(bridge: Bridge, inputs: list[bytes], n_minimized: int = N_MINIMIZE
         small = minimize(lambda b: not is_exact(bridge, b), data)
         if all(f.minimized != small for f in shortest):
             toks, got = got_of[data]
-            shortest.append(Failure(data, got, toks, small, real_bytes(v, bridge.tokenize(small))))
+            shortest.append(Failure(data, got, toks, small, v.real_bytes(bridge.tokenize(small))))
     return ExactnessResult(
         vocab=v.name,
         bridge=bridge.name,
@@ -269,20 +281,18 @@ def exactness(bridge: Bridge, inputs: list[bytes], n_minimized: int = N_MINIMIZE
         failures=failures,
         shortest=shortest,
         canon_defined=defined,
-        canon_differs=differs,
-        canon_differs_utf8=differs_utf8,
+        canon_differing=differing,
         special_failures=special,
-        canon_examples=examples,
     )
 
 
-# -- the PR's probe against the fuzz ------------------------------------------------------------
+# -- the PR's probe against the inputs -----------------------------------------------------------
 @dataclass
-class ProbeVsFuzz:
+class ProbeVsExactness:
     vocab: str
     vocab_type: str
     probe: ProbeResult
-    fuzz_exact: bool  # upstream's tokenize_fn was exact on every fuzz input
+    inputs_exact: bool  # upstream's tokenize_fn was exact on every input
     n: int
     inexact: int
     special_failures: int  # of the inexact, those where a special token was parsed out of text
@@ -291,7 +301,7 @@ class ProbeVsFuzz:
 
     @property
     def agree(self) -> bool:
-        return self.probe.exact == self.fuzz_exact
+        return self.probe.exact == self.inputs_exact
 
     @property
     def cell(self) -> str:
@@ -301,7 +311,7 @@ class ProbeVsFuzz:
             (False, False): "both inexact",
             (True, False): "probe misses (keeps an inexact tokenize_fn)",
             (False, True): "probe over-cautious (drops an exact tokenize_fn)",
-        }[(self.probe.exact, self.fuzz_exact)]
+        }[(self.probe.exact, self.inputs_exact)]
 
     def row(self) -> dict[str, Any]:
         return {
@@ -309,9 +319,9 @@ class ProbeVsFuzz:
             "vocab_type": self.vocab_type,
             "probe_exact": self.probe.exact,
             "failed_probe": "" if self.probe.failed_probe is None else repr(self.probe.failed_probe),
-            "fuzz_exact": self.fuzz_exact,
-            "fuzz_inexact": f"{self.inexact}/{self.n}",
-            "fuzz_exact_but_specials": self.inexact == self.special_failures,
+            "inputs_exact": self.inputs_exact,
+            "inputs_inexact": f"{self.inexact}/{self.n}",
+            "inexact_only_specials": self.inexact == self.special_failures,
             "agree": self.agree,
             "cell": self.cell,
             "witness": "" if self.witness is None else repr(self.witness),
@@ -319,29 +329,29 @@ class ProbeVsFuzz:
         }
 
 
-def probe_vs_fuzz(
-    vocab: Vocab, upstream: Bridge | None = None, inputs: list[bytes] | None = None, seed: int = 0, n: int = 300
-) -> ProbeVsFuzz:
-    """The PR's verdict on `llama_tokenize` against the fuzz verdict on the same function.
+def probe_vs_exactness(
+    vocab: Vocab, upstream: Bridge | None = None, data: list[bytes] | None = None, seed: int = 0, n: int = 300
+) -> ProbeVsExactness:
+    """The PR's verdict on `llama_tokenize` against the verdict of the inputs on the same function.
 
-    The fuzz side is upstream's `tokenize_fn` (`llama_tokenize(add_special=false,
-    parse_special=true)`) as llguidance calls it. Where the probe says exact but the fuzz finds
-    a failure, the witness is the minimized shortest failure; where the probe says inexact but
-    the fuzz finds none, the witness is the failing probe.
+    The inputs' side is upstream's `tokenize_fn` (`llama_tokenize(add_special=false,
+    parse_special=true)`) as llguidance calls it. Where the probe says exact but an input
+    fails, the witness is the minimized shortest failure; where the probe says inexact but no
+    input fails, the witness is the failing probe.
     """
     up = upstream if upstream is not None else build(vocab, "upstream")
-    inputs = inputs if inputs is not None else fuzz_inputs(seed, n)
-    r = exactness(up, inputs, n_minimized=1)
+    data = data if data is not None else inputs(seed, n)
+    r = exactness(up, data, n_minimized=1)
     probe = probe_tokenize_exact(vocab)
-    fuzz_exact = not r.failures
+    inputs_exact = not r.failures
     witness = got = None
-    if probe.exact and not fuzz_exact:
+    if probe.exact and not inputs_exact:
         witness, got = r.shortest[0].minimized, r.shortest[0].minimized_got
-    elif not probe.exact and fuzz_exact:
+    elif not probe.exact and inputs_exact:
         witness, got = probe.failed_probe, probe.got
-    return ProbeVsFuzz(
-        vocab.name, vocab.vocab_type, probe, fuzz_exact, r.n, len(r.failures), r.special_failures, witness, got
+    return ProbeVsExactness(
+        vocab.name, vocab.vocab_type, probe, inputs_exact, r.n, len(r.failures), r.special_failures, witness, got
     )
 
 
-__all__ = ["fuzz_inputs", "exactness", "canonical", "minimize", "probe_vs_fuzz", "ExactnessResult", "ProbeVsFuzz"]
+__all__ = ["inputs", "inp_texts", "exactness", "canonical", "minimize", "probe_vs_exactness", "ExactnessResult", "ProbeVsExactness"]

@@ -6,6 +6,10 @@ each fixture is checked against the committed manifest `vocabs.sha256`, and file
 into place only once verified, so an interrupted or failed run leaves nothing half-written.
 
     python -m llgbridge.fixtures data/vocabs      # what `make data` runs
+    python -m llgbridge.fixtures --names          # the vocab names `make report` runs on
+
+Imports nothing outside the standard library, so the Makefile can ask for the names before
+the virtual environment exists.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
+
+from .paths import FIXTURE_PREFIX, FIXTURE_SUFFIX, VOCABS, vocab_name
 
 SDIST = "llama-cpp-python==0.3.36"
 SDIST_FILE = "llama_cpp_python-0.3.36.tar.gz"
@@ -34,8 +40,12 @@ def manifest() -> dict[str, str]:
     return out
 
 
-def vocab_names() -> list[str]:
-    return sorted(n[len("ggml-vocab-") : -len(".gguf")] for n in manifest() if n.endswith(".gguf"))
+def vocab_names(extra: Path | None = None) -> list[str]:
+    """The manifest's vocab names; with `extra`, also every ggml-vocab-NAME.gguf found there."""
+    names = {vocab_name(n) for n in manifest() if n.endswith(FIXTURE_SUFFIX)}
+    if extra is not None:
+        names.update(vocab_name(p) for p in extra.glob(f"{FIXTURE_PREFIX}*{FIXTURE_SUFFIX}"))
+    return sorted(names)
 
 
 def sha256(path: Path) -> str:
@@ -111,6 +121,9 @@ def verify(dest: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--names"]:
+        print(" ".join(vocab_names(extra=VOCABS)))
+        return 0
     dest = Path(argv[0] if argv else "data/vocabs")
     ensure(dest)
     bad = verify(dest)

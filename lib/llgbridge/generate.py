@@ -28,10 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from .bridges import Bridge, Matcher
-from .errors import InputError, LlgError
+from .bridges import Bridge
+from .errors import InputError, LlgError, first_line
 from .gguf_meta import read_meta
-from .masks import literal_grammar
+from .grammars import FORCED_LITERAL, json_grammar, literal_grammar
+from .llg import Matcher
 from .vocab import Vocab
 
 ENCODER_ONLY = {"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "t5encoder", "neo-bert", "modern-bert"}
@@ -46,7 +47,6 @@ class Case:
     could_continue: Callable[[str], bool] | None = None  # for truncated outputs, when decidable
 
 
-LITERAL = "hello world"
 JSON_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -56,9 +56,9 @@ JSON_SCHEMA: dict[str, Any] = {
     "required": ["colour", "count"],
     "additionalProperties": False,
 }
-# The server gives a schema as "%llguidance {}\nstart: %json " + schema
-# (common/json-schema-to-grammar.cpp); this adds llguidance's compact-whitespace option so a
-# random-weight model cannot loop on whitespace: the one departure from the server's defaults.
+# The server's schema grammar (`grammars.json_grammar`) plus llguidance's compact-whitespace
+# option, so a random-weight model cannot loop on whitespace: the one departure from the
+# server's defaults.
 JSON_OPTIONS = {"x-guidance": {"whitespace_flexible": False}}
 HALF_FREE_RE = r"BEGIN\[[a-z]{1,8}\] END"
 
@@ -89,14 +89,14 @@ def _half_free_prefix(s: str) -> bool:
 CASES: dict[str, Case] = {
     "forced_literal": Case(
         "forced_literal",
-        literal_grammar(LITERAL),
-        lambda s: s == LITERAL,
-        f"a grammar admitting exactly {LITERAL!r}",
-        lambda s: LITERAL.startswith(s),
+        literal_grammar(FORCED_LITERAL),
+        lambda s: s == FORCED_LITERAL,
+        f"a grammar admitting exactly {FORCED_LITERAL!r}",
+        lambda s: FORCED_LITERAL.startswith(s),
     ),
     "json_enum": Case(
         "json_enum",
-        "%llguidance {}\nstart: %json " + json.dumps({**JSON_SCHEMA, **JSON_OPTIONS}),
+        json_grammar({**JSON_SCHEMA, **JSON_OPTIONS}),
         _json_ok,
         "a JSON schema with an enum string and a bounded integer, as the server sends it",
     ),
@@ -196,7 +196,7 @@ def generate(
     procs = llama_cpp.LogitsProcessorList([apply])
     for tok in llm.generate(toks, temp=temperature, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0, logits_processor=procs):
         g.token_times.append(time.perf_counter())
-        if llama_cpp.llama_vocab_is_eog(vocab.vocab, tok):
+        if llama_cpp.llama_vocab_is_eog(vocab.llama_vocab, tok):
             g.stop = "eog"
             break
         g.tokens.append(int(tok))
@@ -281,7 +281,7 @@ def run_case(
             greedy=bridge.greedy,
             n_tokens=len(g.tokens) if g else 0,
             output=g.output.decode("utf-8", "backslashreplace") if g else "",
-            error=error or ((g.llg_errors[0].strip().splitlines() or [""])[0] if g and g.llg_errors else ""),
+            error=error or (first_line(g.llg_errors[0]) if g and g.llg_errors else ""),
             tokens=g.tokens if g else [],
             mask_ms_per_token=1000 * g.mask_seconds / g.n_masks if g and g.n_masks else 0.0,
             seconds=g.seconds if g else 0.0,

@@ -1,21 +1,21 @@
-"""Seeded fuzzing of vocab loading and bridge construction, each case isolated from the caller.
+"""Seeded fuzzing of GGUF loading and bridge construction, each mutant isolated from the caller.
 
-    python -m llgbridge.fuzz [--n 300] [--seed 0] [--vocab llama-spm] [--timeout 30]
-    make fuzz N=300
+    python -m llgbridge.gguf_fuzz [--n 300] [--seed 0] [--vocab llama-spm] [--timeout 30]
+    make gguf-fuzz N=300
 
 Mutates the bytes of a small fixture (bit flips, truncations, length fields set to huge
-values, value types overwritten) and feeds each variant through `Vocab` and both bridge
-constructions in a worker process. A case ends as:
+values, value types overwritten) and feeds each mutant through `Vocab` and the construction
+of every bridge in `bridges.VARIANTS`, in a worker process. A mutant ends as:
 
-- `ok`: the mutation was harmless (the file still loads and both bridges build);
+- `ok`: the mutation was harmless (the file still loads and every bridge builds);
 - `error`: a clean one-line error that names the input (what a user must get);
 - `crash`: the worker died (a signal inside llama.cpp or llguidance), caught by isolation;
 - `hang`: no answer within the time limit, the worker killed;
 - `unexpected`: an exception that is not one of ours, or a message that is not one line:
   a bug in this suite.
 
-Workers are reused across cases and restarted after a crash or hang, so a few hundred cases
-take minutes, not a process start each.
+Workers are reused across mutants and restarted after a crash or hang, so a few hundred
+mutants take minutes, not a process start each.
 """
 
 from __future__ import annotations
@@ -34,17 +34,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from queue import Empty, Queue
 
+from gguf import GGUFValueType
+
+from .errors import first_line
 from .gguf_meta import _SCALAR
-from .paths import VOCABS
+from .paths import vocab_path
 
 # value type -> byte size of a scalar, from the formats the key walk in gguf_meta already uses
 _SIZE = {int(t): struct.calcsize(fmt) for t, fmt in _SCALAR.items()}
+# what a "type" mutation writes over a value type: the two types with a length after them,
+# one past the last type gguf knows, and two more that are no type at all
+_TYPES = (max(GGUFValueType) + 1, 255, GGUFValueType.ARRAY, GGUFValueType.STRING, 0xFFFFFFFF)
 
 OUTCOMES = ("ok", "error", "crash", "hang", "unexpected")
 
 
 @dataclass
-class Case:
+class Mutant:
     index: int
     kind: str
     path: Path
@@ -63,13 +69,13 @@ def _length_fields(data: bytes) -> list[int]:
             pos += 8 + struct.unpack_from("<Q", data, pos)[0]
             t = struct.unpack_from("<I", data, pos)[0]
             pos += 4
-            if t == 8:  # string
+            if t == GGUFValueType.STRING:
                 out.append(pos)
                 pos += 8 + struct.unpack_from("<Q", data, pos)[0]
-            elif t == 9:  # array
+            elif t == GGUFValueType.ARRAY:
                 et, n = struct.unpack_from("<IQ", data, pos)
                 pos += 12
-                if et == 8:
+                if et == GGUFValueType.STRING:
                     for _ in range(n):
                         out.append(pos)
                         pos += 8 + struct.unpack_from("<Q", data, pos)[0]
@@ -101,25 +107,25 @@ def mutate(data: bytes, rng: random.Random, lengths: list[int]) -> tuple[str, by
         n = struct.unpack_from("<Q", b, off)[0] if off + 8 <= len(b) else 0
         tpos = off + 8 + n
         if tpos + 4 <= len(b):
-            b[tpos : tpos + 4] = struct.pack("<I", rng.choice([13, 255, 9, 8, 0xFFFFFFFF]))
+            b[tpos : tpos + 4] = struct.pack("<I", int(rng.choice(_TYPES)))
     return kind, bytes(b)
 
 
-def make_cases(src: Path, n: int, seed: int, folder: Path) -> list[Case]:
+def make_mutants(src: Path, n: int, seed: int, folder: Path) -> list[Mutant]:
     data = src.read_bytes()
     lengths = _length_fields(data)
     rng = random.Random(seed)
-    cases = []
+    mutants = []
     for i in range(n):
         kind, b = mutate(data, rng, lengths)
-        p = folder / f"case-{i:04d}-{kind}.gguf"
+        p = folder / f"mutant-{i:04d}-{kind}.gguf"
         p.write_bytes(b)
-        cases.append(Case(i, kind, p))
-    return cases
+        mutants.append(Mutant(i, kind, p))
+    return mutants
 
 
 def check_one(path: Path) -> tuple[str, str]:
-    """Load the vocab and build both bridges; (outcome, one-line message)."""
+    """Load the vocab and build every bridge; (outcome, one-line message)."""
     from .bridges import VARIANTS, build
     from .errors import InputError, LlgError
     from .vocab import Vocab
@@ -131,7 +137,7 @@ def check_one(path: Path) -> tuple[str, str]:
     except (InputError, ValueError, LlgError) as e:
         msg = str(e)
         if "\n" in msg.strip() or str(path.name) not in msg:
-            return "unexpected", f"{type(e).__name__}: {msg.strip().splitlines()[0] if msg.strip() else ''} (not one line naming the input)"
+            return "unexpected", f"{type(e).__name__}: {first_line(msg)} (not one line naming the input)"
         return "error", msg
     except Exception as e:  # noqa: BLE001 - anything else is a bug in the suite
         return "unexpected", f"{type(e).__name__}: {e}"
@@ -151,19 +157,19 @@ def _reader(stream, q: Queue) -> None:  # noqa: ANN001
     q.put(None)
 
 
-def run_cases(cases: list[Case], timeout: float = 30.0, progress: bool = True) -> list[Case]:
-    """Run every case in worker processes, restarting a worker after a crash or a hang."""
+def run_mutants(mutants: list[Mutant], timeout: float = 30.0, progress: bool = True) -> list[Mutant]:
+    """Run every mutant in worker processes, restarting a worker after a crash or a hang."""
     from tqdm import tqdm
 
-    bar = tqdm(total=len(cases), desc="fuzz", disable=not progress, file=sys.stderr)
+    bar = tqdm(total=len(mutants), desc="fuzz", disable=not progress, file=sys.stderr)
     i = 0
-    while i < len(cases):
-        rest = cases[i:]
+    while i < len(mutants):
+        rest = mutants[i:]
         listing = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False)
         listing.write("\n".join(str(c.path) for c in rest))
         listing.close()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "llgbridge.fuzz", "--worker", listing.name],
+            [sys.executable, "-m", "llgbridge.gguf_fuzz", "--worker", listing.name],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
@@ -193,7 +199,7 @@ def run_cases(cases: list[Case], timeout: float = 30.0, progress: bool = True) -
                     i = c.index + 1
                     bar.update(1)
                 else:
-                    i = len(cases)
+                    i = len(mutants)
                 break
             parts = line.split("\t")
             if parts[0] == "START":
@@ -205,13 +211,13 @@ def run_cases(cases: list[Case], timeout: float = 30.0, progress: bool = True) -
                 bar.update(1)
         os.unlink(listing.name)
     bar.close()
-    return cases
+    return mutants
 
 
-def fuzz(n: int = 300, seed: int = 0, vocab: str = "llama-spm", timeout: float = 30.0, progress: bool = True) -> list[Case]:
+def fuzz(n: int = 300, seed: int = 0, vocab: str = "llama-spm", timeout: float = 30.0, progress: bool = True) -> list[Mutant]:
     with tempfile.TemporaryDirectory(prefix="llgfuzz") as tmp:
-        cases = make_cases(VOCABS / f"ggml-vocab-{vocab}.gguf", n, seed, Path(tmp))
-        return run_cases(cases, timeout, progress)
+        mutants = make_mutants(vocab_path(vocab), n, seed, Path(tmp))
+        return run_mutants(mutants, timeout, progress)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -225,13 +231,13 @@ def main(argv: list[str] | None = None) -> int:
     if a.worker:
         _worker(Path(a.worker).read_text().splitlines())
         return 0
-    cases = fuzz(a.n, a.seed, a.vocab, a.timeout)
-    counts = Counter(c.outcome for c in cases)
-    print(f"{len(cases)} cases from ggml-vocab-{a.vocab}.gguf, seed {a.seed}: " + ", ".join(f"{counts.get(o, 0)} {o}" for o in OUTCOMES))
-    kinds = Counter((c.kind, c.outcome) for c in cases)
+    mutants = fuzz(a.n, a.seed, a.vocab, a.timeout)
+    counts = Counter(c.outcome for c in mutants)
+    print(f"{len(mutants)} mutants from ggml-vocab-{a.vocab}.gguf, seed {a.seed}: " + ", ".join(f"{counts.get(o, 0)} {o}" for o in OUTCOMES))
+    kinds = Counter((c.kind, c.outcome) for c in mutants)
     for (k, o), m in sorted(kinds.items()):
         print(f"  {k:12} {o:10} {m}")
-    for c in cases:
+    for c in mutants:
         if c.outcome in ("crash", "hang", "unexpected"):
             print(f"  {c.outcome}: {c.message}")
     return 1 if counts.get("unexpected") or counts.get("hang") else 0

@@ -140,7 +140,7 @@ def check_tokenizer(path: Path, kv: dict[str, Any]) -> None:
     toks = kv.get(Keys.Tokenizer.LIST)
     if toks is None:
         raise InputError(path, f"no {Keys.Tokenizer.LIST}: not a vocab or model file")
-    if not isinstance(toks, ArrayInfo) or toks.type != "STRING":
+    if not isinstance(toks, ArrayInfo) or toks.type != GGUFValueType.STRING.name:
         raise InputError(path, f"{Keys.Tokenizer.LIST} is not an array of strings")
     for key in (Keys.Tokenizer.SCORES, Keys.Tokenizer.TOKEN_TYPE):
         arr = kv.get(key)

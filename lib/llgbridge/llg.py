@@ -5,16 +5,21 @@ upstream `parser/llguidance.h`, so this module drives the very Rust code that ll
 when built with `-DLLAMA_LLGUIDANCE=ON`. Struct layouts follow that header field for field
 (`LlgTokenizerInit` is the v1 struct that `common/llguidance.cpp` fills).
 
+`Matcher` drives one `LlgMatcher` as llama.cpp's sampler does; `mask_bits` turns the mask
+words it returns into one bool per token.
+
 But:
 - only the functions the bridge and the analyses need are declared;
-- `log_stderr_level` is set to 0, so llguidance's warnings do not clutter notebooks; every
-  error is still read back with `llg_matcher_get_error` and reported verbatim.
+- `log_stderr_level` is set to 0 (unless `LLGUIDANCE_LOG_LEVEL` says otherwise), so
+  llguidance's warnings do not clutter notebooks; every error is still read back with
+  `llg_matcher_get_error` and reported verbatim.
 """
 
 from __future__ import annotations
 
 import ctypes
 import importlib.util
+import os
 from ctypes import (
     CFUNCTYPE,
     POINTER,
@@ -30,6 +35,10 @@ from ctypes import (
     c_void_p,
 )
 from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError, LlgError, first_line
 
 # size_t (*)(const void *user_data, const uint8_t *bytes, size_t bytes_len,
 #            uint32_t *output_tokens, size_t output_tokens_len)
@@ -90,7 +99,6 @@ def _load() -> ctypes.CDLL:
     lib = ctypes.CDLL(str(_library_path()))
     sig = {
         "llg_new_tokenizer": (c_void_p, [POINTER(LlgTokenizerInit), POINTER(c_char), c_size_t]),
-        "llg_clone_tokenizer": (c_void_p, [c_void_p]),
         "llg_free_tokenizer": (None, [c_void_p]),
         "llg_tokenize_bytes": (c_size_t, [c_void_p, POINTER(c_uint8), c_size_t, POINTER(c_uint32), c_size_t]),
         "llg_constraint_init_set_defaults": (None, [POINTER(LlgConstraintInit), c_void_p]),
@@ -104,8 +112,6 @@ def _load() -> ctypes.CDLL:
         "llg_matcher_consume_token": (c_int32, [c_void_p, c_uint32]),
         "llg_matcher_is_stopped": (c_bool, [c_void_p]),
         "llg_matcher_is_accepting": (c_bool, [c_void_p]),
-        "llg_matcher_compute_ff_tokens": (c_int32, [c_void_p, POINTER(c_uint32), c_size_t]),
-        "llg_matcher_reset": (c_int32, [c_void_p]),
     }
     for name, (restype, argtypes) in sig.items():
         fn = getattr(lib, name)
@@ -115,3 +121,68 @@ def _load() -> ctypes.CDLL:
 
 
 lib = _load()
+
+
+def mask_bits(words: np.ndarray, n_tokens: int) -> np.ndarray:
+    """One bool per token id from llguidance's 32-bit mask words (bit t of word t // 32)."""
+    return np.unpackbits(words.view(np.uint8), bitorder="little")[:n_tokens].astype(bool)
+
+
+class Matcher:
+    """An `LlgMatcher` as llama.cpp drives it (common/llguidance.cpp:17-68).
+
+    `tokenizer` is an `LlgTokenizer *`; `owner` (the bridge that made it) is kept alive with
+    the matcher, and with it the tokenize callback llguidance may call while computing a mask.
+    """
+
+    def __init__(self, tokenizer: int, n_tokens: int, grammar: str, kind: str = "lark", owner: object = None) -> None:
+        self.owner = owner
+        self.n_tokens = n_tokens
+        self.grammar = grammar
+        self.kind = kind
+        init = LlgConstraintInit()
+        lib.llg_constraint_init_set_defaults(ctypes.byref(init), tokenizer)
+        level = os.environ.get("LLGUIDANCE_LOG_LEVEL")
+        init.log_stderr_level = int(level) if level else 0
+        self._h = lib.llg_new_matcher(ctypes.byref(init), kind.encode(), grammar.encode())
+        err = lib.llg_matcher_get_error(self._h)
+        if err:
+            lib.llg_free_matcher(self._h)
+            self._h = None
+            shown = first_line(grammar) or "(empty)"
+            raise InputError(f"{kind} grammar {shown[:60]!r}", f"llguidance rejected it: {first_line(err.decode('utf-8', 'replace'))}")
+        self.n_words = lib.llg_matcher_get_mask_byte_size(self._h) // 4
+
+    def __del__(self) -> None:
+        h = getattr(self, "_h", None)
+        if h:
+            lib.llg_free_matcher(h)
+            self._h = None
+
+    @property
+    def error(self) -> str | None:
+        err = lib.llg_matcher_get_error(self._h)
+        return err.decode("utf-8", "replace") if err else None
+
+    def mask(self) -> np.ndarray:
+        """The 32-bit mask words of the next step (`llg_matcher_compute_mask`)."""
+        if lib.llg_matcher_compute_mask(self._h) != 0:
+            raise LlgError(self.error or "compute_mask failed")
+        ptr = lib.llg_matcher_get_mask(self._h)
+        return np.ctypeslib.as_array(ptr, shape=(self.n_words,)).copy()
+
+    def allowed(self) -> list[int]:
+        """Token ids the mask allows, ascending."""
+        return [int(t) for t in np.flatnonzero(mask_bits(self.mask(), self.n_tokens))]
+
+    def consume(self, token: int) -> None:
+        if lib.llg_matcher_consume_token(self._h, token) != 0:
+            raise LlgError(self.error or "consume_token failed")
+
+    @property
+    def is_stopped(self) -> bool:
+        return bool(lib.llg_matcher_is_stopped(self._h))
+
+    @property
+    def is_accepting(self) -> bool:
+        return bool(lib.llg_matcher_is_accepting(self._h))

@@ -1,4 +1,4 @@
-"""Mask analyses (guide 4.4, 5.1, 5.3, 6, 7): what each bridge lets through, judged by real bytes.
+"""Mask analyses (guide 4.4, 5.1, 7): what each bridge lets through, judged by real bytes.
 
 - `leak_test` (guide 4.4, 7.1): a grammar that forbids whitespace, at position 0. Which allowed
   tokens really contain a space, and which allowed tokens are illegal at all. "Legal" is what
@@ -8,7 +8,6 @@
   bytes must be a prefix of the literal. Then the matcher is followed as llama.cpp would
   (consume a token, compute the next mask) and the first llguidance error is kept verbatim:
   that error is how the matcher dies and llama.cpp silently drops the constraint.
-- `tokenizer_state` (guide 5.1): what `llama_tokenize` returns for the probes and a word.
 
 Each costs one or a few mask computations: milliseconds, after the bridge is built.
 """
@@ -19,18 +18,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .bridges import PROBES, Bridge, Matcher, probe_tokenize_exact
-from .errors import LlgError
-from .vocab import Vocab
-
-
-def first_line(msg: str | None) -> str:
-    return (msg or "").strip().splitlines()[0] if (msg or "").strip() else ""
-
-
-def literal_grammar(literal: str) -> str:
-    """A lark grammar admitting exactly `literal` (a JSON string literal is a lark string)."""
-    return f"start: {json.dumps(literal, ensure_ascii=False)}"
+from .bridges import Bridge
+from .errors import LlgError, first_line
+from .grammars import literal_grammar
+from .llg import Matcher
 
 
 @dataclass
@@ -94,7 +85,6 @@ class ForcedResult:
     error: str = ""  # the first llguidance error met while following the matcher, verbatim
     error_step: int | None = None
     output: bytes = b""  # the real bytes of the tokens consumed
-    stopped: bool = False
 
     @property
     def output_ok(self) -> bool:
@@ -149,7 +139,6 @@ def forced_test(bridge: Bridge, literal: str, max_steps: int = 64) -> ForcedResu
     step_allowed: list[int] | None = allowed
     for i in range(max_steps):
         if m.is_stopped:
-            r.stopped = True
             break
         if i > 0:
             step_allowed, err = _mask_or_error(m)
@@ -161,7 +150,6 @@ def forced_test(bridge: Bridge, literal: str, max_steps: int = 64) -> ForcedResu
         choice = [t for t in step_allowed if t not in eos]
         if not choice:
             r.steps.append(Step(i, len(step_allowed), None))
-            r.stopped = True
             break
         tok = choice[0]
         piece = v.token_to_piece(tok)
@@ -175,52 +163,4 @@ def forced_test(bridge: Bridge, literal: str, max_steps: int = 64) -> ForcedResu
     return r
 
 
-@dataclass
-class TokenizeCase:
-    text: bytes
-    add_special: bool
-    tokens: list[int]
-    pieces: list[bytes]
-
-    @property
-    def exact(self) -> bool:
-        """The real bytes of the tokens equal the input (special tokens excluded)."""
-        return b"".join(self.pieces) == self.text
-
-    def row(self) -> dict[str, Any]:
-        return {
-            "text": self.text.decode("utf-8", "backslashreplace"),
-            "add_special": self.add_special,
-            "tokens": " ".join(map(str, self.tokens)),
-            "pieces": json.dumps([p.decode("utf-8", "backslashreplace") for p in self.pieces], ensure_ascii=False),
-            "exact": self.exact,
-        }
-
-
-def tokenizer_state(vocab: Vocab, texts: list[bytes]) -> list[TokenizeCase]:
-    """`llama_tokenize(text, add_special, parse_special=true)` for each text, both ways."""
-    out = []
-    for text in texts:
-        for add_special in (False, True):
-            toks = vocab.tokenize(text, add_special=add_special, parse_special=True)
-            out.append(TokenizeCase(text, add_special, toks, [vocab.token_to_piece(t) for t in toks]))
-    return out
-
-
-def probe_row(vocab: Vocab) -> dict[str, Any]:
-    """The PR's three-probe verdict and what follows from it (guide 5.3, 6)."""
-    p = probe_tokenize_exact(vocab)
-    return {
-        "vocab": vocab.name,
-        "vocab_type": vocab.vocab_type,
-        "tokenize_exact": p.exact,
-        "failed_probe": "" if p.failed_probe is None else p.failed_probe.decode(),
-        "got": "" if p.got is None else p.got.decode("utf-8", "backslashreplace"),
-        "tokens": " ".join(map(str, p.tokens)),
-        "error": p.error or "",
-        "greedy": not p.exact,
-        "byte_forcing": p.exact,
-    }
-
-
-__all__ = ["PROBES", "leak_test", "forced_test", "tokenizer_state", "probe_row", "literal_grammar"]
+__all__ = ["leak_test", "forced_test", "LeakResult", "ForcedResult", "Step"]

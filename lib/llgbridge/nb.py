@@ -1,4 +1,4 @@
-"""Helpers the notebooks share: parameter checks, loading, plotting defaults, writing results."""
+"""Helpers the notebooks share: parameter checks, loading, building bridges, writing results."""
 
 from __future__ import annotations
 
@@ -35,12 +35,6 @@ def write_result(results_dir: str, analysis: str, vocab: str, payload: dict[str,
     return p
 
 
-def plot_style() -> None:
-    import matplotlib
-
-    matplotlib.rcParams.update({"figure.figsize": (8, 3.2), "figure.dpi": 96, "axes.grid": True, "grid.alpha": 0.3})
-
-
 def show_bytes(b: bytes) -> str:
     """A piece as a reviewer reads it: Python's repr of the bytes, quotes included."""
     return repr(b)[1:]
@@ -52,12 +46,12 @@ def build_bridges(v: Vocab, names: list[str]) -> tuple[dict[str, Any], dict[str,
     from . import bridges as B
 
     check_param("bridges", names, list)
+    # an unknown name is the caller's error, not a bridge that cannot be built: checked first
+    classes = {name: B.variant(name) for name in names}
     built, errors = {}, {}
-    for name in names:
-        if name not in B.VARIANTS:
-            raise InputError(f"bridge {name!r}", f"unknown bridge; choose from {', '.join(B.VARIANTS)}")
+    for name, cls in classes.items():
         try:
-            built[name] = B.build(v, name)
+            built[name] = cls(v)
         except InputError as e:
             errors[name] = e.cause
     return built, errors

@@ -20,11 +20,24 @@ def resolve(p: str | os.PathLike[str]) -> Path:
     return p if p.is_absolute() else ROOT / p
 
 
+FIXTURE_PREFIX, FIXTURE_SUFFIX = "ggml-vocab-", ".gguf"  # llama.cpp's models/ggml-vocab-NAME.gguf
+
+
 def vocab_path(vocab: str, vocab_path: str = "") -> Path:
     """A fixture's short name (`llama-spm`) or an explicit path to any GGUF file."""
     if vocab_path:
         return resolve(vocab_path)
-    return VOCABS / f"ggml-vocab-{vocab}.gguf"
+    return VOCABS / f"{FIXTURE_PREFIX}{vocab}{FIXTURE_SUFFIX}"
+
+
+def vocab_name(path: str | os.PathLike[str]) -> str:
+    """`ggml-vocab-llama-spm.gguf` -> `llama-spm`; any other file keeps its name less `.gguf`.
+
+    The inverse of `vocab_path`, and the one place a file name becomes a vocab name (the
+    Makefile asks `python -m llgbridge.fixtures --names`).
+    """
+    name = Path(path).name.removesuffix(FIXTURE_SUFFIX)
+    return name.removeprefix(FIXTURE_PREFIX)
 
 
 def write_atomic(path: Path, data: bytes | str) -> None:

@@ -4,8 +4,8 @@
 
 Writes `tables/*.csv`, `pr-review-tables.md` and `index.html` under the output folder
 (default `reports/`), each through a temporary name. Tables are sorted and carry no timestamps,
-so two runs on the same inputs give the same bytes; run metadata (versions, timings) goes to
-`run.json` beside them. Exits 1, naming each failed input, when any run failed.
+so two runs on the same inputs give the same bytes; run metadata (versions, failed inputs) goes
+to `run.json` beside them. Exits 1, naming each failed input, when any run failed.
 
 Each section (census, ...) is a function from the results to tables, markdown and HTML, so a
 new analysis adds one section without touching the others.
@@ -14,10 +14,12 @@ new analysis adds one section without touching the others.
 from __future__ import annotations
 
 import argparse
+import ast
 import html
 import io
 import json
 import sys
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -78,10 +80,6 @@ class Section:
     html: str = ""
 
 
-def _fmt_piece(s: str) -> str:
-    return repr(s)
-
-
 # -- census (guide 4.2, 4.3) ----------------------------------------------------------------------
 def census_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
     ok, failed = load_results(results, "census")
@@ -138,8 +136,8 @@ def census_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
                 {
                     "vocab": v,
                     "tok": tok,
-                    "piece": _fmt_piece(d["piece"]) if d else "(no difference)",
-                    "detok": _fmt_piece(d["detok"]) if d else "",
+                    "piece": repr(d["piece"]) if d else "(no difference)",
+                    "detok": repr(d["detok"]) if d else "",
                     "mechanism": d["mechanism"] if d else "",
                     "guide: piece / detok": f"{piece.decode()!r} / {detok.decode()!r}",
                 }
@@ -150,8 +148,8 @@ def census_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
                 {
                     "vocab": v,
                     "tok": d["token"],
-                    "piece": _fmt_piece(d["piece"]),
-                    "detok": _fmt_piece(d["detok"]),
+                    "piece": repr(d["piece"]),
+                    "detok": repr(d["detok"]),
                     "mechanism": d["mechanism"],
                     "guide: piece / detok": "",
                 }
@@ -338,7 +336,7 @@ def forced_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
 
 # -- the probe (guide 5.3, 6) -----------------------------------------------------------------------
 def probe_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
-    ok, failed = load_results(results, "tokenizer")
+    ok, failed = load_results(results, "probe")
     if not ok:
         return None, failed
     df = pd.DataFrame([r["probe"] for r in ok]).sort_values("vocab", kind="stable").reset_index(drop=True)
@@ -409,14 +407,22 @@ def matrix_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
     return sec, failed
 
 
-def _is_special_text(witness: str) -> bool:
-    """A witness like `b'<|eot_id|>'` (repr of bytes) is special-token text."""
-    return witness.startswith(("b'<", 'b"<')) and witness.rstrip("'\"").endswith(">")
+def _witness_kind(witness: str) -> str:
+    """What a probe-vs-exactness witness (the repr of bytes) is: special-token text (`b'<|eot_id|>'`),
+    invalid UTF-8, or other text."""
+    data = ast.literal_eval(witness)
+    if data.startswith(b"<") and data.endswith(b">"):
+        return "special"
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "invalid UTF-8"
+    return "text"
 
 
-# -- beyond the PR: three bridges, exactness, the probe, soundness (guide 10) ------------------------
-def beyond_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
-    ok, failed = load_results(results, "beyond")
+# -- tokenize exactness and the probe (guide 10, rows 2 and 4) --------------------------------------
+def exactness_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
+    ok, failed = load_results(results, "exactness")
     if not ok:
         return None, failed
     key = ["vocab", "bridge"]
@@ -428,10 +434,9 @@ def beyond_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
             bridges_ = bridges_.merge(rows[key + [col]].rename(columns={col: name}), on=key, how="left")
             bridges_[name] = bridges_[name].astype("Int64")  # a bridge not built has no count, not NaN
     bridges_ = bridges_.sort_values(key, kind="stable").reset_index(drop=True)
-    fuzz_ = pd.DataFrame([row for r in ok for row in r["fuzz"]]).sort_values(key, kind="stable").reset_index(drop=True)
-    pvf = pd.DataFrame([r["probe_vs_fuzz"] for r in ok]).sort_values("vocab", kind="stable").reset_index(drop=True)
-    sound = pd.DataFrame([row for r in ok for row in r["soundness"]]).sort_values(key, kind="stable").reset_index(drop=True)
-    n_fuzz = sorted({r["n_fuzz"] for r in ok})
+    exact = pd.DataFrame([row for r in ok for row in r["exactness"]]).sort_values(key, kind="stable").reset_index(drop=True)
+    pvx = pd.DataFrame([r["probe_vs_exactness"] for r in ok]).sort_values("vocab", kind="stable").reset_index(drop=True)
+    n_inputs = sorted({r["n_inputs"] for r in ok})
 
     def exact_on(bridge: str) -> str:
         b = bridges_[(bridges_.bridge == bridge) & (bridges_.built == True)]  # noqa: E712
@@ -439,52 +444,69 @@ def beyond_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
         return ", ".join(names) if names else "none"
 
     not_built = bridges_[bridges_.built == False]  # noqa: E712
-    misses = pvf[pvf.cell.str.startswith("probe misses")]
-    under = sound.groupby("bridge")["under"].sum()
-    under_vocabs = {b: sorted(sound[(sound.bridge == b) & (sound.under > 0)].vocab) for b in sound.bridge.unique()}
-    view = bridges_.copy()
+    misses = pvx[pvx.cell.str.startswith("probe misses")]
+    kinds = {r.vocab: _witness_kind(r.witness) for r in misses.itertuples()}
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(Counter(kinds.values()).items()))
     sec = Section(
-        "Beyond the PR: three bridges, exactness, the probe, soundness (guide 10)",
-        tables={"bridges": bridges_, "fuzz": fuzz_, "probe_vs_fuzz": pvf, "soundness": sound},
+        "Tokenize exactness and the probe (guide 10, rows 2 and 4)",
+        tables={"bridges": bridges_, "exactness": exact, "probe_vs_exactness": pvx},
     )
     sec.markdown = (
-        "## 10 What the guide leaves open, measured\n\n"
-        f"`sentinel` is a port of llguidance's own llama.cpp integration (`lltokenizer_from_vocab`). Exactness: "
-        f"{', '.join(map(str, n_fuzz))} seeded inputs per vocab through each bridge's tokenizer as llguidance sees it "
-        "(`tokenize_fn`, or llguidance's greedy tokenizer where the bridge has none). Soundness: a battery of grammars "
-        "walked along valid strings; *under* = allowed but illegal, *over* = legal but masked (forcing collapses "
-        "counted apart).\n\n"
-        f"- **Row 1, is greedy acceptable?** The fixed bridge's under-constraint over the battery: {int(under.get('fixed', 0))} "
-        f"(upstream: {int(under.get('upstream', 0))}, sentinel: {int(under.get('sentinel', 0))}). Vocabs where fixed is "
-        f"under-constrained: {', '.join(under_vocabs.get('fixed', [])) or 'none'}.\n"
-        f"- **Row 2, a byte-exact tokenizer for SentencePiece?** Tokenization exact on every fuzz input: upstream on "
+        "## 10 What the guide leaves open, measured: tokenize exactness and the probe\n\n"
+        f"`sentinel` is a port of llguidance's own llama.cpp integration (`lltokenizer_from_vocab`). "
+        f"{', '.join(map(str, n_inputs))} seeded inputs per vocab through each bridge's tokenizer as llguidance sees it "
+        "(`tokenize_fn`, or llguidance's greedy tokenizer where the bridge has none); exact when the tokens' real "
+        "bytes spell the input.\n\n"
+        f"- **Row 2, a byte-exact tokenizer for SentencePiece?** Tokenization exact on every input: upstream on "
         f"{exact_on('upstream')}; fixed on {exact_on('fixed')}; sentinel on {exact_on('sentinel')}. Sentinel not built on: "
         + (", ".join(f"{r.vocab} ({r.build_error})" for r in not_built[not_built.bridge == 'sentinel'].itertuples()) or "none")
         + ".\n"
-        f"- **Row 4, is the probe robust?** Probe and fuzz agree on {int(pvf.agree.sum())} of {len(pvf)} vocabs. "
+        f"- **Row 4, is the probe robust?** The probe and the inputs agree on {int(pvx.agree.sum())} of {len(pvx)} vocabs. "
         + (
-            "Where the probe calls `llama_tokenize` exact but the fuzz finds otherwise: "
+            "Where the probe calls `llama_tokenize` exact but an input shows otherwise (witness -> the real bytes of its "
+            "tokens): "
             + "; ".join(f"{r.vocab} ({r.witness} -> {r.witness_got})" for r in misses.itertuples())
-            + f". Of these witnesses, {sum(_is_special_text(r.witness) for r in misses.itertuples())} are special-token "
-            "text that `parse_special=true` turns into a control token with no bytes, and "
-            f"{sum(not _is_special_text(r.witness) for r in misses.itertuples())} are invalid UTF-8 bytes that come back "
-            "as tokens not spelling them (e.g. deepseek-coder: `llama_tokenize(b'\\xfe')` gives U+FFFD's token)."
+            + f". The witnesses by kind: {counts} (special-token text is what `parse_special=true` turns into a "
+            "control token with no bytes)."
             if not misses.empty
             else "It never keeps an inexact tokenizer."
         )
         + "\n\n### bridges.csv\n\n"
-        + md_table(view)
-        + "\n### probe_vs_fuzz.csv\n\n"
-        + md_table(pvf[["vocab", "probe_exact", "failed_probe", "fuzz_exact", "fuzz_inexact", "cell", "witness", "witness_got"]])
-        + "\n### soundness.csv\n\n"
+        + md_table(bridges_)
+        + "\n### probe_vs_exactness.csv\n\n"
+        + md_table(pvx[["vocab", "probe_exact", "failed_probe", "inputs_exact", "inputs_inexact", "cell", "witness", "witness_got"]])
+    )
+    sec.html = (
+        "<h3>bridges.csv</h3>" + _blank(bridges_).to_html(index=False, escape=True)
+        + "<h3>probe_vs_exactness.csv</h3>" + _blank(pvx).to_html(index=False, escape=True)
+        + "<h3>exactness.csv</h3>" + _blank(exact).to_html(index=False, escape=True)
+    )
+    return sec, failed
+
+
+# -- mask soundness over the grammar battery (guide 10, row 1) --------------------------------------
+def soundness_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
+    ok, failed = load_results(results, "soundness")
+    if not ok:
+        return None, failed
+    sound = pd.DataFrame([row for r in ok for row in r["soundness"]]).sort_values(["vocab", "bridge"], kind="stable").reset_index(drop=True)
+    under = sound.groupby("bridge")["under"].sum()
+    under_vocabs = {b: sorted(sound[(sound.bridge == b) & (sound.under > 0)].vocab) for b in sound.bridge.unique()}
+    sec = Section("Mask soundness over a grammar battery (guide 10, row 1)", tables={"soundness": sound})
+    sec.markdown = (
+        "## 10 What the guide leaves open, measured: mask soundness\n\n"
+        "A battery of grammars walked along valid strings; at every step each bridge's mask against the mask llguidance "
+        "computes from real pieces with forcing off. *under* = allowed but illegal, *over* = legal but masked (forcing "
+        "collapses counted apart).\n\n"
+        f"- **Row 1, is greedy acceptable?** The fixed bridge's under-constraint over the battery: {int(under.get('fixed', 0))} "
+        f"(upstream: {int(under.get('upstream', 0))}, sentinel: {int(under.get('sentinel', 0))}). Vocabs where fixed is "
+        f"under-constrained: {', '.join(under_vocabs.get('fixed', [])) or 'none'}.\n"
+        "\n### soundness.csv\n\n"
         + md_table(sound[["vocab", "bridge", "forcing", "steps", "under", "over", "over_collapsed", "stop_disagree", "errors"]])
     )
     sec.html = (
         _bar_by_bridge(sound, "under", "Under-constraint over the grammar battery (allowed but illegal)", "(step, token) pairs, symlog")
-        + "<h3>bridges.csv</h3>" + _blank(bridges_).to_html(index=False, escape=True)
-        + "<h3>probe_vs_fuzz.csv</h3>" + _blank(pvf).to_html(index=False, escape=True)
         + "<h3>soundness.csv</h3>" + _blank(sound).to_html(index=False, escape=True)
-        + "<h3>fuzz.csv</h3>" + _blank(fuzz_).to_html(index=False, escape=True)
     )
     return sec, failed
 
@@ -493,9 +515,10 @@ SECTIONS: list[tuple[str, Callable[[Path], tuple[Section | None, list[dict[str, 
     ("census", census_section),
     ("leak", leak_section),
     ("forced", forced_section),
-    ("tokenizer", probe_section),
+    ("probe", probe_section),
     ("matrix", matrix_section),
-    ("beyond", beyond_section),
+    ("exactness", exactness_section),
+    ("soundness", soundness_section),
 ]
 
 

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .errors import first_line
 from .paths import RESULTS, ROOT, write_atomic, write_json
 
 NOTEBOOKS = ROOT / "notebooks"
@@ -41,8 +42,7 @@ def _one_line(e: BaseException) -> str:
         text = "the kernel died (a crash inside native code: llama.cpp or llguidance)"
     elif name in ("CellTimeoutError", "TimeoutError") or "timed out" in text.lower():
         name, text = "Timeout", "a cell ran past the per-input time limit and was stopped"
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    return f"{name}: {lines[-1] if lines else ''}".strip()
+    return f"{name}: {first_line(text)}".strip()
 
 
 @contextmanager
@@ -73,9 +73,11 @@ def execute(
     timeout: int = 1800,
     notebooks_dir: Path = NOTEBOOKS,
 ) -> dict[str, object]:
-    """Run `notebook` for `vocab`; a failure of any kind becomes a failed result, never a raise.
+    """Run `notebook` for `vocab`; a failure while it runs becomes a failed result.
 
-    `timeout` is the per-cell limit in seconds (papermill stops the kernel past it).
+    A notebook that does not exist is the caller's mistake, not an input's failure: that one
+    raises SystemExit. `timeout` is the per-cell limit in seconds (papermill stops the kernel
+    past it).
     """
     import nbformat
     import papermill as pm
@@ -146,9 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"), help="a notebook parameter (JSON or string)")
     ap.add_argument("--out-root", type=Path, default=None, help="where executed notebooks and HTML go (default reports/)")
     ap.add_argument("--results", type=Path, default=None, help="where results go (default data/results/)")
-    ap.add_argument("--label", default="", help="progress label, e.g. 3/19")
     a = ap.parse_args(argv)
-    label = f"[{a.notebook} {a.label}] " if a.label else f"[{a.notebook}] "
+    label = f"[{a.notebook}] "
     print(f"{label}{a.vocab} ...", flush=True)
     st = execute(a.notebook, a.vocab, {k: parse_value(v) for k, v in a.p}, a.out_root, a.results)
     tail = f"ok in {st['seconds']}s" if st["status"] == "ok" else f"FAILED: {st['error']}"

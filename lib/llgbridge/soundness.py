@@ -43,15 +43,10 @@ from typing import Any
 
 import numpy as np
 
-from .bridges import Bridge, Matcher
-from .errors import LlgError
-from .guide import FORCED_LITERAL, LEAK_GRAMMAR
-from .masks import first_line, literal_grammar
-
-
-def json_grammar(schema: dict[str, Any]) -> str:
-    """A JSON schema as a lark grammar (`%json`), with llguidance's default options."""
-    return "%llguidance {}\nstart: %json " + json.dumps(schema)
+from .bridges import Bridge
+from .errors import LlgError, first_line
+from .grammars import FORCED_LITERAL, LEAK_GRAMMAR, json_grammar, literal_grammar
+from .llg import Matcher, mask_bits
 
 
 _ENUM = {
@@ -146,10 +141,6 @@ def _stop_tokens(bridge: Bridge) -> set[int]:
     return {t for t in (v.eos, v.eot) if 0 <= t < v.n_tokens}
 
 
-def _bits(words: np.ndarray, n_tokens: int) -> np.ndarray:
-    return np.unpackbits(words.view(np.uint8), bitorder="little")[:n_tokens].astype(bool)
-
-
 @dataclass
 class StepDiff:
     grammar: str
@@ -210,7 +201,7 @@ def _compare(
     r: SoundnessResult, vm: Matcher, truth: np.ndarray, keep: np.ndarray, stops: list[int], where: tuple[str, str, int]
 ) -> StepDiff | None:
     """One step of one bridge; raises LlgError when its matcher is dead."""
-    mask = _bits(vm.mask(), len(truth))
+    mask = mask_bits(vm.mask(), len(truth))
     r.steps += 1
     r.stop_disagree += bool(mask[stops].any()) != bool(truth[stops].any())
     under = np.flatnonzero(mask & ~truth & keep)
@@ -247,7 +238,7 @@ def walk(
     v = truth.vocab
     data = sample.encode()
     tokens = truth.tokenize(data)
-    if b"".join(v.token_to_piece(t) for t in tokens) != data:
+    if v.real_bytes(tokens) != data:
         for r in results.values():
             r.skipped.append((name, sample, "the vocab cannot spell it"))
         return
@@ -261,7 +252,7 @@ def walk(
     prefix = b""
     for i in range(len(tokens) + 1):
         try:
-            tmask = _bits(tm.mask(), v.n_tokens)
+            tmask = mask_bits(tm.mask(), v.n_tokens)
         except LlgError as e:
             for r in results.values():
                 r.skipped.append((name, sample, f"the truth matcher rejects it at step {i}: {first_line(str(e))}"))
@@ -307,14 +298,31 @@ def soundness(
     (`walk_samples`; open-ended grammars such as JSON rarely finish one, so they rely on the
     hand-written ones).
     """
+    results = {b.name: SoundnessResult(truth.vocab.name, b.name, b.forcing) for b in bridges}
+    for name, grammar, _, sample in walk_list(truth, battery, samples, walks, seed):
+        walk(truth, bridges, results, name, grammar, sample)
+    return results
+
+
+def walk_list(
+    truth: Bridge,
+    battery: dict[str, str] | None = None,
+    samples: dict[str, tuple[str, ...]] | None = None,
+    walks: int = 2,
+    seed: int = 0,
+) -> list[tuple[str, str, int, str]]:
+    """The (grammar name, grammar, index, sample) walks `soundness` takes, in its order.
+
+    The native differential (`native.jobs_for`) walks the same list through the compiled sampler.
+    """
     battery = BATTERY if battery is None else battery
     samples = SAMPLES if samples is None else samples
-    results = {b.name: SoundnessResult(truth.vocab.name, b.name, b.forcing) for b in bridges}
+    out = []
     for k, (name, grammar) in enumerate(battery.items()):
         extra = walk_samples(truth, grammar, seed + k, walks) if walks else []
-        for sample in dict.fromkeys([*samples.get(name, ()), *extra]):
-            walk(truth, bridges, results, name, grammar, sample)
-    return results
+        for i, sample in enumerate(dict.fromkeys([*samples.get(name, ()), *extra])):
+            out.append((name, grammar, i, sample))
+    return out
 
 
 def describe(bridge: Bridge, d: StepDiff) -> dict[str, Any]:
@@ -347,4 +355,4 @@ def describe(bridge: Bridge, d: StepDiff) -> dict[str, Any]:
     }
 
 
-__all__ = ["BATTERY", "SAMPLES", "soundness", "walk", "walk_samples", "describe", "SoundnessResult", "StepDiff"]
+__all__ = ["BATTERY", "SAMPLES", "soundness", "walk", "walk_list", "walk_samples", "describe", "SoundnessResult", "StepDiff"]

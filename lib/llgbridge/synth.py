@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gguf import GGUFReader, GGUFValueType, GGUFWriter, LlamaFileType
+from gguf import GGUFReader, GGUFValueType, GGUFWriter, Keys, LlamaFileType
 
 from . import paths
 from .errors import InputError
@@ -42,6 +42,8 @@ from .gguf_meta import ArrayInfo, read_kv
 SYNTHETIC_KEY = "llgbridge.synthetic"
 SOURCE_KEY = "llgbridge.source_vocab"
 SEED_KEY = "llgbridge.seed"
+# every Keys.Tokenizer name (tokenizer.ggml.*, tokenizer.chat_template, ...) starts with this
+TOKENIZER_PREFIX = Keys.Tokenizer.MODEL.split(".", 1)[0] + "."
 
 
 def make_model(
@@ -62,7 +64,7 @@ def make_model(
         raise InputError(f"seed={seed}", "must be >= 0 (numpy's default_rng refuses negative seeds)")
     n_vocab = _check_vocab(vocab_path)
     tokenizer = _tokenizer_kv(vocab_path)
-    name = _vocab_name(vocab_path)
+    name = paths.vocab_name(vocab_path)
 
     out_path.parent.mkdir(parents=True, exist_ok=True)
     # Not mkstemp: its 0600 mode would survive the rename; GGUFWriter's open() honours the umask.
@@ -121,34 +123,29 @@ def is_synthetic(path: Path) -> bool:
     return read_kv(Path(path))[0].get(SYNTHETIC_KEY) is True
 
 
-def _vocab_name(path: Path) -> str:
-    stem = path.name.removesuffix(".gguf")
-    return stem.removeprefix("ggml-vocab-")
-
-
 def _check_vocab(path: Path) -> int:
     """Number of tokens; InputError for what cannot become a runnable llama model.
 
     Uses the fast key walk so a bad input fails before GGUFReader's slow parse.
     """
     kv, _, _ = read_kv(path)
-    if not any(k.startswith("tokenizer.") for k in kv):
-        raise InputError(path, "no tokenizer.* keys: not a vocab or model file")
-    tokens = kv.get("tokenizer.ggml.tokens")
-    if not isinstance(tokens, ArrayInfo) or tokens.type != "STRING" or tokens.count == 0:
-        raise InputError(path, "no tokenizer.ggml.tokens string array")
+    if not any(k.startswith(TOKENIZER_PREFIX) for k in kv):
+        raise InputError(path, f"no {TOKENIZER_PREFIX}* keys: not a vocab or model file")
+    tokens = kv.get(Keys.Tokenizer.LIST)
+    if not isinstance(tokens, ArrayInfo) or tokens.type != GGUFValueType.STRING.name or tokens.count == 0:
+        raise InputError(path, f"no {Keys.Tokenizer.LIST} string array")
     return tokens.count
 
 
 def _tokenizer_kv(path: Path) -> dict[str, tuple[Any, GGUFValueType, GGUFValueType | None]]:
-    """Every `tokenizer.*` key as (value, type, array element type), in file order."""
+    """Every tokenizer key (`tokenizer.*`) as (value, type, array element type), in file order."""
     try:
         reader = GGUFReader(path)
     except (ValueError, OSError) as e:  # read_kv accepted it, so this is gguf being stricter
         raise InputError(path, f"gguf cannot read it: {e}") from None
     out: dict[str, tuple[Any, GGUFValueType, GGUFValueType | None]] = {}
     for key, field in reader.fields.items():
-        if not key.startswith("tokenizer."):
+        if not key.startswith(TOKENIZER_PREFIX):
             continue
         vtype = field.types[0]
         if vtype == GGUFValueType.ARRAY:

@@ -13,13 +13,13 @@ import ctypes
 import os
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 import llama_cpp
 
 from .errors import InputError
+from .paths import vocab_name
 
 VOCAB_TYPES = {0: "NONE", 1: "SPM", 2: "BPE", 3: "WPM", 4: "UGM", 5: "RWKV", 6: "PLAMO2"}
 
@@ -100,12 +100,6 @@ def check_gguf_file(path: Path) -> None:
         raise InputError(path, f"not a GGUF file (starts with {magic!r}, expected b'GGUF')")
 
 
-@dataclass(frozen=True)
-class Piece:
-    token: int
-    data: bytes
-
-
 class Vocab:
     """A llama.cpp vocab loaded with `vocab_only`, kept alive as long as this object."""
 
@@ -120,13 +114,14 @@ class Vocab:
         if not model:
             raise _load_failure(self.path)
         self._model = model
-        self.vocab = llama_cpp.llama_model_get_vocab(model)
-        self.n_tokens = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
+        # the `const llama_vocab *` every llama.h vocab call takes
+        self.llama_vocab = llama_cpp.llama_model_get_vocab(model)
+        self.n_tokens = int(llama_cpp.llama_vocab_n_tokens(self.llama_vocab))
         self._buf = ctypes.create_string_buffer(MAX_PIECE)
         self._tok_buf = (llama_cpp.llama_token * 1)()
         # the bindings return the pointer as a bare int, which the argtype-less handles would
         # pass as a 32-bit C int
-        self._vocab_ptr = ctypes.c_void_p(self.vocab)
+        self._vocab_ptr = ctypes.c_void_p(self.llama_vocab)
 
     def __del__(self) -> None:
         model = getattr(self, "_model", None)
@@ -140,22 +135,19 @@ class Vocab:
     # -- facts -----------------------------------------------------------------------------
     @cached_property
     def vocab_type(self) -> str:
-        return VOCAB_TYPES.get(int(llama_cpp.llama_vocab_type(self.vocab)), "UNKNOWN")
+        return VOCAB_TYPES.get(int(llama_cpp.llama_vocab_type(self.llama_vocab)), "UNKNOWN")
 
     @property
     def bos(self) -> int:
-        return int(llama_cpp.llama_vocab_bos(self.vocab))
+        return int(llama_cpp.llama_vocab_bos(self.llama_vocab))
 
     @property
     def eos(self) -> int:
-        return int(llama_cpp.llama_vocab_eos(self.vocab))
+        return int(llama_cpp.llama_vocab_eos(self.llama_vocab))
 
     @property
     def eot(self) -> int:
-        return int(llama_cpp.llama_vocab_eot(self.vocab))
-
-    def attr(self, token: int) -> int:
-        return int(llama_cpp.llama_token_get_attr(self.vocab, token))
+        return int(llama_cpp.llama_vocab_eot(self.llama_vocab))
 
     # -- conversions -------------------------------------------------------------------------
     def _buffer(self, max_len: int) -> ctypes.Array[ctypes.c_char]:
@@ -165,7 +157,7 @@ class Vocab:
     def token_to_piece(self, token: int, lstrip: int = 0, special: bool = False, max_len: int = MAX_PIECE) -> bytes:
         """`llama_token_to_piece`; a piece longer than `max_len` raises ValueError."""
         buf = self._buffer(max_len)
-        n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, max_len, lstrip, special)
+        n = llama_cpp.llama_token_to_piece(self.llama_vocab, token, buf, max_len, lstrip, special)
         if n < 0:
             raise InputError(self.path, f"token {token} piece is {-n} bytes, longer than the bridge's {max_len}-byte buffer (upstream aborts)")
         # string_at copies n bytes; `.raw` would copy the whole buffer first
@@ -181,7 +173,7 @@ class Vocab:
         else:
             arr = (llama_cpp.llama_token * len(tokens))(*tokens)
         buf = self._buffer(max_len)
-        n = llama_cpp.llama_detokenize(self.vocab, arr, len(tokens), buf, max_len, remove_special, unparse_special)
+        n = llama_cpp.llama_detokenize(self.llama_vocab, arr, len(tokens), buf, max_len, remove_special, unparse_special)
         if n < 0:
             raise InputError(self.path, f"detokenize needs {-n} bytes, longer than the bridge's {max_len}-byte buffer (upstream aborts)")
         return ctypes.string_at(buf, n)
@@ -255,24 +247,14 @@ class Vocab:
         cap = max(8, len(text) + 8)
         while True:
             out = (llama_cpp.llama_token * cap)()
-            n = llama_cpp.llama_tokenize(self.vocab, text, len(text), out, cap, add_special, parse_special)
+            n = llama_cpp.llama_tokenize(self.llama_vocab, text, len(text), out, cap, add_special, parse_special)
             if n >= 0:
                 return list(out[:n])
             if -n <= cap:  # pragma: no cover - llama.cpp reports the size it needs
                 raise InputError(self.path, f"llama_tokenize failed on {text!r} ({n})")
             cap = -n
 
-    def pieces(self, tokens: list[int]) -> list[bytes]:
-        return [self.token_to_piece(t) for t in tokens]
-
-    def reassemble(self, tokens: list[int]) -> bytes:
-        """The bytes a token sequence really stands for: the concatenation of raw pieces."""
+    def real_bytes(self, tokens: list[int]) -> bytes:
+        """The bytes a token sequence really stands for: its raw pieces
+        (`token_to_piece(t, 0, false)`) joined. A control or unknown token adds nothing."""
         return b"".join(self.token_to_piece(t) for t in tokens)
-
-
-def vocab_name(path: Path) -> str:
-    """`ggml-vocab-llama-spm.gguf` -> `llama-spm`; any other file keeps its stem."""
-    stem = path.name
-    if stem.endswith(".gguf"):
-        stem = stem[: -len(".gguf")]
-    return stem[len("ggml-vocab-") :] if stem.startswith("ggml-vocab-") else stem

@@ -3,8 +3,8 @@
     python -m llgbridge.whatif path/to/file.gguf [--name NAME] [-p NAME VALUE ...]
     make whatif VOCAB=path/to/file.gguf [PARAMS='-p grammar "start: /[a-z]+/"']
 
-Runs the census, leak, forced-mask and tokenizer notebooks on the file, and the matrix on a
-synthetic model made from its tokenizer, then writes a self-contained report under
+Runs the census, leak, forced-mask, probe, exactness and soundness notebooks on the file, and
+the matrix on a synthetic model made from its tokenizer, then writes a self-contained report under
 `reports/whatif/NAME/` (index.html, pr-review-tables.md, tables/*.csv, the executed notebooks).
 The main report is not touched. A `-p` parameter goes to every notebook that has it.
 """
@@ -19,10 +19,10 @@ import nbformat
 
 from . import report, run
 from .errors import InputError
-from .paths import DATA, REPORTS, ROOT
+from .paths import DATA, REPORTS, ROOT, vocab_name
 from .vocab import check_gguf_file
 
-ANALYSES = ("census", "leak", "forced", "tokenizer", "beyond", "matrix")
+ANALYSES = ("census", "leak", "forced", "probe", "exactness", "soundness", "matrix")
 
 
 def notebook_parameters(notebook: str) -> set[str]:
@@ -42,7 +42,7 @@ def whatif(
     """Run every analysis on `path`; the report goes to `out` (default reports/whatif/NAME)."""
     path = path.resolve()
     check_gguf_file(path)
-    name = name or path.name.removesuffix(".gguf")
+    name = name or vocab_name(path)
     out = out or REPORTS / "whatif" / name
     results = out / "results"
     params = params or {}
