@@ -21,12 +21,15 @@ NOTEBOOKS := census leak forced probe exactness soundness
 # the matrix runs on synthetic models made from these fixtures' tokenizers
 MATRIX_VOCABS := llama-spm phi-3 baichuan llama-bpe gemma-4 qwen35
 RESULT_FILES := $(foreach n,$(NOTEBOOKS),$(foreach v,$(VOCABS),data/results/$(n)/$(v).json)) \
-                $(foreach v,$(MATRIX_VOCABS),data/results/matrix/$(v).json)
+                $(foreach v,$(MATRIX_VOCABS),data/results/matrix/$(v).json) \
+                $(foreach v,$(VOCABS),data/results/native/$(v).json)
+# the compiled code: common/llguidance.cpp as shipped and with patches/, llama.cpp's own test, the harness
+NATIVE_SRC := $(wildcard native/*.cpp native/*.h patches/*.patch) native/Makefile
 # make matrix MODELS="a.gguf b.gguf" [N_GPU_LAYERS=99]
 MODELS ?=
 N_GPU_LAYERS ?= 0
 
-.PHONY: all setup data report matrix whatif gguf-fuzz bench test test-swapped lab clean distclean help
+.PHONY: all setup data native report matrix whatif gguf-fuzz bench test test-swapped lab clean distclean help
 .DELETE_ON_ERROR:
 
 all: report
@@ -40,6 +43,7 @@ help:
 	@echo "make gguf-fuzz N=300  mutated GGUF files through loading and every bridge, each isolated"
 	@echo "make bench          census in Python vs the same loop in C, bridge build times"
 	@echo "make data     only the vocab fixtures (data/vocabs/)"
+	@echo "make native   build the real C++: common/llguidance.cpp shipped and with patches/, llama.cpp's test, the harness"
 	@echo "make test-swapped  run the bug-guarding tests against the other variant: each must fail"
 	@echo "make lab      JupyterLab on notebooks/"
 	@echo "make clean    remove generated results and executed notebooks (keeps .venv and data/vocabs)"
@@ -75,6 +79,16 @@ data/results/$(1)/$(2).json: notebooks/$(1).ipynb data/vocabs/ggml-vocab-$(2).gg
 endef
 $(foreach n,$(NOTEBOOKS),$(foreach v,$(VOCABS),$(eval $(call result_deps,$(n),$(v)))))
 $(foreach v,$(MATRIX_VOCABS),$(eval $(call result_deps,matrix,$(v))))
+$(foreach v,$(VOCABS),$(eval $(call result_deps,native,$(v))))
+$(foreach v,$(VOCABS),$(eval data/results/native/$(v).json: data/native/.built))
+
+native: data/native/.built
+
+# one line and no stamp-less failure: a machine without a C++ compiler records why, and the
+# native results say so
+data/native/.built: $(NATIVE_SRC) data/vocabs/.complete | $(STAMP)
+	@$(BIN)/python -m llgbridge.native build
+	@touch $@
 $(foreach v,$(MATRIX_VOCABS),$(eval data/results/matrix/$(v).json: data/models/synthetic-$(v).gguf))
 
 data/models/synthetic-%.gguf: data/vocabs/ggml-vocab-%.gguf | $(STAMP)
@@ -106,10 +120,10 @@ gguf-fuzz: data/vocabs/.complete | $(STAMP)
 bench: data/vocabs/.complete | $(STAMP)
 	$(BIN)/python -m llgbridge.bench --out reports
 
-test: data/vocabs/.complete | $(STAMP)
+test: data/vocabs/.complete data/native/.built | $(STAMP)
 	$(BIN)/python -m pytest
 
-test-swapped: data/vocabs/.complete | $(STAMP)
+test-swapped: data/vocabs/.complete data/native/.built | $(STAMP)
 	$(BIN)/python tools/swapped.py
 
 lab: data/vocabs/.complete | $(STAMP)

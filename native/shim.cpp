@@ -1,6 +1,7 @@
 // The two functions of common/common.cpp that the sources built here need, so that the build
-// compiles llguidance.cpp, log.cpp, json.cpp and the test, not all of libcommon (common.cpp
-// alone pulls in downloads, chat templates and the argument parser).
+// compiles llguidance.cpp and the test, not all of libcommon (common.cpp alone pulls in
+// downloads, chat templates and the argument parser). tty_can_use_colors() is common/log.cpp's
+// need; it stays for a build that links the real log.cpp.
 //
 // Both keep common.cpp's contract: common_tokenize() sizes its buffer from llama_tokenize()'s
 // negative return; colours are off, since every output here goes to a file or a pipe.

@@ -212,8 +212,9 @@ class TestRun:
     forced_allowed: int | None = None  # test_forced_mask_bytes (PR only)
     forced_bad: int | None = None  # allowed tokens whose piece is not a prefix of the literal
     forced_tokens: tuple[int, ...] = ()
-    string_tests: str = "ran"  # "ran", or "skipped" where the PR's guard finds the tokenizer inexact
+    string_tests: str = "ran"  # "ran", "skipped" (the PR's guard finds the tokenizer inexact) or "not reached"
     failure: str = ""  # the first failing check, as the test printed it
+    llg_error: str = ""  # the first error the sampler logged (it then drops its grammar), first line
 
     @property
     def passed(self) -> bool:
@@ -221,15 +222,41 @@ class TestRun:
 
 
 def _failure(err: str) -> str:
-    """The first failing string test, with the test it belongs to, or the assertion text."""
-    testing = ""
-    for ln in err.splitlines():
-        if ln.startswith("⚫ Testing "):
-            testing = ln.removeprefix("⚫ Testing ").split(". Grammar:")[0]
-        if "❌ (" in ln:
-            return f"{ln.strip()} in {testing!r}" if testing else ln.strip()
-    said = [ln.strip() for ln in err.splitlines() if "Assertion" in ln or "error" in ln.lower()]
+    """The first failing string test, with the test it belongs to, or the failed assertion.
+
+    The test prints each string to stderr without a newline (its tick goes to stdout), and the
+    sampler's log arrives from another thread, so a failing string and its cross can be lines
+    apart: both are searched in the whole text, not per line.
+    """
+    cross = re.search(r"❌ \(([^)]*)\)", err)
+    if cross:
+        before = err[: cross.start()]
+        strings = re.findall(r'"[^"\n]*"', before[before.rfind("🔵 Valid strings") :] if "🔵" in before else before)
+        header = before.rsplit("⚫ Testing ", 1)
+        testing = re.split(r"\. (?:Grammar|Schema):", header[1])[0].strip() if len(header) == 2 else ""
+        what = f"{strings[-1]} {cross[1]}" if strings else cross[1]
+        return f"{what} in {testing!r}" if testing else what
+    for ln in reversed(err.splitlines()):
+        # "BINARY: /path/to/test-grammar-llguidance.cpp:1286: int main(...): Assertion `x' failed."
+        if m := re.search(r"([\w.-]+\.cpp:\d+): .*?(Assertion .*)$", ln):
+            return f"{m[1]}: {m[2]}"
+    said = [ln.strip() for ln in err.splitlines() if "error" in ln.lower()]
     return said[-1] if said else ""
+
+
+def _llg_error(err: str) -> str:
+    """The first error the sampler logged; the log thread may write it mid-line, or not at all
+    when an assertion aborts the process first."""
+    m = re.search(r"llg error: ([^\n]*)", err)
+    return m[1].strip() if m else ""
+
+
+def _string_tests(err: str) -> str:
+    if "skipping the string tests" in err:
+        return "skipped"
+    ours = ("⚫ Testing that no allowed", "⚫ Testing that every allowed")
+    ran = any(h.startswith("Testing ") and not ("⚫ " + h).startswith(ours) for h in err.split("⚫ ")[1:])
+    return "ran" if ran else "not reached"
 
 
 def run_test(test: str, sampler: str, vocab_path: Path, timeout: int = TEST_TIMEOUT) -> TestRun:
@@ -256,8 +283,9 @@ def run_test(test: str, sampler: str, vocab_path: Path, timeout: int = TEST_TIME
         forced_allowed=forced[0],
         forced_bad=forced[1],
         forced_tokens=tuple(int(t) for t in _FORCED_TOKEN.findall(forced_part)) if forced[0] is not None else (),
-        string_tests="skipped" if "skipping the string tests" in err else "ran",
+        string_tests=_string_tests(err),
         failure="" if code == 0 else _failure(err),
+        llg_error=_llg_error(err),
     )
 
 
@@ -486,6 +514,7 @@ class NativeResult:
     """The native analysis of one vocab: the tests and the differential, per sampler."""
 
     vocab: str
+    tok_eos: int  # llama.cpp's choice for llguidance: EOT, else EOS (common/llguidance.cpp:148-151)
     tests: list[TestRun]
     diffs: list[Differential]
     harness_errors: dict[str, str] = field(default_factory=dict)  # sampler -> why the harness did not finish
@@ -502,6 +531,7 @@ class NativeResult:
             out.append({
                 "vocab": self.vocab,
                 "sampler": s,
+                "tok_eos": self.tok_eos,
                 "pr_test_exit": pr.exit_code if pr else "",
                 "no_space_allowed": _blank(pr.space_allowed if pr else None),
                 "no_space_bad": _blank(pr.space_bad if pr else None),
@@ -509,8 +539,10 @@ class NativeResult:
                 "forced_bad": _blank(pr.forced_bad if pr else None),
                 "string_tests": pr.string_tests if pr else "",
                 "pr_test_failure": pr.failure if pr else "",
+                "pr_test_llg_error": pr.llg_error if pr else "",
                 "shipped_test_exit": shipped.exit_code if shipped else "",
                 "shipped_test_failure": shipped.failure if shipped else "",
+                "shipped_test_llg_error": shipped.llg_error if shipped else "",
                 "greedy": "" if d is None or d.greedy_cpp is None else d.greedy_cpp,
                 "diff_jobs": d.jobs if d else "",
                 "diff_cells": d.cells if d else "",
@@ -560,7 +592,8 @@ def analyse(vocab: Any, literal: str, leak_grammar: str, walks: int = 2, seed: i
             errors[s] = str(e).splitlines()[0]
             continue
         diffs.append(differential(bridges.build(vocab, s), jobs, traces))
-    return NativeResult(vocab.name, tests, diffs, errors)
+    tok_eos = vocab.eot if vocab.eot >= 0 else vocab.eos
+    return NativeResult(vocab.name, tok_eos, tests, diffs, errors)
 
 
 def main(argv: list[str] | None = None) -> int:
