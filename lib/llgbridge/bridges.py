@@ -20,6 +20,7 @@ Building a tokenizer walks the whole vocab (about a second for 256k tokens): cac
 from __future__ import annotations
 
 import ctypes
+import weakref
 from collections.abc import Callable
 
 from .errors import InputError
@@ -114,12 +115,7 @@ class Bridge:
             msg = err.value.decode("utf-8", "replace").strip() or "unknown error"
             raise InputError(vocab.path, f"llguidance refused the {self.name} token table: {msg}")
         self._handle = handle
-
-    def __del__(self) -> None:
-        h = getattr(self, "_handle", None)
-        if h:
-            lib.llg_free_tokenizer(h)
-            self._handle = None
+        weakref.finalize(self, lib.llg_free_tokenizer, handle)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.vocab.name!r}, forcing={self.forcing}, greedy={self.greedy})"

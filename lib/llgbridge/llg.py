@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import os
+import weakref
 from ctypes import (
     CFUNCTYPE,
     POINTER,
@@ -152,12 +153,7 @@ class Matcher:
             shown = first_line(grammar) or "(empty)"
             raise InputError(f"{kind} grammar {shown[:60]!r}", f"llguidance rejected it: {first_line(err.decode('utf-8', 'replace'))}")
         self.n_words = lib.llg_matcher_get_mask_byte_size(self._h) // 4
-
-    def __del__(self) -> None:
-        h = getattr(self, "_h", None)
-        if h:
-            lib.llg_free_matcher(h)
-            self._h = None
+        weakref.finalize(self, lib.llg_free_matcher, self._h)
 
     @property
     def error(self) -> str | None:

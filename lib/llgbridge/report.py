@@ -61,6 +61,12 @@ def md_table(df: pd.DataFrame) -> str:
     return _blank(df).to_markdown(index=False, disable_numparse=True) + "\n"
 
 
+def html_table(df: pd.DataFrame, title: str = "") -> str:
+    """A table for index.html, under an `<h3>` heading when given one."""
+    head = f"<h3>{html.escape(title)}</h3>" if title else ""
+    return head + _blank(df).to_html(index=False, escape=True)
+
+
 def svg(fig: Any) -> str:
     """A figure as inline SVG with fixed ids and no date, so the page is byte-stable."""
     import matplotlib
@@ -185,14 +191,10 @@ def census_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
         "<p>Tokens whose bytes in upstream's table (single-token <code>llama_detokenize</code>) differ from the real piece "
         "(<code>llama_token_to_piece</code>).</p>"
         + svg(fig)
-        + "<h3>Guide table 4.3</h3>"
-        + _blank(t43).to_html(index=False, escape=True)
-        + "<h3>Guide table 4.2, measured</h3>"
-        + _blank(t42).to_html(index=False, escape=True)
-        + "<h3>Examples</h3>"
-        + _blank(tex).to_html(index=False, escape=True)
-        + "<h3>census.csv</h3>"
-        + _blank(df).to_html(index=False, escape=True)
+        + html_table(t43, "Guide table 4.3")
+        + html_table(t42, "Guide table 4.2, measured")
+        + html_table(tex, "Examples")
+        + html_table(df, "census.csv")
     )
     plt.close(fig)
     return sec, failed
@@ -207,10 +209,12 @@ def _int_columns(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def _rows(ok: list[dict[str, Any]]) -> pd.DataFrame:
-    """The per-(vocab, bridge) rows of every result, sorted by vocab then bridge."""
+def _rows(ok: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[str]]:
+    """The per-(vocab, bridge) rows of every result, sorted by vocab then bridge; and the
+    vocabs in the order the guide's tables take (`guide_order`)."""
     df = pd.DataFrame([row for r in ok for row in r["rows"]])
-    return _int_columns(df.sort_values(["vocab", "bridge"], kind="stable").reset_index(drop=True))
+    df = _int_columns(df.sort_values(["vocab", "bridge"], kind="stable").reset_index(drop=True))
+    return df, guide_order(list(df.vocab.unique()))
 
 
 def _pivot(df: pd.DataFrame, col: str, order: list[str]) -> dict[str, dict[str, Any]]:
@@ -251,9 +255,7 @@ def leak_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
     ok, failed = load_results(results, "leak")
     if not ok:
         return None, failed
-    df = _rows(ok)
-    grammars = sorted({r["grammar"] for r in ok})
-    order = guide_order(list(df.vocab.unique()))
+    df, order = _rows(ok)
     space = _pivot(df, "allowed_with_space", order)
     illegal = _pivot(df, "allowed_illegal", order)
     t44 = pd.DataFrame(
@@ -274,17 +276,16 @@ def leak_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
     sec = Section("Leak test (guide 4.4, 7.1)", tables={"leak": df})
     sec.markdown = (
         "## 4.4 / 7.1 Leak test: whitespace the grammar forbids\n\n"
-        f"Grammar `{'`, `'.join(grammars)}`, position 0. *space*: allowed tokens whose real piece "
-        "(`llama_token_to_piece`) contains a space (the guide's count). *illegal*: allowed tokens that the mask computed "
+        f"Grammar `{'`, `'.join(sorted({r['grammar'] for r in ok}))}`, position 0. "
+        "*space*: allowed tokens whose real piece (`llama_token_to_piece`) contains a space (the guide's count). *illegal*: allowed tokens that the mask computed "
         "from real pieces with byte forcing off does not allow (space or not). The guide's vocabs first.\n\n"
         + md_table(t44)
         + (f"\nllama-bpe without the fix leaks: {bpe}.\n" if bpe else "")
     )
     sec.html = (
         _bar_by_bridge(df, "allowed_illegal", "Allowed tokens at position 0 that the grammar forbids", "tokens (symlog)")
-        + _blank(t44).to_html(index=False, escape=True)
-        + "<h3>leak.csv</h3>"
-        + _blank(df).to_html(index=False, escape=True)
+        + html_table(t44)
+        + html_table(df, "leak.csv")
     )
     return sec, failed
 
@@ -294,9 +295,7 @@ def forced_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
     ok, failed = load_results(results, "forced")
     if not ok:
         return None, failed
-    df = _rows(ok)
-    literals = sorted({r["literal"] for r in ok})
-    order = guide_order(list(df.vocab.unique()))
+    df, order = _rows(ok)
 
     def cell(v: str, b: str) -> str:
         row = df[(df.vocab == v) & (df.bridge == b)]
@@ -325,12 +324,12 @@ def forced_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
     sec = Section("Forced-mask test (guide 5.1, 7.2)", tables={"forced": df})
     sec.markdown = (
         "## 5.1 / 7.2 Forced-mask test: every allowed token must be a prefix of the literal\n\n"
-        f"Grammar admitting only {', '.join(repr(x) for x in literals)}. *ok* when every allowed token's real bytes are a "
-        "prefix of the literal and following the matcher (lowest allowed id each step) spells it exactly; the error is "
+        f"Grammar admitting only {', '.join(repr(x) for x in sorted({r['literal'] for r in ok}))}. "
+        "*ok* when every allowed token's real bytes are a prefix of the literal and following the matcher (lowest allowed id each step) spells it exactly; the error is "
         "llguidance's own message, at the step where the matcher dies (llama.cpp then drops the constraint silently).\n\n"
         + md_table(t72)
     )
-    sec.html = _blank(t72).to_html(index=False, escape=True) + "<h3>forced.csv</h3>" + _blank(df).to_html(index=False, escape=True)
+    sec.html = html_table(t72) + html_table(df, "forced.csv")
     return sec, failed
 
 
@@ -353,7 +352,7 @@ def probe_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
         "`llama_token_to_piece`. Not exact: the fixed bridge uses llguidance's greedy tokenization, so byte forcing "
         "(and `llg_matcher_compute_ff_tokens`) is lost; the mask stays exact (guide 6).\n\n" + md_table(view)
     )
-    sec.html = _blank(view).to_html(index=False, escape=True)
+    sec.html = html_table(view)
     return sec, failed
 
 
@@ -403,7 +402,7 @@ def matrix_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
         + "\nOutputs without the fix that are not a pass, as produced:\n\n"
         + (quote_md or "(none)\n")
     )
-    sec.html = _blank(t8).to_html(index=False, escape=True) + "<h3>matrix.csv</h3>" + _blank(df).to_html(index=False, escape=True)
+    sec.html = html_table(t8) + html_table(df, "matrix.csv")
     return sec, failed
 
 
@@ -476,11 +475,7 @@ def exactness_section(results: Path) -> tuple[Section | None, list[dict[str, Any
         + "\n### probe_vs_exactness.csv\n\n"
         + md_table(pvx[["vocab", "probe_exact", "failed_probe", "inputs_exact", "inputs_inexact", "cell", "witness", "witness_got"]])
     )
-    sec.html = (
-        "<h3>bridges.csv</h3>" + _blank(bridges_).to_html(index=False, escape=True)
-        + "<h3>probe_vs_exactness.csv</h3>" + _blank(pvx).to_html(index=False, escape=True)
-        + "<h3>exactness.csv</h3>" + _blank(exact).to_html(index=False, escape=True)
-    )
+    sec.html = html_table(bridges_, "bridges.csv") + html_table(pvx, "probe_vs_exactness.csv") + html_table(exact, "exactness.csv")
     return sec, failed
 
 
@@ -506,7 +501,7 @@ def soundness_section(results: Path) -> tuple[Section | None, list[dict[str, Any
     )
     sec.html = (
         _bar_by_bridge(sound, "under", "Under-constraint over the grammar battery (allowed but illegal)", "(step, token) pairs, symlog")
-        + "<h3>soundness.csv</h3>" + _blank(sound).to_html(index=False, escape=True)
+        + html_table(sound, "soundness.csv")
     )
     return sec, failed
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+import weakref
 from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
@@ -114,6 +115,7 @@ class Vocab:
         if not model:
             raise _load_failure(self.path)
         self._model = model
+        weakref.finalize(self, llama_cpp.llama_model_free, model)
         # the `const llama_vocab *` every llama.h vocab call takes
         self.llama_vocab = llama_cpp.llama_model_get_vocab(model)
         self.n_tokens = int(llama_cpp.llama_vocab_n_tokens(self.llama_vocab))
@@ -122,12 +124,6 @@ class Vocab:
         # the bindings return the pointer as a bare int, which the argtype-less handles would
         # pass as a 32-bit C int
         self._vocab_ptr = ctypes.c_void_p(self.llama_vocab)
-
-    def __del__(self) -> None:
-        model = getattr(self, "_model", None)
-        if model:
-            llama_cpp.llama_model_free(model)
-            self._model = None
 
     def __repr__(self) -> str:
         return f"Vocab({self.name!r}, {self.vocab_type}, n_tokens={self.n_tokens})"
