@@ -356,6 +356,106 @@ def probe_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
     return sec, failed
 
 
+# -- the compiled code (guide 7, 8 unit level) ----------------------------------------------------
+def native_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
+    ok, failed = load_results(results, "native")
+    if not ok:
+        return None, failed
+    df = _int_columns(pd.DataFrame([row for r in ok for row in r["rows"]]))
+    rank = df.sampler.map({"upstream": 0, "fixed": 1})  # shipped first, as the guide's tables have it
+    df = df.assign(_rank=rank).sort_values(["vocab", "_rank"], kind="stable").drop(columns="_rank").reset_index(drop=True)
+    diffs = pd.DataFrame([d for r in ok for d in r.get("differences", [])])
+    order = guide_order(list(df.vocab.unique()))
+
+    def get(v: str, s: str) -> dict[str, Any]:
+        row = df[(df.vocab == v) & (df.sampler == s)]
+        return row.iloc[0].to_dict() if not row.empty else {}
+
+    def pr_cell(r: dict[str, Any]) -> str:
+        if not r or r.get("pr_test_exit", "") == "":
+            return ""
+        return f"exit {r['pr_test_exit']}, {r['no_space_bad']} bad / {r['forced_bad']} not prefix"
+
+    def guide_cell(v: str, i: int) -> str:
+        if v not in guide.UNIT:
+            return ""
+        code, bad = guide.UNIT[v][i]
+        return f"exit {code}, {bad} bad"
+
+    def match(v: str) -> str:
+        if v not in guide.UNIT:
+            return ""
+        got = [(get(v, s).get("pr_test_exit"), get(v, s).get("no_space_bad")) for s in ("upstream", "fixed")]
+        return "✓" if got == [tuple(x) for x in guide.UNIT[v]] else "✗"
+
+    t7 = pd.DataFrame([
+        {"vocab": v, "PR test, shipped sampler": pr_cell(get(v, "upstream")), "PR test, fixed sampler": pr_cell(get(v, "fixed")),
+         "string tests (fixed)": get(v, "fixed").get("string_tests", ""),
+         "guide: without fix": guide_cell(v, 0), "guide: with fix": guide_cell(v, 1), "match": match(v)}
+        for v in order
+    ])
+
+    def shipped_cell(r: dict[str, Any]) -> str:
+        if not r or r.get("shipped_test_exit", "") == "":
+            return ""
+        if r["shipped_test_exit"] == 0:
+            return "exit 0"
+        return f"exit {r['shipped_test_exit']}: {r['shipped_test_failure']}"
+
+    shipped = pd.DataFrame([
+        {"vocab": v, "tok_eos": get(v, "upstream").get("tok_eos", ""), "shipped test, shipped sampler": shipped_cell(get(v, "upstream")),
+         "shipped test, fixed sampler": shipped_cell(get(v, "fixed")),
+         "the sampler's first llg error (fixed)": get(v, "fixed").get("shipped_test_llg_error", "")}
+        for v in order
+    ])
+    cells = int(pd.to_numeric(df["diff_cells"], errors="coerce").fillna(0).sum())
+    differ = int(pd.to_numeric(df["diff_differ"], errors="coerce").fillna(0).sum())
+    n_vocabs = df.vocab.nunique()
+    harness_errors = df[df["harness_error"].astype(str) != ""]
+    reproduced = sum(1 for v in guide.UNIT if match(v) == "✓")
+
+    sec = Section("The compiled code: llama.cpp's own test and the port checked (guide 7, 8 unit level)", tables={"native": df})
+    if not diffs.empty:
+        sec.tables["native_differences"] = diffs
+    intro = (
+        "`common/llguidance.cpp` compiled as shipped (*shipped sampler*) and with the PR applied from `patches/` "
+        "(*fixed sampler*), linked against the same libllama and llguidance as the rest of this report; "
+        "`tests/test-grammar-llguidance.cpp` as shipped and with the PR's tests (`patches/`). "
+        "Exit 134 is an abort (a failed assertion). *bad* is `test_no_space_tokens`' count (allowed tokens whose real "
+        "piece has a space, grammar `start: /[.a-z]{2,6}/ \"!\"`), *not prefix* is `test_forced_mask_bytes`' "
+        "(allowed tokens that do not spell a prefix of `hello world`).\n\n"
+        f"Guide table 7 reproduced from the real binaries on {reproduced} of {len(guide.UNIT)} of the guide's vocabs.\n\n"
+    )
+    diff_text = (
+        f"The port against the compiled sampler: {cells} cells compared on {n_vocabs} vocabs and both samplers "
+        "(the leak grammar at position 0, the forced literal followed step by step, every soundness walk; a cell is one "
+        f"step of one job, plus where each walk ends and whether the greedy fallback engaged): {differ} differ."
+        + (f" The harness did not finish on: {', '.join(f'{r.vocab}/{r.sampler}' for r in harness_errors.itertuples())}." if len(harness_errors) else "")
+        + "\n\n"
+    )
+    shipped_text = (
+        "The shipped test (before the PR) on every vocab. Where the string tests fail on a vocab whose tokenizer is "
+        "not byte exact, they tokenize their own expected strings with `common_tokenize`, which prepends a space "
+        "(guide 7.3); the PR skips them there. A failure after an `llg error` is the sampler having dropped its grammar "
+        "earlier in the run (it then lets every token through, so a later invalid string matches). `tok_eos` -1 means "
+        "the vocab has neither EOT nor EOS, which `test_sampler_chain` indexes anyway.\n\n"
+    )
+    sec.markdown = (
+        "## 7 / 8 (unit level) The compiled code: llama.cpp's own test, and the port checked\n\n" + intro + md_table(t7)
+        + "\n" + diff_text + shipped_text + md_table(shipped)
+    )
+    sec.html = (
+        "<p>" + html.escape(intro).replace("\n\n", "</p><p>") + "</p>" + html_table(t7)
+        + "<p>" + html.escape(diff_text.strip()) + "</p>"
+        + (html_table(diffs, "native_differences.csv") if not diffs.empty else "")
+        + "<p>" + html.escape(shipped_text.strip()) + "</p>" + html_table(shipped)
+        + "<p>The PR as it applies to the vendored tree: "
+        + " · ".join(f"<a href='../patches/{p.name}'>{html.escape(p.name)}</a>" for p in sorted((ROOT / "patches").glob("*.patch")))
+        + "</p>" + html_table(df, "native.csv")
+    )
+    return sec, failed
+
+
 # -- end-to-end model matrix (guide 8) -------------------------------------------------------------
 def matrix_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
     ok, failed = load_results(results, "matrix")
@@ -511,6 +611,7 @@ SECTIONS: list[tuple[str, Callable[[Path], tuple[Section | None, list[dict[str, 
     ("leak", leak_section),
     ("forced", forced_section),
     ("probe", probe_section),
+    ("native", native_section),
     ("matrix", matrix_section),
     ("exactness", exactness_section),
     ("soundness", soundness_section),
