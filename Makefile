@@ -10,13 +10,25 @@ LLAMA_CMAKE_ARGS := $(if $(filter 1,$(CUDA)),-DGGML_CUDA=on,)
 PIN_HASH := $(shell cat pyproject.toml | sha256sum | cut -c1-12)-cuda$(CUDA)
 STAMP := $(VENV)/.installed-$(PIN_HASH)
 
-# a failed (notebook, vocab) run leaves a result marked failed; drop those so this run retries them
-$(foreach f,$(shell grep -l '"status": "failed"' data/results/*/*.json 2>/dev/null),$(shell rm -f $(f)))
+# a failed (notebook, vocab) run leaves its result marked failed and dated 1970 (llgbridge.run),
+# so Make sees it out of date and the next run retries it; nothing is deleted here
 
 # the manifest's fixtures, plus any other ggml-vocab-NAME.gguf dropped into data/vocabs/ (stdlib
 # only, so it runs before the venv exists)
 VOCABS := $(shell PYTHONPATH=lib $(PYTHON) -m llgbridge.fixtures --names)
-LIB_SRC := $(wildcard lib/llgbridge/*.py)
+# what a result depends on: the shared core, and its analysis's own modules. The pipeline
+# (run, report and its templates, whatif, bench, gguf_fuzz) is in neither, so editing it reruns
+# no analysis, and editing one analysis reruns only its notebooks
+CORE := $(addprefix lib/llgbridge/,__init__.py llg.py vocab.py gguf_meta.py errors.py paths.py bridges.py sentinel.py \
+          probe.py grammars.py guide.py nb.py show.py results.py)
+MODULES_census := census.py
+MODULES_leak := masks.py
+MODULES_forced := masks.py
+MODULES_probe :=
+MODULES_exactness := exactness.py fixtures.py
+MODULES_soundness := soundness.py
+MODULES_matrix := generate.py synth.py
+MODULES_native := native.py soundness.py fixtures.py
 NOTEBOOKS := census leak forced probe exactness soundness
 # the matrix runs on synthetic models made from these fixtures' tokenizers
 MATRIX_VOCABS := llama-spm phi-3 baichuan llama-bpe gemma-4 qwen35
@@ -70,12 +82,12 @@ data/vocabs/%.gguf: data/vocabs/.complete ;
 nb_of = $(word 1,$(subst /, ,$(1)))
 vocab_of = $(word 2,$(subst /, ,$(1)))
 
-data/results/%.json: $(LIB_SRC) data/vocabs/.complete | $(STAMP)
+data/results/%.json: $(CORE) data/vocabs/.complete | $(STAMP)
 	@$(BIN)/python -m llgbridge.run $(call nb_of,$*) $(call vocab_of,$*)
 
-# each result also depends on its notebook and its fixture
+# each result also depends on its notebook, its analysis's modules and its fixture
 define result_deps
-data/results/$(1)/$(2).json: notebooks/$(1).ipynb data/vocabs/ggml-vocab-$(2).gguf
+data/results/$(1)/$(2).json: notebooks/$(1).ipynb $(addprefix lib/llgbridge/,$(MODULES_$(1))) data/vocabs/ggml-vocab-$(2).gguf
 endef
 $(foreach n,$(NOTEBOOKS),$(foreach v,$(VOCABS),$(eval $(call result_deps,$(n),$(v)))))
 $(foreach v,$(MATRIX_VOCABS),$(eval $(call result_deps,matrix,$(v))))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import weakref
 from collections.abc import Callable
+from typing import Any
 
 from .errors import InputError
 from .llg import LlgTokenizeFn, LlgTokenizerInit, Matcher, lib
@@ -224,3 +225,8 @@ def variant(name: str) -> type[Bridge]:
 def build(vocab: Vocab, name: str) -> Bridge:
     """Build the named variant's llguidance tokenizer for `vocab`."""
     return variant(name)(vocab)
+
+
+def failed_rows(vocab: str, build_errors: dict[str, str]) -> list[dict[str, Any]]:
+    """A row per bridge that could not be built for the vocab, with its one-line reason."""
+    return [{"vocab": vocab, "bridge": name, "build_error": msg} for name, msg in build_errors.items()]

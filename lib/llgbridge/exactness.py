@@ -354,4 +354,16 @@ def probe_vs_exactness(
     )
 
 
-__all__ = ["inputs", "inp_texts", "exactness", "canonical", "minimize", "probe_vs_exactness", "ExactnessResult", "ProbeVsExactness"]
+def payload(vocab: str, bridges: list[str], built: dict[str, Bridge], build_errors: dict[str, str],
+            exact: dict[str, ExactnessResult], pvx: ProbeVsExactness, n_inputs: int, seed: int) -> dict[str, Any]:
+    """The exactness notebook's result: a row per bridge (built or not), the exactness rows, the probe against them."""
+    rows = [{"vocab": vocab, "bridge": name, "built": name in built, "build_error": build_errors.get(name, ""),
+             "tokenize_exact_rate": round(exact[name].exact_rate, 4) if name in exact else "",
+             "tokenizer": exact[name].tokenizer if name in exact else "",
+             "forcing": built[name].forcing if name in built else ""} for name in bridges]
+    return {"n_inputs": n_inputs, "seed": seed, "bridges": rows, "exactness": [r.row() for r in exact.values()],
+            "probe_vs_exactness": pvx.row()}
+
+
+__all__ = ["inputs", "inp_texts", "exactness", "canonical", "minimize", "probe_vs_exactness", "payload", "ExactnessResult",
+           "ProbeVsExactness"]

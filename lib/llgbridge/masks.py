@@ -18,10 +18,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .bridges import Bridge
+from .bridges import Bridge, failed_rows
 from .errors import LlgError, first_line
 from .grammars import literal_grammar
 from .llg import Matcher
+from .vocab import Vocab
 
 
 @dataclass
@@ -163,4 +164,29 @@ def forced_test(bridge: Bridge, literal: str, max_steps: int = 64) -> ForcedResu
     return r
 
 
-__all__ = ["leak_test", "forced_test", "LeakResult", "ForcedResult", "Step"]
+def leak_payload(vocab: Vocab, grammar: str, results: list[LeakResult], build_errors: dict[str, str]) -> dict[str, Any]:
+    """The leak notebook's result (`results.SCHEMAS["leak"]`): rows per bridge and the leaked tokens."""
+    return {
+        "grammar": grammar,
+        "rows": [r.row() for r in results] + failed_rows(vocab.name, build_errors),
+        "leaked": {r.bridge: [{"token": t, "piece": vocab.token_to_piece(t).decode("utf-8", "backslashreplace"),
+                               "space": t in r.with_space} for t in r.illegal] for r in results},
+    }
+
+
+def forced_payload(literal: str, results: list[ForcedResult], build_errors: dict[str, str], vocab: str) -> dict[str, Any]:
+    """The forced notebook's result: rows per bridge, the allowed pieces, and the walk."""
+    def text(b: bytes) -> str:
+        return b.decode("utf-8", "backslashreplace")
+
+    return {
+        "literal": literal,
+        "rows": [r.row() for r in results] + failed_rows(vocab, build_errors),
+        "allowed": {r.bridge: [{"token": t, "piece": text(p)} for t, p in zip(r.allowed, r.pieces)] for r in results},
+        "errors": {r.bridge: r.error for r in results},
+        "steps": {r.bridge: [{"step": s.step, "allowed": s.allowed, "token": s.token, "piece": text(s.piece)} for s in r.steps]
+                  for r in results},
+    }
+
+
+__all__ = ["leak_test", "forced_test", "leak_payload", "forced_payload", "LeakResult", "ForcedResult", "Step"]

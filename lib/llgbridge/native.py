@@ -66,6 +66,8 @@ SAMPLERS = ("upstream", "fixed")  # the shipped common/llguidance.cpp, and with 
 # nlohmann for common/json.h, and the two test files the PR touches
 SOURCE_PREFIXES = ("common/", "include/", "ggml/include/", "vendor/nlohmann/", "tests/test-grammar-llguidance.cpp",
                    "tests/CMakeLists.txt")
+COMMIT_MEMBER = "llama_cpp_python-0.3.36/.git/modules/vendor/llama.cpp/HEAD"
+COMMIT_FILE = "LLAMA_CPP_COMMIT"
 TEST_TIMEOUT = 600  # seconds for one test binary on one vocab; gemma-4 (262k tokens) takes about 20
 
 
@@ -85,6 +87,18 @@ def _extract_sources(dest: Path) -> None:
                 m.name = rel
                 members.append(m)
         tar.extractall(dest, members=members, filter="data")
+        # the sdist keeps the submodule's git dir: the commit of the vendored tree
+        head = tar.extractfile(COMMIT_MEMBER) if COMMIT_MEMBER in tar.getnames() else None
+        if head is not None:
+            (dest / COMMIT_FILE).write_text(head.read().decode().strip() + "\n")
+
+
+def vendored_commit() -> str:
+    """The llama.cpp commit llama-cpp-python vendors (read from its sdist by `build`), or ""."""
+    try:
+        return (SHIPPED / COMMIT_FILE).read_text().strip()
+    except OSError:
+        return ""
 
 
 def patch_files() -> list[Path]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from .errors import InputError
 from .paths import resolve, vocab_path, write_json
+from .show import show
 from .vocab import Vocab
 
 
@@ -28,16 +29,24 @@ def result_path(results_dir: str, analysis: str, vocab: str) -> Path:
     return resolve(results_dir) / analysis / f"{vocab}.json"
 
 
-def write_result(results_dir: str, analysis: str, vocab: str, payload: dict[str, Any]) -> Path:
-    """The tidy result of one (analysis, vocab) run; `status: ok` marks it complete."""
-    p = result_path(results_dir, analysis, vocab)
-    write_json(p, {"status": "ok", "notebook": analysis, "vocab": vocab, **payload})
-    return p
+def write_result(results_dir: str, analysis: str, vocab: str, payload: dict[str, Any]) -> None:
+    """The tidy result of one (analysis, vocab) run; `status: ok` marks it complete.
+
+    It is checked against `results.SCHEMAS` first, so a notebook cannot write what the report
+    would refuse to read.
+    """
+    from .results import check
+
+    record = {"status": "ok", "notebook": analysis, "vocab": vocab, **payload}
+    why = check(analysis, vocab, record)
+    if why:
+        raise InputError(f"{analysis} result for {vocab}", f"does not match its schema: {why}")
+    write_json(result_path(results_dir, analysis, vocab), record)
 
 
 def show_bytes(b: bytes) -> str:
-    """A piece as a reviewer reads it: Python's repr of the bytes, quotes included."""
-    return repr(b)[1:]
+    """A piece as a reviewer reads it (`show.show`): quoted, spaces and invalid bytes visible."""
+    return show(b)
 
 
 def build_bridges(v: Vocab, names: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -58,4 +67,6 @@ def build_bridges(v: Vocab, names: list[str]) -> tuple[dict[str, Any], dict[str,
 
 
 def failed_rows(vocab: str, errors: dict[str, str]) -> list[dict[str, Any]]:
-    return [{"vocab": vocab, "bridge": name, "build_error": msg} for name, msg in errors.items()]
+    from .bridges import failed_rows as rows
+
+    return rows(vocab, errors)

@@ -40,14 +40,25 @@ def vocab_name(path: str | os.PathLike[str]) -> str:
     return name.removeprefix(FIXTURE_PREFIX)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: Path, data: bytes | str) -> None:
-    """Write to a temporary name beside `path`, then rename: never a truncated file."""
+    """Write to a temporary name beside `path`, then rename: never a truncated file.
+
+    The file gets the mode a plain `open()` would give it (0666 less the umask): mkstemp's
+    0600 would otherwise survive the rename and lock readers out of the reports.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode() if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
+            os.fchmod(f.fileno(), 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

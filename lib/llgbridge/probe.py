@@ -103,4 +103,9 @@ def probe_row(vocab: Vocab) -> dict[str, Any]:
     }
 
 
-__all__ = ["PROBES", "ProbeResult", "probe_tokenize_exact", "TokenizeCase", "tokenize_cases", "probe_row"]
+def payload(literal: str, verdict: dict[str, Any], cases: list[TokenizeCase]) -> dict[str, Any]:
+    """The probe notebook's result: the verdict row and the tokenizer cases behind it."""
+    return {"literal": literal, "probe": verdict, "cases": [c.row() for c in cases]}
+
+
+__all__ = ["PROBES", "ProbeResult", "probe_tokenize_exact", "TokenizeCase", "tokenize_cases", "probe_row", "payload"]

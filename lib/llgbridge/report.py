@@ -2,13 +2,17 @@
 
     python -m llgbridge.report [--results DIR] [--out DIR]
 
-Writes `tables/*.csv`, `pr-review-tables.md` and `index.html` under the output folder
-(default `reports/`), each through a temporary name. Tables are sorted and carry no timestamps,
-so two runs on the same inputs give the same bytes; run metadata (versions, failed inputs) goes
-to `run.json` beside them. Exits 1, naming each failed input, when any run failed.
+Writes, each through a temporary name, under the output folder (default `reports/`):
+`index.html` (the verdict first, then the guide's tables in the guide's order), one page per
+vocab (`vocab/NAME.html`), `pr-review-tables.md`, `tables/*.csv`, and `run.json` (versions and
+failed inputs: run metadata never goes into a table). Tables are sorted and carry no timestamps,
+so two runs on the same results give the same bytes. Exits 1, naming each failed input, when
+any run failed.
 
-Each section (census, ...) is a function from the results to tables, markdown and HTML, so a
-new analysis adds one section without touching the others.
+The flow is one way: `results.load` (the only reader of result files, which turns a bad file
+into a failed input) -> one `Section` per analysis, built from `Table`s -> the templates in
+`templates/`, which render the HTML and the Markdown from the same `Table` objects, so the two
+cannot disagree. A section that raises becomes a failed input too; the others are still written.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -30,21 +35,11 @@ import pandas as pd
 
 from . import guide
 from .paths import REPORTS, RESULTS, ROOT, write_atomic, write_json
+from .results import load as load_results
+from .show import BYTE_COLUMNS, show_list, show_text
 
 GUIDE_VOCABS = list(guide.CENSUS)  # the guide's own vocabs come first in its tables
-
-
-def load_results(results: Path, analysis: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(ok results, failed results) of one analysis, sorted by vocab."""
-    ok, failed = [], []
-    for p in sorted((results / analysis).glob("*.json")):
-        try:
-            r = json.loads(p.read_text())
-        except ValueError as e:
-            failed.append({"notebook": analysis, "vocab": p.stem, "error": f"unreadable result: {e}"})
-            continue
-        (ok if r.get("status") == "ok" else failed).append(r)
-    return ok, failed
+PR_BASE = "030ebb55"  # the upstream commit the PR is based on (guide, first lines)
 
 
 def guide_order(vocabs: list[str]) -> list[str]:
@@ -57,14 +52,49 @@ def _blank(df: pd.DataFrame) -> pd.DataFrame:
     return df.astype(object).where(df.notna(), "")
 
 
+def _int_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """Counts stay integers where a row (a bridge not built) leaves them blank, not floats."""
+    for col in df.columns:
+        vals = df[col].dropna()
+        if df[col].dtype.kind == "f" and len(vals) and all(float(x).is_integer() for x in vals):
+            df[col] = df[col].astype("Int64")
+    return df
+
+
+def _shown(df: pd.DataFrame) -> pd.DataFrame:
+    """Byte-like columns as `show` renders them, so a leading space or a newline stays visible."""
+    out = _blank(df).copy()
+    for col in out.columns:
+        if col in BYTE_COLUMNS:
+            out[col] = [show_text(x) if isinstance(x, str) else x for x in out[col]]
+        elif col == "pieces":
+            out[col] = [show_list(x) if isinstance(x, str) and x.startswith("[") else x for x in out[col]]
+    return out
+
+
 def md_table(df: pd.DataFrame) -> str:
-    return _blank(df).to_markdown(index=False, disable_numparse=True) + "\n"
+    return _shown(df).to_markdown(index=False, disable_numparse=True) + "\n"
 
 
-def html_table(df: pd.DataFrame, title: str = "") -> str:
-    """A table for index.html, under an `<h3>` heading when given one."""
-    head = f"<h3>{html.escape(title)}</h3>" if title else ""
-    return head + _blank(df).to_html(index=False, escape=True)
+def html_table(df: pd.DataFrame, classes: pd.DataFrame | None = None, links: dict[str, str] | None = None) -> str:
+    """One table for a page: byte-like cells in a monospaced, space-keeping cell; `classes`
+    (same shape) colours cells; `links` maps a first-column value to a URL."""
+    shown = _shown(df)
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown.columns)
+    body = []
+    for i, row in enumerate(shown.itertuples(index=False)):
+        cells = []
+        for j, (col, val) in enumerate(zip(shown.columns, row)):
+            cls = [str(classes.iat[i, j])] if classes is not None and classes.iat[i, j] else []
+            if col in BYTE_COLUMNS or col == "pieces":
+                cls.append("b")
+            text = html.escape(str(val))
+            if j == 0 and links and str(val) in links:
+                text = f"<a href='{html.escape(links[str(val)])}'>{text}</a>"
+            attr = f" class='{' '.join(cls)}'" if cls else ""
+            cells.append(f"<td{attr}>{text}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 def svg(fig: Any) -> str:
@@ -79,288 +109,257 @@ def svg(fig: Any) -> str:
 
 
 @dataclass
+class Table:
+    """A table as both pages show it: `df` is what a reader sees, `classes` colours its cells."""
+
+    df: pd.DataFrame
+    caption: str = ""
+    name: str = ""  # the CSV's name, for a raw table
+    classes: pd.DataFrame | None = None
+    note: str = ""  # a sentence under the table (Markdown)
+    links: dict[str, str] | None = None
+
+    @property
+    def html(self) -> str:
+        return html_table(self.df, self.classes, self.links)
+
+    @property
+    def markdown(self) -> str:
+        return md_table(self.df)
+
+
+@dataclass
 class Section:
+    key: str  # the analysis, and the page anchor
     title: str
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)  # csv name -> table
-    markdown: str = ""
-    html: str = ""
+    claim: str = ""  # the guide's claim, one sentence
+    text: str = ""  # ours (Markdown)
+    views: list[Table] = field(default_factory=list)
+    raw: list[Table] = field(default_factory=list)  # written as tables/NAME.csv, shown collapsed
+    figure: str = ""  # inline SVG (HTML only)
+    notebook: str = ""  # the analysis whose executed notebooks to link
+    notebooks: list[tuple[str, str]] = field(default_factory=list)  # (vocab, href), filled in by build()
+
+    def raw_table(self, name: str, df: pd.DataFrame) -> None:
+        self.raw.append(Table(df, name=name))
 
 
-# -- census (guide 4.2, 4.3) ----------------------------------------------------------------------
-def census_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
-    ok, failed = load_results(results, "census")
-    if not ok:
-        return None, failed
-    rows = [r["summary"] for r in ok]
-    df = pd.DataFrame(rows).sort_values("vocab", kind="stable").reset_index(drop=True)
-    for col in ("bos", "eos"):  # ids, absent on some vocabs: integers with blanks, not floats
-        df[col] = df[col].astype("Int64")
-    sec = Section("Byte-diff census (guide 4.2, 4.3)", tables={"census": df})
-    by_vocab = {r["vocab"]: r for r in ok}
-    order = guide_order(list(by_vocab))
-
-    # 4.2: mechanisms per vocab, measured rather than assumed per vocab type
-    t42 = pd.DataFrame(
-        [
-            {
-                "vocab": v,
-                "vocab type": by_vocab[v]["summary"]["vocab_type"],
-                "pre-tokenizer": by_vocab[v]["summary"]["pre"],
-                "add_space_prefix (KV)": by_vocab[v]["summary"]["add_space_prefix_kv"],
-                "space prefix observed": by_vocab[v]["summary"]["add_space_prefix_observed"],
-                "by lstrip": by_vocab[v]["summary"]["by_lstrip"],
-                "by clean_spaces": by_vocab[v]["summary"]["by_clean_spaces"],
-                "by both": by_vocab[v]["summary"]["by_lstrip_and_clean_spaces"],
-                "unexplained": by_vocab[v]["summary"]["by_other"],
-            }
-            for v in order
-        ]
-    )
-    # 4.3: the guide's figures beside ours
-    t43 = []
-    for v in order:
-        s = by_vocab[v]["summary"]
-        g = guide.CENSUS.get(v)
-        t43.append(
-            {
-                "vocab fixture": f"ggml-vocab-{v}.gguf",
-                "differing tokens": f"{s['differing']} / {s['n_tokens']}",
-                "of which lost a leading space": s["lost_leading_space"],
-                "guide: differing": f"{g[0]} / {g[2]}" if g else "",
-                "guide: lost a leading space": g[1] if g else "",
-                "matches guide": ("yes" if (s["differing"], s["lost_leading_space"], s["n_tokens"]) == g else "NO") if g else "",
-            }
-        )
-    t43 = pd.DataFrame(t43)
-    ex_rows = []
-    for v in order:
-        diffs = {d["token"]: d for d in by_vocab[v]["diffs"]}
-        if v in guide.EXAMPLES:
-            tok, piece, detok = guide.EXAMPLES[v]
-            d = diffs.get(tok)
-            ex_rows.append(
-                {
-                    "vocab": v,
-                    "tok": tok,
-                    "piece": repr(d["piece"]) if d else "(no difference)",
-                    "detok": repr(d["detok"]) if d else "",
-                    "mechanism": d["mechanism"] if d else "",
-                    "guide: piece / detok": f"{piece.decode()!r} / {detok.decode()!r}",
-                }
-            )
-        elif by_vocab[v]["diffs"]:
-            d = by_vocab[v]["diffs"][0]
-            ex_rows.append(
-                {
-                    "vocab": v,
-                    "tok": d["token"],
-                    "piece": repr(d["piece"]),
-                    "detok": repr(d["detok"]),
-                    "mechanism": d["mechanism"],
-                    "guide: piece / detok": "",
-                }
-            )
-    tex = pd.DataFrame(ex_rows)
-    sec.markdown = (
-        "## 4.2 Which mechanism corrupts which vocab (measured)\n\n"
-        "Per fixture: the vocab type llama.cpp reports, the `tokenizer.ggml.add_space_prefix` key (blank when absent), "
-        "whether `llama_tokenize(add_special=false)` really prepends a space, and how many differing tokens each "
-        "mechanism of `llama_detokenize` explains (`lstrip` from `add_space_prefix`, the `clean_spaces` passes, or both).\n\n"
-        + md_table(t42)
-        + "\n## 4.3 How many tokens got the wrong bytes\n\n"
-        "`llama_token_to_piece(t, lstrip=0, special=false)` against `llama_detokenize(&t, 1, false, false)` for every token. "
-        "The guide's four vocabs first, with its figures beside ours.\n\n"
-        + md_table(t43)
-        + "\nExamples (the guide's tokens for its vocabs; the lowest differing token id elsewhere):\n\n"
-        + md_table(tex)
-    )
+def _plt() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    d = df.sort_values("vocab", ascending=False, kind="stable")
-    ax.barh(d["vocab"], d["differing"] / d["n_tokens"] * 100, color="#c0504d")
-    for i, (p, n) in enumerate(zip(d["differing"] / d["n_tokens"] * 100, d["differing"])):
-        ax.text(p, i, f" {n}", va="center", fontsize=8)
-    ax.set_xlabel("% of tokens whose detokenized bytes differ from the piece (count at bar end)")
-    ax.set_title("Byte-diff census per vocab fixture")
-    plt.tight_layout()
-    sec.html = (
-        "<p>Tokens whose bytes in upstream's table (single-token <code>llama_detokenize</code>) differ from the real piece "
-        "(<code>llama_token_to_piece</code>).</p>"
-        + svg(fig)
-        + html_table(t43, "Guide table 4.3")
-        + html_table(t42, "Guide table 4.2, measured")
-        + html_table(tex, "Examples")
-        + html_table(df, "census.csv")
-    )
-    plt.close(fig)
-    return sec, failed
+    return plt
 
 
-def _int_columns(df: pd.DataFrame) -> pd.DataFrame:
-    """Counts stay integers where a row (a bridge not built) leaves them blank, not floats."""
-    for col in df.columns:
-        vals = df[col].dropna()
-        if df[col].dtype.kind == "f" and len(vals) and all(float(x).is_integer() for x in vals):
-            df[col] = df[col].astype("Int64")
-    return df
-
-
-def _rows(ok: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[str]]:
-    """The per-(vocab, bridge) rows of every result, sorted by vocab then bridge; and the
-    vocabs in the order the guide's tables take (`guide_order`)."""
-    df = pd.DataFrame([row for r in ok for row in r["rows"]])
-    df = _int_columns(df.sort_values(["vocab", "bridge"], kind="stable").reset_index(drop=True))
-    return df, guide_order(list(df.vocab.unique()))
-
-
-def _pivot(df: pd.DataFrame, col: str, order: list[str]) -> dict[str, dict[str, Any]]:
-    return {v: {b: df[(df.vocab == v) & (df.bridge == b)][col].iloc[0] for b in df[df.vocab == v].bridge} for v in order}
-
-
-def _bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def _bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str, key: str = "bridge") -> str:
+    """Grouped horizontal bars, one group per vocab; a zero is drawn as a labelled 0."""
+    plt = _plt()
     vocabs = sorted(df.vocab.unique(), reverse=True)
-    bridges_ = sorted(df.bridge.unique(), reverse=True)
-    fig, ax = plt.subplots(figsize=(8, 0.3 * len(vocabs) * len(bridges_) / 2 + 1.2))
-    h = 0.8 / len(bridges_)
-    colors = {"upstream": "#c0504d", "fixed": "#9bbb59"}
-    for j, b in enumerate(bridges_):
-        vals = [int(df[(df.vocab == v) & (df.bridge == b)][col].sum()) for v in vocabs]
+    groups = [b for b in ("sentinel", "fixed", "upstream") if b in set(df[key])] or sorted(df[key].unique())
+    fig, ax = plt.subplots(figsize=(9, 0.22 * len(vocabs) * len(groups) + 1.4))
+    h = 0.8 / len(groups)
+    colors = {"upstream": "#c0504d", "fixed": "#4f9a4f", "sentinel": "#4f81bd"}
+    top = max(1, int(pd.to_numeric(df[col], errors="coerce").fillna(0).max()))
+    for j, b in enumerate(groups):
+        vals = [int(pd.to_numeric(df[(df.vocab == v) & (df[key] == b)][col], errors="coerce").fillna(0).sum()) for v in vocabs]
         ys = [i + j * h for i in range(len(vocabs))]
-        ax.barh(ys, [max(x, 0.5) if x else 0 for x in vals], height=h, label=b, color=colors.get(b, None))
+        ax.barh(ys, vals, height=h, label=b, color=colors.get(b))
         for y, x in zip(ys, vals):
-            if x:
-                ax.text(x, y, f" {x}", va="center", fontsize=7)
-    ax.set_yticks([i + h * (len(bridges_) - 1) / 2 for i in range(len(vocabs))], vocabs)
+            ax.text(max(x, 0), y, f" {x}", va="center", fontsize=7)
+    ax.set_yticks([i + h * (len(groups) - 1) / 2 for i in range(len(vocabs))], vocabs)
     ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlim(0, top * 4)
     ax.set_xlabel(xlabel)
     ax.set_title(title)
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=len(groups), frameon=False)
     plt.tight_layout()
     out = svg(fig)
     plt.close(fig)
     return out
 
 
-# -- leak test (guide 4.4, 7.1) ---------------------------------------------------------------------
-def leak_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
-    ok, failed = load_results(results, "leak")
+def _rows(ok: list[dict[str, Any]], key: str = "rows") -> pd.DataFrame:
+    df = pd.DataFrame([row for r in ok for row in r[key]])
+    return _int_columns(df.sort_values(["vocab", "bridge"], kind="stable").reset_index(drop=True))
+
+
+def _get(df: pd.DataFrame, vocab: str, bridge: str, col: str, key: str = "bridge") -> Any:
+    row = df[(df.vocab == vocab) & (df[key] == bridge)]
+    if row.empty or col not in row:
+        return None
+    val = row.iloc[0][col]
+    return None if pd.isna(val) else val
+
+
+# -- census (guide 4.2, 4.3) ----------------------------------------------------------------------
+def census_section(results: Path) -> Section | None:
+    ok, _ = load_results(results, "census")
     if not ok:
-        return None, failed
-    df, order = _rows(ok)
-    space = _pivot(df, "allowed_with_space", order)
-    illegal = _pivot(df, "allowed_illegal", order)
-    t44 = pd.DataFrame(
-        [
-            {
-                "vocab": v,
-                "without fix (space)": space[v].get("upstream", ""),
-                "with fix (space)": space[v].get("fixed", ""),
-                "guide: without / with": "{} / {}".format(*guide.LEAK[v]) if v in guide.LEAK else "",
-                "without fix (illegal)": illegal[v].get("upstream", ""),
-                "with fix (illegal)": illegal[v].get("fixed", ""),
-            }
-            for v in order
-        ]
-    )
-    pieces = {r["vocab"]: r["leaked"].get("upstream", []) for r in ok}
-    bpe = ", ".join(repr(x["piece"]) for x in pieces.get("llama-bpe", []) if x["space"])
-    sec = Section("Leak test (guide 4.4, 7.1)", tables={"leak": df})
-    sec.markdown = (
-        "## 4.4 / 7.1 Leak test: whitespace the grammar forbids\n\n"
-        f"Grammar `{'`, `'.join(sorted({r['grammar'] for r in ok}))}`, position 0. "
-        "*space*: allowed tokens whose real piece (`llama_token_to_piece`) contains a space (the guide's count). *illegal*: allowed tokens that the mask computed "
-        "from real pieces with byte forcing off does not allow (space or not). The guide's vocabs first.\n\n"
-        + md_table(t44)
-        + (f"\nllama-bpe without the fix leaks: {bpe}.\n" if bpe else "")
-    )
-    sec.html = (
-        _bar_by_bridge(df, "allowed_illegal", "Allowed tokens at position 0 that the grammar forbids", "tokens (symlog)")
-        + html_table(t44)
-        + html_table(df, "leak.csv")
-    )
-    return sec, failed
+        return None
+    df = pd.DataFrame([r["summary"] for r in ok]).sort_values("vocab", kind="stable").reset_index(drop=True)
+    for col in ("bos", "eos"):  # ids, absent on some vocabs: integers with blanks, not floats
+        df[col] = df[col].astype("Int64")
+    by_vocab = {r["vocab"]: r for r in ok}
+    order = guide_order(list(by_vocab))
+    sec = Section("census", "Byte-diff census (guide 4.2, 4.3)", notebook="census")
+    sec.claim = ("`llama_detokenize` on one token is not its piece: it drops a leading space by `lstrip` where "
+                 "`add_space_prefix` is set and by `clean_spaces` before `?!.,` on BPE and WPM, so 16410 of llama-spm's 32000 "
+                 "tokens, 117 of llama-bpe's, 88 of gemma-4's and 5 of bert-bge's reach llguidance with the wrong bytes.")
+    sec.text = ("`llama_token_to_piece(t, lstrip=0, special=false)` against `llama_detokenize(&t, 1, false, false)` for "
+                "every token of every fixture; each difference is attributed to the mechanism that explains it, measured "
+                "rather than assumed from the vocab type.")
+    t43, cls = [], []
+    for v in order:
+        s = by_vocab[v]["summary"]
+        g = guide.CENSUS.get(v)
+        match = "" if not g else ("✓" if (s["differing"], s["lost_leading_space"], s["n_tokens"]) == g else "✗")
+        t43.append({"vocab fixture": f"ggml-vocab-{v}.gguf", "differing tokens": f"{s['differing']} / {s['n_tokens']}",
+                    "of which lost a leading space": s["lost_leading_space"], "guide: differing": f"{g[0]} / {g[2]}" if g else "",
+                    "guide: lost a space": g[1] if g else "", "match": match})
+        cls.append(["", "bad" if s["differing"] else "ok", "", "", "", "fixed" if match == "✓" else ("bad" if match else "")])
+    t43 = pd.DataFrame(t43)
+    sec.views.append(Table(t43, "Guide table 4.3: tokens whose bytes in upstream's table are wrong", classes=pd.DataFrame(cls)))
+    t42 = pd.DataFrame([{
+        "vocab": v, "vocab type": by_vocab[v]["summary"]["vocab_type"], "pre-tokenizer": by_vocab[v]["summary"]["pre"],
+        "add_space_prefix (KV)": by_vocab[v]["summary"]["add_space_prefix_kv"],
+        "space prefix observed": by_vocab[v]["summary"]["add_space_prefix_observed"],
+        "by lstrip": by_vocab[v]["summary"]["by_lstrip"], "by clean_spaces": by_vocab[v]["summary"]["by_clean_spaces"],
+        "by both": by_vocab[v]["summary"]["by_lstrip_and_clean_spaces"], "unexplained": by_vocab[v]["summary"]["by_other"],
+    } for v in order])
+    sec.views.append(Table(t42, "Guide table 4.2, measured: which mechanism corrupts which vocab",
+                           note="The guide's 4.2 is per vocab type; `clean_spaces` is set per pre-tokenizer, so it is measured here per fixture."))
+    ex_rows = []
+    for v in order:
+        diffs = {d["token"]: d for d in by_vocab[v]["diffs"]}
+        if v in guide.EXAMPLES:
+            tok, piece, detok = guide.EXAMPLES[v]
+            d = diffs.get(tok)
+            ex_rows.append({"vocab": v, "tok": tok, "piece": d["piece"] if d else "", "detok": d["detok"] if d else "",
+                            "mechanism": d["mechanism"] if d else "(no difference)",
+                            "guide": f"{show_text(piece.decode())} / {show_text(detok.decode())}"})
+        elif by_vocab[v]["diffs"]:
+            d = by_vocab[v]["diffs"][0]
+            ex_rows.append({"vocab": v, "tok": d["token"], "piece": d["piece"], "detok": d["detok"], "mechanism": d["mechanism"], "guide": ""})
+    sec.views.append(Table(pd.DataFrame(ex_rows), "Examples: the guide's tokens for its vocabs, the lowest differing id elsewhere"))
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(9, 4.6))
+    d = df.sort_values("vocab", ascending=False, kind="stable")
+    share = d["differing"] / d["n_tokens"] * 100
+    ax.barh(d["vocab"], share, color="#c0504d")
+    for i, (p, n) in enumerate(zip(share, d["differing"])):
+        ax.text(p, i, f" {n}", va="center", fontsize=8)
+    ax.set_xlim(0, max(5.0, float(share.max()) * 1.15))
+    ax.set_xlabel("% of tokens whose bytes in upstream's table differ from the piece (count at the bar's end)")
+    ax.set_title("Bug A: wrong token bytes per vocab fixture")
+    plt.tight_layout()
+    sec.figure = svg(fig)
+    plt.close(fig)
+    sec.raw_table("census", df)
+    return sec
+
+
+# -- leak test (guide 4.4, 7.1) ---------------------------------------------------------------------
+def leak_section(results: Path) -> Section | None:
+    ok, _ = load_results(results, "leak")
+    if not ok:
+        return None
+    df = _rows(ok)
+    order = guide_order(list(df.vocab.unique()))
+    grammars = sorted({r["grammar"] for r in ok})
+    rows, cls = [], []
+    for v in order:
+        up_s, fx_s = _get(df, v, "upstream", "allowed_with_space"), _get(df, v, "fixed", "allowed_with_space")
+        up_i, fx_i = _get(df, v, "upstream", "allowed_illegal"), _get(df, v, "fixed", "allowed_illegal")
+        g = guide.LEAK.get(v)
+        ours = (up_s, fx_s)
+        match = "" if not g else ("✓" if tuple(int(x) if x is not None else -1 for x in ours) == g else "✗")
+        rows.append({"vocab": v, "without fix: with a space": up_s, "with fix: with a space": fx_s,
+                     "guide: without / with": "{} / {}".format(*g) if g else "", "match": match,
+                     "without fix: illegal": up_i, "with fix: illegal": fx_i})
+        cls.append(["", "bad" if up_s else "ok", "fixed" if up_s and not fx_s else ("bad" if fx_s else "ok"), "",
+                    "fixed" if match == "✓" else ("bad" if match else ""), "bad" if up_i else "ok",
+                    "fixed" if up_i and not fx_i else ("bad" if fx_i else "ok")])
+    bpe = [x["piece"] for x in next((r["leaked"].get("upstream", []) for r in ok if r["vocab"] == "llama-bpe"), []) if x.get("space")]
+    sec = Section("leak", "Leak test (guide 4.4, 7.1)", notebook="leak")
+    sec.claim = ("With upstream's table, a grammar that forbids whitespace admits tokens whose real piece has a space at "
+                 "position 0: 6 on llama-bpe and gemma-4, 2 on bert-bge, 6136 on llama-spm; none with the fix.")
+    sec.text = (f"Grammar {', '.join(f'`{g}`' for g in grammars)}, position 0. *with a space*: allowed tokens whose real piece "
+                "(`llama_token_to_piece`) contains a space (the guide's count). *illegal*: allowed tokens that the mask "
+                "computed from real pieces with byte forcing off does not allow (space or not)."
+                + (f" On llama-bpe, upstream admits {', '.join(show_text(p) for p in bpe)}." if bpe else ""))
+    sec.views.append(Table(pd.DataFrame(rows), classes=pd.DataFrame(cls)))
+    sec.figure = _bar_by_bridge(df, "allowed_illegal", "Tokens allowed at position 0 that the grammar forbids", "tokens (symlog; 0 is none)")
+    sec.raw_table("leak", df)
+    return sec
 
 
 # -- forced-mask test (guide 5.1, 7.2) --------------------------------------------------------------
-def forced_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
-    ok, failed = load_results(results, "forced")
+def forced_section(results: Path) -> Section | None:
+    ok, _ = load_results(results, "forced")
     if not ok:
-        return None, failed
-    df, order = _rows(ok)
+        return None
+    df = _rows(ok)
+    order = guide_order(list(df.vocab.unique()))
 
-    def cell(v: str, b: str) -> str:
+    def cell(v: str, b: str) -> tuple[str, str]:
         row = df[(df.vocab == v) & (df.bridge == b)]
-        if row.empty:
-            return ""
+        if row.empty or pd.isna(row.iloc[0].get("allowed")):
+            return "", ""
         r = row.iloc[0]
-        pieces = ", ".join(repr(x) for x in json.loads(r["pieces"]))
-        verdict = "ok" if r["not_prefix"] == 0 and r["output_ok"] else "FAILS"
-        return f"{verdict}, {r['allowed']} allowed: {pieces}"
+        good = r["not_prefix"] == 0 and bool(r["output_ok"])
+        return f"{'ok' if good else 'FAILS'}, {r['allowed']} allowed: {show_list(r['pieces'])}", "good" if good else "bad"
 
-    t72 = pd.DataFrame(
-        [
-            {
-                "vocab": v,
-                "without fix": cell(v, "upstream"),
-                "with fix": cell(v, "fixed"),
-                "guide: without": ", ".join(repr(p.decode()) for p in guide.FORCED[v][0]) if v in guide.FORCED else "",
-                "guide: with": ", ".join(repr(p.decode()) for p in guide.FORCED[v][1]) if v in guide.FORCED else "",
-                "llguidance error without fix": df[(df.vocab == v) & (df.bridge == "upstream")]["error"].iloc[0]
-                if not df[(df.vocab == v) & (df.bridge == "upstream")].empty
-                else "",
-            }
-            for v in order
-        ]
-    )
-    sec = Section("Forced-mask test (guide 5.1, 7.2)", tables={"forced": df})
-    sec.markdown = (
-        "## 5.1 / 7.2 Forced-mask test: every allowed token must be a prefix of the literal\n\n"
-        f"Grammar admitting only {', '.join(repr(x) for x in sorted({r['literal'] for r in ok}))}. "
-        "*ok* when every allowed token's real bytes are a prefix of the literal and following the matcher (lowest allowed id each step) spells it exactly; the error is "
-        "llguidance's own message, at the step where the matcher dies (llama.cpp then drops the constraint silently).\n\n"
-        + md_table(t72)
-    )
-    sec.html = html_table(t72) + html_table(df, "forced.csv")
-    return sec, failed
+    rows, cls = [], []
+    for v in order:
+        (up, up_c), (fx, fx_c) = cell(v, "upstream"), cell(v, "fixed")
+        g = guide.FORCED.get(v)
+        err = _get(df, v, "upstream", "error") or ""
+        rows.append({"vocab": v, "without fix": up, "with fix": fx,
+                     "guide: without": ", ".join(show_text(p.decode()) for p in g[0]) if g else "",
+                     "guide: with": ", ".join(show_text(p.decode()) for p in g[1]) if g else "",
+                     "llguidance's error without the fix": err})
+        cls.append(["", "bad" if up_c == "bad" else "ok", "fixed" if up_c == "bad" and fx_c == "good" else ("bad" if fx_c == "bad" else "ok"),
+                    "", "", "bad" if err else ""])
+    sec = Section("forced", "Forced-mask test (guide 5.1, 7.2)", notebook="forced")
+    sec.claim = ("Where `llama_tokenize` prepends a space (SentencePiece), the mask of a one-literal grammar allows exactly one "
+                 "token, ' hello', which is wrong; consuming it kills the matcher and llama.cpp drops the constraint silently. "
+                 "With the fix, llama-spm allows h, he, hel, hell, hello.")
+    sec.text = (f"Grammar admitting only {', '.join(show_text(x) for x in sorted({r['literal'] for r in ok}))}. *ok* when every "
+                "allowed token's real bytes are a prefix of the literal and following the matcher (lowest allowed id each step) "
+                "spells it exactly; the error is llguidance's own, at the step where the matcher dies.")
+    sec.views.append(Table(pd.DataFrame(rows), classes=pd.DataFrame(cls)))
+    sec.raw_table("forced", df)
+    return sec
 
 
 # -- the probe (guide 5.3, 6) -----------------------------------------------------------------------
-def probe_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
-    ok, failed = load_results(results, "probe")
+def probe_section(results: Path) -> Section | None:
+    ok, _ = load_results(results, "probe")
     if not ok:
-        return None, failed
+        return None
     df = pd.DataFrame([r["probe"] for r in ok]).sort_values("vocab", kind="stable").reset_index(drop=True)
     order = guide_order(list(df.vocab))
-    view = df.set_index("vocab").loc[order].reset_index()[
-        ["vocab", "vocab_type", "tokenize_exact", "failed_probe", "got", "greedy", "byte_forcing"]
-    ]
-    for col in ("failed_probe", "got"):  # quoted, so a leading space stays visible
-        view[col] = [repr(x) if x else "" for x in view[col]]
-    sec = Section("The probe (guide 5.3, 6)", tables={"probe": df})
-    sec.markdown = (
-        "## 5.3 / 6 The probe: which vocabs lose byte forcing\n\n"
-        "The PR's three probes (`The`, `a b`, `1\\n2`) tokenized as `tokenize_fn` would and reassembled with "
-        "`llama_token_to_piece`. Not exact: the fixed bridge uses llguidance's greedy tokenization, so byte forcing "
-        "(and `llg_matcher_compute_ff_tokens`) is lost; the mask stays exact (guide 6).\n\n" + md_table(view)
-    )
-    sec.html = html_table(view)
-    return sec, failed
+    view = df.set_index("vocab").loc[order].reset_index()[["vocab", "vocab_type", "tokenize_exact", "failed_probe", "got", "greedy", "byte_forcing"]]
+    cls = pd.DataFrame([["", "", "ok" if e else "bad", "", "", "cost" if g else "", "cost" if not f else ""]
+                        for e, g, f in zip(view.tokenize_exact, view.greedy, view.byte_forcing)])
+    sec = Section("probe", "The probe (guide 5.3, 6)", notebook="probe")
+    sec.claim = ("The PR keeps `tokenize_fn` only where three probes (\"The\", \"a b\", \"1\\n2\") round-trip; elsewhere llguidance "
+                 "tokenizes greedily from its table, which keeps the mask exact but loses byte forcing.")
+    sec.text = ("The probes tokenized as `tokenize_fn` would and reassembled with `llama_token_to_piece`. Not exact: the fixed "
+                "bridge uses llguidance's greedy tokenization, so byte forcing (and `llg_matcher_compute_ff_tokens`) is lost; "
+                "the mask stays exact (guide 6).")
+    sec.views.append(Table(view, classes=cls))
+    sec.raw_table("probe", df)
+    return sec
 
 
 # -- the compiled code (guide 7, 8 unit level) ----------------------------------------------------
-def native_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
-    ok, failed = load_results(results, "native")
+def native_section(results: Path) -> Section | None:
+    ok, _ = load_results(results, "native")
     if not ok:
-        return None, failed
+        return None
     df = _int_columns(pd.DataFrame([row for r in ok for row in r["rows"]]))
     rank = df.sampler.map({"upstream": 0, "fixed": 1})  # shipped first, as the guide's tables have it
     df = df.assign(_rank=rank).sort_values(["vocab", "_rank"], kind="stable").drop(columns="_rank").reset_index(drop=True)
@@ -376,96 +375,82 @@ def native_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
             return ""
         return f"exit {r['pr_test_exit']}, {r['no_space_bad']} bad / {r['forced_bad']} not prefix"
 
-    def guide_cell(v: str, i: int) -> str:
-        if v not in guide.UNIT:
-            return ""
-        code, bad = guide.UNIT[v][i]
-        return f"exit {code}, {bad} bad"
-
-    def match(v: str) -> str:
+    def matches(v: str) -> str:
         if v not in guide.UNIT:
             return ""
         got = [(get(v, s).get("pr_test_exit"), get(v, s).get("no_space_bad")) for s in ("upstream", "fixed")]
         return "✓" if got == [tuple(x) for x in guide.UNIT[v]] else "✗"
 
-    t7 = pd.DataFrame([
-        {"vocab": v, "PR test, shipped sampler": pr_cell(get(v, "upstream")), "PR test, fixed sampler": pr_cell(get(v, "fixed")),
-         "string tests (fixed)": get(v, "fixed").get("string_tests", ""),
-         "guide: without fix": guide_cell(v, 0), "guide: with fix": guide_cell(v, 1), "match": match(v)}
-        for v in order
-    ])
+    t7, cls = [], []
+    for v in order:
+        up, fx = get(v, "upstream"), get(v, "fixed")
+        g = guide.UNIT.get(v)
+        t7.append({"vocab": v, "PR test, shipped sampler": pr_cell(up), "PR test, fixed sampler": pr_cell(fx),
+                   "string tests (fixed)": fx.get("string_tests", ""),
+                   "guide: without / with": f"exit {g[0][0]}, {g[0][1]} bad / exit {g[1][0]}, {g[1][1]} bad" if g else "",
+                   "match": matches(v)})
+        up_bad = bool(up.get("no_space_bad") or up.get("forced_bad"))
+        fx_bad = bool(fx.get("no_space_bad") or fx.get("forced_bad"))
+        cls.append(["", "bad" if up_bad else "ok", "bad" if fx_bad else ("fixed" if up_bad else "ok"), "", "",
+                    "fixed" if matches(v) == "✓" else ("bad" if matches(v) else "")])
 
     def shipped_cell(r: dict[str, Any]) -> str:
         if not r or r.get("shipped_test_exit", "") == "":
             return ""
-        if r["shipped_test_exit"] == 0:
-            return "exit 0"
-        return f"exit {r['shipped_test_exit']}: {r['shipped_test_failure']}"
+        return "exit 0" if r["shipped_test_exit"] == 0 else f"exit {r['shipped_test_exit']}: {r['shipped_test_failure']}"
 
-    shipped = pd.DataFrame([
-        {"vocab": v, "tok_eos": get(v, "upstream").get("tok_eos", ""), "shipped test, shipped sampler": shipped_cell(get(v, "upstream")),
-         "shipped test, fixed sampler": shipped_cell(get(v, "fixed")),
-         "the sampler's first llg error (fixed)": get(v, "fixed").get("shipped_test_llg_error", "")}
-        for v in order
-    ])
+    shipped = pd.DataFrame([{"vocab": v, "tok_eos": get(v, "upstream").get("tok_eos", ""),
+                             "shipped test, shipped sampler": shipped_cell(get(v, "upstream")),
+                             "shipped test, fixed sampler": shipped_cell(get(v, "fixed")),
+                             "the sampler's first llg error (fixed)": get(v, "fixed").get("shipped_test_llg_error", "")} for v in order])
     cells = int(pd.to_numeric(df["diff_cells"], errors="coerce").fillna(0).sum())
     differ = int(pd.to_numeric(df["diff_differ"], errors="coerce").fillna(0).sum())
-    n_vocabs = df.vocab.nunique()
     harness_errors = df[df["harness_error"].astype(str) != ""]
-    reproduced = sum(1 for v in guide.UNIT if match(v) == "✓")
-
-    sec = Section("The compiled code: llama.cpp's own test and the port checked (guide 7, 8 unit level)", tables={"native": df})
-    if not diffs.empty:
-        sec.tables["native_differences"] = diffs
-    intro = (
-        "`common/llguidance.cpp` compiled as shipped (*shipped sampler*) and with the PR applied from `patches/` "
-        "(*fixed sampler*), linked against the same libllama and llguidance as the rest of this report; "
-        "`tests/test-grammar-llguidance.cpp` as shipped and with the PR's tests (`patches/`). "
-        "Exit 134 is an abort (a failed assertion). *bad* is `test_no_space_tokens`' count (allowed tokens whose real "
-        "piece has a space, grammar `start: /[.a-z]{2,6}/ \"!\"`), *not prefix* is `test_forced_mask_bytes`' "
-        "(allowed tokens that do not spell a prefix of `hello world`).\n\n"
-        f"Guide table 7 reproduced from the real binaries on {reproduced} of {len(guide.UNIT)} of the guide's vocabs.\n\n"
-    )
-    diff_text = (
-        f"The port against the compiled sampler: {cells} cells compared on {n_vocabs} vocabs and both samplers "
+    reproduced = sum(1 for v in guide.UNIT if matches(v) == "✓")
+    sec = Section("native", "The compiled code: llama.cpp's own test, and the port checked (guide 7, 8 unit level)", notebook="native")
+    sec.claim = ("The PR's `test-grammar-llguidance` aborts (exit 134) against the shipped sampler, with 6 spaced tokens on "
+                 "llama-bpe and 6136 on llama-spm, and exits 0 against the fixed one.")
+    sec.text = (
+        "`common/llguidance.cpp` compiled as shipped (*shipped sampler*) and with the PR applied from "
+        "[patches/](../patches/) (*fixed sampler*), linked against the same libllama and llguidance as the rest of this "
+        "report; `tests/test-grammar-llguidance.cpp` as shipped and with the PR's tests. Exit 134 is an abort (a failed "
+        "assertion). *bad* is `test_no_space_tokens`' count (allowed tokens whose real piece has a space, grammar "
+        "`start: /[.a-z]{2,6}/ \"!\"`), *not prefix* is `test_forced_mask_bytes`' (allowed tokens that do not spell a prefix "
+        f"of `hello world`). Guide table 7 reproduced from the real binaries on {reproduced} of {len(guide.UNIT)} of the "
+        "guide's vocabs.")
+    sec.views.append(Table(pd.DataFrame(t7), "Guide table 7, from the compiled code", classes=pd.DataFrame(cls)))
+    diff_note = (
+        f"The port against the compiled sampler: **{cells} cells** compared on {df.vocab.nunique()} vocabs and both samplers "
         "(the leak grammar at position 0, the forced literal followed step by step, every soundness walk; a cell is one "
-        f"step of one job, plus where each walk ends and whether the greedy fallback engaged): {differ} differ."
-        + (f" The harness did not finish on: {', '.join(f'{r.vocab}/{r.sampler}' for r in harness_errors.itertuples())}." if len(harness_errors) else "")
-        + "\n\n"
-    )
-    shipped_text = (
-        "The shipped test (before the PR) on every vocab. Where the string tests fail on a vocab whose tokenizer is "
-        "not byte exact, they tokenize their own expected strings with `common_tokenize`, which prepends a space "
-        "(guide 7.3); the PR skips them there. A failure after an `llg error` is the sampler having dropped its grammar "
-        "earlier in the run (it then lets every token through, so a later invalid string matches). `tok_eos` -1 means "
-        "the vocab has neither EOT nor EOS, which `test_sampler_chain` indexes anyway.\n\n"
-    )
-    sec.markdown = (
-        "## 7 / 8 (unit level) The compiled code: llama.cpp's own test, and the port checked\n\n" + intro + md_table(t7)
-        + "\n" + diff_text + shipped_text + md_table(shipped)
-    )
-    sec.html = (
-        "<p>" + html.escape(intro).replace("\n\n", "</p><p>") + "</p>" + html_table(t7)
-        + "<p>" + html.escape(diff_text.strip()) + "</p>"
-        + (html_table(diffs, "native_differences.csv") if not diffs.empty else "")
-        + "<p>" + html.escape(shipped_text.strip()) + "</p>" + html_table(shipped)
-        + "<p>The PR as it applies to the vendored tree: "
-        + " · ".join(f"<a href='../patches/{p.name}'>{html.escape(p.name)}</a>" for p in sorted((ROOT / "patches").glob("*.patch")))
-        + "</p>" + html_table(df, "native.csv")
-    )
-    return sec, failed
+        "step of one job, plus where each walk ends and whether the greedy fallback engaged): "
+        f"**{differ} differ**. The numbers on this page come from the port; this is what makes them the C++'s."
+        + (f" The harness did not finish on: {', '.join(f'{r.vocab}/{r.sampler}' for r in harness_errors.itertuples())}." if len(harness_errors) else ""))
+    if not diffs.empty:
+        sec.views.append(Table(diffs, "Every differing cell", note=diff_note))
+    else:
+        sec.text += "\n\n" + diff_note
+    sec.views.append(Table(shipped, "The shipped test (before the PR) on every vocab", note=(
+        "Where the string tests fail on a vocab whose tokenizer is not byte exact, they tokenize their own expected "
+        "strings with `common_tokenize`, which prepends a space (guide 7.3); the PR skips them there. A failure after an "
+        "`llg error` is the sampler having dropped its grammar earlier in the run (it then lets every token through, so a "
+        "later invalid string matches): on the 256k vocabs a mask exceeds llguidance's default `step_max_items`. "
+        "`tok_eos` -1 means the vocab has neither EOT nor EOS, which `test_sampler_chain` indexes anyway.")))
+    sec.raw_table("native", df)
+    if not diffs.empty:
+        sec.raw_table("native_differences", diffs)
+    return sec
 
 
 # -- end-to-end model matrix (guide 8) -------------------------------------------------------------
-def matrix_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
-    ok, failed = load_results(results, "matrix")
+def matrix_section(results: Path) -> Section | None:
+    ok, _ = load_results(results, "matrix")
     if not ok:
-        return None, failed
+        return None
     df = pd.DataFrame([row for r in ok for row in r["rows"]])
     df = df.sort_values(["synthetic", "model", "case", "bridge"], ascending=[False, True, True, True], kind="stable").reset_index(drop=True)
     devices = sorted({f"{r['device']} (n_gpu_layers={r['n_gpu_layers']})" for r in ok})
     settings = sorted({(r["temperature"], r["seed"], r["max_tokens"]) for r in ok})
-    t8 = []
+    t8, cls = [], []
     for model, g in df.groupby("model", sort=False):
         up, fx = g[g.bridge == "upstream"], g[g.bridge == "fixed"]
 
@@ -476,34 +461,29 @@ def matrix_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]
             other = ", ".join(f"{k} {v}" for k, v in sorted(x.outcome.value_counts().items()) if k != "pass")
             return f"{int((x.outcome == 'pass').sum())}/{len(x)}, {n_err} llg error{'s' if n_err != 1 else ''}" + (f" ({other})" if other else "")
 
-        t8.append(
-            {
-                "model": model + (" (synthetic)" if g.synthetic.iloc[0] else ""),
-                "vocab": g.vocab.iloc[0],
-                "without fix": score(up),
-                "with fix": score(fx),
-                "greedy engaged": "yes" if (not fx.empty and bool(fx.greedy.iloc[0])) else "no",
-            }
-        )
-    t8 = pd.DataFrame(t8)
+        t8.append({"model": model + (" (synthetic)" if g.synthetic.iloc[0] else ""), "vocab": g.vocab.iloc[0],
+                   "without fix": score(up), "with fix": score(fx),
+                   "greedy engaged": "yes" if (not fx.empty and bool(fx.greedy.iloc[0])) else "no"})
+        up_bad, fx_bad = bool((up.outcome != "pass").any()), bool((fx.outcome != "pass").any())
+        cls.append(["", "", "bad" if up_bad else "ok", "bad" if fx_bad else ("fixed" if up_bad else "ok"), "cost" if t8[-1]["greedy engaged"] == "yes" else ""])
     quotes = df[(df.bridge == "upstream") & (df.outcome != "pass")]
-    quote_md = "".join(f"- {r.model}, {r.case}: `{r.output[:100]!r}`" + (f" (llguidance: {r.error})" if r.error else "") + "\n" for r in quotes.itertuples())
-    sec = Section("End-to-end model matrix (guide 8)", tables={"matrix": df})
-    sec.markdown = (
-        "## 8 End-to-end: constrained generation through each bridge\n\n"
-        "Generation the way llama.cpp's llguidance sampler does it (mask, sample, consume; on a mask error the matcher "
-        "is dropped and generation continues unconstrained). Outputs judged by exact string, JSON Schema validation or "
-        f"regex, never by llguidance. Device: {', '.join(devices)}. Temperature, seed, token limit: "
-        f"{', '.join(f'{t}, {s}, {m}' for t, s, m in settings)}. Synthetic models have random weights around the "
-        "fixture's real tokenizer. One departure from the server: the JSON case asks llguidance for compact "
-        "whitespace (`whitespace_flexible: false`), so a random-weight model cannot loop on whitespace. The `dots` "
-        "case is built so that upstream's space-stripped tokens (`' .'`, `' ..'`) are a real choice.\n\n"
-        + md_table(t8)
-        + "\nOutputs without the fix that are not a pass, as produced:\n\n"
-        + (quote_md or "(none)\n")
-    )
-    sec.html = html_table(t8) + html_table(df, "matrix.csv")
-    return sec, failed
+    sec = Section("matrix", "End-to-end model matrix (guide 8)", notebook="matrix")
+    sec.claim = ("Through a real server, SentencePiece models without the fix fail all three cases (a forced literal becomes free "
+                 "text; a JSON enum comes out with spaces in its key) and pass with it; byte-exact vocabs pass both ways.")
+    sec.text = (
+        "Generation the way llama.cpp's llguidance sampler does it (mask, sample, consume; on a mask error the matcher is "
+        "dropped and generation continues unconstrained). Outputs judged by exact string, JSON Schema validation or regex, "
+        f"never by llguidance. Device: {', '.join(devices)}. Temperature, seed, token limit: "
+        f"{', '.join(f'{t}, {s}, {m}' for t, s, m in settings)}. *Synthetic* models have random weights around the "
+        "fixture's real tokenizer: their text is noise, their tokenization real. One departure from the server: the JSON "
+        "case asks llguidance for compact whitespace, so a random-weight model cannot loop on whitespace. The `dots` case "
+        "is built so that upstream's space-stripped tokens (' .', ' ..') are a real choice.")
+    note = "Outputs without the fix that are not a pass, as produced:\n\n" + ("".join(
+        f"- {r.model}, {r.case}: `{show_text(r.output[:100])}`" + (f" (llguidance: {r.error})" if r.error else "") + "\n"
+        for r in quotes.itertuples()) or "(none)\n")
+    sec.views.append(Table(pd.DataFrame(t8), classes=pd.DataFrame(cls), note=note))
+    sec.raw_table("matrix", df)
+    return sec
 
 
 def _witness_kind(witness: str) -> str:
@@ -520,10 +500,10 @@ def _witness_kind(witness: str) -> str:
 
 
 # -- tokenize exactness and the probe (guide 10, rows 2 and 4) --------------------------------------
-def exactness_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
-    ok, failed = load_results(results, "exactness")
+def exactness_section(results: Path) -> Section | None:
+    ok, _ = load_results(results, "exactness")
     if not ok:
-        return None, failed
+        return None
     key = ["vocab", "bridge"]
     bridges_ = pd.DataFrame([row for r in ok for row in r["bridges"]])
     for analysis, col, name in (("leak", "allowed_illegal", "leak_allowed_illegal"), ("forced", "not_prefix", "forced_not_prefix")):
@@ -546,67 +526,55 @@ def exactness_section(results: Path) -> tuple[Section | None, list[dict[str, Any
     misses = pvx[pvx.cell.str.startswith("probe misses")]
     kinds = {r.vocab: _witness_kind(r.witness) for r in misses.itertuples()}
     counts = ", ".join(f"{n} {k}" for k, n in sorted(Counter(kinds.values()).items()))
-    sec = Section(
-        "Tokenize exactness and the probe (guide 10, rows 2 and 4)",
-        tables={"bridges": bridges_, "exactness": exact, "probe_vs_exactness": pvx},
-    )
-    sec.markdown = (
-        "## 10 What the guide leaves open, measured: tokenize exactness and the probe\n\n"
-        f"`sentinel` is a port of llguidance's own llama.cpp integration (`lltokenizer_from_vocab`). "
+    sec = Section("exactness", "Tokenize exactness and the probe (guide 10, rows 2 and 4)", notebook="exactness")
+    sec.claim = ("Row 2: a byte-exact tokenization entry point for SentencePiece needs a vocab API decision. Row 4: the probe "
+                 "fails safe: at worst a byte-exact vocab loses forcing, never gains a wrong mask.")
+    sec.text = (
+        "`sentinel` is a port of llguidance's own llama.cpp integration (`lltokenizer_from_vocab`). "
         f"{', '.join(map(str, n_inputs))} seeded inputs per vocab through each bridge's tokenizer as llguidance sees it "
-        "(`tokenize_fn`, or llguidance's greedy tokenizer where the bridge has none); exact when the tokens' real "
-        "bytes spell the input.\n\n"
-        f"- **Row 2, a byte-exact tokenizer for SentencePiece?** Tokenization exact on every input: upstream on "
-        f"{exact_on('upstream')}; fixed on {exact_on('fixed')}; sentinel on {exact_on('sentinel')}. Sentinel not built on: "
+        "(`tokenize_fn`, or llguidance's greedy tokenizer where the bridge has none); exact when the tokens' real bytes "
+        "spell the input.\n\n"
+        f"- **Row 2.** Tokenization exact on every input: upstream on {exact_on('upstream')}; fixed on {exact_on('fixed')}; "
+        f"sentinel on {exact_on('sentinel')}. Sentinel not built on: "
         + (", ".join(f"{r.vocab} ({r.build_error})" for r in not_built[not_built.bridge == 'sentinel'].itertuples()) or "none")
         + ".\n"
-        f"- **Row 4, is the probe robust?** The probe and the inputs agree on {int(pvx.agree.sum())} of {len(pvx)} vocabs. "
-        + (
-            "Where the probe calls `llama_tokenize` exact but an input shows otherwise (witness -> the real bytes of its "
-            "tokens): "
-            + "; ".join(f"{r.vocab} ({r.witness} -> {r.witness_got})" for r in misses.itertuples())
-            + f". The witnesses by kind: {counts} (special-token text is what `parse_special=true` turns into a "
-            "control token with no bytes)."
-            if not misses.empty
-            else "It never keeps an inexact tokenizer."
-        )
-        + "\n\n### bridges.csv\n\n"
-        + md_table(bridges_)
-        + "\n### probe_vs_exactness.csv\n\n"
-        + md_table(pvx[["vocab", "probe_exact", "failed_probe", "inputs_exact", "inputs_inexact", "cell", "witness", "witness_got"]])
-    )
-    sec.html = html_table(bridges_, "bridges.csv") + html_table(pvx, "probe_vs_exactness.csv") + html_table(exact, "exactness.csv")
-    return sec, failed
+        f"- **Row 4.** The probe and the inputs agree on {int(pvx.agree.sum())} of {len(pvx)} vocabs. "
+        + ("Where the probe calls `llama_tokenize` exact but an input shows otherwise (witness -> the real bytes of its "
+           "tokens): " + "; ".join(f"{r.vocab} ({r.witness} -> {r.witness_got})" for r in misses.itertuples())
+           + f". The witnesses by kind: {counts} (special-token text is what `parse_special=true` turns into a control "
+           "token with no bytes)." if not misses.empty else "It never keeps an inexact tokenizer."))
+    sec.views.append(Table(pvx[["vocab", "probe_exact", "failed_probe", "inputs_exact", "inputs_inexact", "cell", "witness", "witness_got"]],
+                           "The probe against the inputs"))
+    sec.raw_table("bridges", bridges_)
+    sec.raw_table("exactness", exact)
+    sec.raw_table("probe_vs_exactness", pvx)
+    return sec
 
 
 # -- mask soundness over the grammar battery (guide 10, row 1) --------------------------------------
-def soundness_section(results: Path) -> tuple[Section | None, list[dict[str, Any]]]:
-    ok, failed = load_results(results, "soundness")
+def soundness_section(results: Path) -> Section | None:
+    ok, _ = load_results(results, "soundness")
     if not ok:
-        return None, failed
+        return None
     sound = pd.DataFrame([row for r in ok for row in r["soundness"]]).sort_values(["vocab", "bridge"], kind="stable").reset_index(drop=True)
     under = sound.groupby("bridge")["under"].sum()
     under_vocabs = {b: sorted(sound[(sound.bridge == b) & (sound.under > 0)].vocab) for b in sound.bridge.unique()}
-    sec = Section("Mask soundness over a grammar battery (guide 10, row 1)", tables={"soundness": sound})
-    sec.markdown = (
-        "## 10 What the guide leaves open, measured: mask soundness\n\n"
+    sec = Section("soundness", "Mask soundness over a grammar battery (guide 10, row 1)", notebook="soundness")
+    sec.claim = "Row 1: greedy tokenization keeps enforcement exact, because llama.cpp's matcher never tokenizes bytes on that path."
+    sec.text = (
         "A battery of grammars walked along valid strings; at every step each bridge's mask against the mask llguidance "
         "computes from real pieces with forcing off. *under* = allowed but illegal, *over* = legal but masked (forcing "
         "collapses counted apart).\n\n"
-        f"- **Row 1, is greedy acceptable?** The fixed bridge's under-constraint over the battery: {int(under.get('fixed', 0))} "
-        f"(upstream: {int(under.get('upstream', 0))}, sentinel: {int(under.get('sentinel', 0))}). Vocabs where fixed is "
-        f"under-constrained: {', '.join(under_vocabs.get('fixed', [])) or 'none'}.\n"
-        "\n### soundness.csv\n\n"
-        + md_table(sound[["vocab", "bridge", "forcing", "steps", "under", "over", "over_collapsed", "stop_disagree", "errors"]])
-    )
-    sec.html = (
-        _bar_by_bridge(sound, "under", "Under-constraint over the grammar battery (allowed but illegal)", "(step, token) pairs, symlog")
-        + html_table(sound, "soundness.csv")
-    )
-    return sec, failed
+        f"The fixed bridge's under-constraint over the battery: **{int(under.get('fixed', 0))}** (upstream: "
+        f"{int(under.get('upstream', 0))}, sentinel: {int(under.get('sentinel', 0))}). Vocabs where fixed is "
+        f"under-constrained: {', '.join(under_vocabs.get('fixed', [])) or 'none'}.")
+    sec.views.append(Table(sound[["vocab", "bridge", "forcing", "steps", "under", "over", "over_collapsed", "stop_disagree", "errors"]]))
+    sec.figure = _bar_by_bridge(sound, "under", "Under-constraint over the grammar battery (allowed but illegal)", "(step, token) pairs, symlog; 0 is none")
+    sec.raw_table("soundness", sound)
+    return sec
 
 
-SECTIONS: list[tuple[str, Callable[[Path], tuple[Section | None, list[dict[str, Any]]]]]] = [
+SECTIONS: list[tuple[str, Callable[[Path], Section | None]]] = [
     ("census", census_section),
     ("leak", leak_section),
     ("forced", forced_section),
@@ -618,6 +586,143 @@ SECTIONS: list[tuple[str, Callable[[Path], tuple[Section | None, list[dict[str, 
 ]
 
 
+# -- the verdict ----------------------------------------------------------------------------------
+@dataclass
+class Verdict:
+    sentences: list[str]
+    df: pd.DataFrame
+    classes: pd.DataFrame
+    reproduced: tuple[int, int]  # (guide figures matched, guide figures compared)
+
+    def table(self, links: dict[str, str] | None = None) -> Table:
+        return Table(self.df, classes=self.classes, links=links)
+
+
+def _names(vocabs: list[str]) -> str:
+    return ", ".join(vocabs) if vocabs else "none"
+
+
+def guide_figures(results: Path) -> list[tuple[str, bool]]:
+    """Every figure of the guide this suite recomputes, and whether ours equals it."""
+    out: list[tuple[str, bool]] = []
+    census, _ = load_results(results, "census")
+    for r in census:
+        v, s = r["vocab"], r["summary"]
+        if v in guide.CENSUS:
+            out.append((f"4.3 {v}", (s["differing"], s["lost_leading_space"], s["n_tokens"]) == guide.CENSUS[v]))
+        if v in guide.EXAMPLES:
+            tok, piece, detok = guide.EXAMPLES[v]
+            d = next((d for d in r["diffs"] if d["token"] == tok), None)
+            out.append((f"4.3 example {v}", bool(d) and (d["piece"], d["detok"]) == (piece.decode(), detok.decode())))
+    leak, _ = load_results(results, "leak")
+    for r in leak:
+        rows = {x["bridge"]: x for x in r["rows"]}
+        if r["vocab"] in guide.LEAK:
+            got = tuple(rows.get(b, {}).get("allowed_with_space") for b in ("upstream", "fixed"))
+            out.append((f"4.4 {r['vocab']}", got == guide.LEAK[r["vocab"]]))
+    forced, _ = load_results(results, "forced")
+    for r in forced:
+        rows = {x["bridge"]: x for x in r["rows"]}
+        if r["vocab"] in guide.FORCED:
+            for b, want in zip(("upstream", "fixed"), guide.FORCED[r["vocab"]]):
+                got = sorted(json.loads(rows[b]["pieces"])) if b in rows and rows[b].get("pieces") else None
+                out.append((f"7.2 {r['vocab']} {b}", got == sorted(p.decode() for p in want)))
+    native, _ = load_results(results, "native")
+    for r in native:
+        rows = {x["sampler"]: x for x in r["rows"]}
+        if r["vocab"] in guide.UNIT:
+            for s, want in zip(("upstream", "fixed"), guide.UNIT[r["vocab"]]):
+                out.append((f"7.1 {r['vocab']} {s}", (rows.get(s, {}).get("pr_test_exit"), rows.get(s, {}).get("no_space_bad")) == tuple(want)))
+    return out
+
+
+def verdict(results: Path) -> Verdict | None:
+    """The reviewer's four questions, answered from the results, and one row per input."""
+    census, _ = load_results(results, "census")
+    if not census:
+        return None
+    info = {r["vocab"]: r["summary"] for r in census}
+    frames = {}
+    for name in ("leak", "forced"):
+        ok, _ = load_results(results, name)
+        frames[name] = _rows(ok) if ok else pd.DataFrame(columns=["vocab", "bridge"])
+    probe_ok, _ = load_results(results, "probe")
+    probes = {r["vocab"]: r["probe"] for r in probe_ok}
+    native_ok, _ = load_results(results, "native")
+    native = {(r["vocab"], row["sampler"]): row for r in native_ok for row in r["rows"]}
+    matrix_ok, _ = load_results(results, "matrix")
+    matrix = pd.DataFrame([row for r in matrix_ok for row in r["rows"]]) if matrix_ok else pd.DataFrame()
+    leak, forced = frames["leak"], frames["forced"]
+
+    rows, cls, hit_a, hit_b, repaired, broken, costs = [], [], [], [], [], [], []
+    for v in guide_order(list(info)):
+        s = info[v]
+        up_leak, fx_leak = _get(leak, v, "upstream", "allowed_illegal"), _get(leak, v, "fixed", "allowed_illegal")
+        up_np, fx_np = _get(forced, v, "upstream", "not_prefix"), _get(forced, v, "fixed", "not_prefix")
+        up_ok, fx_ok = _get(forced, v, "upstream", "output_ok"), _get(forced, v, "fixed", "output_ok")
+        up_err = _get(forced, v, "upstream", "error") or ""
+        p = probes.get(v, {})
+        a = bool(s["differing"]) or bool(up_leak)
+        b = bool(up_np) or (up_ok is not None and not bool(up_ok))
+        fix_ok = not fx_leak and not fx_np and (fx_ok is None or bool(fx_ok))
+        greedy = bool(p.get("greedy"))
+        (hit_a if a else []).append(v)
+        (hit_b if b else []).append(v)
+        if a or b:
+            (repaired if fix_ok else broken).append(v)
+        if greedy:
+            costs.append(v)
+        pr_up, pr_fx = native.get((v, "upstream"), {}).get("pr_test_exit", ""), native.get((v, "fixed"), {}).get("pr_test_exit", "")
+        e2e = ""
+        if not matrix.empty:
+            m = matrix[matrix.vocab == v]
+            if not m.empty:
+                e2e = " / ".join(f"{int((m[m.bridge == br].outcome == 'pass').sum())}/{len(m[m.bridge == br])}" for br in ("upstream", "fixed"))
+        rows.append({
+            "input": v, "type": s.get("vocab_type", ""),
+            "A: wrong tokens": s["differing"], "A: leaks": "" if up_leak is None else up_leak,
+            "B: tokenize exact": "" if not p else ("yes" if p.get("tokenize_exact") else "no"),
+            "B: forced mask": "" if up_np is None else ("ok" if not up_np else f"{up_np} not prefix"),
+            "B: matcher dies": "yes" if up_err else "no",
+            "fix: leaks": "" if fx_leak is None else fx_leak, "fix: forced": "" if fx_np is None else ("ok" if not fx_np and fx_ok else "FAILS"),
+            "fix: tokenizer": "greedy" if greedy else "tokenize_fn", "fix: byte forcing": "lost" if greedy else "kept",
+            "PR test shipped / fixed": f"{pr_up} / {pr_fx}" if pr_up != "" else "",
+            "end to end without / with": e2e,
+        })
+        cls.append(["", "",
+                    "bad" if s["differing"] else "ok", "bad" if up_leak else "ok",
+                    "bad" if p and not p.get("tokenize_exact") else "ok", "bad" if up_np else "ok", "bad" if up_err else "ok",
+                    ("bad" if fx_leak else ("fixed" if up_leak else "ok")) if fx_leak is not None else "",
+                    ("bad" if rows[-1]["fix: forced"] == "FAILS" else ("fixed" if b else "ok")) if fx_np is not None else "",
+                    "cost" if greedy else "ok", "cost" if greedy else "ok",
+                    ("bad" if pr_fx not in ("", 0) else ("fixed" if pr_up not in ("", 0) else "ok")) if pr_up != "" else "",
+                    ""])
+    spm_like = {"SPM"}
+    beyond = [v for v in hit_b if info[v].get("vocab_type") not in spm_like]
+    n = len(info)
+    figs = guide_figures(results)
+    matched = sum(ok for _, ok in figs)
+    sentences = [
+        f"**Bug A** (the token table) hits **{len(hit_a)} of {n}** vocabs: {_names(hit_a)}.",
+        f"**Bug B** (`tokenize_fn`) hits **{len(hit_b)} of {n}**: {_names(hit_b)}."
+        + (" Beyond the guide, which names SentencePiece: " + ", ".join(f"{x} ({info[x].get('vocab_type')})" for x in beyond) + "." if beyond else ""),
+        (f"**The fix repairs all {len(repaired)}** affected vocabs: no leak, and only prefixes of the forced literal, on every one."
+         if not broken else f"**The fix leaves {len(broken)} broken:** {_names(broken)}; it repairs {_names(repaired)}."),
+        f"**It costs** byte forcing (greedy tokenization, so no fast-forward tokens) on **{len(costs)}**: {_names(costs)}; "
+        "the mask stays exact there (guide 6).",
+        f"**{matched} of {len(figs)}** of the guide's figures that this suite recomputes were reproduced exactly"
+        + (f" (not: {', '.join(name for name, ok in figs if not ok)})." if matched != len(figs) else "."),
+    ]
+    nat = [r for r in native_ok]
+    if nat:
+        cells = sum(int(row.get("diff_cells") or 0) for r in nat for row in r["rows"])
+        differ = sum(int(row.get("diff_differ") or 0) for r in nat for row in r["rows"])
+        sentences.append(f"**The numbers come from the code under review:** the Python port and the compiled `common/llguidance.cpp` "
+                         f"agree on {cells - differ} of {cells} cells ({differ} differ), on {len(nat)} vocabs.")
+    return Verdict(sentences, pd.DataFrame(rows), pd.DataFrame(cls), (matched, len(figs)))
+
+
+# -- assembly ---------------------------------------------------------------------------------------
 def versions() -> dict[str, str]:
     out = {}
     for pkg in ("llama-cpp-python", "llguidance", "gguf", "papermill", "pandas"):
@@ -625,14 +730,29 @@ def versions() -> dict[str, str]:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             out[pkg] = "not installed"
-    out["llama.cpp"] = f"as vendored by llama-cpp-python {out['llama-cpp-python']}"
     return out
 
 
-def _links(out: Path, analysis: str) -> str:
-    d = out / "html" / analysis
-    items = [f'<a href="html/{analysis}/{p.name}">{html.escape(p.stem)}</a>' for p in sorted(d.glob("*.html"))]
-    return " · ".join(items) if items else "<em>(executed notebooks are generated by make report; not committed)</em>"
+def code_block(v: dict[str, str]) -> str:
+    from .native import vendored_commit
+
+    commit = vendored_commit()
+    return (
+        "| bridge | token table | `tokenize_fn` | what it is |\n|---|---|---|---|\n"
+        "| `upstream` | `llama_detokenize(&t, 1, false, false)` | `llama_tokenize(add_special=false, parse_special=true)` | llama.cpp as shipped |\n"
+        "| `fixed` | `llama_token_to_piece(t, 0, false)` | kept only where the PR's three probes round-trip, else greedy | the PR |\n"
+        "| `sentinel` | `llama_token_to_piece(t, 0, true)` | `llama_tokenize` with a sentinel byte prepended and stripped | llguidance's own `lltokenizer_from_vocab` |\n"
+        "| `truth` | `llama_token_to_piece` | none (forcing off) | the yardstick for \"legal\" |\n\n"
+        f"**What is a port and what is compiled.** The bridges above are Python ports of `common/llguidance.cpp`, field "
+        f"for field, driving the real llguidance {v['llguidance']} (its C API, from its wheel) and the real llama.cpp "
+        f"(llama-cpp-python {v['llama-cpp-python']}). The section *The compiled code* runs the C++ itself: the shipped "
+        "`common/llguidance.cpp`, the same file with the PR applied from `patches/`, and llama.cpp's own "
+        "`test-grammar-llguidance`, and checks the port against the compiled sampler cell by cell. "
+        f"llama.cpp is the tree that llama-cpp-python {v['llama-cpp-python']} vendors"
+        + (f" (commit {commit[:12]})" if commit else "")
+        + f"; the PR's base is {PR_BASE} (the guide). The end-to-end matrix uses synthetic models unless marked real. "
+        "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + "."
+    )
 
 
 def inputs_table(results: Path) -> pd.DataFrame:
@@ -647,58 +767,86 @@ def inputs_table(results: Path) -> pd.DataFrame:
     return pd.DataFrame(rows).sort_values(["analysis", "input"], kind="stable").reset_index(drop=True)
 
 
+@cache
+def _env() -> Any:
+    import jinja2
+    import mistune
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("llgbridge", "templates"), autoescape=jinja2.select_autoescape(["html.j2"]),
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    md = mistune.create_markdown(escape=True, plugins=["table"])
+    env.filters["md"] = lambda s: jinja2.utils.markupsafe.Markup(md(s) if s else "")
+    env.filters["md_inline"] = lambda s: jinja2.utils.markupsafe.Markup(md(s).strip().removeprefix("<p>").removesuffix("</p>") if s else "")
+    return env
+
+
+def _vocab_pages(out: Path, sections: list[Section], vocabs: list[str], vt: Verdict | None) -> None:
+    env = _env()
+    for v in vocabs:
+        parts = []
+        for sec in sections:
+            tables = []
+            for t in sec.raw:
+                col = "vocab" if "vocab" in t.df else ("input" if "input" in t.df else None)
+                if col:
+                    sub = t.df[t.df[col] == v].reset_index(drop=True)
+                    if not sub.empty:
+                        tables.append(Table(sub, name=t.name))
+            nb = out / "html" / sec.notebook / f"{v}.html" if sec.notebook else None
+            if tables or (nb and nb.exists()):
+                parts.append({"key": sec.key, "title": sec.title, "tables": tables,
+                              "notebook": f"../html/{sec.notebook}/{v}.html" if nb and nb.exists() else ""})
+        row = ""
+        if vt is not None and v in set(vt.df["input"]):
+            i = int(vt.df.index[vt.df["input"] == v][0])
+            row = html_table(vt.df.iloc[[i]].reset_index(drop=True), vt.classes.iloc[[i]].reset_index(drop=True))
+        write_atomic(out / "vocab" / f"{v}.html", env.get_template("vocab.html.j2").render(vocab=v, parts=parts, verdict_row=row))
+
+
 def build(results: Path = RESULTS, out: Path = REPORTS) -> list[dict[str, Any]]:
     """Write the report; return the failed inputs."""
-    sections: list[tuple[str, Section]] = []
     failed: list[dict[str, Any]] = []
+    sections: list[Section] = []
     for name, fn in SECTIONS:
-        sec, f = fn(results)
+        _, f = load_results(results, name)
         failed += f
+        try:
+            sec = fn(results)
+        except Exception as e:  # noqa: BLE001 - one analysis must not cost the others their section
+            failed.append({"notebook": name, "vocab": "(all)", "error": f"the report could not build this section: {type(e).__name__}: {e}"})
+            continue
         if sec is not None:
-            sections.append((name, sec))
+            sections.append(sec)
+    vt = verdict(results)
     inputs = inputs_table(results)
     if not inputs.empty:
         write_atomic(out / "tables" / "inputs.csv", inputs.to_csv(index=False, lineterminator="\n"))
-    for _, sec in sections:
-        for tname, df in sec.tables.items():
-            write_atomic(out / "tables" / f"{tname}.csv", df.to_csv(index=False, lineterminator="\n"))
+    for sec in sections:
+        for t in sec.raw:
+            write_atomic(out / "tables" / f"{t.name}.csv", t.df.to_csv(index=False, lineterminator="\n"))
+        if sec.notebook:
+            d = out / "html" / sec.notebook
+            sec.notebooks = [(p.stem, f"html/{sec.notebook}/{p.name}") for p in sorted(d.glob("*.html"))]
+    vocabs = guide_order(sorted({str(x) for sec in sections for t in sec.raw for x in (t.df["vocab"] if "vocab" in t.df else [])}))
     v = versions()
-    md = [
-        "# PR review tables, regenerated\n",
-        "Every table of the review guide for the llguidance token-bytes / tokenize_fn fix, measured by this suite "
-        "(`make report`) on the vocab fixtures vendored in llama-cpp-python "
-        f"{v['llama-cpp-python']}, through llguidance {v['llguidance']}. Section numbers are the guide's.\n",
-    ]
-    if failed:
-        md.append("**Failed inputs:** " + "; ".join(f"{f.get('notebook')}/{f.get('vocab')}: {f.get('error')}" for f in failed) + "\n")
-    md += [sec.markdown for _, sec in sections]
-    write_atomic(out / "pr-review-tables.md", "\n".join(md))
-
-    body = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>llama.cpp / llguidance bridge audit</title>",
-        "<style>body{font-family:system-ui,sans-serif;max-width:70em;margin:2em auto;padding:0 1em}"
-        "table{border-collapse:collapse;font-size:90%;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 6px}"
-        ".failed{background:#fee;border:1px solid #c00;padding:.5em 1em}</style></head><body>",
-        "<h1>llama.cpp &harr; llguidance bridge audit</h1>",
-    ]
-    if failed:
-        body.append("<div class='failed'><h2>Failed inputs</h2><ul>")
-        body += [f"<li><b>{html.escape(str(f.get('notebook')))}/{html.escape(str(f.get('vocab')))}</b>: {html.escape(str(f.get('error')))}</li>" for f in failed]
-        body.append("</ul></div>")
-    body.append(
-        "<p>What was run: every analysis notebook in <code>notebooks/</code>, once per vocab fixture, by papermill "
-        "(<code>make report</code>). Versions: "
-        + ", ".join(f"{html.escape(k)} {html.escape(val)}" for k, val in v.items())
-        + ". The guide's tables in markdown: <a href='pr-review-tables.md'>pr-review-tables.md</a>; "
-        "raw tables: <code>tables/*.csv</code>.</p>"
-    )
-    body.append("<ul>" + "".join(f"<li><a href='#{name}'>{html.escape(sec.title)}</a></li>" for name, sec in sections) + "</ul>")
-    for name, sec in sections:
-        body.append(f"<h2 id='{name}'>{html.escape(sec.title)}</h2>")
-        body.append(sec.html)
-        body.append(f"<p>Executed notebooks: {_links(out, name)}</p>")
-    body.append("</body></html>\n")
-    write_atomic(out / "index.html", "\n".join(body))
+    code = code_block(v)
+    links = {x: f"vocab/{x}.html" for x in vocabs}
+    empty = Verdict(["No census results yet: run `make report`."], pd.DataFrame(), pd.DataFrame(), (0, 0))
+    shown = vt or empty
+    env = _env()
+    title = "llama.cpp ↔ llguidance bridge audit"
+    page = env.get_template("index.html.j2").render(
+        title=title, verdict={"sentences": shown.sentences, "table": shown.table(links).html if not shown.df.empty else ""},
+        failed=failed, code=code, sections=sections, vocabs=vocabs)
+    intro = ("Every table of the review guide for the llguidance token-bytes / tokenize_fn fix, measured by this suite "
+             f"(`make report`) on the vocab fixtures vendored in llama-cpp-python {v['llama-cpp-python']}, through llguidance "
+             f"{v['llguidance']}. Section numbers are the guide's. The same tables, with plots and every raw table: index.html.")
+    md = env.get_template("pr-review-tables.md.j2").render(
+        intro=intro, verdict={"sentences": shown.sentences, "markdown": shown.table().markdown if not shown.df.empty else ""},
+        failed=failed, code=code, sections=sections)
+    write_atomic(out / "pr-review-tables.md", md)
+    write_atomic(out / "index.html", page)
+    _vocab_pages(out, sections, vocabs, vt)
     write_json(out / "run.json", {"versions": v, "failed": failed})
     return failed
 

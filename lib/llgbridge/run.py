@@ -92,7 +92,10 @@ def execute(
     result = results_dir / notebook / f"{vocab}.json"
     executed = out_root / "notebooks" / notebook / f"{vocab}.ipynb"
     html = out_root / "html" / notebook / f"{vocab}.html"
-    parameters = {"vocab": vocab, "results_dir": str(results_dir), **(params or {})}
+    # a path inside the repository goes in relative (the notebooks run from its root), so no
+    # executed notebook carries this machine's layout
+    shown_results = results_dir.relative_to(ROOT) if results_dir.is_relative_to(ROOT) else results_dir
+    parameters = {"vocab": vocab, "results_dir": str(shown_results), **(params or {})}
 
     t0 = time.monotonic()
     status: dict[str, object] = {"notebook": notebook, "vocab": vocab}
@@ -117,18 +120,92 @@ def execute(
             if isinstance(e, KeyboardInterrupt):
                 raise
             status.update(status="failed", error=_one_line(e))
+            cause = native_cause(log)
+            if cause and "kernel died" in str(status["error"]):
+                status["error"] = f"the kernel died: {cause}"
+            if log.exists() and log.stat().st_size:
+                kept = out_root / "logs" / notebook / f"{vocab}.log"
+                write_atomic(kept, log.read_bytes())
+                status["log"] = str(kept.relative_to(out_root)) if kept.is_relative_to(out_root) else str(kept)
         if tmp_nb.exists():
             nb = nbformat.read(str(tmp_nb), as_version=4)
-            body, _ = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True).from_notebook_node(nb)
+            nb.cells.insert(0, _header_cell(nbformat, src, notebook, vocab, parameters, out_root))
+            _scrub(nb, [str(ROOT) + "/", str(tmp) + "/", str(out_root) + "/"])
+            pmeta = nb.metadata.get("papermill", {})
+            for key, path in (("input_path", src), ("output_path", executed)):
+                if key in pmeta:  # papermill records absolute paths; the page must not carry them
+                    pmeta[key] = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
+            exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+            body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": f"{notebook} · {vocab}"}})
             write_atomic(html, body)
+            nbformat.write(nb, str(tmp_nb))
             tmp_nb.replace(executed)
     status["seconds"] = round(time.monotonic() - t0, 2)
+    if status["status"] == "ok" and not result.exists():
+        status.update(status="failed", error=f"the notebook wrote no result at {result.relative_to(ROOT)}")
     if status["status"] != "ok":
         write_json(result, status)
-    elif not result.exists():
-        status.update(status="failed", error=f"the notebook wrote no result at {result.relative_to(ROOT)}")
-        write_json(result, status)
+        # older than any dependency, so the next `make report` runs it again; nothing has to be
+        # deleted while the Makefile is read
+        os.utime(result, (0, 0))
     return status
+
+
+def _scrub(nb: object, prefixes: list[str]) -> None:
+    """Take this machine's paths out of every output (tracebacks name files absolutely)."""
+
+    def clean(x: object) -> object:
+        if isinstance(x, str):
+            for pre in prefixes:
+                x = x.replace(pre, "")
+            return x
+        if isinstance(x, list):
+            return [clean(y) for y in x]
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        return x
+
+    for cell in getattr(nb, "cells", []):
+        for out in cell.get("outputs", []):
+            for key in ("text", "traceback", "evalue", "data"):
+                if key in out:
+                    out[key] = clean(out[key])
+
+
+def native_cause(log: Path) -> str:
+    """The last line of a kernel's stderr that says why native code aborted, if any."""
+    try:
+        lines = log.read_text("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    keys = ("GGML_ASSERT", "GGML_ABORT", "terminate called", "what():", "Assertion", "panicked at", "Segmentation fault")
+    said = [ln.strip() for ln in lines if any(k in ln for k in keys)]
+    return said[-1][:300] if said else ""
+
+
+def _header_cell(nbformat, src: Path, notebook: str, vocab: str, parameters: dict[str, object], out_root: Path):  # type: ignore[no-untyped-def]
+    """A title, the way back to the report, and every parameter as it ran (defaults included).
+
+    Pages live at `OUT/html/NOTEBOOK/VOCAB.html`, beside `OUT/index.html` and `OUT/vocab/`.
+    """
+    import json
+
+    import papermill as pm
+
+    declared = pm.inspect_notebook(str(src))
+    rows = []
+    for name in [*declared, *(k for k in parameters if k not in declared)]:
+        if name in parameters:
+            value, how = json.dumps(parameters[name], ensure_ascii=False), "given"
+        else:
+            value, how = str(declared[name].get("default")), "default"
+        rows.append(f"| `{name}` | `{value.replace('|', '&#124;')}` | {how} |")
+    md = (
+        f"# {notebook} · {vocab}\n\n[← the report](../../index.html) · "
+        f"[{vocab} in every analysis](../../vocab/{vocab}.html)\n\n"
+        "The parameters of this run:\n\n| parameter | value | |\n|---|---|---|\n" + "\n".join(rows) + "\n"
+    )
+    return nbformat.v4.new_markdown_cell(md)
 
 
 def parse_value(v: str) -> object:

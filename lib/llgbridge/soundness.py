@@ -355,4 +355,17 @@ def describe(bridge: Bridge, d: StepDiff) -> dict[str, Any]:
     }
 
 
-__all__ = ["BATTERY", "SAMPLES", "soundness", "walk", "walk_list", "walk_samples", "describe", "SoundnessResult", "StepDiff"]
+def worst_rows(built: dict[str, Bridge], sound: dict[str, SoundnessResult], n: int = 3) -> list[dict[str, Any]]:
+    """The `n` worst steps of each bridge, described by their real pieces."""
+    return [{"bridge": name, **describe(built[name], d)} for name, r in sound.items() for d in r.worst(n)]
+
+
+def payload(sound: dict[str, SoundnessResult], worst: list[dict[str, Any]], build_errors: dict[str, str], walks: int,
+            seed: int) -> dict[str, Any]:
+    """The soundness notebook's result."""
+    return {"walks": walks, "seed": seed, "soundness": [r.row() for r in sound.values()], "worst": worst,
+            "build_errors": build_errors}
+
+
+__all__ = ["BATTERY", "SAMPLES", "soundness", "walk", "walk_list", "walk_samples", "describe", "worst_rows", "payload",
+           "SoundnessResult", "StepDiff"]
