@@ -22,6 +22,7 @@ import ast
 import html
 import io
 import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -157,8 +158,17 @@ def _bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str, key: str
     """Grouped horizontal bars, one group per vocab; a zero is drawn as a labelled 0."""
     plt = _plt()
     vocabs = sorted(df.vocab.unique(), reverse=True)
-    groups = [b for b in ("sentinel", "fixed", "upstream") if b in set(df[key])] or sorted(df[key].unique())
-    fig, ax = plt.subplots(figsize=(9, 0.22 * len(vocabs) * len(groups) + 1.4))
+    present = [b for b in ("sentinel", "fixed", "upstream") if b in set(df[key])] or sorted(df[key].unique())
+
+    def total(b: str) -> int:
+        return int(pd.to_numeric(df[df[key] == b][col], errors="coerce").fillna(0).sum())
+
+    # a bridge that is 0 everywhere is said in the title rather than drawn as 19 empty bars
+    groups = [b for b in present if total(b)] or present[-1:]
+    zero = [b for b in present if b not in groups]
+    if zero:
+        title += f" ({', '.join(zero)}: 0 on every vocab)"
+    fig, ax = plt.subplots(figsize=(9, 0.2 * len(vocabs) * len(groups) + 1.4))
     h = 0.8 / len(groups)
     colors = {"upstream": "#c0504d", "fixed": "#4f9a4f", "sentinel": "#4f81bd"}
     top = max(1, int(pd.to_numeric(df[col], errors="coerce").fillna(0).max()))
@@ -173,7 +183,7 @@ def _bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str, key: str
     ax.set_xlim(0, top * 4)
     ax.set_xlabel(xlabel)
     ax.set_title(title)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=len(groups), frameon=False)
+    ax.legend(loc="lower right")
     plt.tight_layout()
     out = svg(fig)
     plt.close(fig)
@@ -183,6 +193,11 @@ def _bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str, key: str
 def _rows(ok: list[dict[str, Any]], key: str = "rows") -> pd.DataFrame:
     df = pd.DataFrame([row for r in ok for row in r[key]])
     return _int_columns(df.sort_values(["vocab", "bridge"], kind="stable").reset_index(drop=True))
+
+
+def _text(stored: str) -> str:
+    """A stored piece shown, the empty piece included (`''`): here it is a value, not a blank."""
+    return show_text(stored) or "''"
 
 
 def _get(df: pd.DataFrame, vocab: str, bridge: str, col: str, key: str = "bridge") -> Any:
@@ -236,12 +251,13 @@ def census_section(results: Path) -> Section | None:
         if v in guide.EXAMPLES:
             tok, piece, detok = guide.EXAMPLES[v]
             d = diffs.get(tok)
-            ex_rows.append({"vocab": v, "tok": tok, "piece": d["piece"] if d else "", "detok": d["detok"] if d else "",
-                            "mechanism": d["mechanism"] if d else "(no difference)",
-                            "guide": f"{show_text(piece.decode())} / {show_text(detok.decode())}"})
+            ex_rows.append({"vocab": v, "tok": tok, "token_to_piece": _text(d["piece"]) if d else "",
+                            "detokenize": _text(d["detok"]) if d else "", "mechanism": d["mechanism"] if d else "(no difference)",
+                            "guide": f"{_text(piece.decode())} / {_text(detok.decode())}"})
         elif by_vocab[v]["diffs"]:
             d = by_vocab[v]["diffs"][0]
-            ex_rows.append({"vocab": v, "tok": d["token"], "piece": d["piece"], "detok": d["detok"], "mechanism": d["mechanism"], "guide": ""})
+            ex_rows.append({"vocab": v, "tok": d["token"], "token_to_piece": _text(d["piece"]), "detokenize": _text(d["detok"]),
+                            "mechanism": d["mechanism"], "guide": ""})
     sec.views.append(Table(pd.DataFrame(ex_rows), "Examples: the guide's tokens for its vocabs, the lowest differing id elsewhere"))
     plt = _plt()
     fig, ax = plt.subplots(figsize=(9, 4.6))
@@ -412,7 +428,7 @@ def native_section(results: Path) -> Section | None:
                  "llama-bpe and 6136 on llama-spm, and exits 0 against the fixed one.")
     sec.text = (
         "`common/llguidance.cpp` compiled as shipped (*shipped sampler*) and with the PR applied from "
-        "[patches/](../patches/) (*fixed sampler*), linked against the same libllama and llguidance as the rest of this "
+        "PATCHES_LINK (*fixed sampler*), linked against the same libllama and llguidance as the rest of this "
         "report; `tests/test-grammar-llguidance.cpp` as shipped and with the PR's tests. Exit 134 is an abort (a failed "
         "assertion). *bad* is `test_no_space_tokens`' count (allowed tokens whose real piece has a space, grammar "
         "`start: /[.a-z]{2,6}/ \"!\"`), *not prefix* is `test_forced_mask_bytes`' (allowed tokens that do not spell a prefix "
@@ -672,7 +688,10 @@ def verdict(results: Path) -> Verdict | None:
             (repaired if fix_ok else broken).append(v)
         if greedy:
             costs.append(v)
-        pr_up, pr_fx = native.get((v, "upstream"), {}).get("pr_test_exit", ""), native.get((v, "fixed"), {}).get("pr_test_exit", "")
+        n_up, n_fx = native.get((v, "upstream"), {}), native.get((v, "fixed"), {})
+        pr_up, pr_fx = n_up.get("pr_test_exit", ""), n_fx.get("pr_test_exit", "")
+        bad_up = int(n_up.get("no_space_bad") or 0) + int(n_up.get("forced_bad") or 0)
+        bad_fx = int(n_fx.get("no_space_bad") or 0) + int(n_fx.get("forced_bad") or 0)
         e2e = ""
         if not matrix.empty:
             m = matrix[matrix.vocab == v]
@@ -686,7 +705,7 @@ def verdict(results: Path) -> Verdict | None:
             "B: matcher dies": "yes" if up_err else "no",
             "fix: leaks": "" if fx_leak is None else fx_leak, "fix: forced": "" if fx_np is None else ("ok" if not fx_np and fx_ok else "FAILS"),
             "fix: tokenizer": "greedy" if greedy else "tokenize_fn", "fix: byte forcing": "lost" if greedy else "kept",
-            "PR test shipped / fixed": f"{pr_up} / {pr_fx}" if pr_up != "" else "",
+            "PR test: exit (bad) shipped / fixed": f"{pr_up} ({bad_up}) / {pr_fx} ({bad_fx})" if pr_up != "" else "",
             "end to end without / with": e2e,
         })
         cls.append(["", "",
@@ -695,7 +714,7 @@ def verdict(results: Path) -> Verdict | None:
                     ("bad" if fx_leak else ("fixed" if up_leak else "ok")) if fx_leak is not None else "",
                     ("bad" if rows[-1]["fix: forced"] == "FAILS" else ("fixed" if b else "ok")) if fx_np is not None else "",
                     "cost" if greedy else "ok", "cost" if greedy else "ok",
-                    ("bad" if pr_fx not in ("", 0) else ("fixed" if pr_up not in ("", 0) else "ok")) if pr_up != "" else "",
+                    ("bad" if bad_fx else ("fixed" if bad_up else "ok")) if pr_up != "" else "",
                     ""])
     spm_like = {"SPM"}
     beyond = [v for v in hit_b if info[v].get("vocab_type") not in spm_like]
@@ -824,6 +843,10 @@ def build(results: Path = RESULTS, out: Path = REPORTS) -> list[dict[str, Any]]:
     for sec in sections:
         for t in sec.raw:
             write_atomic(out / "tables" / f"{t.name}.csv", t.df.to_csv(index=False, lineterminator="\n"))
+        # the PR's patches, linked where the page sits inside the repository
+        patches = ROOT / "patches"
+        link = f"[patches/]({Path(os.path.relpath(patches, out)).as_posix()}/)" if out.resolve().is_relative_to(ROOT) else "`patches/`"
+        sec.text = sec.text.replace("PATCHES_LINK", link)
         if sec.notebook:
             d = out / "html" / sec.notebook
             sec.notebooks = [(p.stem, f"html/{sec.notebook}/{p.name}") for p in sorted(d.glob("*.html"))]
