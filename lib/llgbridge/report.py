@@ -38,6 +38,7 @@ from . import guide
 from .paths import REPORTS, RESULTS, ROOT, write_atomic, write_json
 from .results import load as load_results
 from .show import BYTE_COLUMNS, show_list, show_text
+from .show import shown_frame as _shown
 
 GUIDE_VOCABS = list(guide.CENSUS)  # the guide's own vocabs come first in its tables
 PR_BASE = "030ebb55"  # the upstream commit the PR is based on (guide, first lines)
@@ -60,17 +61,6 @@ def _int_columns(df: pd.DataFrame) -> pd.DataFrame:
         if df[col].dtype.kind == "f" and len(vals) and all(float(x).is_integer() for x in vals):
             df[col] = df[col].astype("Int64")
     return df
-
-
-def _shown(df: pd.DataFrame) -> pd.DataFrame:
-    """Byte-like columns as `show` renders them, so a leading space or a newline stays visible."""
-    out = _blank(df).copy()
-    for col in out.columns:
-        if col in BYTE_COLUMNS:
-            out[col] = [show_text(x) if isinstance(x, str) else x for x in out[col]]
-        elif col == "pieces":
-            out[col] = [show_list(x) if isinstance(x, str) and x.startswith("[") else x for x in out[col]]
-    return out
 
 
 def md_table(df: pd.DataFrame) -> str:

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import json
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # results keep text columns as UTF-8 with invalid bytes written `\xNN` (backslashreplace);
 # these column names hold token pieces, probes, outputs or witnesses
@@ -51,4 +55,15 @@ def show_list(items_json: str) -> str:
     return ", ".join(show_text(x) if isinstance(x, str) else str(x) for x in items)
 
 
-__all__ = ["show", "show_text", "show_list", "BYTE_COLUMNS"]
+def shown_frame(df: "pd.DataFrame") -> "pd.DataFrame":
+    """A table with its byte-like columns rendered by `show` (blank cells stay blank)."""
+    out = df.astype(object).where(df.notna(), "").copy()
+    for col in out.columns:
+        if col in BYTE_COLUMNS:
+            out[col] = [show_text(x) if isinstance(x, str) else x for x in out[col]]
+        elif col == "pieces":
+            out[col] = [show_list(x) if isinstance(x, str) and x.startswith("[") else x for x in out[col]]
+    return out
+
+
+__all__ = ["show", "show_text", "show_list", "shown_frame", "BYTE_COLUMNS"]
