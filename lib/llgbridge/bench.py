@@ -33,6 +33,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from . import maskpath
 from .paths import DATA, REPORTS, ROOT, VOCABS, vocab_path, write_atomic
 
 SOURCE = ROOT / "bench" / "census.c"
@@ -230,6 +231,14 @@ def write_reports(
         row("census_no_load", "ALL", total_tokens, label, s, s / c_work)
     for (n, variant), s in builds.items():
         row("bridge_build", n, ref[n].n_tokens, variant, s)
+    paths = mask_path_timing()
+    for r in paths:
+        for part in ("compute", "apply_old", "apply", "llama_apply"):
+            for q in ("p50", "p99"):
+                row("mask_path", r["vocab"], r["n_vocab"], f"{part}_{q}", r[f"{part}_{q}_us"] / 1e6)
+        row("mask_path", r["vocab"], r["n_vocab"], "port_p50", r["port_p50_us"] / 1e6, r["ratio_to_llama"])
+        if r["forward_ms_per_token"] != "":
+            row("mask_path", r["vocab"], r["n_vocab"], "forward_per_token", r["forward_ms_per_token"] / 1000)
     mask = generation_timing()
     for m in mask:
         row("mask_per_token", m["vocab"], m["n_vocab"], m["bridge"], m["mask_s"])
@@ -285,6 +294,25 @@ def write_reports(
         s = [builds[n, v] for v in TIMED_BRIDGES]
         md.append(f"| {n} | {line.n_tokens} | " + " | ".join(f"{x:.3f}" for x in s) + " | "
                   + " | ".join(f"{1e6 * x / line.n_tokens:.2f}" for x in s) + " |")
+    if paths:
+        md += [
+            "",
+            "## The mask path, in parts, against llama.cpp's own sampler",
+            "",
+            f"One walk of `{maskpath.GRAMMAR}` per vocab ({maskpath.STEPS} steps, the compiled fixed sampler choosing), "
+            "timed per step: llguidance's `llg_matcher_compute_mask` alone; applying its mask to a float32 logits "
+            "buffer, the old way (a copy, then `llguidance.numpy.apply_token_bitmask_inplace`, whose kernel expands each "
+            "32-bit word into 32 int32s) and the new one (`maskpath.apply_mask`: bits unpacked once, logits changed in "
+            "place); llama.cpp's `llama_sampler_apply` on the same steps through the compiled sampler (it computes "
+            "and applies); and the synthetic model's forward pass (llama.cpp's perf counters). *ratio* is the port's "
+            "compute + apply over llama.cpp's, at the median (goal: at most 1.2).",
+            "",
+            "| vocab | n_vocab | compute µs p50 / p99 | apply, old, µs p50 / p99 | apply µs p50 / p99 | llama.cpp apply µs p50 / p99 | ratio | forward ms/token |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+            *[f"| {r['vocab']} | {r['n_vocab']} | {r['compute_p50_us']} / {r['compute_p99_us']} | {r['apply_old_p50_us']} / "
+              f"{r['apply_old_p99_us']} | {r['apply_p50_us']} / {r['apply_p99_us']} | {r['llama_apply_p50_us']} / "
+              f"{r['llama_apply_p99_us']} | {r['ratio_to_llama']} | {r['forward_ms_per_token']} |" for r in paths],
+        ]
     if mask:
         md += [
             "",
@@ -300,6 +328,20 @@ def write_reports(
               f"{m['unconstrained_tok_s']:.0f} |" for m in mask],
         ]
     write_atomic(out / "bench.md", "\n".join(md) + "\n")
+
+
+MASK_PATH_VOCABS = ("llama-spm", "llama-bpe", "gemma-4")  # 32k, 128k and 262k tokens
+
+
+def mask_path_timing(vocabs: tuple[str, ...] = MASK_PATH_VOCABS) -> list[dict[str, Any]]:
+    """`maskpath.measure` per vocab; empty (and said once) where the native parts are not built."""
+    from . import native
+
+    why = native.unavailable()
+    if why:
+        print(f"mask path: skipped ({why})", file=sys.stderr)
+        return []
+    return [maskpath.measure(n).row() for n in tqdm(vocabs, desc="mask path", file=sys.stderr)]
 
 
 GEN_VOCABS = ("llama-spm", "phi-3", "baichuan", "llama-bpe", "qwen35", "gemma-4")
