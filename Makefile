@@ -20,7 +20,7 @@ VOCABS := $(shell PYTHONPATH=lib $(PYTHON) -m llgbridge.fixtures --names)
 # (run, report and its templates, whatif, bench, gguf_fuzz) is in neither, so editing it reruns
 # no analysis, and editing one analysis reruns only its notebooks
 CORE := $(addprefix lib/llgbridge/,__init__.py llg.py vocab.py gguf_meta.py errors.py paths.py bridges.py sentinel.py \
-          probe.py grammars.py guide.py nb.py show.py results.py)
+          probe.py grammars.py guide.py nb.py show.py results.py params.py)
 MODULES_census := census.py
 MODULES_leak := masks.py
 MODULES_forced := masks.py
@@ -40,6 +40,10 @@ NATIVE_SRC := $(wildcard native/*.cpp native/*.h patches/*.patch) native/Makefil
 # make matrix MODELS="a.gguf b.gguf" [N_GPU_LAYERS=99]
 MODELS ?=
 N_GPU_LAYERS ?= 0
+# what a user types reaches the recipes through the environment, quoted there ("$$VOCAB"), and is
+# split by Python (shlex) where it is a list: never parsed by the recipe's shell, so a file name
+# with a space, a quote or `; rm …` is only a name
+export VOCAB NAME PARAMS MODELS N_GPU_LAYERS
 
 .PHONY: all setup data native report matrix whatif gguf-fuzz bench test test-swapped lab clean distclean help
 .DELETE_ON_ERROR:
@@ -107,11 +111,7 @@ data/models/synthetic-%.gguf: data/vocabs/ggml-vocab-%.gguf | $(STAMP)
 	$(BIN)/python -c "from llgbridge import synth; synth.ensure_model('$*')"
 
 matrix: data/vocabs/.complete | $(STAMP)
-	@test -n "$(MODELS)" || { echo "usage: make matrix MODELS=\"a.gguf b.gguf\" [N_GPU_LAYERS=99]"; exit 2; }
-	@for m in $(MODELS); do \
-	  name=$$(basename "$$m" .gguf); \
-	  $(BIN)/python -m llgbridge.run matrix "$$name" -p models "[\"$$(realpath "$$m")\"]" -p n_gpu_layers $(N_GPU_LAYERS); \
-	done
+	@$(BIN)/python -m llgbridge.run matrix --models="$$MODELS" -p n_gpu_layers "$$N_GPU_LAYERS"
 	$(BIN)/python -m llgbridge.report
 
 report: $(RESULT_FILES) | $(STAMP)
@@ -119,8 +119,8 @@ report: $(RESULT_FILES) | $(STAMP)
 
 # make whatif VOCAB=path/to/file.gguf [NAME=mine] [PARAMS="-p literal 'hi there'"]
 whatif: data/vocabs/.complete | $(STAMP)
-	@test -n "$(VOCAB)" || { echo "usage: make whatif VOCAB=path/to/file.gguf [NAME=name] [PARAMS=\"-p grammar 'start: /[a-z]+/'\"]"; exit 2; }
-	$(BIN)/python -m llgbridge.whatif "$(VOCAB)" $(if $(NAME),--name $(NAME),) $(PARAMS)
+	@test -n "$$VOCAB" || { echo "usage: make whatif VOCAB=path/to/file.gguf [NAME=name] [PARAMS=\"-p grammar 'start: /[a-z]+/'\"]"; exit 2; }
+	$(BIN)/python -m llgbridge.whatif --name="$$NAME" --params="$$PARAMS" -- "$$VOCAB"
 
 # make gguf-fuzz N=300 [SEED=0]: mutated fixtures through vocab loading and every bridge, isolated
 N ?= 300

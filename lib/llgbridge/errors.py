@@ -35,3 +35,24 @@ def first_line(msg: str | None) -> str:
     """The first line of a message, surrounding blank lines dropped: an error shown in one line."""
     text = (msg or "").strip()
     return text.splitlines()[0] if text else ""
+
+
+# llguidance's stop reasons, which it reports as a bare word followed by a dump of its state
+_LLG_STOPS = {
+    "NoExtensionBias": "no token of this vocab can continue the grammar",
+    "NoExtension": "the grammar cannot be continued",
+    "MaxTokensTotal": "the token limit was reached",
+    "LexerTooComplex": "the grammar's lexer is too complex",
+    "ParserTooComplex": "the grammar is too complex to parse",
+    "InternalError": "an internal error",
+}
+
+
+def cause_line(msg: str | None) -> str:
+    """The line of a (possibly long) native error that says why: its first line, with
+    llguidance's bare stop reasons spelled out; the state dump and any backtrace dropped."""
+    line = first_line(msg)
+    word = line.strip().rstrip(".")
+    if word in _LLG_STOPS:
+        return f"{_LLG_STOPS[word]} (llguidance stopped: {word})"
+    return line

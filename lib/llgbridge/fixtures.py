@@ -22,7 +22,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from .paths import FIXTURE_PREFIX, FIXTURE_SUFFIX, VOCABS, vocab_name
+from .paths import FIXTURE_PREFIX, FIXTURE_SUFFIX, VOCABS, name_problem, vocab_name
 
 SDIST = "llama-cpp-python==0.3.36"
 SDIST_FILE = "llama_cpp_python-0.3.36.tar.gz"
@@ -41,11 +41,30 @@ def manifest() -> dict[str, str]:
 
 
 def vocab_names(extra: Path | None = None) -> list[str]:
-    """The manifest's vocab names; with `extra`, also every ggml-vocab-NAME.gguf found there."""
+    """The manifest's vocab names; with `extra`, also every ggml-vocab-NAME.gguf found there
+    whose NAME is usable (`refused` lists the others)."""
     names = {vocab_name(n) for n in manifest() if n.endswith(FIXTURE_SUFFIX)}
     if extra is not None:
-        names.update(vocab_name(p) for p in extra.glob(f"{FIXTURE_PREFIX}*{FIXTURE_SUFFIX}"))
+        names.update(n for n in _dropped(extra) if not name_problem(n))
     return sorted(names)
+
+
+def _dropped(extra: Path) -> list[str]:
+    # os.fsdecode keeps a non-UTF-8 byte as a lone surrogate, which name_problem then refuses
+    return sorted(vocab_name(p) for p in extra.glob(f"{FIXTURE_PREFIX}*{FIXTURE_SUFFIX}"))
+
+
+def refused(extra: Path = VOCABS) -> list[dict[str, str]]:
+    """Files dropped into `extra` whose name cannot name an input, each as a failed input with
+    its one-line cause: Make never sees them (a `:` or a space would break its targets, a
+    leading `-` would be an option), and the report names them."""
+    out = []
+    for name in _dropped(extra):
+        why = name_problem(name)
+        if why:
+            shown = ascii(FIXTURE_PREFIX + name + FIXTURE_SUFFIX)[1:-1]
+            out.append({"notebook": "(all)", "vocab": shown, "error": f"refused file name: {why}; rename the file"})
+    return out
 
 
 def sha256(path: Path) -> str:
@@ -122,6 +141,8 @@ def verify(dest: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--names"]:
+        for r in refused(VOCABS):
+            print(f"data/vocabs/{r['vocab']}: {r['error']}", file=sys.stderr)
         print(" ".join(vocab_names(extra=VOCABS)))
         return 0
     dest = Path(argv[0] if argv else "data/vocabs")

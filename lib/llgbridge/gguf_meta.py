@@ -37,6 +37,10 @@ _SCALAR = {
 class ArrayInfo:
     type: str
     count: int
+    # for the token list only: (index, earlier index) of the first repeated token, and the first
+    # token holding a NUL byte; llama.cpp aborts the process on either
+    duplicate: tuple[int, int] | None = None
+    nul: int | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,8 @@ def read_kv(path: Path) -> tuple[dict[str, Any], int, int]:
     """(key -> scalar, string or ArrayInfo; tensor count; version). Raises InputError."""
     path = Path(path)
     try:
+        if path.exists() and not path.is_dir() and not path.is_file():  # a FIFO would block the open
+            raise InputError(path, "not a regular file (a device, a pipe or a socket), not a GGUF file")
         with path.open("rb") as f:
             if path.stat().st_size == 0:
                 raise InputError(path, "empty file")
@@ -127,12 +133,27 @@ def _value(c: _Cursor, t: int, key: str) -> Any:
         if evt in _SCALAR:
             c.take(n * struct.calcsize(_SCALAR[evt]), f"array {key}")
         elif evt == GGUFValueType.STRING:
+            if key == Keys.Tokenizer.LIST:
+                return _token_list(c, key, n)
             for j in range(n):
                 c.string(f"{key}[{j}]")
         else:
             raise InputError(c.path, f"corrupt GGUF: array {key!r} of {evt.name} is not supported")
         return ArrayInfo(evt.name, n)
     raise InputError(c.path, f"corrupt GGUF: key {key!r} has type {vt.name}")  # pragma: no cover
+
+
+def _token_list(c: _Cursor, key: str, n: int) -> ArrayInfo:
+    seen: dict[bytes, int] = {}
+    duplicate, nul = None, None
+    for j in range(n):
+        tok = c.string(f"{key}[{j}]")
+        first = seen.setdefault(tok, j)
+        if first != j and duplicate is None:
+            duplicate = (j, first)
+        if nul is None and b"\0" in tok:
+            nul = j
+    return ArrayInfo(GGUFValueType.STRING.name, n, duplicate, nul)
 
 
 def check_tokenizer(path: Path, kv: dict[str, Any]) -> None:
@@ -146,7 +167,16 @@ def check_tokenizer(path: Path, kv: dict[str, Any]) -> None:
         arr = kv.get(key)
         if isinstance(arr, ArrayInfo) and arr.count != toks.count:
             raise InputError(path, f"inconsistent tokenizer: {toks.count} tokens but {arr.count} entries in {key}")
-    for key in (Keys.Tokenizer.BOS_ID, Keys.Tokenizer.EOS_ID, Keys.Tokenizer.UNK_ID, Keys.Tokenizer.PAD_ID):
+    if toks.count == 0:
+        raise InputError(path, f"inconsistent tokenizer: {Keys.Tokenizer.LIST} is empty")
+    if toks.duplicate:
+        j, first = toks.duplicate
+        raise InputError(path, f"inconsistent tokenizer: {Keys.Tokenizer.LIST}[{j}] repeats token {first} (llama.cpp aborts on it)")
+    if toks.nul is not None:
+        raise InputError(path, f"inconsistent tokenizer: {Keys.Tokenizer.LIST}[{toks.nul}] holds a NUL byte (llama.cpp aborts on it)")
+    # every special-token id key gguf knows (bos, eos, unk, pad, sep, cls, mask, eot, eom, fim_*)
+    ids = [v for k, v in vars(Keys.Tokenizer).items() if k.endswith("_ID") and isinstance(v, str)]
+    for key in ids:
         tid = kv.get(key)
         if isinstance(tid, int) and not (0 <= tid < toks.count) and tid not in (-1, 0xFFFFFFFF):
             raise InputError(path, f"inconsistent tokenizer: {key} = {tid} is outside the {toks.count} tokens")

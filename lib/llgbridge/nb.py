@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
-from .paths import resolve, vocab_path, write_json
+from .errors import InputError, cause_line
+from .paths import RESULTS, ROOT, name_problem, resolve, vocab_path, write_json
 from .show import show
 from .vocab import Vocab
 
@@ -18,30 +18,62 @@ def check_param(name: str, value: Any, kind: type | tuple[type, ...]) -> None:
         raise InputError(f"parameter {name}", f"expected {want}, got {type(value).__name__} {value!r}")
 
 
+def check_params(notebook: str, namespace: dict[str, Any]) -> dict[str, Any]:
+    """Every parameter `notebook` declares, taken from `namespace` (the notebook's globals) and
+    checked as `llgbridge.run` and `whatif` check them (`params.check`): one line naming the
+    first refused. Returns them, for `write_result` to record."""
+    from . import params as P
+
+    given = {k: namespace[k] for k in P.declared(notebook) if k in namespace}
+    return P.check(notebook, given)
+
+
 def load_vocab(vocab: str, path: str = "") -> Vocab:
     check_param("vocab", vocab, str)
     check_param("vocab_path", path, str)
+    why = name_problem(vocab)
+    if why:
+        raise InputError("parameter vocab", why)
     p = vocab_path(vocab, path)
     return Vocab(p, name=vocab)
 
 
 def result_path(results_dir: str, analysis: str, vocab: str) -> Path:
+    why = name_problem(vocab)
+    if why:  # the name becomes a file name: `../x` would write outside the results
+        raise InputError("parameter vocab", why)
     return resolve(results_dir) / analysis / f"{vocab}.json"
 
 
-def write_result(results_dir: str, analysis: str, vocab: str, payload: dict[str, Any]) -> None:
-    """The tidy result of one (analysis, vocab) run; `status: ok` marks it complete.
+def write_result(results_dir: str, analysis: str, vocab: str, payload: dict[str, Any], params: dict[str, Any] | None = None) -> Path:
+    """The tidy result of one (analysis, vocab) run; `status: ok` marks it complete. Returns
+    where it went.
 
     It is checked against `results.SCHEMAS` first, so a notebook cannot write what the report
-    would refuse to read.
+    would refuse to read, and records what produced it (`results.provenance`: the input's
+    sha256, the parameters, the code version). A run with other settings than the defaults
+    never lands in the main results, whatever `results_dir` says: it goes to `data/byhand/`.
     """
-    from .results import check
+    from . import params as P
+    from .results import BYHAND, check, provenance
 
     record = {"status": "ok", "notebook": analysis, "vocab": vocab, **payload}
     why = check(analysis, vocab, record)
     if why:
         raise InputError(f"{analysis} result for {vocab}", f"does not match its schema: {why}")
-    write_json(result_path(results_dir, analysis, vocab), record)
+    if params is not None:
+        record["provenance"] = provenance(analysis, params)
+    out = result_path(results_dir, analysis, vocab)
+    changed = P.changed(analysis, params) if params is not None else {}
+    if changed and out.parent.parent.resolve() == RESULTS.resolve():
+        out = BYHAND / analysis / out.name
+        print(f"{analysis}: non-default parameters ({', '.join(changed)}), so the result goes to "
+              f"{out.relative_to(ROOT)}, not into the main report")
+    try:
+        write_json(out, record)
+    except OSError as e:  # a full disk or a read-only folder: one line naming the path
+        raise InputError(out, e.strerror or str(e)) from None
+    return out
 
 
 def show_bytes(b: bytes) -> str:
@@ -62,7 +94,8 @@ def build_bridges(v: Vocab, names: list[str]) -> tuple[dict[str, Any], dict[str,
         try:
             built[name] = cls(v)
         except InputError as e:
-            errors[name] = e.cause
+            # llguidance's panics come with a backtrace: a result keeps the line that says why
+            errors[name] = cause_line(e.cause)
     return built, errors
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,22 @@ def vocab_path(vocab: str, vocab_path: str = "") -> Path:
     if vocab_path:
         return resolve(vocab_path)
     return VOCABS / f"{FIXTURE_PREFIX}{vocab}{FIXTURE_SUFFIX}"
+
+
+# an input's name becomes a file name (data/results/ANALYSIS/NAME.json), a Make target and a
+# command-line argument: letters, digits, `.`, `_`, `+`, `-`, not starting with `-` or `.` (an
+# option to argparse, a hidden file or `..`), and nothing Make or a shell reads as syntax
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
+
+
+def name_problem(name: object) -> str:
+    """Why `name` cannot name an input, or "" when it can."""
+    if not isinstance(name, str):
+        return f"expected a name (text), got {type(name).__name__} {name!r}"
+    if _SAFE_NAME.fullmatch(name):
+        return ""
+    return (f"{name!r} is not a usable input name (letters, digits, '.', '_', '+' and '-', at most 128, "
+            "starting with a letter or digit)")
 
 
 def vocab_name(path: str | os.PathLike[str]) -> str:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import shlex
 import sys
 import tempfile
 import time
@@ -24,8 +26,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import first_line
-from .paths import RESULTS, ROOT, write_atomic, write_json
+from . import params as P
+from .errors import InputError, cause_line, first_line
+from .paths import RESULTS, ROOT, name_problem, write_atomic, write_json
 
 NOTEBOOKS = ROOT / "notebooks"
 
@@ -38,6 +41,8 @@ def _one_line(e: BaseException) -> str:
     evalue = getattr(e, "evalue", None)
     if ename:
         name, text = ename, str(evalue or "").strip()
+    if name == "LlgError":
+        return f"{name}: {cause_line(text)}"
     if name == "DeadKernelError" or "Kernel died" in text:
         text = "the kernel died (a crash inside native code: llama.cpp or llguidance)"
     elif name in ("CellTimeoutError", "TimeoutError") or "timed out" in text.lower():
@@ -75,30 +80,66 @@ def execute(
 ) -> dict[str, object]:
     """Run `notebook` for `vocab`; a failure while it runs becomes a failed result.
 
-    A notebook that does not exist is the caller's mistake, not an input's failure: that one
-    raises SystemExit. `timeout` is the per-cell limit in seconds (papermill stops the kernel
-    past it).
+    A notebook that does not exist, a vocab name that cannot name a file or a parameter the
+    notebook refuses (`params.check`) is the caller's mistake, not an input's failure: those
+    raise InputError before anything runs. `timeout` is the per-cell limit in seconds (papermill
+    stops the kernel past it). An environment error (a full disk, a read-only folder) is the
+    run's failure, one line naming the path; `status["unwritten"]` is set when even the failed
+    result could not be written.
     """
-    import nbformat
-    import papermill as pm
-    from nbconvert import HTMLExporter
-
     out_root = out_root or ROOT / "reports"
     results_dir = results_dir or RESULTS
-    src = notebooks_dir / f"{notebook}.ipynb"
-    if not src.exists():
-        have = ", ".join(p.stem for p in sorted(notebooks_dir.glob("*.ipynb")))
-        raise SystemExit(f"{src}: no such notebook (have: {have})")
-    result = results_dir / notebook / f"{vocab}.json"
-    executed = out_root / "notebooks" / notebook / f"{vocab}.ipynb"
-    html = out_root / "html" / notebook / f"{vocab}.html"
+    why = name_problem(vocab)
+    if why:
+        raise InputError("vocab", why)
     # a path inside the repository goes in relative (the notebooks run from its root), so no
     # executed notebook carries this machine's layout
     shown_results = results_dir.relative_to(ROOT) if results_dir.is_relative_to(ROOT) else results_dir
     parameters = {"vocab": vocab, "results_dir": str(shown_results), **(params or {})}
+    full = P.check(notebook, parameters, notebooks_dir)
+    src = notebooks_dir / f"{notebook}.ipynb"
+    result = results_dir / notebook / f"{vocab}.json"
 
     t0 = time.monotonic()
     status: dict[str, object] = {"notebook": notebook, "vocab": vocab}
+    try:
+        _run(src, notebook, vocab, parameters, out_root, timeout, status)
+    except OSError as e:  # the environment, not the input: say which path and why
+        status.update(status="failed", error=env_error(e))
+    status["seconds"] = round(time.monotonic() - t0, 2)
+    if status["status"] == "ok" and not result.exists():
+        status.update(status="failed", error=f"the notebook wrote no result at {_rel(result)}")
+    if status["status"] != "ok":
+        try:
+            from .results import provenance
+
+            write_json(result, {**status, "provenance": provenance(notebook, full) if notebooks_dir == NOTEBOOKS else None})
+            # older than any dependency, so the next `make report` runs it again; nothing has to
+            # be deleted while the Makefile is read
+            os.utime(result, (0, 0))
+        except OSError as e:
+            status["unwritten"] = env_error(e)
+    return status
+
+
+def env_error(e: OSError) -> str:
+    """An environment error in one line naming the path: `data/results/x.json: No space left on device`."""
+    where = e.filename or ""
+    return f"{_rel(Path(os.fsdecode(where))) if where else type(e).__name__}: {e.strerror or e}"
+
+
+def _rel(p: Path) -> str:
+    return str(p.relative_to(ROOT)) if p.is_absolute() and p.is_relative_to(ROOT) else str(p)
+
+
+def _run(src: Path, notebook: str, vocab: str, parameters: dict[str, object], out_root: Path, timeout: int,
+         status: dict[str, object]) -> None:
+    import nbformat
+    import papermill as pm
+    from nbconvert import HTMLExporter
+
+    executed = out_root / "notebooks" / notebook / f"{vocab}.ipynb"
+    html = out_root / "html" / notebook / f"{vocab}.html"
     executed.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=executed.parent) as tmp:
         tmp_nb = Path(tmp) / executed.name
@@ -118,6 +159,8 @@ def execute(
             status["status"] = "ok"
         except BaseException as e:  # noqa: BLE001 - every failure becomes a result
             if isinstance(e, KeyboardInterrupt):
+                raise
+            if isinstance(e, OSError) and e.filename:
                 raise
             status.update(status="failed", error=_one_line(e))
             cause = native_cause(log)
@@ -140,15 +183,6 @@ def execute(
             write_atomic(html, body)
             nbformat.write(nb, str(tmp_nb))
             tmp_nb.replace(executed)
-    status["seconds"] = round(time.monotonic() - t0, 2)
-    if status["status"] == "ok" and not result.exists():
-        status.update(status="failed", error=f"the notebook wrote no result at {result.relative_to(ROOT)}")
-    if status["status"] != "ok":
-        write_json(result, status)
-        # older than any dependency, so the next `make report` runs it again; nothing has to be
-        # deleted while the Makefile is read
-        os.utime(result, (0, 0))
-    return status
 
 
 def _scrub(nb: object, prefixes: list[str]) -> None:
@@ -180,7 +214,9 @@ def native_cause(log: Path) -> str:
         return ""
     keys = ("GGML_ASSERT", "GGML_ABORT", "terminate called", "what():", "Assertion", "panicked at", "Segmentation fault")
     said = [ln.strip() for ln in lines if any(k in ln for k in keys)]
-    return said[-1][:300] if said else ""
+    # `/tmp/pip-install-…/vendor/llama.cpp/src/llama-vocab.cpp:2544: GGML_ASSERT(…)`: the build
+    # machine's directories say nothing, and no report may carry them
+    return re.sub(r"(?:/[^\s:/]+)+/([^\s:/]+:\d+)", r"\1", said[-1])[:300] if said else ""
 
 
 def _header_cell(nbformat, src: Path, notebook: str, vocab: str, parameters: dict[str, object], out_root: Path):  # type: ignore[no-untyped-def]
@@ -208,30 +244,76 @@ def _header_cell(nbformat, src: Path, notebook: str, vocab: str, parameters: dic
     return nbformat.v4.new_markdown_cell(md)
 
 
-def parse_value(v: str) -> object:
-    """A `-p` value: JSON when it parses (numbers, lists, quoted strings), else the plain string."""
-    import json
+parse_value = P.parse_value  # whatif's name for it
 
-    try:
-        return json.loads(v)
-    except ValueError:
-        return v
+# a by-hand run with other settings than the defaults: its own place, as whatif's, never the main
+# results or the main report's pages
+BYHAND_REPORTS = ROOT / "reports" / "byhand"
+
+
+def _print_status(label: str, vocab: str, st: dict[str, object]) -> None:
+    tail = f"ok in {st['seconds']}s" if st["status"] == "ok" else f"FAILED: {st['error']}"
+    print(f"{label}{vocab} {tail}", flush=True, file=sys.stdout if st["status"] == "ok" else sys.stderr)
+    if "unwritten" in st:
+        print(f"{label}{vocab} its result could not be written: {st['unwritten']}", file=sys.stderr, flush=True)
+
+
+def model_name(path: str) -> str:
+    """The input name of a model given to `make matrix`: `model-` and its file name, every
+    character a name cannot hold replaced, so it never replaces a synthetic model's rows."""
+    stem = Path(path).name.removesuffix(".gguf")
+    return ("model-" + re.sub(r"[^A-Za-z0-9._+-]", "_", stem))[:128]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("notebook")
-    ap.add_argument("vocab")
+    ap.add_argument("vocab", nargs="?", default=None)
     ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"), help="a notebook parameter (JSON or string)")
     ap.add_argument("--out-root", type=Path, default=None, help="where executed notebooks and HTML go (default reports/)")
     ap.add_argument("--results", type=Path, default=None, help="where results go (default data/results/)")
+    ap.add_argument("--models", default=None, help="matrix only: model files, as a shell would split them (make matrix MODELS=...)")
     a = ap.parse_args(argv)
     label = f"[{a.notebook}] "
-    print(f"{label}{a.vocab} ...", flush=True)
-    st = execute(a.notebook, a.vocab, {k: parse_value(v) for k, v in a.p}, a.out_root, a.results)
-    tail = f"ok in {st['seconds']}s" if st["status"] == "ok" else f"FAILED: {st['error']}"
-    print(f"{label}{a.vocab} {tail}", flush=True, file=sys.stdout if st["status"] == "ok" else sys.stderr)
-    return 0
+    params = {k: parse_value(v) for k, v in a.p}
+    runs: list[tuple[str, dict[str, object]]] = []
+    if a.models is not None:
+        try:
+            files = shlex.split(a.models)
+        except ValueError as e:
+            print(f"MODELS: {e}", file=sys.stderr)
+            return 2
+        if not files:
+            print('usage: make matrix MODELS="a.gguf b.gguf" [N_GPU_LAYERS=99]', file=sys.stderr)
+            return 2
+        runs = [(model_name(f), {**params, "models": [str(Path(f).resolve())]}) for f in files]
+    elif a.vocab is None:
+        ap.error("a vocab name is needed")
+    else:
+        runs = [(a.vocab, params)]
+    code = 0
+    for vocab, p in runs:
+        out_root, results = a.out_root, a.results
+        try:
+            full = P.check(a.notebook, {"vocab": vocab, **p})
+            changed = P.changed(a.notebook, full)
+        except InputError as e:
+            print(f"{label}{vocab}: {e}", file=sys.stderr)
+            return 2
+        if changed and results is None:
+            out_root, results = out_root or BYHAND_REPORTS, RESULTS.parent / "byhand"
+            print(f"{label}{vocab}: non-default parameters ({', '.join(changed)}): the result goes to "
+                  f"{_rel(results)}, the pages to {_rel(out_root)}; the main report is left alone", flush=True)
+        print(f"{label}{vocab} ...", flush=True)
+        try:
+            st = execute(a.notebook, vocab, p, out_root, results)
+        except InputError as e:
+            print(f"{label}{vocab}: {e}", file=sys.stderr)
+            return 2
+        _print_status(label, vocab, st)
+        # a result that could not be written is lost to the report: Make must stop and say so
+        code = code or (1 if "unwritten" in st else 0)
+    return code
 
 
 if __name__ == "__main__":

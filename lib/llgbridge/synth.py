@@ -38,10 +38,14 @@ from gguf import GGUFReader, GGUFValueType, GGUFWriter, Keys, LlamaFileType
 from . import paths
 from .errors import InputError
 from .gguf_meta import ArrayInfo, read_kv
+from .results import file_sha256
 
 SYNTHETIC_KEY = "llgbridge.synthetic"
 SOURCE_KEY = "llgbridge.source_vocab"
 SEED_KEY = "llgbridge.seed"
+# the sha256 of the file the tokenizer came from: the cache is keyed by content, not by name, so
+# two different files given the same name never share a model
+SOURCE_SHA_KEY = "llgbridge.source_sha256"
 # every Keys.Tokenizer name (tokenizer.ggml.*, tokenizer.chat_template, ...) starts with this
 TOKENIZER_PREFIX = Keys.Tokenizer.MODEL.split(".", 1)[0] + "."
 
@@ -76,6 +80,7 @@ def make_model(
         w.add_bool(SYNTHETIC_KEY, True)
         w.add_string(SOURCE_KEY, name)
         w.add_uint64(SEED_KEY, seed)
+        w.add_string(SOURCE_SHA_KEY, file_sha256(vocab_path))
         w.add_vocab_size(n_vocab)
         w.add_context_length(n_ctx)
         w.add_embedding_length(n_embd)
@@ -105,16 +110,19 @@ def make_model(
 def ensure_model(
     vocab_name: str, models_dir: Path = paths.DATA / "models", seed: int = 0, vocab_file: Path | None = None
 ) -> Path:
-    """`models_dir/synthetic-<vocab_name>.gguf`, built only when missing or made with another seed.
+    """`models_dir/synthetic-<vocab_name>.gguf`, built only when missing, made with another seed, or
+    made from another file than the tokenizer's source now (its sha256 differs).
 
     The tokenizer comes from the fixture named `vocab_name`, or from `vocab_file` when given.
     """
     out = Path(models_dir) / f"synthetic-{vocab_name}.gguf"
-    if out.exists() and read_kv(out)[0].get(SEED_KEY) == seed:
-        return out
     vocab = Path(vocab_file) if vocab_file else paths.vocab_path(vocab_name)
     if not vocab.exists():
         raise InputError(vocab, f"no vocab fixture named {vocab_name!r} (run `make data` first)")
+    if out.exists():
+        kv = read_kv(out)[0]
+        if kv.get(SEED_KEY) == seed and kv.get(SOURCE_SHA_KEY) == file_sha256(vocab):
+            return out
     return make_model(vocab, out, seed=seed)
 
 

@@ -92,6 +92,8 @@ def check_gguf_file(path: Path) -> None:
         raise InputError(path, "no such file")
     if path.is_dir():
         raise InputError(path, "is a directory, not a GGUF file")
+    if not path.is_file():  # opening a FIFO would block, and /dev/zero has no size
+        raise InputError(path, "not a regular file (a device, a pipe or a socket), not a GGUF file")
     size = path.stat().st_size
     if size == 0:
         raise InputError(path, "empty file")
@@ -108,6 +110,11 @@ class Vocab:
         self.path = Path(path)
         self.name = name or vocab_name(self.path)
         check_gguf_file(self.path)
+        # before llama.cpp sees it: an out-of-range EOS id or a scores array longer than the token
+        # list loads there without complaint and then skews every analysis
+        from .gguf_meta import check_tokenizer, read_kv
+
+        check_tokenizer(self.path, read_kv(self.path)[0])
         params = llama_cpp.llama_model_default_params()
         params.vocab_only = True
         _LOAD_ERRORS.clear()

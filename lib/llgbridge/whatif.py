@@ -12,14 +12,15 @@ The main report is not touched. A `-p` parameter goes to every notebook that has
 from __future__ import annotations
 
 import argparse
+import re
+import shlex
 import sys
 from pathlib import Path
 
-import nbformat
-
+from . import params as P
 from . import report, run
 from .errors import InputError
-from .paths import DATA, REPORTS, ROOT, vocab_name
+from .paths import DATA, REPORTS, name_problem, vocab_name
 from .vocab import check_gguf_file
 
 ANALYSES = ("census", "leak", "forced", "probe", "exactness", "soundness", "matrix")
@@ -27,9 +28,14 @@ ANALYSES = ("census", "leak", "forced", "probe", "exactness", "soundness", "matr
 
 def notebook_parameters(notebook: str) -> set[str]:
     """Names assigned in a notebook's tagged parameters cell."""
-    nb = nbformat.read(str(ROOT / "notebooks" / f"{notebook}.ipynb"), as_version=4)
-    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    return {ln.split("=", 1)[0].strip() for ln in cell.source.splitlines() if "=" in ln and not ln.lstrip().startswith("#")}
+    return set(P.declared(notebook))
+
+
+def safe_name(path: Path) -> str:
+    """The report's name for a file given without --name: its name, every character an input
+    name cannot hold replaced (`my vocab:2.gguf` -> `my_vocab_2`)."""
+    name = re.sub(r"[^A-Za-z0-9._+-]", "_", vocab_name(path)).lstrip("-.") or "vocab"
+    return name[:128]
 
 
 def whatif(
@@ -39,23 +45,34 @@ def whatif(
     out: Path | None = None,
     models_dir: Path | None = None,
 ) -> list[dict[str, object]]:
-    """Run every analysis on `path`; the report goes to `out` (default reports/whatif/NAME)."""
+    """Run every analysis on `path`; the report goes to `out` (default reports/whatif/NAME).
+
+    InputError, before anything runs, for a file that is not GGUF, a NAME that could not name a
+    folder (`../..`), or a parameter no notebook takes or one that takes it refuses.
+    """
     path = path.resolve()
     check_gguf_file(path)
-    name = name or vocab_name(path)
+    name = name or safe_name(path)
+    why = name_problem(name)
+    if why:
+        raise InputError("NAME", why)
     out = out or REPORTS / "whatif" / name
     results = out / "results"
     params = params or {}
     for key in params:
         if not any(key in notebook_parameters(n) for n in ANALYSES):
             raise InputError(f"parameter {key}", f"no analysis notebook takes it ({', '.join(ANALYSES)})")
-    statuses = []
-    for i, nb in enumerate(ANALYSES, 1):
+    runs = []
+    for nb in ANALYSES:
         accepted = notebook_parameters(nb)
         p = {k: v for k, v in params.items() if k in accepted}
         p["vocab_path"] = str(path)
         if nb == "matrix":
             p["models_dir"] = str(models_dir or DATA / "whatif" / name / "models")
+        P.check(nb, {"vocab": name, **p})  # every refusal before the first kernel starts
+        runs.append((nb, p))
+    statuses = []
+    for i, (nb, p) in enumerate(runs, 1):
         print(f"[whatif {name} {i}/{len(ANALYSES)}] {nb} ...", flush=True)
         st = run.execute(nb, name, p, out_root=out, results_dir=results)
         tail = f"ok in {st['seconds']}s" if st["status"] == "ok" else f"FAILED: {st['error']}"
@@ -71,10 +88,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("path", type=Path)
     ap.add_argument("--name", default=None)
     ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    ap.add_argument("--params", default="", help="-p options as one string, split as a shell would (make whatif PARAMS=...)")
     a = ap.parse_args(argv)
     try:
-        statuses = whatif(a.path, a.name, {k: run.parse_value(v) for k, v in a.p})
-    except InputError as e:
+        # split here, never by a shell: PARAMS comes from the user's command line
+        extra = shlex.split(a.params)
+        if len(extra) % 3 or any(extra[i] != "-p" for i in range(0, len(extra), 3)):
+            raise InputError("PARAMS", f"expected -p NAME VALUE ..., got {a.params!r}")
+        pairs = [*a.p, *((extra[i + 1], extra[i + 2]) for i in range(0, len(extra), 3))]
+        statuses = whatif(a.path, a.name or None, {k: P.parse_value(v) for k, v in pairs})
+    except ValueError as e:  # InputError, or shlex's unbalanced quote
         print(f"whatif: {e}", file=sys.stderr)
         return 2
     failed = [s for s in statuses if s["status"] != "ok"]

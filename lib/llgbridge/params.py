@@ -1,0 +1,131 @@
+"""Notebook parameters: what each notebook declares, and one check for every way in.
+
+`llgbridge.run -p`, `llgbridge.whatif -p` and the notebooks themselves (`nb.check_params`, their
+first line) all go through `check`, so a parameter is refused the same way wherever it is given:
+an unknown name, a value of another type than the declared default (element types inside lists
+included), a number out of its range, or text that cannot be written as UTF-8. Each refusal is
+one line naming the parameter.
+
+The declared defaults are read from the notebook's tagged `parameters` cell (its assignments,
+evaluated as literals), so the notebook stays the one place they are written.
+
+Standard library only: `run` checks parameters before any kernel starts.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+from .paths import ROOT, name_problem
+
+NOTEBOOKS = ROOT / "notebooks"
+
+# lower bounds: a count below them means nothing (or would silently do nothing)
+MINIMUM: dict[str, int | float] = {
+    "max_steps": 1, "n_inputs": 1, "max_tokens": 1, "walks": 0, "seed": 0, "n_examples": 0,
+    "temperature": 0, "n_gpu_layers": -1,  # -1: llama.cpp's "every layer"
+}
+# element types of lists whose default is empty
+ITEMS: dict[str, type] = {"models": str}
+# parameters that say where an input is or where output goes, not how it is measured: the main
+# report takes a result only when every other parameter has its default
+NOT_SETTINGS = frozenset({"vocab", "results_dir", "models_dir", "models", "n_gpu_layers"})
+
+
+@cache
+def _declared(path: Path) -> dict[str, Any]:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    cell = next((c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    if cell is None:
+        raise InputError(path, "has no cell tagged `parameters`")
+    src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+    out: dict[str, Any] = {}
+    for node in ast.parse(src).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            out[node.targets[0].id] = ast.literal_eval(node.value)
+    return out
+
+
+def declared(notebook: str, notebooks_dir: Path = NOTEBOOKS) -> dict[str, Any]:
+    """The parameters `notebook` declares, with their defaults (a fresh copy)."""
+    path = notebooks_dir / f"{notebook}.ipynb"
+    if not path.exists():
+        have = ", ".join(p.stem for p in sorted(notebooks_dir.glob("*.ipynb")))
+        raise InputError(path, f"no such notebook (have: {have})")
+    return json.loads(json.dumps(_declared(path)))
+
+
+def _kind(x: Any) -> str:
+    return "bool" if isinstance(x, bool) else type(x).__name__
+
+
+def _same_kind(value: Any, default: Any) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float))
+    return isinstance(value, type(default))
+
+
+def _text_problem(s: str) -> str:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"is not valid text ({s[e.start]!a} at character {e.start} cannot be written as UTF-8)"
+    return ""
+
+
+def check_value(name: str, value: Any, default: Any) -> None:
+    """Refuse `value` for parameter `name` (declared with `default`) in one line."""
+    what = f"parameter {name}"
+    if not _same_kind(value, default):
+        want = "number" if isinstance(default, float) else _kind(default)
+        raise InputError(what, f"expected {want}, got {_kind(value)} {value!r:.80}")
+    if isinstance(value, str):
+        why = _text_problem(value)
+        if why:
+            raise InputError(what, why)
+    if isinstance(value, list):
+        item = ITEMS.get(name) or (type(default[0]) if default else None)
+        for i, x in enumerate(value):
+            if item is not None and not isinstance(x, item) or isinstance(x, bool) and item is not bool:
+                raise InputError(what, f"element {i} should be {item.__name__ if item else 'a value'}, got {_kind(x)} {x!r:.80}")
+            if isinstance(x, str) and _text_problem(x):
+                raise InputError(what, f"element {i} {_text_problem(x)}")
+    low = MINIMUM.get(name)
+    if low is not None and isinstance(value, (int, float)) and value < low:
+        raise InputError(what, f"must be at least {low}, got {value}")
+    if name == "vocab":
+        why = name_problem(value)
+        if why:
+            raise InputError(what, why)
+
+
+def check(notebook: str, given: dict[str, Any], notebooks_dir: Path = NOTEBOOKS) -> dict[str, Any]:
+    """Every parameter of `notebook` as it will run (defaults filled in); InputError for the first
+    given one that is refused."""
+    decl = declared(notebook, notebooks_dir)
+    for name, value in given.items():
+        if name not in decl:
+            raise InputError(f"parameter {name}", f"{notebook} has no such parameter (it takes {', '.join(decl)})")
+        check_value(name, value, decl[name])
+    return {**decl, **given}
+
+
+def changed(notebook: str, params: dict[str, Any], notebooks_dir: Path = NOTEBOOKS) -> dict[str, Any]:
+    """The settings in `params` that differ from `notebook`'s defaults (inputs and outputs aside)."""
+    decl = declared(notebook, notebooks_dir)
+    return {k: v for k, v in params.items() if k not in NOT_SETTINGS and k in decl and v != decl[k]}
+
+
+def parse_value(v: str) -> Any:
+    """A `-p` value: JSON when it parses (numbers, lists, quoted strings), else the plain string."""
+    try:
+        return json.loads(v)
+    except ValueError:
+        return v
