@@ -36,6 +36,8 @@ import pandas as pd
 
 from . import guide
 from .paths import REPORTS, RESULTS, ROOT, write_atomic, write_json
+from .fixtures import refused as refused_inputs
+from .results import dropped as dropped_results
 from .results import load as load_results
 from .show import BYTE_COLUMNS, show_list, show_text
 from .show import shown_frame as _shown
@@ -826,7 +828,16 @@ def build(results: Path = RESULTS, out: Path = REPORTS) -> list[dict[str, Any]]:
             continue
         if sec is not None:
             sections.append(sec)
-    vt = verdict(results)
+    # a file name Make cannot carry never became a target: it is a failed input all the same
+    if results.resolve() == RESULTS.resolve():
+        failed += refused_inputs()
+    for line in dropped_results(results):  # a result whose input file is gone: left out, and said
+        print(line, file=sys.stderr)
+    try:
+        vt = verdict(results)
+    except Exception as e:  # noqa: BLE001 - the verdict must not cost the report either
+        failed.append({"notebook": "verdict", "vocab": "(all)", "error": f"the report could not build the verdict: {type(e).__name__}: {e}"})
+        vt = None
     inputs = inputs_table(results)
     if not inputs.empty:
         write_atomic(out / "tables" / "inputs.csv", inputs.to_csv(index=False, lineterminator="\n"))
@@ -869,7 +880,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=RESULTS)
     ap.add_argument("--out", type=Path, default=REPORTS)
     a = ap.parse_args(argv)
-    failed = build(a.results, a.out)
+    try:
+        failed = build(a.results, a.out)
+    except OSError as e:  # a full disk or a read-only folder: one line naming the path
+        print(f"report: {e.filename or a.out}: {e.strerror or e}", file=sys.stderr)
+        return 1
     print(f"report written to {a.out.relative_to(ROOT) if a.out.is_relative_to(ROOT) else a.out}", flush=True)
     if failed:
         for f in failed:
