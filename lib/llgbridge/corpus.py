@@ -64,6 +64,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import random
 import sys
 import time
@@ -132,7 +133,7 @@ def file_digest(path: str) -> str:
     return _file_digest(path, st.st_mtime_ns, st.st_size)
 
 
-def _rel(p: Path) -> str:
+def repo_path(p: Path) -> str:
     """A path as jobs carry it: repository-relative (the same on every worker of a cluster)."""
     p = Path(p).resolve()
     return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
@@ -175,6 +176,8 @@ def schema_names() -> dict[str, str]:
 def sample_ids(n: int | None, seed: int = 0) -> list[str]:
     """`n` schema ids drawn with a seeded RNG (all of them, in id order, when `n` is None)."""
     ids = sorted(schema_names())
+    if n is not None and n < 1:
+        raise InputError("parameter schemas", f"must be at least 1, got {n}")
     if n is None or n >= len(ids):
         return ids
     return sorted(random.Random(seed).sample(ids, n))
@@ -193,7 +196,7 @@ def plan(vocabs: list[tuple[str, str]], schema_ids: list[str], params: Params, s
         for sid in schema_ids:
             if sid not in digests:
                 raise InputError(f"schema {sid!r}", "not in the corpus manifest (lib/llgbridge/schemas.tsv)")
-            jobs.append(InstancesJob(sid, _rel(d / f"{sid}.json"), digests[sid], name, _rel(Path(path)), vd, params))
+            jobs.append(InstancesJob(sid, repo_path(d / f"{sid}.json"), digests[sid], name, repo_path(Path(path)), vd, params))
     return jobs
 
 
@@ -539,8 +542,8 @@ def failure_rows(r: CorpusRun) -> list[dict[str, Any]]:
     return rows
 
 
-def _pct(xs: np.ndarray, q: float) -> float:
-    return round(float(np.percentile(xs, q)), 1) if len(xs) else float("nan")
+def _pct(xs: np.ndarray, q: float) -> float | None:
+    return round(float(np.percentile(xs, q)), 1) if len(xs) else None
 
 
 HIST_EDGES = [round(10 ** (k / 20), 3) for k in range(0, 121)]  # 1 µs to 1 s, 20 bins a decade
@@ -557,11 +560,12 @@ def timing_rows(r: CorpusRun) -> list[dict[str, Any]]:
         m = np.array([t for x in recs for t in x["mask_us"]], dtype=float)
         c = np.array([t for x in recs for t in x["compile_us"][:1]], dtype=float)
         f = np.array([x["ttfm_us"] for x in recs if x.get("ttfm_us") is not None], dtype=float)
-        rows.append({"vocab": vocab, "bridge": bridge, "masks": len(m), "mask_us_avg": round(float(m.mean()), 1) if len(m) else float("nan"),
+        c50, f50 = _pct(c, 50), _pct(f, 50)
+        rows.append({"vocab": vocab, "bridge": bridge, "masks": len(m), "mask_us_avg": round(float(m.mean()), 1) if len(m) else None,
                      "mask_us_p50": _pct(m, 50), "mask_us_p90": _pct(m, 90), "mask_us_p99": _pct(m, 99),
-                     "mask_us_max": round(float(m.max()), 1) if len(m) else float("nan"),
-                     "compile_ms_p50": round(_pct(c, 50) / 1000, 2) if len(c) else float("nan"),
-                     "ttfm_ms_p50": round(_pct(f, 50) / 1000, 2) if len(f) else float("nan")})
+                     "mask_us_max": round(float(m.max()), 1) if len(m) else None,
+                     "compile_ms_p50": None if c50 is None else round(c50 / 1000, 2),
+                     "ttfm_ms_p50": None if f50 is None else round(f50 / 1000, 2)})
     return rows
 
 
@@ -608,33 +612,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--schemas", default="all", help="'all', or a number of schemas drawn with --seed")
     ap.add_argument("--bridges", default=",".join(BRIDGES))
     ap.add_argument("--engine", default="pool", choices=("serial", "pool", "dask"))
-    ap.add_argument("--workers", type=int, default=None, help="worker processes (default: the CPU count)")
+    ap.add_argument("--workers", default="", help="worker processes (default: the CPU count)")
     ap.add_argument("--cluster", default="", help="a Dask scheduler address (tcp://host:port); implies --engine dask")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--cache", type=Path, default=CACHE)
     a = ap.parse_args(argv)
+    if a.workers and not (a.workers.isdigit() and int(a.workers) >= 1):
+        print(f"--workers: expected a number of processes, got {a.workers!r}", file=sys.stderr)
+        return 2
+    workers = int(a.workers) if a.workers else None
     names = [x for x in a.vocabs.replace(",", " ").split() if x] or vocab_names(extra=VOCABS)
     vocabs = []
     for name in names:
         p = vocab_path(name)
         if not p.exists():
-            print(f"{name}: no such vocab fixture ({_rel(p)})", file=sys.stderr)
+            print(f"{name}: no such vocab fixture ({repo_path(p)})", file=sys.stderr)
             return 2
-        vocabs.append((name, _rel(p)))
+        vocabs.append((name, repo_path(p)))
     n = None if a.schemas == "all" else int(a.schemas)
     ids = sample_ids(n, a.seed)
     engine = "dask" if a.cluster else a.engine
     params = Params(seed=a.seed)
     print(f"corpus: {len(ids)} schemas x {len(vocabs)} vocabs x {a.bridges} on {engine}"
           + (f" at {a.cluster}" if a.cluster else ""), flush=True)
-    r = run(vocabs, ids, [b for b in a.bridges.split(",") if b], params, engine=engine, workers=a.workers,
+    r = run(vocabs, ids, [b for b in a.bridges.split(",") if b], params, engine=engine, workers=workers,
             cluster=a.cluster or None, cache_dir=a.cache)
     meta = {"vocabs": names, "schemas": len(ids), "bridges": a.bridges, "engine": engine,
-            "workers": a.workers, "cluster": "yes" if a.cluster else "local", "params": asdict(params)}
+            "workers": workers or os.cpu_count(), "cluster": "yes" if a.cluster else "local", "params": asdict(params)}
     write_outputs(r, a.out, meta)
     failed = [x for x in r.instances + r.bridges if x.get("status") == "failed"]
-    shown = _rel(a.out)
+    shown = repo_path(a.out)
     print(f"corpus: {r.computed} jobs computed, {r.cached} from the cache, in {r.seconds} s; tables in {shown}/", flush=True)
     for x in failed:
         print(f"FAILED {x['vocab']}/{x['schema']}/{x.get('bridge', 'instances')}: {x['error']}", file=sys.stderr)

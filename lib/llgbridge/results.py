@@ -37,6 +37,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "census": ("census.py",), "leak": ("masks.py",), "forced": ("masks.py",), "probe": (),
     "exactness": ("exactness.py", "fixtures.py"), "soundness": ("soundness.py",),
     "matrix": ("generate.py", "synth.py"), "native": ("native.py", "soundness.py", "fixtures.py"),
+    "corpus": ("corpus.py", "cluster.py", "schemas.py", "schemas.tsv", "soundness.py", "fixtures.py"),
 }
 
 
@@ -58,6 +59,9 @@ SCHEMAS: dict[str, Schema] = {
     "exactness": Schema({"n_inputs": int, "bridges": list, "exactness": list, "probe_vs_exactness": dict},
                         {"bridges": _BRIDGE_ROW, "exactness": _BRIDGE_ROW, "probe_vs_exactness": ("vocab", "cell")}),
     "soundness": Schema({"soundness": list}, {"soundness": _BRIDGE_ROW}),
+    "corpus": Schema({"schemas": int, "params": dict, "rows": list, "failures": list, "timing": list, "hist": dict, "hist_edges_us": list},
+                     {"rows": (*_BRIDGE_ROW, "schemas", "compiled", "under", "over"), "failures": (*_BRIDGE_ROW, "schema", "status"),
+                      "timing": (*_BRIDGE_ROW, "masks", "mask_us_p50", "mask_us_p99")}),
 }
 
 
