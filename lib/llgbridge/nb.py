@@ -103,3 +103,32 @@ def failed_rows(vocab: str, errors: dict[str, str]) -> list[dict[str, Any]]:
     from .bridges import failed_rows as rows
 
     return rows(vocab, errors)
+
+
+def table(rows: list[dict[str, Any]]) -> Any:
+    """Rows as a DataFrame for display, byte-like columns quoted so a space or a newline shows."""
+    import pandas as pd
+
+    from .show import shown_frame
+
+    return shown_frame(pd.DataFrame(rows))
+
+
+COLORS = {"upstream": "#c0504d", "fixed": "#4f9a4f", "sentinel": "#4f81bd", "truth": "#7f7f7f"}
+
+
+def hbars(ax: Any, labels: list[str], series: dict[str, list[int]], colors: dict[str, str] | None = None) -> None:
+    """Grouped horizontal bars with every value written at its bar's end, a zero included, and
+    the legend outside the bars (it must not hide the only bar)."""
+    n = max(1, len(series))
+    h = 0.8 / n
+    top = max([1] + [v for vals in series.values() for v in vals])
+    for j, (name, vals) in enumerate(series.items()):
+        ys = [i - 0.4 + h / 2 + j * h for i in range(len(labels))]
+        ax.barh(ys, vals, height=h, label=name, color=(colors or COLORS).get(name))
+        for y, x in zip(ys, vals):
+            ax.text(x, y, f" {x}", va="center", fontsize=8)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.set_xlim(0, top * 1.18)
+    if len(series) > 1:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
