@@ -194,12 +194,11 @@ def test_6_an_abort_keeps_its_cause_and_its_log(tmp_path: Path) -> None:
 
 
 # -- 7. environment errors -------------------------------------------------------------------------
-@pytest.mark.slow
 def test_7_an_unwritable_output_folder_is_one_line_and_the_result_says_so(tmp_path: Path) -> None:
     blocked = tmp_path / "file"
     blocked.write_text("a file where a folder should be")
     st = run.execute("census", "llama-spm", out_root=blocked / "reports", results_dir=tmp_path / "res")
-    assert st["status"] == "failed" and st["error"] == f"{blocked / 'reports' / 'notebooks'}: Not a directory", st
+    assert st["status"] == "failed" and st["error"] == f"{blocked / 'reports' / 'notebooks' / 'census'}: Not a directory", st
     assert json.loads((tmp_path / "res" / "census" / "llama-spm.json").read_text())["error"] == st["error"]
     st = run.execute("census", "llama-spm", out_root=blocked / "reports", results_dir=blocked / "res")
     assert st["unwritten"] == f"{blocked / 'res' / 'census'}: Not a directory", st

@@ -51,22 +51,28 @@ def _one_line(e: BaseException) -> str:
 
 
 @contextmanager
-def _stderr_to(path: Path) -> Iterator[None]:
-    """Send this process's stderr, and so the kernel's (it inherits the descriptor), to a file.
+def _output_to(path: Path) -> Iterator[None]:
+    """Send this process's stdout and stderr, and so the kernel's (it inherits the descriptors),
+    to a file.
 
-    The kernel's start-up chatter (a plain-TCP warning per run) would otherwise bury the
-    progress lines; errors are reported from the notebook's own outputs instead.
+    The kernel's start-up chatter (a plain-TCP warning per run), and on an abort ggml's backtrace
+    (it runs gdb, about 150 lines on stdout), would otherwise bury the progress lines; errors are
+    reported from the notebook's own outputs and this log's last cause line instead.
     """
+    sys.stdout.flush()
     sys.stderr.flush()
-    saved = os.dup(2)
+    saved = [os.dup(1), os.dup(2)]
     with path.open("wb") as f:
+        os.dup2(f.fileno(), 1)
         os.dup2(f.fileno(), 2)
         try:
             yield
         finally:
+            sys.stdout.flush()
             sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
+            for fd, old in zip((1, 2), saved):
+                os.dup2(old, fd)
+                os.close(old)
 
 
 def execute(
@@ -145,7 +151,7 @@ def _run(src: Path, notebook: str, vocab: str, parameters: dict[str, object], ou
         tmp_nb = Path(tmp) / executed.name
         log = Path(tmp) / "kernel.log"
         try:
-            with _stderr_to(log):
+            with _output_to(log):
                 pm.execute_notebook(
                     str(src),
                     str(tmp_nb),
