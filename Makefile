@@ -159,10 +159,10 @@ corpus: data/schemas/.complete data/vocabs/.complete | $(STAMP)
 bench: data/vocabs/.complete | $(STAMP)
 	$(BIN)/python -m llgbridge.bench --out reports
 
-test: data/vocabs/.complete data/native/.built | $(STAMP)
+test: data/vocabs/.complete data/native/.built data/schemas/.complete | $(STAMP)
 	$(BIN)/python -m pytest
 
-test-swapped: data/vocabs/.complete data/native/.built | $(STAMP)
+test-swapped: data/vocabs/.complete data/native/.built data/schemas/.complete | $(STAMP)
 	$(BIN)/python tools/swapped.py
 
 lab: data/vocabs/.complete | $(STAMP)

