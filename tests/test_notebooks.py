@@ -8,6 +8,7 @@ import nbformat
 import pytest
 
 from llgbridge import run
+from llgbridge.errors import InputError
 from llgbridge.paths import ROOT
 
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
@@ -59,6 +60,12 @@ def test_leak_notebook_takes_a_grammar_parameter(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_parameter_of_the_wrong_type_is_named(tmp_path: Path) -> None:
-    st = run.execute("forced", "llama-bpe", {"max_steps": "many"}, tmp_path / "r", tmp_path / "res")
-    assert st["status"] == "failed"
-    assert st["error"] == "InputError: parameter max_steps: expected int, got str 'many'"
+    """Refused before a kernel starts by `run`, and by the notebook itself when run by hand."""
+    import papermill as pm
+
+    with pytest.raises(InputError, match=r"^parameter max_steps: expected int, got str 'many'$"):
+        run.execute("forced", "llama-bpe", {"max_steps": "many"}, tmp_path / "r", tmp_path / "res")
+    with pytest.raises(pm.PapermillExecutionError) as e:
+        pm.execute_notebook(str(ROOT / "notebooks" / "forced.ipynb"), str(tmp_path / "out.ipynb"), cwd=str(ROOT), progress_bar=False,
+                            parameters={"vocab": "llama-bpe", "results_dir": str(tmp_path / "res"), "max_steps": "many"})
+    assert (e.value.ename, e.value.evalue) == ("InputError", "parameter max_steps: expected int, got str 'many'")
