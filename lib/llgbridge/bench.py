@@ -9,8 +9,10 @@ mode), in alternating order so that a noisy machine slows both alike; per-vocab 
 (load + census + free, timed inside each process) and the processes' wall and CPU seconds are
 medians over the repetitions. Both sides must agree on every vocab's differing and
 lost-leading-space counts, or nothing is written. Then, in this process: the optimisation
-ablation (each census stage once over all vocabs) and `bridges.build` per vocab and variant.
-Writes `reports/bench.csv` (tidy rows) and `reports/bench.md`.
+ablation (each census stage once over all vocabs), `bridges.build` per vocab and variant, the mask
+in generation on synthetic models, and the real decode step: on each real model (`models`), per
+bridge, llama.cpp's forward pass and the mask per token, and tokens per second with and without
+the grammar, all from the same runs. Writes `reports/bench.csv` (tidy rows) and `reports/bench.md`.
 """
 
 from __future__ import annotations
@@ -239,6 +241,12 @@ def write_reports(
         row("mask_path", r["vocab"], r["n_vocab"], "port_p50", r["port_p50_us"] / 1e6, r["ratio_to_llama"])
         if r["forward_ms_per_token"] != "":
             row("mask_path", r["vocab"], r["n_vocab"], "forward_per_token", r["forward_ms_per_token"] / 1000)
+    real = real_decode_timing()
+    for r in real:
+        row("decode_forward_ms", r["vocab"], r["n_vocab"], r["bridge"], r["forward_ms"] / 1000)
+        row("decode_mask_ms", r["vocab"], r["n_vocab"], r["bridge"], r["mask_ms"] / 1000, r["mask_share"])
+        row("decode_tok_s", r["vocab"], r["n_vocab"], r["bridge"], r["constrained_tok_s"],
+            r["constrained_tok_s"] / r["unconstrained_tok_s"] if r["unconstrained_tok_s"] else None)
     mask = generation_timing()
     for m in mask:
         row("mask_per_token", m["vocab"], m["n_vocab"], m["bridge"], m["mask_s"])
@@ -327,6 +335,7 @@ def write_reports(
             *[f"| {m['vocab']} | {m['n_vocab']} | {m['bridge']} | {1000 * m['mask_s']:.2f} | {m['constrained_tok_s']:.0f} | "
               f"{m['unconstrained_tok_s']:.0f} |" for m in mask],
         ]
+    md += real_decode_md(real)
     write_atomic(out / "bench.md", "\n".join(md) + "\n")
 
 
@@ -381,6 +390,86 @@ def generation_timing(vocabs: tuple[str, ...] = GEN_VOCABS, repeat: int = 3) -> 
             out.append({"vocab": name, "n_vocab": v.n_tokens, "bridge": variant, "mask_s": mask,
                         "constrained_tok_s": rate, "unconstrained_tok_s": free})
     return out
+
+
+# the real decode step: an open grammar, so every step computes a real mask, and a prompt that
+# asks for a long answer (an instruct model through its chat template, a pretrained one as text)
+DECODE_GRAMMAR = GEN_GRAMMAR
+DECODE_ASK = "Describe the sea in forty lowercase words, with no punctuation."
+DECODE_COMPLETION = "a description of the sea in lowercase words with no punctuation: "
+DECODE_TOKENS = 48
+# one thread: on two cores shared with other work, two threads spin in OpenMP's barrier and a step
+# takes several times as long (measured here: SmolLM2 at 6 tok/s with two threads, 52 with one)
+DECODE_THREADS = 1
+
+
+def real_decode_timing(repeat: int = 3, n_threads: int = DECODE_THREADS) -> list[dict[str, Any]]:
+    """Per (real model, bridge): ms per token of the forward pass (llama.cpp's own perf counters
+    on its one-token decodes) and of computing and applying the mask, the mask's share of the
+    step (mask / (forward + mask + the rest: sampling, the matcher's consume, Python)), and
+    constrained vs unconstrained tokens per second, each from the same runs; medians over
+    `repeat`. A model that is not fetched is left out (with a line on stderr)."""
+    from . import bridges, generate, models
+    from .errors import InputError
+    from .vocab import Vocab
+
+    out = []
+    for name, m in tqdm(models.REAL_MODELS.items(), desc="real decode step", file=sys.stderr):
+        try:
+            path = models.model_path(name)
+        except InputError as e:
+            print(f"bench: real decode step skipped: {e}", file=sys.stderr)
+            continue
+        llm, v = generate.load_model(path, n_threads=n_threads), Vocab(path, name)
+        case = generate.Case("decode", DECODE_GRAMMAR, lambda s: True, "", instruction=DECODE_ASK, completion=DECODE_COMPLETION)
+        prompt = generate.case_prompt(llm, case, m.instruct)
+        generate.generate(llm, v, None, prompt, max_tokens=8)  # warm-up
+
+        def medians(make_matcher: Callable[[], Any]) -> dict[str, float]:
+            runs = []
+            for _ in range(repeat):
+                g = generate.generate(llm, v, make_matcher(), prompt, max_tokens=DECODE_TOKENS)
+                # the step: one token's arrival to the next, the first excluded (it pays for the
+                # prompt); a mean, as the forward and mask figures are, so the share adds up
+                t = g.token_times
+                step = (t[-1] - t[0]) / (len(t) - 1) if len(t) >= 2 else 0.0
+                runs.append({"forward_ms": 1000 * g.forward_seconds / max(g.n_forward, 1),
+                             "mask_ms": 1000 * g.mask_seconds / g.n_masks if g.n_masks else 0.0,
+                             "step_ms": 1000 * step, "tok_s": 1 / step if step else 0.0, "n_tokens": len(g.tokens)})
+            return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+
+        free = medians(lambda: None)
+        out.append({"vocab": name, "model": path.name, "n_vocab": v.n_tokens, "bridge": "none", "prompt": prompt.kind,
+                    **free, "mask_share": 0.0, "constrained_tok_s": free["tok_s"], "unconstrained_tok_s": free["tok_s"]})
+        for variant in TIMED_BRIDGES:
+            b = bridges.build(v, variant)
+            c = medians(lambda: b.new_matcher(DECODE_GRAMMAR))
+            out.append({"vocab": name, "model": path.name, "n_vocab": v.n_tokens, "bridge": variant, "prompt": prompt.kind, **c,
+                        "mask_share": c["mask_ms"] / c["step_ms"] if c["step_ms"] else 0.0,
+                        "constrained_tok_s": c["tok_s"], "unconstrained_tok_s": free["tok_s"]})
+    return out
+
+
+def real_decode_md(real: list[dict[str, Any]]) -> list[str]:
+    if not real:
+        return ["", "## The mask in a real decode step", "", "(no real model fetched: run `make models`)"]
+    return [
+        "",
+        "## The mask in a real decode step",
+        "",
+        "On the real models (`make models`), loaded as the matrix loads them (no AMX or repack buffers), "
+        f"{DECODE_THREADS} threads. Grammar `{DECODE_GRAMMAR}`, up to {DECODE_TOKENS} tokens at temperature 0, "
+        "each figure the median over 3 runs of that run's mean per token; every figure of a row comes from the same "
+        "runs. *forward*: llama.cpp's own timing of its one-token decodes; *mask*: computing the mask and applying it "
+        "to the logits; *step*: one token's arrival to the next (forward, mask, sampling, the matcher's consume, "
+        "Python); *share*: mask / step. `none` is the same prompt unconstrained.",
+        "",
+        "| model | n_vocab | prompt | bridge | tokens | forward ms/token | mask ms/token | step ms | mask share | tok/s | unconstrained tok/s |",
+        "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        *[f"| {r['vocab']} | {r['n_vocab']} | {r['prompt']} | {r['bridge']} | {r['n_tokens']:.0f} | {r['forward_ms']:.1f} | "
+          f"{r['mask_ms']:.2f} | {r['step_ms']:.1f} | {100 * r['mask_share']:.1f}% | {r['constrained_tok_s']:.1f} | "
+          f"{r['unconstrained_tok_s']:.1f} |" for r in real],
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

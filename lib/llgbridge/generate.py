@@ -226,6 +226,30 @@ class Prompt:
 PLAIN = Prompt("Output:", "plain")
 
 
+PROMPT_STYLES = ("auto", "plain", "chat", "completion")
+
+
+def prompt_style(llm: Any, style: str, synthetic: bool, instruct: bool | None) -> str:
+    """What `auto` means for a model: plain text for a synthetic model (random weights: a chat
+    template would change nothing but the prompt's length); for a real model of `models`, the
+    chat template if it is an instruct model, else completion; for a user's model (`instruct`
+    None), the chat template when its GGUF has one, else plain text."""
+    if style not in PROMPT_STYLES:
+        raise InputError("parameter prompt", f"{style!r} is not one of {', '.join(PROMPT_STYLES)}")
+    if style != "auto":
+        return style
+    if synthetic:
+        return "plain"
+    if instruct is None:
+        return "chat" if llm.metadata.get("tokenizer.chat_template") else "plain"
+    return "chat" if instruct else "completion"
+
+
+def prompt_for(llm: Any, case: Case, style: str) -> Prompt:
+    """The prompt of `case` in a resolved style (`prompt_style`)."""
+    return PLAIN if style == "plain" else case_prompt(llm, case, instruct=style == "chat")
+
+
 def case_prompt(llm: Any, case: Case, instruct: bool) -> Prompt:
     """A real model's prompt for `case`: the instruction through the chat template in the
     model's GGUF (rendered by llama-cpp-python's Jinja2 chat formatter), or the plain

@@ -34,8 +34,47 @@ def load_vocab(vocab: str, path: str = "") -> Vocab:
     why = name_problem(vocab)
     if why:
         raise InputError("parameter vocab", why)
+    if not path:
+        from . import models
+
+        if models.is_real(vocab):  # not fetched: say which package failed and why, not "no such file"
+            models.model_path(vocab)
     p = vocab_path(vocab, path)
-    return Vocab(p, name=vocab)
+    st = p.stat() if p.exists() else None
+    # a kernel that runs several analyses of one vocab (run.execute_batch) loads it once; the key
+    # holds the file's size and date, so a changed file is loaded again
+    key = (str(p.resolve()), vocab, st.st_size if st else -1, st.st_mtime_ns if st else -1)
+    if key not in _VOCABS:
+        _VOCABS.clear()  # one vocab at a time: a batch never comes back to an earlier one
+        _BRIDGES.clear()
+        _VOCABS[key] = Vocab(p, name=vocab)
+    return _VOCABS[key]
+
+
+_VOCABS: dict[tuple[str, str, int, int], Vocab] = {}
+_BRIDGES: dict[tuple[int, str], Any] = {}  # (id of the cached vocab, bridge) -> the bridge or its InputError
+
+
+def bridge(v: Vocab, name: str) -> Any:
+    """`bridges.build(v, name)`, built once per kernel for a vocab that `load_vocab` cached.
+
+    Bridges are not changed by use (matchers are separate objects), so the analyses of one vocab
+    can share them; an InputError (a bridge that cannot be built) is remembered and raised again.
+    """
+    from . import bridges as B
+
+    if not any(x is v for x in _VOCABS.values()):
+        return B.build(v, name)
+    key = (id(v), name)
+    if key not in _BRIDGES:
+        try:
+            _BRIDGES[key] = B.build(v, name)
+        except InputError as e:
+            _BRIDGES[key] = e
+    got = _BRIDGES[key]
+    if isinstance(got, InputError):
+        raise got
+    return got
 
 
 def result_path(results_dir: str, analysis: str, vocab: str) -> Path:
@@ -88,11 +127,12 @@ def build_bridges(v: Vocab, names: list[str]) -> tuple[dict[str, Any], dict[str,
 
     check_param("bridges", names, list)
     # an unknown name is the caller's error, not a bridge that cannot be built: checked first
-    classes = {name: B.variant(name) for name in names}
+    for name in names:
+        B.variant(name)
     built, errors = {}, {}
-    for name, cls in classes.items():
+    for name in names:
         try:
-            built[name] = cls(v)
+            built[name] = bridge(v, name)
         except InputError as e:
             # llguidance's panics come with a backtrace: a result keeps the line that says why
             errors[name] = cause_line(e.cause)

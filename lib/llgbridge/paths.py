@@ -25,9 +25,15 @@ FIXTURE_PREFIX, FIXTURE_SUFFIX = "ggml-vocab-", ".gguf"  # llama.cpp's models/gg
 
 
 def vocab_path(vocab: str, vocab_path: str = "") -> Path:
-    """A fixture's short name (`llama-spm`) or an explicit path to any GGUF file."""
+    """A fixture's short name (`llama-spm`), a real model's (`smollm2-135m`: its file in
+    data/models/, whose vocab every analysis loads without its weights) or an explicit path to
+    any GGUF file."""
     if vocab_path:
         return resolve(vocab_path)
+    from .models import MODELS, REAL_MODELS  # models imports this module
+
+    if vocab in REAL_MODELS:
+        return MODELS / REAL_MODELS[vocab].file
     return VOCABS / f"{FIXTURE_PREFIX}{vocab}{FIXTURE_SUFFIX}"
 
 

@@ -36,7 +36,7 @@ CORE = ("__init__.py", "llg.py", "vocab.py", "gguf_meta.py", "errors.py", "paths
 MODULES: dict[str, tuple[str, ...]] = {
     "census": ("census.py",), "leak": ("masks.py",), "forced": ("masks.py",), "probe": (),
     "exactness": ("exactness.py", "fixtures.py"), "soundness": ("soundness.py",),
-    "matrix": ("generate.py", "synth.py"), "native": ("native.py", "soundness.py", "fixtures.py"),
+    "matrix": ("generate.py", "synth.py", "models.py"), "native": ("native.py", "soundness.py", "fixtures.py"),
     "corpus": ("corpus.py", "cluster.py", "schemas.py", "schemas.tsv", "soundness.py", "fixtures.py"),
 }
 
