@@ -37,6 +37,7 @@ import pandas as pd
 from . import guide
 from .paths import REPORTS, RESULTS, ROOT, write_atomic, write_json
 from .fixtures import refused as refused_inputs
+from .models import REAL_MODELS
 from .results import dropped as dropped_results
 from .results import load as load_results
 from .show import BYTE_COLUMNS, show_list, show_text
@@ -47,8 +48,19 @@ PR_BASE = "030ebb55"  # the upstream commit the PR is based on (guide, first lin
 
 
 def guide_order(vocabs: list[str]) -> list[str]:
+    """The guide's vocabs first, then the other fixtures, then the real models' vocabs."""
     first = [v for v in GUIDE_VOCABS if v in vocabs]
-    return first + sorted(v for v in vocabs if v not in first)
+    real = [v for v in REAL_MODELS if v in vocabs]
+    return first + sorted(v for v in vocabs if v not in first and v not in real) + real
+
+
+def vocab_key(col: pd.Series) -> pd.Series:
+    """A `sort_values` key: the real models' vocabs after every fixture, in models.REAL_MODELS
+    order (other columns as they are)."""
+    if col.name != "vocab":
+        return col
+    rank = {v: i for i, v in enumerate(REAL_MODELS)}
+    return col.map(lambda v: (1, f"{rank[v]:04d}") if v in rank else (0, v))
 
 
 def _blank(df: pd.DataFrame) -> pd.DataFrame:
@@ -184,7 +196,7 @@ def _bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str, key: str
 
 def _rows(ok: list[dict[str, Any]], key: str = "rows") -> pd.DataFrame:
     df = pd.DataFrame([row for r in ok for row in r[key]])
-    return _int_columns(df.sort_values(["vocab", "bridge"], kind="stable").reset_index(drop=True))
+    return _int_columns(df.sort_values(["vocab", "bridge"], kind="stable", key=vocab_key).reset_index(drop=True))
 
 
 def _text(stored: str) -> str:
@@ -205,7 +217,9 @@ def census_section(results: Path) -> Section | None:
     ok, _ = load_results(results, "census")
     if not ok:
         return None
-    df = pd.DataFrame([r["summary"] for r in ok]).sort_values("vocab", kind="stable").reset_index(drop=True)
+    df = pd.DataFrame([r["summary"] for r in ok]).sort_values("vocab", kind="stable", key=vocab_key).reset_index(drop=True)
+    # a real model's vocab is marked with its file (loaded vocab-only, like the fixtures)
+    df.insert(1, "real_model", df.vocab.map(lambda v: REAL_MODELS[v].file if v in REAL_MODELS else ""))
     for col in ("bos", "eos"):  # ids, absent on some vocabs: integers with blanks, not floats
         df[col] = df[col].astype("Int64")
     by_vocab = {r["vocab"]: r for r in ok}
@@ -253,7 +267,7 @@ def census_section(results: Path) -> Section | None:
     sec.views.append(Table(pd.DataFrame(ex_rows), "Examples: the guide's tokens for its vocabs, the lowest differing id elsewhere"))
     plt = _plt()
     fig, ax = plt.subplots(figsize=(9, 4.6))
-    d = df.sort_values("vocab", ascending=False, kind="stable")
+    d = df.sort_values("vocab", ascending=False, kind="stable", key=vocab_key)
     share = d["differing"] / d["n_tokens"] * 100
     ax.barh(d["vocab"], share, color="#c0504d")
     for i, (p, n) in enumerate(zip(share, d["differing"])):
@@ -347,7 +361,7 @@ def probe_section(results: Path) -> Section | None:
     ok, _ = load_results(results, "probe")
     if not ok:
         return None
-    df = pd.DataFrame([r["probe"] for r in ok]).sort_values("vocab", kind="stable").reset_index(drop=True)
+    df = pd.DataFrame([r["probe"] for r in ok]).sort_values("vocab", kind="stable", key=vocab_key).reset_index(drop=True)
     order = guide_order(list(df.vocab))
     view = df.set_index("vocab").loc[order].reset_index()[["vocab", "vocab_type", "tokenize_exact", "failed_probe", "got", "greedy", "byte_forcing"]]
     cls = pd.DataFrame([["", "", "ok" if e else "bad", "", "", "cost" if g else "", "cost" if not f else ""]
@@ -370,7 +384,7 @@ def native_section(results: Path) -> Section | None:
         return None
     df = _int_columns(pd.DataFrame([row for r in ok for row in r["rows"]]))
     rank = df.sampler.map({"upstream": 0, "fixed": 1})  # shipped first, as the guide's tables have it
-    df = df.assign(_rank=rank).sort_values(["vocab", "_rank"], kind="stable").drop(columns="_rank").reset_index(drop=True)
+    df = df.assign(_rank=rank).sort_values(["vocab", "_rank"], kind="stable", key=vocab_key).drop(columns="_rank").reset_index(drop=True)
     diffs = pd.DataFrame([d for r in ok for d in r.get("differences", [])])
     order = guide_order(list(df.vocab.unique()))
 
@@ -450,30 +464,65 @@ def native_section(results: Path) -> Section | None:
 
 
 # -- end-to-end model matrix (guide 8) -------------------------------------------------------------
+def _mask_share(bench_csv: Path) -> str:
+    """The mask's share of a real decode step, from the committed `make bench` snapshot."""
+    if not bench_csv.exists():
+        return ""
+    b = pd.read_csv(bench_csv)
+    b = b[(b.benchmark == "decode_mask_ms") & (b.variant != "none")]
+    if b.empty:
+        return ""
+    return ("The mask's share of a real decode step (`make bench`, a snapshot of one machine: reports/bench.md): "
+            + "; ".join(f"{r.vocab} {r.variant} {100 * float(r.ratio):.1f}%" for r in b.itertuples()) + ". ")
+
+
 def matrix_section(results: Path) -> Section | None:
-    ok, _ = load_results(results, "matrix")
+    ok, failed = load_results(results, "matrix")
     if not ok:
         return None
     df = pd.DataFrame([row for r in ok for row in r["rows"]])
+    # results written before prompts were recorded are all plain text
+    df["prompt"] = df["prompt"].fillna("plain") if "prompt" in df else "plain"
     df = df.sort_values(["synthetic", "model", "case", "bridge"], ascending=[False, True, True, True], kind="stable").reset_index(drop=True)
     devices = sorted({f"{r['device']} (n_gpu_layers={r['n_gpu_layers']})" for r in ok})
     settings = sorted({(r["temperature"], r["seed"], r["max_tokens"]) for r in ok})
-    t8, cls = [], []
-    for model, g in df.groupby("model", sort=False):
-        up, fx = g[g.bridge == "upstream"], g[g.bridge == "fixed"]
 
-        def score(x: pd.DataFrame) -> str:
-            if x.empty:
-                return ""
-            n_err = int(x.llg_errors.sum())
-            other = ", ".join(f"{k} {v}" for k, v in sorted(x.outcome.value_counts().items()) if k != "pass")
-            return f"{int((x.outcome == 'pass').sum())}/{len(x)}, {n_err} llg error{'s' if n_err != 1 else ''}" + (f" ({other})" if other else "")
+    def score(x: pd.DataFrame) -> str:
+        if x.empty:
+            return ""
+        n_err = int(x.llg_errors.sum())
+        other = ", ".join(f"{k} {v}" for k, v in sorted(x.outcome.value_counts().items()) if k != "pass")
+        return f"{int((x.outcome == 'pass').sum())}/{len(x)}, {n_err} llg error{'s' if n_err != 1 else ''}" + (f" ({other})" if other else "")
 
-        t8.append({"model": model + (" (synthetic)" if g.synthetic.iloc[0] else ""), "vocab": g.vocab.iloc[0],
-                   "without fix": score(up), "with fix": score(fx),
-                   "greedy engaged": "yes" if (not fx.empty and bool(fx.greedy.iloc[0])) else "no"})
-        up_bad, fx_bad = bool((up.outcome != "pass").any()), bool((fx.outcome != "pass").any())
-        cls.append(["", "", "bad" if up_bad else "ok", "bad" if fx_bad else ("fixed" if up_bad else "ok"), "cost" if t8[-1]["greedy engaged"] == "yes" else ""])
+    def t8(part: pd.DataFrame, label: str) -> tuple[list[dict[str, Any]], list[list[str]]]:
+        rows, cls = [], []
+        for model, g in part.groupby("model", sort=False):
+            up, fx = g[g.bridge == "upstream"], g[g.bridge == "fixed"]
+            rows.append({"model": f"{model} ({label})", "vocab": g.vocab.iloc[0], "prompt": g.prompt.iloc[0],
+                         "without fix": score(up), "with fix": score(fx),
+                         "greedy engaged": "yes" if (not fx.empty and bool(fx.greedy.iloc[0])) else "no"})
+            up_bad, fx_bad = bool((up.outcome != "pass").any()), bool((fx.outcome != "pass").any())
+            cls.append(["", "", "", "bad" if up_bad else "ok", "bad" if fx_bad else ("fixed" if up_bad else "ok"),
+                        "cost" if rows[-1]["greedy engaged"] == "yes" else ""])
+        return rows, cls
+
+    synth_rows, synth_cls = t8(df[df.synthetic], "synthetic")
+    real = df[~df.synthetic]
+    real_rows, real_cls = t8(real, "real")
+    # a real model whose run failed (its fetch, its load): its rows are marked failed, with the cause
+    for f in failed:
+        if f.get("vocab") in REAL_MODELS:
+            real_rows.append({"model": f"{REAL_MODELS[f['vocab']].file} (real)", "vocab": f["vocab"], "prompt": "",
+                              "without fix": f"failed: {f.get('error', '')}", "with fix": "failed", "greedy engaged": ""})
+            real_cls.append(["", "", "", "bad", "bad", ""])
+    # every real output verbatim, per case and bridge
+    order = {b: i for i, b in enumerate(("upstream", "fixed", "sentinel"))}
+    outputs = [{"model": model, "case": case, **{b: f"{x.outcome.iloc[0]}: {show_text(x.output.iloc[0])}"
+                                                 for b, x in sorted(g.groupby("bridge"), key=lambda bx: order.get(bx[0], 9))}}
+               for (model, case), g in real.groupby(["model", "case"], sort=False)]
+    census_ok, _ = load_results(results, "census")
+    differing = {r["vocab"]: r["summary"]["differing"] for r in census_ok if r["vocab"] in REAL_MODELS}
+    real_up_bad = real[(real.bridge == "upstream") & (real.outcome != "pass")]
     quotes = df[(df.bridge == "upstream") & (df.outcome != "pass")]
     sec = Section("matrix", "End-to-end model matrix (guide 8)", notebook="matrix")
     sec.claim = ("Through a real server, SentencePiece models without the fix fail all three cases (a forced literal becomes free "
@@ -483,13 +532,32 @@ def matrix_section(results: Path) -> Section | None:
         "dropped and generation continues unconstrained). Outputs judged by exact string, JSON Schema validation or regex, "
         f"never by llguidance. Device: {', '.join(devices)}. Temperature, seed, token limit: "
         f"{', '.join(f'{t}, {s}, {m}' for t, s, m in settings)}. *Synthetic* models have random weights around the "
-        "fixture's real tokenizer: their text is noise, their tokenization real. One departure from the server: the JSON "
-        "case asks llguidance for compact whitespace, so a random-weight model cannot loop on whitespace. The `dots` case "
-        "is built so that upstream's space-stripped tokens (' .', ' ..') are a real choice.")
+        "fixture's real tokenizer: their text is noise, their tokenization real; their prompt is plain text. *Real* models "
+        "(`make models`): SmolLM2-135M-Instruct (Q4_1) gets each case's instruction through the chat template in its own "
+        "GGUF, rendered by llama-cpp-python's Jinja2 chat formatter; Gemma 3 270M (Q4_K_M) is a pretrained model, not an "
+        "instruct one (its GGUF has no chat template), so it gets plain completion prompts. Both are loaded without ggml's "
+        "extra buffer types (`use_extra_bufts = false`): with them, ggml's AMX kernels crash on quantized weights on a CPU "
+        "that reports AMX. One departure from the server: the JSON case asks llguidance for compact whitespace, so a "
+        "random-weight model cannot loop on whitespace. The `dots` case is built so that upstream's space-stripped tokens "
+        "(' .', ' ..') are a real choice; in `no_space` a real model wants ', ' between words and the grammar forbids the "
+        "space. " + _mask_share(REPORTS / "bench.csv"))
+    if len(real):
+        sec.text += (
+            "\n\nOn the real models, " + (
+                f"upstream fails {len(real_up_bad)} of {int((real.bridge == 'upstream').sum())} cases."
+                if len(real_up_bad) else
+                "every case passes through every bridge, the `no_space` case included: bug A does not show on them.")
+            + " Their census counts " + ", ".join(f"{v} {n}" for v, n in differing.items())
+            + " tokens whose `llama_detokenize` bytes differ from their piece, so upstream's token table is already "
+            "the real one there.")
     note = "Outputs without the fix that are not a pass, as produced:\n\n" + ("".join(
         f"- {r.model}, {r.case}: `{show_text(r.output[:100])}`" + (f" (llguidance: {r.error})" if r.error else "") + "\n"
         for r in quotes.itertuples()) or "(none)\n")
-    sec.views.append(Table(pd.DataFrame(t8), classes=pd.DataFrame(cls), note=note))
+    if real_rows:
+        sec.views.append(Table(pd.DataFrame(real_rows), caption="Real models", classes=pd.DataFrame(real_cls)))
+    if outputs:
+        sec.views.append(Table(pd.DataFrame(outputs), caption="Real models: every output, verbatim, per case and bridge"))
+    sec.views.append(Table(pd.DataFrame(synth_rows), caption="Synthetic models", classes=pd.DataFrame(synth_cls), note=note))
     sec.raw_table("matrix", df)
     return sec
 
@@ -520,9 +588,9 @@ def exactness_section(results: Path) -> Section | None:
         if not rows.empty and col in rows:
             bridges_ = bridges_.merge(rows[key + [col]].rename(columns={col: name}), on=key, how="left")
             bridges_[name] = bridges_[name].astype("Int64")  # a bridge not built has no count, not NaN
-    bridges_ = bridges_.sort_values(key, kind="stable").reset_index(drop=True)
-    exact = pd.DataFrame([row for r in ok for row in r["exactness"]]).sort_values(key, kind="stable").reset_index(drop=True)
-    pvx = pd.DataFrame([r["probe_vs_exactness"] for r in ok]).sort_values("vocab", kind="stable").reset_index(drop=True)
+    bridges_ = bridges_.sort_values(key, kind="stable", key=vocab_key).reset_index(drop=True)
+    exact = pd.DataFrame([row for r in ok for row in r["exactness"]]).sort_values(key, kind="stable", key=vocab_key).reset_index(drop=True)
+    pvx = pd.DataFrame([r["probe_vs_exactness"] for r in ok]).sort_values("vocab", kind="stable", key=vocab_key).reset_index(drop=True)
     n_inputs = sorted({r["n_inputs"] for r in ok})
 
     def exact_on(bridge: str) -> str:
@@ -564,7 +632,7 @@ def soundness_section(results: Path) -> Section | None:
     ok, _ = load_results(results, "soundness")
     if not ok:
         return None
-    sound = pd.DataFrame([row for r in ok for row in r["soundness"]]).sort_values(["vocab", "bridge"], kind="stable").reset_index(drop=True)
+    sound = pd.DataFrame([row for r in ok for row in r["soundness"]]).sort_values(["vocab", "bridge"], kind="stable", key=vocab_key).reset_index(drop=True)
     under = sound.groupby("bridge")["under"].sum()
     under_vocabs = {b: sorted(sound[(sound.bridge == b) & (sound.under > 0)].vocab) for b in sound.bridge.unique()}
     sec = Section("soundness", "Mask soundness over a grammar battery (guide 10, row 1)", notebook="soundness")
@@ -592,7 +660,7 @@ def corpus_section(results: Path) -> Section | None:
     rows = _rows(ok)
     fails = pd.DataFrame([f for r in ok for f in r["failures"]])
     if not fails.empty:
-        fails = _int_columns(fails.sort_values(["vocab", "bridge", "schema"], kind="stable").reset_index(drop=True))
+        fails = _int_columns(fails.sort_values(["vocab", "bridge", "schema"], kind="stable", key=vocab_key).reset_index(drop=True))
     order = guide_order(list(rows.vocab.unique()))
     n_schemas = sorted({r["schemas"] for r in ok})
     seeds = sorted({r["params"]["seed"] for r in ok})
