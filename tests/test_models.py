@@ -200,3 +200,17 @@ def test_a_users_quantized_model_runs_through_make_matrix(tmp_path: Path) -> Non
     res = json.loads(next((tmp_path / "results").rglob("my-quantized.json")).read_text())
     assert res["status"] == "ok", res
     assert [(r["bridge"], r["outcome"], r["output"]) for r in res["rows"]] == [("fixed", "pass", "hello world")]
+
+
+def test_an_architecture_llama_cpp_cannot_run_is_one_line_naming_it(tmp_path: Path) -> None:
+    from llgbridge import generate as G, synth
+
+    # a runnable model whose general.architecture names one llama.cpp does not know
+    data = synth.ensure_model("llama-bpe").read_bytes()
+    key = data.index(b"general.architecture") + len(b"general.architecture")
+    length = int.from_bytes(data[key + 4 : key + 12], "little")  # after the value's type (uint32): its length (uint64)
+    alien = tmp_path / "alien.gguf"
+    alien.write_bytes(data[: key + 12] + b"llamz" + data[key + 12 + length :])
+    with pytest.raises(InputError) as e:
+        G.load_model(alien)
+    assert str(e.value) == f"{alien}: llama.cpp cannot load it: unknown model architecture: 'llamz'"

@@ -202,14 +202,19 @@ def load_model(path: Path, n_gpu_layers: int = 0, seed: int = 0, n_ctx: int = 51
     """A `llama_cpp.Llama` without ggml's extra buffer types (see the module's docstring)."""
     import llama_cpp
 
+    from .vocab import _LOAD_ERRORS, _load_failure
+
     check_generative(path)
+    _LOAD_ERRORS.clear()
     try:
         with _no_extra_bufts():
             llm = llama_cpp.Llama(
                 model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers, seed=seed, verbose=False
             )
-    except ValueError as e:
-        raise InputError(path, f"llama.cpp could not load it: {e}") from None
+    except ValueError:
+        # llama.cpp's own reason (an architecture it cannot run, ...), not llama-cpp-python's
+        # "Failed to load model from file: <absolute path>"
+        raise _load_failure(path) from None
     if llm.model_params.use_extra_bufts:  # a llama-cpp-python that builds its parameters another way
         raise InputError(path, "use_extra_bufts could not be turned off: decoding a quantized model may crash in ggml's AMX kernels")
     return llm
