@@ -207,3 +207,18 @@ def test_an_unknown_schema_or_bridge_is_one_line() -> None:
         corpus.run([VOCAB], COMPILES, ["nope"], cache_dir=None)
     with pytest.raises(InputError, match="^parameter schemas: must be at least 1"):
         corpus.sample_ids(0)
+
+
+def test_the_report_section_shows_counts_in_its_tables_and_timing_only_in_its_figure(tmp_path: Path) -> None:
+    from llgbridge import nb, report
+
+    r = corpus.run([VOCAB], TINY, BRIDGES, cache_dir=None)
+    nb.write_result(str(tmp_path), "corpus", "llama-spm", corpus.payload(r, len(TINY), corpus.Params()))
+    sec = report.corpus_section(tmp_path)
+    assert sec is not None and [t.name for t in sec.raw] == ["corpus", "corpus_failures"]
+    assert sec.raw[0].df.to_csv(index=False, lineterminator="\n") == serial()[0]
+    text = sec.text + "".join(t.markdown for t in sec.views + sec.raw)
+    timing = {str(t[k]) for t in corpus.timing_rows(r) for k in ("mask_us_avg", "mask_us_p50", "mask_us_p99")}
+    assert "_us" not in text and not any(f" {x}," in text or f" {x} " in text for x in timing)
+    assert sec.figure.startswith("<svg") and "MaskBench p99 533" in sec.figure
+    assert "schema too large" in sec.raw[1].markdown and "Unimplemented keys (1)" in sec.text
