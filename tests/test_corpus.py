@@ -35,10 +35,14 @@ def _schemas() -> None:
         pytest.fail("data/schemas is missing or differs from lib/llgbridge/schemas.tsv: run `make corpus-data`")
 
 
+def tables(r: corpus.CorpusRun) -> tuple[str, str, str]:
+    """The deterministic outputs of a run, as written."""
+    return corpus.csv_text(corpus.summary_rows(r)), corpus.csv_text(corpus.failure_rows(r)), corpus.csv_text(corpus.rejection_rows(r))
+
+
 @cache
-def serial() -> tuple[str, str]:
-    r = corpus.run([VOCAB], TINY, BRIDGES, engine="serial", cache_dir=None)
-    return corpus.csv_text(corpus.summary_rows(r)), corpus.csv_text(corpus.failure_rows(r))
+def serial() -> tuple[str, str, str]:
+    return tables(corpus.run([VOCAB], TINY, BRIDGES, engine="serial", cache_dir=None))
 
 
 # -- the data -------------------------------------------------------------------------------------
@@ -65,15 +69,17 @@ def test_a_tampered_wheel_places_nothing(tmp_path: Path) -> None:
 
 # -- the analysis ---------------------------------------------------------------------------------
 def test_each_bad_schema_is_a_row_with_its_reason() -> None:
-    rows, fails = serial()
+    rows, fails, rejected = serial()
     summary = {r["bridge"]: r for r in _csv(rows)}
     for b in BRIDGES:
         assert (summary[b]["schemas"], summary[b]["compiled"], summary[b]["rejected"], summary[b]["unreadable"]) == ("5", "2", "2", "1")
-    by_schema = {(r["bridge"], r["schema"]): r for r in _csv(fails)}
-    assert by_schema[("fixed", UNREADABLE)]["error"].startswith("not JSON: ")
-    assert "Unimplemented keys" in by_schema[("fixed", UNSUPPORTED)]["error"]
-    assert by_schema[("fixed", TOO_LARGE)]["error"].endswith("schema too large")
-    assert by_schema[("fixed", TOO_LARGE)]["name"] == "Azure Pipelines"
+    by_schema = {r["schema"]: r for r in _csv(rejected)}
+    assert sorted(by_schema) == sorted([UNREADABLE, UNSUPPORTED, TOO_LARGE])
+    assert by_schema[UNREADABLE]["error"].startswith("not JSON: ") and by_schema[UNREADABLE]["status"] == "unreadable"
+    assert "Unimplemented keys" in by_schema[UNSUPPORTED]["error"]
+    assert by_schema[TOO_LARGE]["error"].endswith("schema too large") and by_schema[TOO_LARGE]["name"] == "Azure Pipelines"
+    assert all((x["vocabs"], x["bridges"]) == ("llama-spm", "fixed upstream") for x in by_schema.values())
+    assert {r["schema"] for r in _csv(fails)} <= set(COMPILES)
 
 
 def test_instances_are_valid_for_jsonschema_and_bounded() -> None:
@@ -114,8 +120,7 @@ def test_upstream_under_constrains_real_schemas_on_llama_spm() -> None:
 
 
 def test_timings_stay_out_of_the_deterministic_tables() -> None:
-    rows, fails = serial()
-    for text in (rows, fails):
+    for text in serial():
         assert "_us" not in text.splitlines()[0] and "_ms" not in text.splitlines()[0]
     r = corpus.run([VOCAB], COMPILES[:1], ["fixed"], cache_dir=None)
     (t,) = corpus.timing_rows(r)
@@ -133,19 +138,19 @@ def test_jobs_are_cached_by_input_hash_so_a_run_resumes(tmp_path: Path) -> None:
     gone.unlink()
     resumed = corpus.run([VOCAB], TINY, BRIDGES, cache_dir=tmp_path)
     assert (resumed.computed, resumed.cached) == (1, 14)
-    assert (corpus.csv_text(corpus.summary_rows(resumed)), corpus.csv_text(corpus.failure_rows(resumed))) == serial()
+    assert tables(resumed) == serial()
 
 
 def test_a_local_pool_gives_the_serial_bytes(tmp_path: Path) -> None:
     r = corpus.run([VOCAB], TINY, BRIDGES, engine="pool", workers=2, cache_dir=tmp_path)
-    assert (corpus.csv_text(corpus.summary_rows(r)), corpus.csv_text(corpus.failure_rows(r))) == serial()
+    assert tables(r) == serial()
 
 
 @pytest.mark.slow
 def test_a_dask_local_cluster_of_two_workers_gives_the_serial_bytes(tmp_path: Path) -> None:
     r = corpus.run([VOCAB], TINY, BRIDGES, engine="dask", workers=2, cache_dir=tmp_path)
     assert r.computed == 15
-    assert (corpus.csv_text(corpus.summary_rows(r)), corpus.csv_text(corpus.failure_rows(r))) == serial()
+    assert tables(r) == serial()
 
 
 def crashy(job: tuple[str, str]) -> str:
@@ -215,10 +220,10 @@ def test_the_report_section_shows_counts_in_its_tables_and_timing_only_in_its_fi
     r = corpus.run([VOCAB], TINY, BRIDGES, cache_dir=None)
     nb.write_result(str(tmp_path), "corpus", "llama-spm", corpus.payload(r, len(TINY), corpus.Params()))
     sec = report.corpus_section(tmp_path)
-    assert sec is not None and [t.name for t in sec.raw] == ["corpus", "corpus_failures"]
+    assert sec is not None and [t.name for t in sec.raw] == ["corpus", "corpus_failures", "corpus_rejected"]
     assert sec.raw[0].df.to_csv(index=False, lineterminator="\n") == serial()[0]
     text = sec.text + "".join(t.markdown for t in sec.views + sec.raw)
     timing = {str(t[k]) for t in corpus.timing_rows(r) for k in ("mask_us_avg", "mask_us_p50", "mask_us_p99")}
     assert "_us" not in text and not any(f" {x}," in text or f" {x} " in text for x in timing)
     assert sec.figure.startswith("<svg") and "MaskBench p99 533" in sec.figure
-    assert "schema too large" in sec.raw[1].markdown and "Unimplemented keys (1)" in sec.text
+    assert "schema too large" in sec.raw[2].markdown and "Unimplemented keys (1)" in sec.text

@@ -91,8 +91,12 @@ OUT = REPORTS / "corpus"
 MASKBENCH_US = {"avg": 64, "p50": 46, "p99": 533}
 MASKBENCH_NOTE = "MaskBench, llguidance: single-threaded, Llama-3.1 tokenizer, its own machine and ~10k-schema corpus"
 ERROR_CHARS = 300  # an llguidance error can list every unsupported key: cut, still one line
-# the code a job's result depends on: a change to any of these invalidates the cache
-_CODE = ("corpus.py", "soundness.py", "bridges.py", "sentinel.py", "probe.py", "llg.py", "vocab.py", "grammars.py")
+# the code a job's record depends on: a change to any of these modules, or to the job code of
+# this one (`_JOB_CODE`, by source), invalidates the cache. The tables, the CLI and the runner
+# are left out, so editing how results are summed does not throw away hours of computed jobs
+_CODE = ("soundness.py", "bridges.py", "sentinel.py", "probe.py", "llg.py", "vocab.py", "grammars.py")
+_JOB_CODE = ("Params", "_classes", "read_schema", "_rejected", "walk_instances", "check_instance", "instances_job", "TimedMatcher",
+             "Timed", "COUNTS", "bridge_job", "ERROR_CHARS", "_CLOSERS", "_SPACE")
 _CLOSERS = frozenset(b'"]}')
 _SPACE = frozenset(b" \t\r\n")
 
@@ -114,8 +118,14 @@ def _sha(obj: Any) -> str:
 def code_hash() -> str:
     from importlib import metadata
 
+    import inspect
+
     here = Path(__file__).parent
     parts = {name: hashlib.sha256((here / name).read_bytes()).hexdigest() for name in _CODE}
+    mod = sys.modules[__name__]
+    for name in _JOB_CODE:
+        obj = getattr(mod, name)
+        parts[name] = inspect.getsource(obj) if callable(obj) else repr(obj)
     parts["llguidance"] = metadata.version("llguidance")
     parts["llama-cpp-python"] = metadata.version("llama-cpp-python")
     return _sha(parts)
@@ -512,13 +522,16 @@ def summary_rows(r: CorpusRun) -> list[dict[str, Any]]:
 
 
 def failure_rows(r: CorpusRun) -> list[dict[str, Any]]:
-    """`corpus_failures.csv`: per (vocab, bridge, schema), every one not clean: not compiled, a
-    failed job, under- or over-constraint, a matcher error, a skipped walk, no instance, or an
-    instance `jsonschema` rejects or cannot check. Sorted; no timing."""
+    """`corpus_failures.csv`: per (vocab, bridge, schema) that compiled (or whose job failed), every
+    one not clean: a failed job, under- or over-constraint, a matcher error, a skipped walk, no
+    instance, or an instance `jsonschema` rejects or cannot check. Sorted; no timing. Schemas that
+    did not compile are `rejection_rows`; a bridge that cannot be built is in `summary_rows`."""
     names = schema_names()
     insts = {(x["vocab"], x["schema"]): x for x in r.instances}
     rows = []
     for rec in sorted(r.bridges, key=lambda x: (x["vocab"], x["bridge"], x["schema"])):
+        if rec["status"] not in ("ok", "failed"):
+            continue
         inst = insts.get((rec["vocab"], rec["schema"]), {})
         verdicts = inst.get("jsonschema", [])
         bad = [c for c in verdicts if c["verdict"] != "valid"]
@@ -540,6 +553,20 @@ def failure_rows(r: CorpusRun) -> list[dict[str, Any]]:
             "worst_over": w.get("over", "") if w.get("n_over") else "",
         })
     return rows
+
+
+def rejection_rows(r: CorpusRun) -> list[dict[str, Any]]:
+    """`corpus_rejected.csv`: per schema llguidance rejects or that is not JSON, its reason once,
+    with the vocabs and bridges it holds for (the same on all of them, unless the tokenizer
+    matters). Sorted; no timing."""
+    names = schema_names()
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for rec in r.bridges:
+        if rec["status"] in ("rejected", "unreadable"):
+            groups.setdefault((rec["schema"], rec["status"], rec["error"]), []).append(rec)
+    return [{"schema": schema, "name": names.get(schema, ""), "status": status, "error": error,
+             "vocabs": " ".join(sorted({x["vocab"] for x in recs})), "bridges": " ".join(sorted({x["bridge"] for x in recs}))}
+            for (schema, status, error), recs in sorted(groups.items())]
 
 
 def _pct(xs: np.ndarray, q: float) -> float | None:
@@ -583,6 +610,7 @@ def histograms(r: CorpusRun) -> dict[str, list[int]]:
 def payload(r: CorpusRun, n_schemas: int, params: Params) -> dict[str, Any]:
     """The corpus notebook's result for one vocab."""
     return {"schemas": n_schemas, "params": asdict(params), "rows": summary_rows(r), "failures": failure_rows(r),
+            "rejected": rejection_rows(r),
             "timing": timing_rows(r), "hist": histograms(r), "hist_edges_us": HIST_EDGES, "seconds": r.seconds}
 
 
@@ -593,11 +621,13 @@ def csv_text(rows: list[dict[str, Any]]) -> str:
 
 
 def write_outputs(r: CorpusRun, out: Path, meta: dict[str, Any]) -> None:
-    """`corpus.csv`, `corpus_failures.csv` (deterministic), `timing.csv` and `run.json` (measurements)."""
+    """`corpus.csv`, `corpus_failures.csv`, `corpus_rejected.csv` (deterministic), `timing.csv` and
+    `run.json` (measurements)."""
     import pandas as pd
 
     write_atomic(out / "corpus.csv", csv_text(summary_rows(r)))
     write_atomic(out / "corpus_failures.csv", csv_text(failure_rows(r)))
+    write_atomic(out / "corpus_rejected.csv", csv_text(rejection_rows(r)))
     timing = pd.DataFrame(timing_rows(r))
     write_atomic(out / "timing.csv", timing.to_csv(index=False, lineterminator="\n"))
     write_json(out / "run.json", {**meta, "computed": r.computed, "cached": r.cached, "seconds": r.seconds})

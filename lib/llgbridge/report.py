@@ -661,6 +661,13 @@ def corpus_section(results: Path) -> Section | None:
     fails = pd.DataFrame([f for r in ok for f in r["failures"]])
     if not fails.empty:
         fails = _int_columns(fails.sort_values(["vocab", "bridge", "schema"], kind="stable", key=vocab_key).reset_index(drop=True))
+    # the same schema rejected on several vocabs: one row, its vocabs and bridges merged
+    rej = pd.DataFrame([x for r in ok for x in r.get("rejected", [])])
+    if not rej.empty:
+        rej = (rej.groupby(["schema", "name", "status", "error"], sort=True)
+               .agg(vocabs=("vocabs", lambda s: " ".join(sorted({v for x in s for v in x.split()}))),
+                    bridges=("bridges", lambda s: " ".join(sorted({b for x in s for b in x.split()}))))
+               .reset_index())
     order = guide_order(list(rows.vocab.unique()))
     n_schemas = sorted({r["schemas"] for r in ok})
     seeds = sorted({r["params"]["seed"] for r in ok})
@@ -681,9 +688,8 @@ def corpus_section(results: Path) -> Section | None:
         return int(by_bridge[col].get(b, 0)) if col in by_bridge else 0
 
     reasons: Counter[str] = Counter()
-    if not fails.empty:
-        rejected = fails[fails.status == "rejected"].drop_duplicates("schema")
-        for e in rejected.error:
+    if not rej.empty:
+        for e in rej[rej.status == "rejected"].drop_duplicates("schema").error:
             msg = str(e).split("failed to compile JSON schema: ")[-1]
             # a remote or missing $ref names its URL: one reason, not one per URL
             reasons[("$ref not resolvable" if msg.startswith(("Resource '", "Pointer '")) else msg.split(":")[0].split(". ")[0])[:60]] += 1
@@ -755,6 +761,8 @@ def corpus_section(results: Path) -> Section | None:
     sec.raw_table("corpus", rows)
     if not fails.empty:
         sec.raw_table("corpus_failures", fails)
+    if not rej.empty:
+        sec.raw_table("corpus_rejected", rej)
     return sec
 
 

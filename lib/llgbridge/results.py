@@ -59,8 +59,10 @@ SCHEMAS: dict[str, Schema] = {
     "exactness": Schema({"n_inputs": int, "bridges": list, "exactness": list, "probe_vs_exactness": dict},
                         {"bridges": _BRIDGE_ROW, "exactness": _BRIDGE_ROW, "probe_vs_exactness": ("vocab", "cell")}),
     "soundness": Schema({"soundness": list}, {"soundness": _BRIDGE_ROW}),
-    "corpus": Schema({"schemas": int, "params": dict, "rows": list, "failures": list, "timing": list, "hist": dict, "hist_edges_us": list},
+    "corpus": Schema({"schemas": int, "params": dict, "rows": list, "failures": list, "rejected": list, "timing": list, "hist": dict,
+                      "hist_edges_us": list},
                      {"rows": (*_BRIDGE_ROW, "schemas", "compiled", "under", "over"), "failures": (*_BRIDGE_ROW, "schema", "status"),
+                      "rejected": ("schema", "status", "error", "vocabs", "bridges"),
                       "timing": (*_BRIDGE_ROW, "masks", "mask_us_p50", "mask_us_p99")}),
 }
 
