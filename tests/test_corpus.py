@@ -82,6 +82,14 @@ def test_each_bad_schema_is_a_row_with_its_reason() -> None:
     assert {r["schema"] for r in _csv(fails)} <= set(COMPILES)
 
 
+def test_every_job_has_its_own_cache_key_even_where_two_schemas_have_the_same_bytes() -> None:
+    entries = schemas.manifest()
+    assert len({e.digest for e in entries}) < len(entries)  # the wheel has duplicates: the case this guards
+    jobs = corpus.plan([VOCAB], [e.id for e in entries], corpus.Params())
+    assert len({j.key for j in jobs}) == len(jobs)
+    assert len({corpus.BridgeJob(j, "fixed", ()).key for j in jobs}) == len(jobs)
+
+
 def test_instances_are_valid_for_jsonschema_and_bounded() -> None:
     job = corpus.plan([VOCAB], COMPILES, corpus.Params())
     for j in job:

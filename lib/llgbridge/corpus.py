@@ -161,8 +161,10 @@ class InstancesJob:
 
     @property
     def key(self) -> str:
-        return _sha({"kind": "instances", "schema": self.schema_digest, "vocab": self.vocab_digest, "params": asdict(self.params),
-                     "code": code_hash()})
+        # the names too, not only the contents: the wheel has schemas with identical bytes under
+        # different names, and a record carries its names into the tables
+        return _sha({"kind": "instances", "schema": [self.schema, self.schema_digest], "vocab": [self.vocab, self.vocab_digest],
+                     "params": asdict(self.params), "code": code_hash()})
 
 
 @dataclass(frozen=True)
