@@ -204,6 +204,20 @@ def test_make_corpus_writes_its_tables_and_resumes(tmp_path: Path) -> None:
     assert corpus.main([*args[:-4], "--workers", "two"]) == 2
 
 
+@pytest.mark.slow
+def test_make_corpus_on_a_dask_local_cluster_gives_the_serial_bytes(tmp_path: Path) -> None:
+    import subprocess
+
+    common = ["--vocabs", "llama-spm", "--schemas", "4", "--seed", "2", "--bridges", "upstream,fixed"]
+    assert corpus.main([*common, "--engine", "serial", "--out", str(tmp_path / "a"), "--cache", str(tmp_path / "ca")]) == 0
+    # as `make corpus ENGINE=dask` runs it: the module as a script, whose functions Dask must ship
+    p = subprocess.run([sys.executable, "-m", "llgbridge.corpus", *common, "--engine", "dask", "--workers", "2",
+                        "--out", str(tmp_path / "b"), "--cache", str(tmp_path / "cb")], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    for name in ("corpus.csv", "corpus_failures.csv", "corpus_rejected.csv"):
+        assert (tmp_path / "b" / name).read_bytes() == (tmp_path / "a" / name).read_bytes(), name
+
+
 def _csv(text: str) -> list[dict[str, str]]:
     import csv
     import io

@@ -66,6 +66,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -95,7 +96,7 @@ ERROR_CHARS = 300  # an llguidance error can list every unsupported key: cut, st
 # this one (`_JOB_CODE`, by source), invalidates the cache. The tables, the CLI and the runner
 # are left out, so editing how results are summed does not throw away hours of computed jobs
 _CODE = ("soundness.py", "bridges.py", "sentinel.py", "probe.py", "llg.py", "vocab.py", "grammars.py")
-_JOB_CODE = ("Params", "_classes", "read_schema", "_rejected", "walk_instances", "check_instance", "instances_job", "TimedMatcher",
+_JOB_CODE = ("Params", "_classes", "read_schema", "_RESOURCE", "_UNIMPLEMENTED", "_outside_refs", "_rejected", "walk_instances", "check_instance", "instances_job", "TimedMatcher",
              "Timed", "COUNTS", "bridge_job", "ERROR_CHARS", "_CLOSERS", "_SPACE")
 _CLOSERS = frozenset(b'"]}')
 _SPACE = frozenset(b" \t\r\n")
@@ -255,8 +256,36 @@ def read_schema(path: Path) -> tuple[Any, str]:
         return None, f"not JSON: {first_line(str(e))}"
 
 
-def _rejected(e: InputError) -> str:
-    return e.cause.removeprefix("llguidance rejected it: ")[:ERROR_CHARS]
+_RESOURCE = re.compile(r"Resource '[^']*' is not present in a registry.*")
+_UNIMPLEMENTED = re.compile(r"Unimplemented keys: (\[[^\]]*\])")
+
+
+def _outside_refs(schema: Any) -> list[str]:
+    """Every `$ref` that names another document (something before its `#`), sorted."""
+    out: set[str] = set()
+    stack = [schema]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            ref = x.get("$ref")
+            if isinstance(ref, str) and ref.split("#", 1)[0]:
+                out.add(ref.split("#", 1)[0])
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return sorted(out)
+
+
+def _rejected(e: InputError, schema: Any) -> str:
+    """llguidance's reason, made the same on every run: of several unresolvable `$ref`s it names
+    whichever it meets first, in an order that changes from run to run (and may list unsupported
+    keys in any order), which would make the tables differ between two runs of the same inputs."""
+    msg = e.cause.removeprefix("llguidance rejected it: ")
+    refs = _outside_refs(schema)
+    msg = _RESOURCE.sub(f"a $ref to a resource it does not fetch ({len(refs)} other documents referenced, first: "
+                        f"{refs[0] if refs else '?'})", msg)
+    msg = _UNIMPLEMENTED.sub(lambda m: "Unimplemented keys: " + json.dumps(sorted(json.loads(m.group(1)))), msg)
+    return msg[:ERROR_CHARS]
 
 
 # -- instances ----------------------------------------------------------------------------------
@@ -337,7 +366,7 @@ def instances_job(job: InstancesJob) -> dict[str, Any]:
     try:
         truth.new_matcher(grammar)
     except InputError as e:
-        return {**rec, "status": "rejected", "error": _rejected(e)}
+        return {**rec, "status": "rejected", "error": _rejected(e, schema)}
     seed = int(_sha([job.params.seed, job.schema])[:12], 16)
     insts, walk_error = walk_instances(truth, grammar, seed, job.params, _classes(job.vocab_path, job.vocab))
     return {**rec, "instances": insts, "walk_error": walk_error, "jsonschema": [check_instance(schema, x) for x in insts]}
@@ -403,7 +432,7 @@ def bridge_job(job: BridgeJob) -> dict[str, Any]:
     try:
         m = timed.new_matcher(grammar)
     except InputError as e:
-        return {**rec, "status": "rejected", "error": _rejected(e), "compile_us": [t // 1000 for t in timing.compile_ns]}
+        return {**rec, "status": "rejected", "error": _rejected(e, schema), "compile_us": [t // 1000 for t in timing.compile_ns]}
     try:
         m.mask()
         ttfm = (timing.compile_ns[0] + timing.mask_ns[0]) // 1000
@@ -682,4 +711,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # run the package's module, not this __main__ copy: Dask pickles a __main__ function by value,
+    # with this module's globals (its caches hold ctypes objects), and the package's by reference
+    from llgbridge.corpus import main as package_main
+
+    raise SystemExit(package_main())
