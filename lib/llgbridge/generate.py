@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -286,7 +287,7 @@ def generate(
     seed: int = 0,
 ) -> Generation:
     """One generation; `matcher=None` is unconstrained."""
-    from llguidance.numpy import apply_token_bitmask_inplace
+    from .maskpath import apply_mask
 
     g = Generation()
     state: dict[str, Matcher | None] = {"m": matcher}
@@ -302,11 +303,11 @@ def generate(
             g.llg_errors.append(str(e))
             state["m"] = None  # llama.cpp frees the matcher: unconstrained from here on
             return logits
-        out = np.array(logits, dtype=np.float32)
-        apply_token_bitmask_inplace(out, mask.view(np.int32))
+        # in place on llama.cpp's candidate logits: no copy (maskpath.apply_mask, timed in make bench)
+        apply_mask(logits, mask)
         g.mask_seconds += time.perf_counter() - t
         g.n_masks += 1
-        return out
+        return logits
 
     import llama_cpp
 
@@ -384,6 +385,49 @@ class MatrixRow:
         }
 
 
+TAIL_TOKENS = 8  # kept after the first violation, marked as a tail
+
+
+@cache
+def _truth(vocab: Vocab) -> Bridge:
+    from .bridges import build
+
+    return build(vocab, "truth")
+
+
+def first_violation(vocab: Vocab, grammar: str, tokens: list[int]) -> int | None:
+    """The index of the first token whose real bytes the grammar does not allow there, or None.
+
+    Judged by the truth bridge (real pieces, no forcing): the point where the text stopped
+    being a prefix of anything the grammar admits.
+    """
+    m = _truth(vocab).new_matcher(grammar)
+    for i, t in enumerate(tokens):
+        try:
+            if t not in set(m.allowed()):
+                return i
+            m.consume(t)
+        except LlgError:
+            return i
+    return None
+
+
+def recorded_output(vocab: Vocab, case: Case, g: Generation) -> str:
+    """What the matrix records of an output: all of it when it never broke the grammar; else the
+    text up to the first violation, then `TAIL_TOKENS` tokens marked as a tail.
+
+    After a violation the text is whatever the model writes unconstrained; on random weights its
+    near-ties break differently on another CPU, so the full text would not reproduce elsewhere.
+    """
+    text = g.output.decode("utf-8", "backslashreplace")
+    at = first_violation(vocab, case.grammar, g.tokens)
+    if at is None or len(g.tokens) - at <= TAIL_TOKENS:
+        return text
+    head = vocab.real_bytes(g.tokens[:at]).decode("utf-8", "backslashreplace")
+    tail = vocab.real_bytes(g.tokens[at : at + TAIL_TOKENS]).decode("utf-8", "backslashreplace")
+    return f"{head}{tail}…[{len(g.tokens) - at - TAIL_TOKENS} more tokens after the first violation at token {at}]"
+
+
 def run_case(
     llm: Any,
     model_name: str,
@@ -407,7 +451,7 @@ def run_case(
             llg_errors=len(g.llg_errors) if g else 0,
             greedy=bridge.greedy,
             n_tokens=len(g.tokens) if g else 0,
-            output=g.output.decode("utf-8", "backslashreplace") if g else "",
+            output=recorded_output(vocab, case, g) if g else "",
             error=error or (first_line(g.llg_errors[0]) if g and g.llg_errors else ""),
             prompt=prompt.kind,
             tokens=g.tokens if g else [],

@@ -588,15 +588,20 @@ def _blank(x: int | None) -> int | str:
     return "" if x is None else x
 
 
-def analyse(vocab: Any, literal: str, leak_grammar: str, walks: int = 2, seed: int = 0, progress: bool = True) -> NativeResult:
-    """Both test binaries against both samplers, and the differential, for one loaded `Vocab`."""
+def analyse(vocab: Any, literal: str, leak_grammar: str, walks: int = 2, seed: int = 0, progress: bool = True,
+            build: Any = None) -> NativeResult:
+    """Both test binaries against both samplers, and the differential, for one loaded `Vocab`.
+
+    `build(vocab, name)` makes a bridge (default `bridges.build`; a notebook passes its cache).
+    """
     from . import bridges
 
+    build = build or bridges.build
     why = unavailable()
     if why:
         raise RuntimeError(why)
     tests = [run_test(t, s, vocab.path) for t in ("shipped", "pr") for s in SAMPLERS]
-    truth = bridges.build(vocab, "truth")
+    truth = build(vocab, "truth")
     jobs = jobs_for(truth, literal, leak_grammar, walks, seed)
     diffs, errors = [], {}
     for s in SAMPLERS:
@@ -605,7 +610,7 @@ def analyse(vocab: Any, literal: str, leak_grammar: str, walks: int = 2, seed: i
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             errors[s] = str(e).splitlines()[0]
             continue
-        diffs.append(differential(bridges.build(vocab, s), jobs, traces))
+        diffs.append(differential(build(vocab, s), jobs, traces))
     tok_eos = vocab.eot if vocab.eot >= 0 else vocab.eos
     return NativeResult(vocab.name, tok_eos, tests, diffs, errors)
 

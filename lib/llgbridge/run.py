@@ -128,6 +128,134 @@ def execute(
     return status
 
 
+class _Kernel:
+    """One kernel that runs several notebooks in turn, started again after a crash.
+
+    A notebook's names are dropped before the next one runs (`%reset -f`), but the modules it
+    imported stay loaded, and with them what `nb` caches: the vocab and its bridges are built
+    once for all the analyses of a vocab, not once per analysis. The kernel manager is the one
+    nbclient makes for itself (as papermill's runs have it), so a kernel that dies is noticed.
+    """
+
+    def __init__(self) -> None:
+        self.km: object | None = None
+
+    def alive(self) -> bool:
+        from nbclient.util import run_sync
+
+        return self.km is not None and bool(run_sync(self.km.is_alive)())  # type: ignore[attr-defined]
+
+    def run(self, nb: object, timeout: int) -> object:
+        from nbclient import NotebookClient
+
+        resources = {"metadata": {"path": str(ROOT)}}
+        if not self.alive():
+            self.shutdown()
+            client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources=resources)
+            try:
+                return client.execute(cleanup_kc=False)
+            finally:
+                self.km = client.km
+        import nbformat
+
+        reset = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%reset -f")])
+        NotebookClient(reset, km=self.km, timeout=60, kernel_name="python3", resources=resources).execute()
+        return NotebookClient(nb, km=self.km, timeout=timeout, kernel_name="python3", resources=resources).execute()
+
+    def shutdown(self) -> None:
+        from nbclient.util import run_sync
+
+        if self.km is not None:
+            try:
+                run_sync(self.km.shutdown_kernel)(now=True)  # type: ignore[attr-defined]
+            except Exception:  # noqa: BLE001 - a dead kernel has nothing left to stop
+                pass
+            self.km = None
+
+
+def execute_batch(
+    vocab: str,
+    notebooks: list[str],
+    out_root: Path | None = None,
+    results_dir: Path | None = None,
+    timeout: int = 1800,
+    notebooks_dir: Path = NOTEBOOKS,
+) -> list[dict[str, object]]:
+    """Run several analyses of one vocab, with their default parameters, in one kernel.
+
+    What a run per notebook paid again and again (an interpreter, papermill's imports, a
+    kernel and the kernel's imports, the vocab's load, its bridges' builds, nbconvert's
+    exporter) is paid once. Isolation stays per vocab: a crash inside native code ends its
+    notebook's run (a failed result naming the cause, as `execute` writes it) and the next
+    notebook gets a fresh kernel.
+    """
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
+
+    out_root = out_root or ROOT / "reports"
+    results_dir = results_dir or RESULTS
+    why = name_problem(vocab)
+    if why:
+        raise InputError("vocab", why)
+    shown_results = results_dir.relative_to(ROOT) if results_dir.is_relative_to(ROOT) else results_dir
+    kernel = _Kernel()
+    out: list[dict[str, object]] = []
+    (out_root / "logs").mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    progress = os.dup(1)  # the terminal, kept for progress lines while the kernel's output goes to a log
+    with tempfile.TemporaryDirectory(dir=out_root / "logs") as tmp:
+        log = Path(tmp) / "kernel.log"
+        with _output_to(log):
+            for notebook in notebooks:
+                parameters = {"vocab": vocab, "results_dir": str(shown_results)}
+                full = P.check(notebook, parameters, notebooks_dir)
+                src = notebooks_dir / f"{notebook}.ipynb"
+                result = results_dir / notebook / f"{vocab}.json"
+                status: dict[str, object] = {"notebook": notebook, "vocab": vocab}
+                t0 = time.monotonic()
+                mark = log.stat().st_size if log.exists() else 0
+                nb = parameterize_notebook(load_notebook_node(str(src)), parameters, kernel_name="python3", language="python")
+                try:
+                    nb = kernel.run(nb, timeout)
+                    status["status"] = "ok"
+                except KeyboardInterrupt:
+                    kernel.shutdown()
+                    raise
+                except BaseException as e:  # noqa: BLE001 - every failure becomes a result
+                    status.update(status="failed", error=_one_line(e))
+                    segment = log.read_bytes()[mark:] if log.exists() else b""
+                    part = Path(tmp) / f"{notebook}.log"
+                    part.write_bytes(segment)
+                    cause = native_cause(part)
+                    if cause and "kernel died" in str(status["error"]):
+                        status["error"] = f"the kernel died: {cause}"
+                    if segment.strip():
+                        kept = out_root / "logs" / notebook / f"{vocab}.log"
+                        write_atomic(kept, segment)
+                        status["log"] = str(kept.relative_to(out_root))
+                    if not kernel.alive():
+                        kernel.shutdown()
+                try:
+                    _publish(nb, src, notebook, vocab, parameters, out_root, [tmp + "/"])
+                    if status["status"] == "ok" and not result.exists():
+                        status.update(status="failed", error=f"the notebook wrote no result at {_rel(result)}")
+                    if status["status"] != "ok":
+                        from .results import provenance
+
+                        prov = provenance(notebook, full) if notebooks_dir == NOTEBOOKS else None
+                        write_json(result, {**status, "provenance": prov})
+                        os.utime(result, (0, 0))
+                except OSError as e:
+                    status.update(status="failed", error=env_error(e), unwritten=env_error(e))
+                status["seconds"] = round(time.monotonic() - t0, 2)
+                out.append(status)
+                os.write(progress, (f"[{notebook}] {vocab} " + (f"ok in {status['seconds']}s" if status["status"] == "ok"
+                                    else f"FAILED: {status['error']}") + "\n").encode())
+            kernel.shutdown()
+    os.close(progress)
+    return out
+
+
 def env_error(e: OSError) -> str:
     """An environment error in one line naming the path: `data/results/x.json: No space left on device`."""
     where = e.filename or ""
@@ -142,10 +270,8 @@ def _run(src: Path, notebook: str, vocab: str, parameters: dict[str, object], ou
          status: dict[str, object]) -> None:
     import nbformat
     import papermill as pm
-    from nbconvert import HTMLExporter
 
     executed = out_root / "notebooks" / notebook / f"{vocab}.ipynb"
-    html = out_root / "html" / notebook / f"{vocab}.html"
     executed.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=executed.parent) as tmp:
         tmp_nb = Path(tmp) / executed.name
@@ -178,17 +304,38 @@ def _run(src: Path, notebook: str, vocab: str, parameters: dict[str, object], ou
                 status["log"] = str(kept.relative_to(out_root)) if kept.is_relative_to(out_root) else str(kept)
         if tmp_nb.exists():
             nb = nbformat.read(str(tmp_nb), as_version=4)
-            nb.cells.insert(0, _header_cell(nbformat, src, notebook, vocab, parameters, out_root))
-            _scrub(nb, [str(ROOT) + "/", str(tmp) + "/", str(out_root) + "/"])
-            pmeta = nb.metadata.get("papermill", {})
-            for key, path in (("input_path", src), ("output_path", executed)):
-                if key in pmeta:  # papermill records absolute paths; the page must not carry them
-                    pmeta[key] = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
-            exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-            body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": f"{notebook} · {vocab}"}})
-            write_atomic(html, body)
-            nbformat.write(nb, str(tmp_nb))
-            tmp_nb.replace(executed)
+            _publish(nb, src, notebook, vocab, parameters, out_root, [str(tmp) + "/"])
+
+
+def _exporter() -> object:
+    """nbconvert's HTML exporter without code, built once per process (it loads its templates)."""
+    global _EXPORTER
+    if _EXPORTER is None:
+        from nbconvert import HTMLExporter
+
+        _EXPORTER = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    return _EXPORTER
+
+
+_EXPORTER: object | None = None
+
+
+def _publish(nb: object, src: Path, notebook: str, vocab: str, parameters: dict[str, object], out_root: Path,
+             scratch: list[str]) -> None:
+    """The executed notebook and its HTML page, each with a header and without this machine's paths."""
+    import nbformat
+
+    executed = out_root / "notebooks" / notebook / f"{vocab}.ipynb"
+    html = out_root / "html" / notebook / f"{vocab}.html"
+    nb.cells.insert(0, _header_cell(nbformat, src, notebook, vocab, parameters, out_root))  # type: ignore[attr-defined]
+    _scrub(nb, [str(ROOT) + "/", *scratch, str(out_root) + "/"])
+    pmeta = nb.metadata.get("papermill", {})  # type: ignore[attr-defined]
+    for key, path in (("input_path", src), ("output_path", executed)):
+        if key in pmeta:  # papermill records absolute paths; the page must not carry them
+            pmeta[key] = str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
+    body, _ = _exporter().from_notebook_node(nb, resources={"metadata": {"name": f"{notebook} · {vocab}"}})  # type: ignore[attr-defined]
+    write_atomic(html, body)
+    write_atomic(executed, nbformat.writes(nb))
 
 
 def _scrub(nb: object, prefixes: list[str]) -> None:
