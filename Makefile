@@ -36,10 +36,15 @@ MODULES_corpus := corpus.py cluster.py schemas.py schemas.tsv soundness.py fixtu
 NOTEBOOKS := census leak forced probe exactness soundness
 # the matrix runs on synthetic models made from these fixtures' tokenizers
 MATRIX_VOCABS := llama-spm phi-3 baichuan llama-bpe gemma-4 qwen35
-RESULT_FILES := $(foreach n,$(NOTEBOOKS),$(foreach v,$(VOCABS),data/results/$(n)/$(v).json)) \
+# every per-vocab analysis of a vocab runs in one batch (llgbridge.batch: one process, one
+# kernel, the vocab and its bridges built once); the batch runs only the analyses whose result is
+# out of date, so `make -j2 report` runs two vocabs at a time. data/results/NOTEBOOK/VOCAB.json
+# targets stay for one analysis by hand
+BATCH := $(NOTEBOOKS) native
+BATCH_STAMPS := $(foreach v,$(VOCABS) $(REAL_VOCABS),data/results/.batch/$(v))
+RESULT_FILES := $(BATCH_STAMPS) \
                 $(foreach v,$(MATRIX_VOCABS),data/results/matrix/$(v).json) \
-                $(foreach v,$(VOCABS),data/results/native/$(v).json) \
-                $(foreach n,$(NOTEBOOKS) native matrix,$(foreach v,$(REAL_VOCABS),data/results/$(n)/$(v).json))
+                $(foreach v,$(REAL_VOCABS),data/results/matrix/$(v).json)
 # the SchemaStore corpus's seeded sample (40 schemas) on the guide's four vocabs; `make corpus`
 # runs every schema on every vocab, outside the report
 CORPUS_SAMPLE_VOCABS := llama-spm llama-bpe gemma-4 bert-bge
@@ -131,6 +136,13 @@ data/results/matrix/$(1).json: notebooks/matrix.ipynb $(CORE) $(addprefix lib/ll
 	@$$(BIN)/python -m llgbridge.run matrix $(1) -p n_gpu_layers "$$$$N_GPU_LAYERS"
 endef
 $(foreach v,$(REAL_VOCABS),$(eval $(call real_matrix,$(v))))
+
+# a vocab's batch is out of date when anything its analyses depend on changed
+BATCH_CODE := $(CORE) $(foreach n,$(BATCH),notebooks/$(n).ipynb $(addprefix lib/llgbridge/,$(MODULES_$(n))))
+$(foreach v,$(VOCABS),$(eval data/results/.batch/$(v): data/vocabs/ggml-vocab-$(v).gguf))
+$(foreach v,$(REAL_VOCABS),$(eval data/results/.batch/$(v): data/models/.fetched))
+data/results/.batch/%: $(BATCH_CODE) data/native/.built data/vocabs/.complete | $(STAMP)
+	@$(BIN)/python -m llgbridge.batch $* --analyses $(BATCH) --stamp $@
 
 native: data/native/.built
 

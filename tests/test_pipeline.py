@@ -27,6 +27,14 @@ def test_editing_the_pipeline_or_the_report_reruns_no_analysis(analysis: str) ->
     assert not [d for d in deps if any(p in d for p in PIPELINE)]
 
 
+def test_a_vocabs_batch_depends_on_its_analyses_code_and_not_on_the_pipeline() -> None:
+    deps = _prerequisites("data/results/.batch/llama-bpe")
+    for analysis in ("census", "leak", "forced", "probe", "exactness", "soundness", "native"):
+        assert f"notebooks/{analysis}.ipynb" in deps
+    assert "lib/llgbridge/masks.py" in deps and "data/vocabs/ggml-vocab-llama-bpe.gguf" in deps
+    assert not [d for d in deps if any(p in d for p in PIPELINE)]
+
+
 def test_editing_one_analysis_reruns_only_its_notebooks() -> None:
     assert "lib/llgbridge/masks.py" in _prerequisites("data/results/leak/llama-bpe.json")
     for other in ("census", "probe", "exactness", "soundness", "native"):
