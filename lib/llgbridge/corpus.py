@@ -282,8 +282,8 @@ def _rejected(e: InputError, schema: Any) -> str:
     keys in any order), which would make the tables differ between two runs of the same inputs."""
     msg = e.cause.removeprefix("llguidance rejected it: ")
     refs = _outside_refs(schema)
-    msg = _RESOURCE.sub(f"a $ref to a resource it does not fetch ({len(refs)} other documents referenced, first: "
-                        f"{refs[0] if refs else '?'})", msg)
+    msg = _RESOURCE.sub("a $ref to a document it does not fetch" + (f" ({len(refs)} in the schema, first: {refs[0]})" if refs else ""),
+                        msg)
     msg = _UNIMPLEMENTED.sub(lambda m: "Unimplemented keys: " + json.dumps(sorted(json.loads(m.group(1)))), msg)
     return msg[:ERROR_CHARS]
 

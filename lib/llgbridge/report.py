@@ -692,7 +692,7 @@ def corpus_section(results: Path) -> Section | None:
         for e in rej[rej.status == "rejected"].drop_duplicates("schema").error:
             msg = str(e).split("failed to compile JSON schema: ")[-1]
             # a remote or missing $ref names its URL: one reason, not one per URL
-            reasons[("$ref not resolvable" if msg.startswith(("Resource '", "Pointer '")) else msg.split(":")[0].split(". ")[0])[:60]] += 1
+            reasons[("$ref not resolvable" if msg.startswith(("Resource '", "Pointer '", "a $ref to a document")) else msg.split(":")[0].split(". ")[0])[:60]] += 1
     sec = Section("corpus", "Real-world schemas at corpus scale: SchemaStore through every bridge", notebook="corpus")
     # not the guide's claim (the section is beyond it), so the anchor goes in the text
     sec.text = (
