@@ -695,12 +695,16 @@ def main(argv: list[str] | None = None) -> int:
     ids = sample_ids(n, a.seed)
     engine = "dask" if a.cluster else a.engine
     params = Params(seed=a.seed)
+    # the machine's load beside the timings: on 2 cores shared with other work, the p99 of mask
+    # time grew tenfold (measured), while the counts do not move
+    load_before = round(os.getloadavg()[0], 2)
     print(f"corpus: {len(ids)} schemas x {len(vocabs)} vocabs x {a.bridges} on {engine}"
           + (f" at {a.cluster}" if a.cluster else ""), flush=True)
     r = run(vocabs, ids, [b for b in a.bridges.split(",") if b], params, engine=engine, workers=workers,
             cluster=a.cluster or None, cache_dir=a.cache)
     meta = {"vocabs": names, "schemas": len(ids), "bridges": a.bridges, "engine": engine,
-            "workers": workers or os.cpu_count(), "cluster": "yes" if a.cluster else "local", "params": asdict(params)}
+            "workers": workers or os.cpu_count(), "cluster": "yes" if a.cluster else "local", "params": asdict(params),
+            "cpus": os.cpu_count(), "load_1min_before": load_before, "load_1min_after": round(os.getloadavg()[0], 2)}
     write_outputs(r, a.out, meta)
     failed = [x for x in r.instances + r.bridges if x.get("status") == "failed"]
     shown = repo_path(a.out)
