@@ -291,12 +291,38 @@ def test_9_a_result_never_lands_outside_its_folder() -> None:
         run.execute("census", "../x")
 
 
+def _tree_copy(tmp_path: Path, fixtures_kept: tuple[str, ...] = ()) -> tuple[Path, dict[str, str]]:
+    """A copy of the tree to run `make` in, so a test never writes the real data/ or reports/.
+
+    The venv is shared (a symlink); the venv stamp is a file the copy makes newer than its
+    pyproject.toml, so Make never reinstalls the shared venv from the copy.
+    """
+    tree = tmp_path / "tree"
+    for part in ("lib", "notebooks", "native", "patches", "Makefile", "pyproject.toml"):
+        src = ROOT / part
+        shutil.copytree(src, tree / part, ignore=shutil.ignore_patterns("__pycache__")) if src.is_dir() else shutil.copy(src, tree / part)
+    (tree / ".venv").symlink_to(ROOT / ".venv")
+    (tree / ".stamp").touch()
+    manifest = tree / "lib" / "llgbridge" / "vocabs.sha256"
+    manifest.write_text("".join(ln + "\n" for ln in manifest.read_text().splitlines() if ln.split()[-1:] and ln.split()[-1] in fixtures_kept))
+    vocabs = tree / "data" / "vocabs"
+    vocabs.mkdir(parents=True)
+    for name in fixtures_kept:
+        (vocabs / name).symlink_to(VOCABS / name)
+    (vocabs / ".complete").touch()
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS")}
+    env["PYTHONPATH"] = str(tree / "lib")  # before the venv's editable path to the real tree
+    return tree, env
+
+
 def test_9_a_user_value_never_reaches_a_shell(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
+    tree, env = _tree_copy(tmp_path, ("ggml-vocab-llama-spm.gguf",))
     for target, var in (("whatif", "VOCAB"), ("whatif", "NAME"), ("matrix", "MODELS"), ("whatif", "PARAMS")):
         value = f'x"; touch {marker}; echo "'
         extra = [] if var == "VOCAB" else ["VOCAB=" + str(SPM) if target == "whatif" else ""]
-        subprocess.run(["make", "-s", target, f"{var}={value}", *[e for e in extra if e]], cwd=ROOT, capture_output=True, timeout=120)
+        subprocess.run(["make", "-s", target, f"{var}={value}", "STAMP=.stamp", *[e for e in extra if e]], cwd=tree,
+                       capture_output=True, timeout=120, env=env)
         assert not marker.exists(), (target, var)
 
 
@@ -316,25 +342,14 @@ def test_make_report_with_three_hostile_inputs(tmp_path: Path) -> None:
     """A copy of the tree with two fixtures and three hostile files; only the census runs (the
     cheapest analysis: each hostile input breaks it). Every other input completes, the report
     is written, each hostile one is named in one line, and make exits non-zero."""
-    tree = tmp_path / "tree"
-    for part in ("lib", "notebooks", "Makefile", "pyproject.toml"):
-        src = ROOT / part
-        shutil.copytree(src, tree / part, ignore=shutil.ignore_patterns("__pycache__")) if src.is_dir() else shutil.copy(src, tree / part)
-    (tree / ".venv").symlink_to(ROOT / ".venv")
-    keep = ("ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf")
-    manifest = tree / "lib" / "llgbridge" / "vocabs.sha256"
-    manifest.write_text("".join(ln + "\n" for ln in manifest.read_text().splitlines() if ln.split()[-1:] and ln.split()[-1] in keep))
+    tree, env = _tree_copy(tmp_path, ("ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"))
     vocabs = tree / "data" / "vocabs"
-    vocabs.mkdir(parents=True)
-    for name in keep:
-        (vocabs / name).symlink_to(VOCABS / name)
     _write_vocab(vocabs / "ggml-vocab-big.gguf", _big_piece)
     _write_vocab(vocabs / "ggml-vocab-eos.gguf", _eos_out_of_range)
     shutil.copy(SPM, vocabs / "ggml-vocab--dash.gguf")
     (vocabs / ".complete").touch()
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS")}
-    env["PYTHONPATH"] = str(tree / "lib")  # before the venv's editable path to the real tree
-    out = subprocess.run(["make", "report", "RESULT_FILES=$(foreach v,$(VOCABS),data/results/census/$(v).json)", "NATIVE_SRC="],
+    out = subprocess.run(["make", "report", "RESULT_FILES=$(foreach v,$(VOCABS),data/results/census/$(v).json)", "NATIVE_SRC=",
+                          "STAMP=.stamp"],
                          cwd=tree, capture_output=True, text=True, env=env, timeout=900)
     assert out.returncode != 0, out.stdout[-3000:] + out.stderr[-3000:]
     inputs = (tree / "reports" / "tables" / "inputs.csv").read_text().splitlines()
