@@ -875,7 +875,7 @@ def verdict(results: Path) -> Verdict | None:
             if not m.empty:
                 e2e = " / ".join(f"{int((m[m.bridge == br].outcome == 'pass').sum())}/{len(m[m.bridge == br])}" for br in ("upstream", "fixed"))
         rows.append({
-            "input": v, "type": s.get("vocab_type", "") + (" · real model" if s.get("real_model") else ""),
+            "input": v, "type": s.get("vocab_type", "") + (" · real model" if v in REAL_MODELS else ""),
             "A: wrong tokens": s["differing"], "A: leaks": "" if up_leak is None else up_leak,
             "B: tokenize exact": "" if not p else ("yes" if p.get("tokenize_exact") else "no"),
             "B: forced mask": "" if up_np is None else ("ok" if not up_np else f"{up_np} not prefix"),
