@@ -59,16 +59,10 @@ def test_the_plan_runs_only_what_is_out_of_date(batched: Path, tmp_path: Path) -
 
 @pytest.mark.slow
 def test_a_crash_in_a_batch_ends_only_its_notebook(tmp_path: Path) -> None:
-    from gguf import Keys
-    from test_hostile import _write_vocab
+    from test_hostile import abort_notebook
     from test_inputs import _notebook
 
-    dup = _write_vocab(tmp_path / "dup.gguf", lambda k, v: v[:300] + [v[301]] + v[301:] if k == Keys.Tokenizer.LIST else v)
-    nbs = tmp_path / "nbs"
-    nbs.mkdir()
-    load = ("import llama_cpp\np = llama_cpp.llama_model_default_params()\np.vocab_only = True\n"
-            f"llama_cpp.llama_model_load_from_file({str(dup).encode()!r}, p)")
-    _notebook(nbs, "abort", load)
+    nbs = abort_notebook(tmp_path)
     ok = ("import json, pathlib\np = pathlib.Path(results_dir) / 'fine' / (vocab + '.json')\np.parent.mkdir(parents=True, exist_ok=True)\n"
           "p.write_text(json.dumps({'status': 'ok', 'notebook': 'fine', 'vocab': vocab}))")
     _notebook(nbs, "fine", ok)

@@ -173,16 +173,22 @@ def test_5_an_inconsistent_tokenizer_is_refused_before_llama_cpp_sees_it(tmp_pat
 
 # -- 6. an abort inside llama.cpp loses its cause ------------------------------------------------
 @pytest.mark.slow
-def test_6_an_abort_keeps_its_cause_and_its_log(tmp_path: Path) -> None:
-    dup = _write_vocab(tmp_path / "dup.gguf", lambda k, v: v[:300] + [v[301]] + v[301:] if k == Keys.Tokenizer.LIST else v)
-    nb = tmp_path / "nbs"
-    nb.mkdir()
-    # the real llama.cpp, past the suite's own check: its GGML_ASSERT aborts the kernel
-    code = ("import llama_cpp\np = llama_cpp.llama_model_default_params()\np.vocab_only = True\n"
-            f"llama_cpp.llama_model_load_from_file({str(dup).encode()!r}, p)")
+def abort_notebook(tmp_path: Path) -> Path:
+    """A folder with a notebook `abort` that makes the real llama.cpp abort its kernel: a vocab
+    with a duplicate token loaded past the suite's own check, so llama.cpp's GGML_ASSERT fires."""
     from test_inputs import _notebook
 
+    dup = _write_vocab(tmp_path / "dup.gguf", lambda k, v: v[:300] + [v[301]] + v[301:] if k == Keys.Tokenizer.LIST else v)
+    nb = tmp_path / "nbs"
+    nb.mkdir(exist_ok=True)
+    code = ("import llama_cpp\np = llama_cpp.llama_model_default_params()\np.vocab_only = True\n"
+            f"llama_cpp.llama_model_load_from_file({str(dup).encode()!r}, p)")
     _notebook(nb, "abort", code)
+    return nb
+
+
+def test_6_an_abort_keeps_its_cause_and_its_log(tmp_path: Path) -> None:
+    nb = abort_notebook(tmp_path)
     out = subprocess.run([sys.executable, "-c", "import sys, json; from pathlib import Path; from llgbridge import run\n"
                           f"st = run.execute('abort', 'x', out_root=Path({str(tmp_path / 'r')!r}), results_dir=Path({str(tmp_path / 'res')!r}), "
                           f"notebooks_dir=Path({str(nb)!r}))\nprint(json.dumps(st))"], capture_output=True, text=True, cwd=ROOT)

@@ -30,14 +30,19 @@ MEMBER_PREFIX = "llama_cpp_python-0.3.36/vendor/llama.cpp/"
 MANIFEST = Path(__file__).with_name("vocabs.sha256")
 
 
-def manifest() -> dict[str, str]:
-    """file name -> sha256, from the committed manifest."""
+def read_manifest(path: Path) -> dict[str, str]:
+    """file name -> sha256, from a committed `sha256sum`-style manifest (`#` lines are comments)."""
     out: dict[str, str] = {}
-    for line in MANIFEST.read_text().splitlines():
+    for line in path.read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             digest, name = line.split()
             out[name] = digest
     return out
+
+
+def manifest() -> dict[str, str]:
+    """file name -> sha256, from the fixtures' manifest."""
+    return read_manifest(MANIFEST)
 
 
 def vocab_names(extra: Path | None = None) -> list[str]:

@@ -27,7 +27,6 @@ names before the virtual environment exists.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import subprocess
@@ -96,13 +95,10 @@ REAL_MODELS: dict[str, RealModel] = {
 
 
 def manifest() -> dict[str, str]:
-    """file name -> sha256, from the committed manifest."""
-    out: dict[str, str] = {}
-    for line in MANIFEST.read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            digest, name = line.split()
-            out[name] = digest
-    return out
+    """file name -> sha256, from the models' manifest."""
+    from .fixtures import read_manifest
+
+    return read_manifest(MANIFEST)
 
 
 def is_real(name: str) -> bool:
@@ -110,11 +106,9 @@ def is_real(name: str) -> bool:
 
 
 def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    from .fixtures import sha256 as file_sha256
+
+    return file_sha256(path)
 
 
 def check_digest(path: Path, want: str, what: str) -> None:

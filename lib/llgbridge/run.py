@@ -95,16 +95,7 @@ def execute(
     """
     out_root = out_root or ROOT / "reports"
     results_dir = results_dir or RESULTS
-    why = name_problem(vocab)
-    if why:
-        raise InputError("vocab", why)
-    # a path inside the repository goes in relative (the notebooks run from its root), so no
-    # executed notebook carries this machine's layout
-    shown_results = results_dir.relative_to(ROOT) if results_dir.is_relative_to(ROOT) else results_dir
-    parameters = {"vocab": vocab, "results_dir": str(shown_results), **(params or {})}
-    full = P.check(notebook, parameters, notebooks_dir)
-    src = notebooks_dir / f"{notebook}.ipynb"
-    result = results_dir / notebook / f"{vocab}.json"
+    parameters, full, src, result = _prepare(notebook, vocab, params or {}, results_dir, notebooks_dir)
 
     t0 = time.monotonic()
     status: dict[str, object] = {"notebook": notebook, "vocab": vocab}
@@ -194,10 +185,7 @@ def execute_batch(
 
     out_root = out_root or ROOT / "reports"
     results_dir = results_dir or RESULTS
-    why = name_problem(vocab)
-    if why:
-        raise InputError("vocab", why)
-    shown_results = results_dir.relative_to(ROOT) if results_dir.is_relative_to(ROOT) else results_dir
+    plans = [_prepare(n, vocab, {}, results_dir, notebooks_dir) for n in notebooks]  # every check before any kernel
     kernel = _Kernel()
     out: list[dict[str, object]] = []
     (out_root / "logs").mkdir(parents=True, exist_ok=True)
@@ -206,11 +194,7 @@ def execute_batch(
     with tempfile.TemporaryDirectory(dir=out_root / "logs") as tmp:
         log = Path(tmp) / "kernel.log"
         with _output_to(log):
-            for notebook in notebooks:
-                parameters = {"vocab": vocab, "results_dir": str(shown_results)}
-                full = P.check(notebook, parameters, notebooks_dir)
-                src = notebooks_dir / f"{notebook}.ipynb"
-                result = results_dir / notebook / f"{vocab}.json"
+            for notebook, (parameters, full, src, result) in zip(notebooks, plans):
                 status: dict[str, object] = {"notebook": notebook, "vocab": vocab}
                 t0 = time.monotonic()
                 mark = log.stat().st_size if log.exists() else 0
@@ -254,6 +238,23 @@ def execute_batch(
             kernel.shutdown()
     os.close(progress)
     return out
+
+
+def _prepare(notebook: str, vocab: str, params: dict[str, object], results_dir: Path,
+             notebooks_dir: Path) -> tuple[dict[str, object], dict[str, object], Path, Path]:
+    """(the parameters handed to the notebook, the same with its defaults, its source, its result file).
+
+    The vocab's name and the parameters are checked here, before any kernel starts.
+    """
+    why = name_problem(vocab)
+    if why:
+        raise InputError("vocab", why)
+    # a path inside the repository goes in relative (the notebooks run from its root), so no
+    # executed notebook carries this machine's layout
+    shown_results = results_dir.relative_to(ROOT) if results_dir.is_relative_to(ROOT) else results_dir
+    parameters = {"vocab": vocab, "results_dir": str(shown_results), **params}
+    full = P.check(notebook, parameters, notebooks_dir)
+    return parameters, full, notebooks_dir / f"{notebook}.ipynb", results_dir / notebook / f"{vocab}.json"
 
 
 def env_error(e: OSError) -> str:
