@@ -44,7 +44,7 @@ def _one_line_refusal(path: Path) -> str:
 
 # -- 1. one input can stop the whole report ---------------------------------------------------------
 @pytest.mark.slow
-def test_1_a_16kb_piece_costs_neither_the_report_nor_a_line(tmp_path: Path) -> None:
+def test_1_a_16kb_piece_costs_neither_the_report_nor_a_line(tmp_path: Path, spm_results: Path) -> None:
     big = _write_vocab(tmp_path / "big.gguf", _big_piece)
     res = tmp_path / "results"
     st = run.execute("forced", "big", {"vocab_path": str(big)}, out_root=tmp_path / "r", results_dir=res)
@@ -53,7 +53,7 @@ def test_1_a_16kb_piece_costs_neither_the_report_nor_a_line(tmp_path: Path) -> N
     # no bridge can hold the piece: each says why in one line (sentinel's llguidance panic included)
     assert [r["bridge"] for r in rows] == ["upstream", "fixed", "sentinel"] and all("build_error" in r for r in rows)
     assert all("\n" not in r["build_error"] for r in rows), rows
-    shutil.copytree(RESULTS / "forced", res / "forced", dirs_exist_ok=True, ignore=shutil.ignore_patterns("[!l]*"))
+    shutil.copytree(spm_results / "forced", res / "forced", dirs_exist_ok=True)
     failed = report.build(res, tmp_path / "out")
     assert (tmp_path / "out" / "index.html").exists() and (tmp_path / "out" / "tables" / "forced.csv").exists()
     assert not [f for f in failed if f["vocab"] in ("big", "(all)")], failed
@@ -83,8 +83,27 @@ def test_2_the_makefile_parses_with_every_name_refused() -> None:
 
 
 # -- 4. stale or foreign results reach the report -------------------------------------------------
-def _result(res: Path, analysis: str, stem: str, prov_params: dict[str, Any], inputs: list[Path]) -> Path:
-    src = json.loads((RESULTS / analysis / "llama-spm.json").read_text())
+@pytest.fixture(scope="module")
+def spm_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """llama-spm's census and forced results, computed here as their notebooks compute them (a
+    fresh clone has no data/results to borrow from)."""
+    from conftest import bridge, vocab
+
+    from llgbridge import census, masks, nb
+    from llgbridge.grammars import FORCED_LITERAL, LEAK_GRAMMAR
+
+    out = tmp_path_factory.mktemp("spm-results")
+    v = vocab("llama-spm")
+    nb.write_result(str(out), "census", "llama-spm", census.run_census(v).to_json())
+    forced = [masks.forced_test(bridge("llama-spm", b), FORCED_LITERAL) for b in ("upstream", "fixed", "sentinel")]
+    nb.write_result(str(out), "forced", "llama-spm", masks.forced_payload(FORCED_LITERAL, forced, {}, "llama-spm"))
+    leaks = [masks.leak_test(bridge("llama-spm", b), bridge("llama-spm", "truth"), LEAK_GRAMMAR) for b in ("upstream", "fixed")]
+    nb.write_result(str(out), "leak", "llama-spm", masks.leak_payload(v, LEAK_GRAMMAR, leaks, {}))
+    return out
+
+
+def _result(res: Path, analysis: str, stem: str, prov_params: dict[str, Any], inputs: list[Path], template: Path) -> Path:
+    src = json.loads((template / analysis / "llama-spm.json").read_text())
     full = params.check(analysis, {"vocab": stem, **prov_params})
     src.update(vocab=stem, provenance={**results.provenance(analysis, full),
                                        "inputs": [{"path": str(p), "sha256": results.file_sha256(p)} for p in inputs]})
@@ -101,25 +120,25 @@ def spm_copy(tmp_path: Path) -> Path:
     return Path(shutil.copy(SPM, tmp_path / "mine.gguf"))
 
 
-def test_4_a_result_whose_input_changed_is_stale(tmp_path: Path, spm_copy: Path) -> None:
-    _result(tmp_path / "res", "forced", "mine", {"vocab_path": str(spm_copy)}, [spm_copy])
+def test_4_a_result_whose_input_changed_is_stale(tmp_path: Path, spm_copy: Path, spm_results: Path) -> None:
+    _result(tmp_path / "res", "forced", "mine", {"vocab_path": str(spm_copy)}, [spm_copy], spm_results)
     assert len(results.load(tmp_path / "res", "forced")[0]) == 1
     spm_copy.write_bytes(spm_copy.read_bytes() + b"\0")
     ok, [f] = results.load(tmp_path / "res", "forced")
     assert not ok and f["error"] == f"stale result: its input {spm_copy} changed since it ran; make report reruns it"
 
 
-def test_4_a_result_whose_input_is_gone_is_left_out_with_one_line(tmp_path: Path, spm_copy: Path) -> None:
-    _result(tmp_path / "res", "forced", "mine", {"vocab_path": str(spm_copy)}, [spm_copy])
+def test_4_a_result_whose_input_is_gone_is_left_out_with_one_line(tmp_path: Path, spm_copy: Path, spm_results: Path) -> None:
+    _result(tmp_path / "res", "forced", "mine", {"vocab_path": str(spm_copy)}, [spm_copy], spm_results)
     spm_copy.unlink()
     assert results.load(tmp_path / "res", "forced") == ([], [])
     assert results.dropped(tmp_path / "res") == [f"forced/mine: left out, its input {spm_copy} is gone"]
 
 
-def test_4_the_main_report_takes_only_default_parameters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_4_the_main_report_takes_only_default_parameters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spm_results: Path) -> None:
     monkeypatch.setattr(results, "RESULTS", tmp_path / "res")
-    _result(tmp_path / "res", "forced", "llama-spm", {"literal": "hi there"}, [SPM])
-    _result(tmp_path / "res", "leak", "llama-spm", {}, [SPM])
+    _result(tmp_path / "res", "forced", "llama-spm", {"literal": "hi there"}, [SPM], spm_results)
+    _result(tmp_path / "res", "leak", "llama-spm", {}, [SPM], spm_results)
     assert len(results.load(tmp_path / "res", "leak")[0]) == 1
     ok, [f] = results.load(tmp_path / "res", "forced")
     assert not ok and "non-default parameters (literal='hi there')" in f["error"]
@@ -210,7 +229,7 @@ def test_7_an_unwritable_output_folder_is_one_line_and_the_result_says_so(tmp_pa
     assert st["unwritten"] == f"{blocked / 'res' / 'census'}: Not a directory", st
 
 
-def test_7_a_full_disk_while_writing_a_result_names_the_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_7_a_full_disk_while_writing_a_result_names_the_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spm_results: Path) -> None:
     from llgbridge import nb
 
     def full(path: Path, data: Any) -> None:
@@ -218,7 +237,7 @@ def test_7_a_full_disk_while_writing_a_result_names_the_path(tmp_path: Path, mon
 
     monkeypatch.setattr(nb, "write_json", full)
     with pytest.raises(InputError, match=r"census/llama-spm.json: No space left on device$"):
-        nb.write_result(str(tmp_path), "census", "llama-spm", json.loads((RESULTS / "census" / "llama-spm.json").read_text()))
+        nb.write_result(str(tmp_path), "census", "llama-spm", json.loads((spm_results / "census" / "llama-spm.json").read_text()))
 
 
 def test_7_atomic_writes_follow_the_umask(tmp_path: Path) -> None:
