@@ -98,7 +98,7 @@ data/vocabs/.complete: lib/llgbridge/vocabs.sha256 | $(STAMP)
 	$(BIN)/python -m llgbridge.fixtures data/vocabs
 	@touch $@
 
-data/vocabs/%.gguf: data/vocabs/.complete ;
+data/vocabs/%.gguf: | data/vocabs/.complete ;
 
 models: data/models/.fetched
 
