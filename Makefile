@@ -160,8 +160,15 @@ matrix: data/vocabs/.complete | $(STAMP)
 	@$(BIN)/python -m llgbridge.run matrix --models="$$MODELS" -p n_gpu_layers "$$N_GPU_LAYERS"
 	$(BIN)/python -m llgbridge.report
 
-report: $(RESULT_FILES) | $(STAMP)
+# the page is remade when a result or the code that renders it changed; a run with failed inputs
+# leaves no stamp, so the next `make report` says them again (and exits non-zero again)
+REPORT_SRC := $(addprefix lib/llgbridge/,report.py show.py results.py guide.py models.py native.py paths.py) \
+              $(wildcard lib/llgbridge/templates/*) $(wildcard reports/bench.csv)
+report: reports/.built
+
+reports/.built: $(RESULT_FILES) $(REPORT_SRC) | $(STAMP)
 	$(BIN)/python -m llgbridge.report
+	@touch $@
 
 # make whatif VOCAB=path/to/file.gguf [NAME=mine] [PARAMS="-p literal 'hi there'"]
 whatif: data/vocabs/.complete | $(STAMP)
