@@ -236,7 +236,7 @@ def census_section(results: Path) -> Section | None:
         s = by_vocab[v]["summary"]
         g = guide.CENSUS.get(v)
         match = "" if not g else ("✓" if (s["differing"], s["lost_leading_space"], s["n_tokens"]) == g else "✗")
-        t43.append({"vocab fixture": f"ggml-vocab-{v}.gguf", "differing tokens": f"{s['differing']} / {s['n_tokens']}",
+        t43.append({"vocab fixture": REAL_MODELS[v].file if v in REAL_MODELS else f"ggml-vocab-{v}.gguf", "differing tokens": f"{s['differing']} / {s['n_tokens']}",
                     "of which lost a leading space": s["lost_leading_space"], "guide: differing": f"{g[0]} / {g[2]}" if g else "",
                     "guide: lost a space": g[1] if g else "", "match": match})
         cls.append(["", "bad" if s["differing"] else "ok", "", "", "", "fixed" if match == "✓" else ("bad" if match else "")])
