@@ -588,7 +588,7 @@ def _blank(x: int | None) -> int | str:
     return "" if x is None else x
 
 
-def analyse(vocab: Any, literal: str, leak_grammar: str, walks: int = 2, seed: int = 0, progress: bool = True,
+def analyse(vocab: Any, literal: str, leak_grammar: str, walks: int = 2, seed: int = 0,
             build: Any = None) -> NativeResult:
     """Both test binaries against both samplers, and the differential, for one loaded `Vocab`.
 
