@@ -144,6 +144,9 @@ class Section:
     figure: str = ""  # inline SVG (HTML only)
     notebook: str = ""  # the analysis whose executed notebooks to link
     notebooks: list[tuple[str, str]] = field(default_factory=list)  # (vocab, href), filled in by build()
+    # files written beside the page (path under the output folder -> text): a figure of timings
+    # goes here and is shown by reference, so the page itself stays byte-identical between runs
+    assets: dict[str, str] = field(default_factory=dict)
 
     def raw_table(self, name: str, df: pd.DataFrame) -> None:
         self.raw.append(Table(df, name=name))
@@ -715,7 +718,7 @@ def corpus_section(results: Path) -> Section | None:
         f"{int(rows.drop_duplicates('vocab').jsonschema_invalid.sum())} instances.\n"
         + (f"- **Not compiled**, by llguidance's reason: {', '.join(f'{k} ({n})' for k, n in reasons.most_common(6))}.\n" if reasons else "")
         + "\n**Timing** is a measurement of the machine that ran the notebooks and stays out of the tables, so they are "
-        "byte-identical between runs: the figure (on the HTML page) shows the time of each `llg_matcher_compute_mask` call "
+        "byte-identical between runs: the figure (on the HTML page, from its own file `corpus/mask-time.svg`) shows the time of each `llg_matcher_compute_mask` call "
         "along the walks per bridge, with MaskBench's figures marked; `reports/corpus/timing.csv` has avg/p50/p99 for the "
         f"whole corpus. A comparison, not a claim of parity: {MASKBENCH_NOTE}; ours are timed around the C call through "
         "ctypes, on these vocabs (llama-bpe is the Llama-3 family's 128k tokenizer, gemma-4's is 262k), over this corpus.")
@@ -757,7 +760,11 @@ def corpus_section(results: Path) -> Section | None:
         return out
 
     sec.views.append(Table(view, classes=cls))
-    sec.figure = figure(MASKBENCH_US)
+    plot = figure(MASKBENCH_US)
+    if plot:
+        sec.assets["corpus/mask-time.svg"] = plot
+        sec.figure = ("<img src='corpus/mask-time.svg' alt='llg_matcher_compute_mask time per step along the walks, per "
+                      "bridge and vocab, with MaskBench marked' style='max-width:100%'>")
     sec.raw_table("corpus", rows)
     if not fails.empty:
         sec.raw_table("corpus_failures", fails)
@@ -1029,13 +1036,18 @@ def build(results: Path = RESULTS, out: Path = REPORTS) -> list[dict[str, Any]]:
     for sec in sections:
         for t in sec.raw:
             write_atomic(out / "tables" / f"{t.name}.csv", t.df.to_csv(index=False, lineterminator="\n"))
+        for rel, text in sec.assets.items():
+            write_atomic(out / rel, text if text.startswith("<?xml") else '<?xml version="1.0" encoding="utf-8"?>\n' + text)
         # the PR's patches, linked where the page sits inside the repository
         patches = ROOT / "patches"
         link = f"[patches/]({Path(os.path.relpath(patches, out)).as_posix()}/)" if out.resolve().is_relative_to(ROOT) else "`patches/`"
         sec.text = sec.text.replace("PATCHES_LINK", link)
         if sec.notebook:
             d = out / "html" / sec.notebook
-            sec.notebooks = [(p.stem, f"html/{sec.notebook}/{p.name}") for p in sorted(d.glob("*.html"))]
+            # only the pages of inputs this report has a result for: a page left by an input since
+            # removed (or by a by-hand run) is not the report's
+            have = {p.stem for p in (results / sec.notebook).glob("*.json")}
+            sec.notebooks = [(p.stem, f"html/{sec.notebook}/{p.name}") for p in sorted(d.glob("*.html")) if p.stem in have]
     vocabs = guide_order(sorted({str(x) for sec in sections for t in sec.raw for x in (t.df["vocab"] if "vocab" in t.df else [])}))
     v = versions()
     code = code_block(v)
