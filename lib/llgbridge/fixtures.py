@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from .paths import FIXTURE_PREFIX, FIXTURE_SUFFIX, VOCABS, name_problem, vocab_name
@@ -150,11 +151,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"data/vocabs/{r['vocab']}: {r['error']}", file=sys.stderr)
         print(" ".join(vocab_names(extra=VOCABS)))
         return 0
-    dest = Path(argv[0] if argv else "data/vocabs")
+    return place_verified(Path(argv[0] if argv else "data/vocabs"), ensure, verify, "make data")
+
+
+def place_verified(dest: Path, ensure: Callable[[Path], object], verify: Callable[[Path], list[str]], rerun: str) -> int:
+    """`ensure(dest)`, then `verify(dest)`: the exit status of a fetch command, with one line
+    naming the files whose bytes differ from the manifest."""
     ensure(dest)
     bad = verify(dest)
     if bad:
-        print(f"{dest}: checksum mismatch for {', '.join(bad)}; delete them and rerun make data", file=sys.stderr)
+        print(f"{dest}: checksum mismatch for {', '.join(bad)}; delete them and rerun {rerun}", file=sys.stderr)
         return 1
     return 0
 

