@@ -39,7 +39,21 @@ from .paths import REPORTS, RESULTS, ROOT, write_atomic, write_json
 from .fixtures import refused as refused_inputs
 from .models import REAL_MODELS
 from .results import dropped as dropped_results
-from .results import load as load_results
+from .results import load as _load
+
+# during a build each analysis's results are read once: the sections, the verdict, the guide's
+# figures and inputs.csv all ask for them (each load parses and checks every file). Outside a
+# build (a test calling one section) every call reads the files as they are
+_LOADED: dict[tuple[Path, str], tuple[list[dict[str, Any]], list[dict[str, Any]]]] | None = None
+
+
+def load_results(results: Path, analysis: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    if _LOADED is None:
+        return _load(results, analysis)
+    key = (results.resolve(), analysis)
+    if key not in _LOADED:
+        _LOADED[key] = _load(results, analysis)
+    return _LOADED[key]
 from .show import BYTE_COLUMNS, show_list, show_text
 from .show import shown_frame as _shown
 
@@ -1008,6 +1022,15 @@ def _vocab_pages(out: Path, sections: list[Section], vocabs: list[str], vt: Verd
 
 def build(results: Path = RESULTS, out: Path = REPORTS) -> list[dict[str, Any]]:
     """Write the report; return the failed inputs."""
+    global _LOADED
+    _LOADED = {}
+    try:
+        return _build(results, out)
+    finally:
+        _LOADED = None
+
+
+def _build(results: Path, out: Path) -> list[dict[str, Any]]:
     failed: list[dict[str, Any]] = []
     sections: list[Section] = []
     for name, fn in SECTIONS:
