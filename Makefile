@@ -36,19 +36,17 @@ MODULES_corpus := corpus.py cluster.py schemas.py schemas.tsv soundness.py fixtu
 NOTEBOOKS := census leak forced probe exactness soundness
 # the matrix runs on synthetic models made from these fixtures' tokenizers
 MATRIX_VOCABS := llama-spm phi-3 baichuan llama-bpe gemma-4 qwen35
-# every per-vocab analysis of a vocab runs in one batch (llgbridge.batch: one process, one
-# kernel, the vocab and its bridges built once); the batch runs only the analyses whose result is
-# out of date, so `make -j2 report` runs two vocabs at a time. data/results/NOTEBOOK/VOCAB.json
-# targets stay for one analysis by hand
+# every per-input analysis of every input, the matrix on the synthetic models and the corpus
+# sample run in one pooled target (llgbridge.batch: long-lived workers, one kernel each, an input
+# at a time, as many as `-j` allows through Make's jobserver); the pool runs only the runs whose
+# result is out of date (each result's provenance), so editing one analysis reruns only its runs.
+# data/results/NOTEBOOK/VOCAB.json targets stay for one analysis by hand
 BATCH := $(NOTEBOOKS) native
-BATCH_STAMPS := $(foreach v,$(VOCABS) $(REAL_VOCABS),data/results/.batch/$(v))
-RESULT_FILES := $(BATCH_STAMPS) \
-                $(foreach v,$(MATRIX_VOCABS),data/results/matrix/$(v).json) \
-                $(foreach v,$(REAL_VOCABS),data/results/matrix/$(v).json)
 # the SchemaStore corpus's seeded sample (40 schemas) on the guide's four vocabs; `make corpus`
 # runs every schema on every vocab, outside the report
 CORPUS_SAMPLE_VOCABS := llama-spm llama-bpe gemma-4 bert-bge
-RESULT_FILES += $(foreach v,$(CORPUS_SAMPLE_VOCABS),data/results/corpus/$(v).json)
+POOL_STAMP := data/results/.batch/pool
+RESULT_FILES := $(POOL_STAMP) $(foreach v,$(REAL_VOCABS),data/results/matrix/$(v).json)
 # the compiled code: common/llguidance.cpp as shipped and with patches/, llama.cpp's own test, the harness
 NATIVE_SRC := $(wildcard native/*.cpp native/*.h patches/*.patch) native/Makefile
 # make matrix MODELS="a.gguf b.gguf" [N_GPU_LAYERS=99]
@@ -137,12 +135,14 @@ data/results/matrix/$(1).json: notebooks/matrix.ipynb $(CORE) $(addprefix lib/ll
 endef
 $(foreach v,$(REAL_VOCABS),$(eval $(call real_matrix,$(v))))
 
-# a vocab's batch is out of date when anything its analyses depend on changed
-BATCH_CODE := $(CORE) $(foreach n,$(BATCH),notebooks/$(n).ipynb $(addprefix lib/llgbridge/,$(MODULES_$(n))))
-$(foreach v,$(VOCABS),$(eval data/results/.batch/$(v): data/vocabs/ggml-vocab-$(v).gguf))
-$(foreach v,$(REAL_VOCABS),$(eval data/results/.batch/$(v): data/models/.fetched))
-data/results/.batch/%: $(BATCH_CODE) data/native/.built data/vocabs/.complete | $(STAMP)
-	@$(BIN)/python -m llgbridge.batch $* --analyses $(BATCH) --stamp $@
+# the pool is out of date when anything one of its runs depends on changed
+POOL_CODE := $(CORE) $(foreach n,$(BATCH) matrix corpus,notebooks/$(n).ipynb $(addprefix lib/llgbridge/,$(MODULES_$(n))))
+$(POOL_STAMP): $(POOL_CODE) $(foreach v,$(VOCABS),data/vocabs/ggml-vocab-$(v).gguf) \
+               $(foreach v,$(MATRIX_VOCABS),data/models/synthetic-$(v).gguf) \
+               $(if $(REAL_VOCABS),data/models/.fetched) $(if $(CORPUS_SAMPLE_VOCABS),data/schemas/.complete) \
+               data/native/.built data/vocabs/.complete | $(STAMP)
+	+@$(BIN)/python -m llgbridge.batch --vocabs $(VOCABS) $(REAL_VOCABS) --analyses $(BATCH) \
+	  --also "matrix=$(MATRIX_VOCABS)" --also "corpus=$(CORPUS_SAMPLE_VOCABS)" --stamp $@
 
 native: data/native/.built
 

@@ -1,6 +1,7 @@
-"""One vocab's analyses in one kernel (`run.execute_batch`), and which of them `make report` reruns
-(`batch.plan`). The batch must give the same results as one run per notebook, byte for byte, and
-a crash inside native code must end only its own notebook's run."""
+"""One vocab's analyses in one kernel (`run.execute_batch`), which of them `make report` reruns
+(`batch.plan`), and the pool of workers that runs them (`batch.run_pool`, sized by Make's
+jobserver). The batch must give the same results as one run per notebook, byte for byte, a crash
+inside native code must end only its own notebook's run, and a worker that dies only its input's."""
 from __future__ import annotations
 
 import json
@@ -26,7 +27,14 @@ def batched(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("batch")
     statuses = run.execute_batch("llama-bpe", ["probe", "census"], out_root=out / "reports", results_dir=out / "results")
     assert [(s["notebook"], s["status"]) for s in statuses] == [("probe", "ok"), ("census", "ok")], statuses
+    for st in statuses:
+        batch._write_timing(out / "results", st)
     return out
+
+
+def test_a_vocab_is_loaded_once_for_all_its_analyses(batched: Path) -> None:
+    timing = [json.loads((batched / "results" / ".timing" / n / "llama-bpe.json").read_text()) for n in ("probe", "census")]
+    assert timing[0]["load"] > 0 and timing[1]["load"] == 0, timing  # census reused probe's load
 
 
 def test_a_batch_gives_what_one_run_per_notebook_gives(batched: Path, tmp_path: Path) -> None:
@@ -77,3 +85,49 @@ def test_a_crash_in_a_batch_ends_only_its_notebook(tmp_path: Path) -> None:
     assert os.stat(tmp_path / "res" / "abort" / "x.json").st_mtime == 0  # retried by the next make
     assert len(out.stderr.splitlines()) < 10, out.stderr[-2000:]  # no gdb flood
     assert VOCABS.exists()
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_ends_only_its_inputs_runs(tmp_path: Path) -> None:
+    """The kernel kills the worker process that runs it: that input's runs fail, each saying so,
+    and the next input runs on a new worker."""
+    from test_inputs import _notebook
+
+    nbs = tmp_path / "nbs"
+    nbs.mkdir()
+    _notebook(nbs, "killer", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")
+    ok = ("import json, pathlib\np = pathlib.Path(results_dir) / 'fine' / (vocab + '.json')\np.parent.mkdir(parents=True, exist_ok=True)\n"
+          "p.write_text(json.dumps({'status': 'ok', 'notebook': 'fine', 'vocab': vocab}))")
+    _notebook(nbs, "fine", ok)
+    res = tmp_path / "res"
+    said: list[str] = []
+    statuses, starts = batch.run_pool([("a", ["killer", "fine"]), ("b", ["fine"])], 1, results=res, say=said.append,
+                                      out_root=tmp_path / "r", notebooks=nbs)
+    got = {(s["vocab"], s["notebook"]): s for s in statuses}
+    assert got["b", "fine"]["status"] == "ok", statuses
+    for n in ("killer", "fine"):
+        assert got["a", n]["status"] == "failed" and "worker process died" in str(got["a", n]["error"]), statuses
+        assert os.stat(res / n / "a.json").st_mtime == 0  # retried by the next make
+    assert len(starts) == 2 and len(said) == 3, (starts, said)
+
+
+def _make(tmp_path: Path, flags: list[str], code: str) -> str:
+    (tmp_path / "slots.py").write_text(code)
+    (tmp_path / "Makefile").write_text(f"all:\n\t+@{sys.executable} slots.py\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS")}
+    env["PYTHONPATH"] = str(ROOT / "lib")
+    return subprocess.run(["make", "-s", *flags], cwd=tmp_path, capture_output=True, text=True, env=env, check=True).stdout
+
+
+def test_the_pool_takes_makes_job_slots_and_gives_them_back(tmp_path: Path) -> None:
+    """Under the real Make: -j3 lends two slots beyond the recipe's own, a plain make none, and
+    -n runs nothing."""
+    code = ("from llgbridge.batch import Jobserver, make_flags\n"
+            "dry, jobs, flags = make_flags(); s = Jobserver(flags); u = s.usable; n = 0\n"
+            "while s.take(): n += 1\n"
+            "s.close(); t = Jobserver(flags); m = 0\n"
+            "while t.take(): m += 1\n"
+            "t.close(); print(dry, jobs, u, n, m)")
+    assert _make(tmp_path, ["-j3"], code).split() == ["False", "3", "True", "2", "2"]  # given back: taken again
+    assert _make(tmp_path, [], code).split() == ["False", "None", "False", "0", "0"]
+    assert _make(tmp_path, ["-n"], code).splitlines()[-1].split()[0] == "True"

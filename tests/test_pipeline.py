@@ -10,7 +10,7 @@ import pytest
 from llgbridge import results, run
 from llgbridge.paths import RESULTS, ROOT
 
-PIPELINE = ("report.py", "run.py", "whatif.py", "bench.py", "gguf_fuzz.py", "templates/")
+PIPELINE = ("report.py", "run.py", "batch.py", "whatif.py", "bench.py", "gguf_fuzz.py", "templates/")
 
 
 def _prerequisites(target: str) -> list[str]:
@@ -27,11 +27,12 @@ def test_editing_the_pipeline_or_the_report_reruns_no_analysis(analysis: str) ->
     assert not [d for d in deps if any(p in d for p in PIPELINE)]
 
 
-def test_a_vocabs_batch_depends_on_its_analyses_code_and_not_on_the_pipeline() -> None:
-    deps = _prerequisites("data/results/.batch/llama-bpe")
-    for analysis in ("census", "leak", "forced", "probe", "exactness", "soundness", "native"):
+def test_the_pool_depends_on_every_analysis_code_and_input_and_not_on_the_pipeline() -> None:
+    deps = _prerequisites("data/results/.batch/pool")
+    for analysis in ("census", "leak", "forced", "probe", "exactness", "soundness", "native", "matrix", "corpus"):
         assert f"notebooks/{analysis}.ipynb" in deps
     assert "lib/llgbridge/masks.py" in deps and "data/vocabs/ggml-vocab-llama-bpe.gguf" in deps
+    assert "data/models/synthetic-gemma-4.gguf" in deps and "data/schemas/.complete" in deps
     assert not [d for d in deps if any(p in d for p in PIPELINE)]
 
 

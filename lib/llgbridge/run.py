@@ -119,49 +119,220 @@ def execute(
     return status
 
 
+# what every notebook imports, imported once when a kernel starts, so the import is counted as the
+# kernel's start-up (overhead), not as the first notebook's analysis
+WARM_IMPORTS = ("import numpy, pandas, matplotlib, matplotlib.pyplot, llama_cpp, llguidance\n"
+                "import llgbridge.nb, llgbridge.bridges, llgbridge.show, llgbridge.results\n"
+                "%matplotlib inline")
+# after each notebook: what the kernel spent loading vocabs, then the notebook's names dropped
+BETWEEN = "from llgbridge import nb as _nb\n_nb.between_notebooks()"
+
+
 class _Kernel:
-    """One kernel that runs several notebooks in turn, started again after a crash.
+    """One kernel that runs many notebooks in turn, started again after a crash.
 
     A notebook's names are dropped before the next one runs (`%reset -f`), but the modules it
     imported stay loaded, and with them what `nb` caches: the vocab and its bridges are built
-    once for all the analyses of a vocab, not once per analysis. The kernel manager is the one
-    nbclient makes for itself (as papermill's runs have it), so a kernel that dies is noticed.
+    once for all the analyses of a vocab, not once per analysis. The kernel manager and client
+    are the ones nbclient makes for itself (as papermill's runs have them), kept open between
+    notebooks, so a notebook costs its cells and a few messages, and a kernel that dies is noticed.
     """
 
     def __init__(self) -> None:
         self.km: object | None = None
+        self.kc: object | None = None
+        self.started = 0  # kernels started, the first and each after a crash
+        self.start_seconds = 0.0
 
     def alive(self) -> bool:
         from nbclient.util import run_sync
 
         return self.km is not None and bool(run_sync(self.km.is_alive)())  # type: ignore[attr-defined]
 
-    def run(self, nb: object, timeout: int) -> object:
+    def _execute(self, nb: object, timeout: int) -> object:
+        import atexit
+
         from nbclient import NotebookClient
 
-        resources = {"metadata": {"path": str(ROOT)}}
-        if not self.alive():
-            self.shutdown()
-            client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources=resources)
-            try:
-                return client.execute(cleanup_kc=False)
-            finally:
-                self.km = client.km
+        client = NotebookClient(nb, km=self.km, timeout=timeout, kernel_name="python3",
+                                resources={"metadata": {"path": str(ROOT)}})
+        # the open client, set after construction (nbclient's __init__ sets kc to None): a new
+        # client per notebook waits for the kernel's heartbeat, 0.2 s each time (measured here)
+        client.kc = self.kc
+        try:
+            return client.execute(cleanup_kc=False)
+        finally:
+            self.km, self.kc = client.km, client.kc
+            # nbclient registers a clean-up per client at exit; the worker shuts its kernel itself
+            atexit.unregister(client._cleanup_kernel)
+
+    def start(self) -> None:
         import nbformat
 
-        reset = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%reset -f")])
-        NotebookClient(reset, km=self.km, timeout=60, kernel_name="python3", resources=resources).execute()
-        return NotebookClient(nb, km=self.km, timeout=timeout, kernel_name="python3", resources=resources).execute()
+        self.shutdown()
+        t0 = time.monotonic()
+        self._execute(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(WARM_IMPORTS)]), 300)
+        self.started += 1
+        self.start_seconds += time.monotonic() - t0
+
+    def run(self, nb: object, timeout: int) -> object:
+        if not self.alive():
+            self.start()
+        return self._execute(nb, timeout)
+
+    def between(self) -> dict[str, float]:
+        """Ask the kernel what it spent loading vocabs, and drop the notebook's names."""
+        import json
+
+        import nbformat
+
+        if not self.alive():
+            return {}
+        done = self._execute(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(BETWEEN)]), 60)
+        for out in done.cells[0].get("outputs", []):  # type: ignore[attr-defined]
+            if out.get("name") == "stdout":
+                try:
+                    return {k: float(v) for k, v in json.loads(out["text"].strip().splitlines()[-1]).items()}
+                except (ValueError, IndexError):
+                    return {}
+        return {}
 
     def shutdown(self) -> None:
         from nbclient.util import run_sync
 
+        if self.kc is not None:
+            try:
+                self.kc.stop_channels()  # type: ignore[attr-defined]
+            except Exception:  # noqa: BLE001 - a client of a dead kernel may already be closed
+                pass
+            self.kc = None
         if self.km is not None:
             try:
                 run_sync(self.km.shutdown_kernel)(now=True)  # type: ignore[attr-defined]
             except Exception:  # noqa: BLE001 - a dead kernel has nothing left to stop
                 pass
             self.km = None
+
+
+def cell_seconds(nb: object) -> float:
+    """The seconds the kernel spent executing `nb`'s code cells, from nbclient's timing records."""
+    from datetime import datetime
+
+    total = 0.0
+    for cell in getattr(nb, "cells", []):
+        ex = cell.get("metadata", {}).get("execution", {})
+        a, b = ex.get("iopub.execute_input"), ex.get("shell.execute_reply")
+        if a and b:
+            total += (datetime.fromisoformat(b.replace("Z", "+00:00")) - datetime.fromisoformat(a.replace("Z", "+00:00"))).total_seconds()
+    return total
+
+
+class Worker:
+    """Runs analyses of one vocab after another in one kernel: what `make report` hands a vocab to.
+
+    What a run per notebook paid again and again (an interpreter, papermill's imports, a kernel
+    and the kernel's imports, the vocab's load, its bridges' builds, nbconvert's exporter) is paid
+    once per worker, or once per vocab. Isolation stays per run: a crash inside native code ends
+    its notebook's run (a failed result naming the cause, as `execute` writes it) and the next
+    notebook gets a fresh kernel. The kernel's output (start-up chatter, an abort's backtrace)
+    goes to one log; a failed run keeps its own part of it.
+
+    Each status carries `timing`: the run's wall seconds, its cells' seconds, the vocab load
+    among them, and `analysis` (cells less load), the compute the benchmark counts as the
+    analysis's own; everything else is overhead.
+    """
+
+    def __init__(self, out_root: Path | None = None, results_dir: Path | None = None, timeout: int = 1800,
+                 notebooks_dir: Path = NOTEBOOKS, progress: bool = True) -> None:
+        self.out_root = out_root or ROOT / "reports"
+        self.results_dir = results_dir or RESULTS
+        self.timeout = timeout
+        self.notebooks_dir = notebooks_dir
+        self.kernel = _Kernel()
+        self.progress = progress
+
+    def __enter__(self) -> Worker:
+        (self.out_root / "logs").mkdir(parents=True, exist_ok=True)
+        sys.stdout.flush()
+        self._progress = os.dup(1) if self.progress else None  # the terminal, while the kernel's output goes to a log
+        self._tmp = tempfile.TemporaryDirectory(dir=self.out_root / "logs")
+        self.log = Path(self._tmp.name) / "kernel.log"
+        self._redirect = _output_to(self.log)
+        self._redirect.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.kernel.shutdown()
+        finally:
+            self._redirect.__exit__(None, None, None)
+            self._tmp.cleanup()
+            if self._progress is not None:
+                os.close(self._progress)
+
+    def say(self, line: str) -> None:
+        if self._progress is not None:
+            os.write(self._progress, (line + "\n").encode())
+
+    def run_vocab(self, vocab: str, notebooks: list[str]) -> list[dict[str, object]]:
+        from papermill.iorw import load_notebook_node
+        from papermill.parameterize import parameterize_notebook
+
+        plans = [_prepare(n, vocab, {}, self.results_dir, self.notebooks_dir) for n in notebooks]  # every check before any kernel
+        out: list[dict[str, object]] = []
+        tmp, log = self._tmp.name, self.log
+        for notebook, (parameters, full, src, result) in zip(notebooks, plans):
+            status: dict[str, object] = {"notebook": notebook, "vocab": vocab}
+            t0 = time.monotonic()
+            starts = self.kernel.start_seconds
+            mark = log.stat().st_size if log.exists() else 0
+            nb = parameterize_notebook(load_notebook_node(str(src)), parameters, kernel_name="python3", language="python")
+            try:
+                nb = self.kernel.run(nb, self.timeout)
+                status["status"] = "ok"
+            except KeyboardInterrupt:
+                self.kernel.shutdown()
+                raise
+            except BaseException as e:  # noqa: BLE001 - every failure becomes a result
+                status.update(status="failed", error=_one_line(e))
+                segment = log.read_bytes()[mark:] if log.exists() else b""
+                part = Path(tmp) / f"{notebook}.log"
+                part.write_bytes(segment)
+                cause = native_cause(part)
+                if cause and "kernel died" in str(status["error"]):
+                    status["error"] = f"the kernel died: {cause}"
+                if segment.strip():
+                    kept = self.out_root / "logs" / notebook / f"{vocab}.log"
+                    write_atomic(kept, segment)
+                    status["log"] = str(kept.relative_to(self.out_root))
+                if not self.kernel.alive():
+                    self.kernel.shutdown()
+            t1 = time.monotonic()
+            times = self.kernel.between()
+            t2 = time.monotonic()
+            try:
+                _publish(nb, src, notebook, vocab, parameters, self.out_root, [tmp + "/"])
+                if status["status"] == "ok" and not result.exists():
+                    status.update(status="failed", error=f"the notebook wrote no result at {_rel(result)}")
+                if status["status"] != "ok":
+                    from .results import provenance
+
+                    prov = provenance(notebook, full) if self.notebooks_dir == NOTEBOOKS else None
+                    write_json(result, {**status, "provenance": prov})
+                    os.utime(result, (0, 0))
+            except OSError as e:
+                status.update(status="failed", error=env_error(e), unwritten=env_error(e))
+            wall = time.monotonic() - t0
+            status["seconds"] = round(wall, 2)
+            cells = cell_seconds(nb)
+            load = times.get("load", 0.0)
+            status["timing"] = {"wall": round(wall, 4), "kernel_start": round(self.kernel.start_seconds - starts, 4),
+                                "cells": round(cells, 4), "load": round(load, 4), "analysis": round(max(cells - load, 0.0), 4),
+                                "between": round(t2 - t1, 4), "publish": round(time.monotonic() - t2, 4)}
+            out.append(status)
+            self.say(f"[{notebook}] {vocab} " + (f"ok in {status['seconds']}s" if status["status"] == "ok"
+                                                 else f"FAILED: {status['error']}"))
+        return out
 
 
 def execute_batch(
@@ -172,72 +343,21 @@ def execute_batch(
     timeout: int = 1800,
     notebooks_dir: Path = NOTEBOOKS,
 ) -> list[dict[str, object]]:
-    """Run several analyses of one vocab, with their default parameters, in one kernel.
+    """Run several analyses of one vocab, with their default parameters, in one kernel (`Worker`)."""
+    with Worker(out_root, results_dir, timeout, notebooks_dir) as w:
+        return w.run_vocab(vocab, notebooks)
 
-    What a run per notebook paid again and again (an interpreter, papermill's imports, a
-    kernel and the kernel's imports, the vocab's load, its bridges' builds, nbconvert's
-    exporter) is paid once. Isolation stays per vocab: a crash inside native code ends its
-    notebook's run (a failed result naming the cause, as `execute` writes it) and the next
-    notebook gets a fresh kernel.
+
+def fast_imports() -> None:
+    """Leave out an import nothing here needs: jupyter-events asks for jsonschema[format-nongpl],
+    whose `rfc3987_syntax` compiles 38 lark grammars when jsonschema is imported (2.2 s of every
+    process that imports nbformat, measured here). nbformat's schema checks no IRI format.
+
+    Only for the runner's own processes (`run`, `batch`): a kernel, or a test that checks IRI
+    formats with jsonschema, is not touched.
     """
-    from papermill.iorw import load_notebook_node
-    from papermill.parameterize import parameterize_notebook
-
-    out_root = out_root or ROOT / "reports"
-    results_dir = results_dir or RESULTS
-    plans = [_prepare(n, vocab, {}, results_dir, notebooks_dir) for n in notebooks]  # every check before any kernel
-    kernel = _Kernel()
-    out: list[dict[str, object]] = []
-    (out_root / "logs").mkdir(parents=True, exist_ok=True)
-    sys.stdout.flush()
-    progress = os.dup(1)  # the terminal, kept for progress lines while the kernel's output goes to a log
-    with tempfile.TemporaryDirectory(dir=out_root / "logs") as tmp:
-        log = Path(tmp) / "kernel.log"
-        with _output_to(log):
-            for notebook, (parameters, full, src, result) in zip(notebooks, plans):
-                status: dict[str, object] = {"notebook": notebook, "vocab": vocab}
-                t0 = time.monotonic()
-                mark = log.stat().st_size if log.exists() else 0
-                nb = parameterize_notebook(load_notebook_node(str(src)), parameters, kernel_name="python3", language="python")
-                try:
-                    nb = kernel.run(nb, timeout)
-                    status["status"] = "ok"
-                except KeyboardInterrupt:
-                    kernel.shutdown()
-                    raise
-                except BaseException as e:  # noqa: BLE001 - every failure becomes a result
-                    status.update(status="failed", error=_one_line(e))
-                    segment = log.read_bytes()[mark:] if log.exists() else b""
-                    part = Path(tmp) / f"{notebook}.log"
-                    part.write_bytes(segment)
-                    cause = native_cause(part)
-                    if cause and "kernel died" in str(status["error"]):
-                        status["error"] = f"the kernel died: {cause}"
-                    if segment.strip():
-                        kept = out_root / "logs" / notebook / f"{vocab}.log"
-                        write_atomic(kept, segment)
-                        status["log"] = str(kept.relative_to(out_root))
-                    if not kernel.alive():
-                        kernel.shutdown()
-                try:
-                    _publish(nb, src, notebook, vocab, parameters, out_root, [tmp + "/"])
-                    if status["status"] == "ok" and not result.exists():
-                        status.update(status="failed", error=f"the notebook wrote no result at {_rel(result)}")
-                    if status["status"] != "ok":
-                        from .results import provenance
-
-                        prov = provenance(notebook, full) if notebooks_dir == NOTEBOOKS else None
-                        write_json(result, {**status, "provenance": prov})
-                        os.utime(result, (0, 0))
-                except OSError as e:
-                    status.update(status="failed", error=env_error(e), unwritten=env_error(e))
-                status["seconds"] = round(time.monotonic() - t0, 2)
-                out.append(status)
-                os.write(progress, (f"[{notebook}] {vocab} " + (f"ok in {status['seconds']}s" if status["status"] == "ok"
-                                    else f"FAILED: {status['error']}") + "\n").encode())
-            kernel.shutdown()
-    os.close(progress)
-    return out
+    if "jsonschema" not in sys.modules:
+        sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 
 def _prepare(notebook: str, vocab: str, params: dict[str, object], results_dir: Path,
@@ -329,6 +449,13 @@ def _publish(nb: object, src: Path, notebook: str, vocab: str, parameters: dict[
     executed = out_root / "notebooks" / notebook / f"{vocab}.ipynb"
     html = out_root / "html" / notebook / f"{vocab}.html"
     nb.cells.insert(0, _header_cell(nbformat, src, notebook, vocab, parameters, out_root))  # type: ignore[attr-defined]
+    # the two cells made here and by papermill get fixed ids (nbformat draws random ones), so a
+    # page is the same bytes whichever run made it
+    for cell in nb.cells:  # type: ignore[attr-defined]
+        if cell is nb.cells[0]:  # type: ignore[attr-defined]
+            cell["id"] = "report-header"
+        elif "injected-parameters" in cell.get("metadata", {}).get("tags", []):
+            cell["id"] = "injected-parameters"
     _scrub(nb, [str(ROOT) + "/", *scratch, str(out_root) + "/"])
     pmeta = nb.metadata.get("papermill", {})  # type: ignore[attr-defined]
     for key, path in (("input_path", src), ("output_path", executed)):
