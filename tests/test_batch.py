@@ -131,3 +131,24 @@ def test_the_pool_takes_makes_job_slots_and_gives_them_back(tmp_path: Path) -> N
     assert _make(tmp_path, ["-j3"], code).split() == ["False", "3", "True", "2", "2"]  # given back: taken again
     assert _make(tmp_path, [], code).split() == ["False", "None", "False", "0", "0"]
     assert _make(tmp_path, ["-n"], code).splitlines()[-1].split()[0] == "True"
+
+
+@pytest.mark.slow
+def test_make_report_serial_and_j2_write_the_same_bytes(tmp_path: Path) -> None:
+    """The real `make report` from empty results in a copy of the tree, with one worker and with
+    two (Make's jobserver lending the second): the pages and tables are the same bytes, whichever
+    worker ran which input in which order."""
+    from llgbridge import regen
+
+    tree = regen.tree_copy(tmp_path)
+    small = {"VOCABS": "llama-spm gpt-2 bert-bge", "BATCH": "census probe soundness", "MATRIX_VOCABS": "",
+             "REAL_VOCABS": "", "CORPUS_SAMPLE_VOCABS": ""}
+    kept = {}
+    for jobs in (1, 2):
+        r = regen.regenerate(tree, "small", jobs, tmp_path / f"j{jobs}.log", small)
+        assert r.returncode == 0, (tmp_path / f"j{jobs}.log").read_text()[-3000:]
+        assert len(r.runs) == 9 and len(r.pool["workers"]) == jobs, (r.runs, r.pool)
+        kept[jobs] = tmp_path / f"reports-j{jobs}"
+        (tree / "reports").rename(kept[jobs])
+    n, differ = regen.compare(kept[1], kept[2])
+    assert n >= 9 + 3 and differ == [], differ  # at least every run's page and every vocab's

@@ -338,9 +338,9 @@ def _write_failed(results: Path, st: dict[str, object]) -> None:
 
 
 def _write_timing(results: Path, st: dict[str, object]) -> None:
-    if "timing" in st:
-        write_json(results / ".timing" / str(st["notebook"]) / f"{st['vocab']}.json",
-                   {"notebook": st["notebook"], "vocab": st["vocab"], "status": st["status"], **st["timing"]})  # type: ignore[dict-item]
+    from .run import write_timing
+
+    write_timing(results, st)
 
 
 def main(argv: list[str] | None = None) -> int:

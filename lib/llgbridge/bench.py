@@ -12,7 +12,10 @@ lost-leading-space counts, or nothing is written. Then, in this process: the opt
 ablation (each census stage once over all vocabs), `bridges.build` per vocab and variant, the mask
 in generation on synthetic models, and the real decode step: on each real model (`models`), per
 bridge, llama.cpp's forward pass and the mask per token, and tokens per second with and without
-the grammar, all from the same runs. Writes `reports/bench.csv` (tidy rows) and `reports/bench.md`.
+the grammar, all from the same runs. Last, the report's regeneration: the real `make report`,
+serial and -j2, from empty results, on today's content and on everything (`regen`), with its
+overhead split from the analyses' own compute. Writes `reports/bench.csv` (tidy rows) and
+`reports/bench.md`.
 """
 
 from __future__ import annotations
@@ -207,7 +210,7 @@ def median_run(runs: list[Run]) -> tuple[dict[str, float], float, float]:
 
 def write_reports(
     out: Path, ref: dict[str, Line], py: list[Run], c: list[Run], stages: list[tuple[str, float]],
-    builds: dict[tuple[str, str], float], meta: dict[str, str],
+    builds: dict[tuple[str, str], float], meta: dict[str, str], regens: dict[str, Any] | None = None,
 ) -> None:
     py_per, py_wall, py_cpu = median_run(py)
     c_per, c_wall, c_cpu = median_run(c)
@@ -241,12 +244,27 @@ def write_reports(
         row("mask_path", r["vocab"], r["n_vocab"], "port_p50", r["port_p50_us"] / 1e6, r["ratio_to_llama"])
         if r["forward_ms_per_token"] != "":
             row("mask_path", r["vocab"], r["n_vocab"], "forward_per_token", r["forward_ms_per_token"] / 1000)
+            for q in ("p50", "p99"):
+                row("mask_path", r["vocab"], r["n_vocab"], f"forward_{q}", r[f"forward_{q}_ms"] / 1000)
     real = real_decode_timing()
     for r in real:
         row("decode_forward_ms", r["vocab"], r["n_vocab"], r["bridge"], r["forward_ms"] / 1000)
         row("decode_mask_ms", r["vocab"], r["n_vocab"], r["bridge"], r["mask_ms"] / 1000, r["mask_share"])
         row("decode_tok_s", r["vocab"], r["n_vocab"], r["bridge"], r["constrained_tok_s"],
             r["constrained_tok_s"] / r["unconstrained_tok_s"] if r["unconstrained_tok_s"] else None)
+    regens = regens or {"regens": [], "identity": {}}
+    for r in regens["regens"]:
+        tag = "serial" if r.jobs == 1 else f"j{r.jobs}"
+        row("report_regeneration", r.content, len(r.runs), tag, r.wall)
+        row("report_regeneration", r.content, len(r.runs), f"{tag}_analysis", r.analysis)
+        row("report_regeneration", r.content, len(r.runs), f"{tag}_overhead", r.overhead, r.share)
+        for part, secs in r.parts().items():
+            row("report_regeneration_part", r.content, len(r.runs), f"{tag}: {part}", secs)
+        if r.jobs == 1:
+            for x in r.by_analysis():
+                row("report_regeneration_analysis", x["analysis"], x["runs"], r.content, x["compute"], x["share"])
+    for (content, j), (n, differ) in regens["identity"].items():
+        row("report_regeneration_identity", content, n, f"serial_vs_j{j}_differing", len(differ))
     mask = generation_timing()
     for m in mask:
         row("mask_per_token", m["vocab"], m["n_vocab"], m["bridge"], m["mask_s"])
@@ -315,11 +333,11 @@ def write_reports(
             "and applies); and the synthetic model's forward pass (llama.cpp's perf counters). *ratio* is the port's "
             "compute + apply over llama.cpp's, at the median (goal: at most 1.2).",
             "",
-            "| vocab | n_vocab | compute µs p50 / p99 | apply, old, µs p50 / p99 | apply µs p50 / p99 | llama.cpp apply µs p50 / p99 | ratio | forward ms/token |",
+            "| vocab | n_vocab | compute µs p50 / p99 | apply, old, µs p50 / p99 | apply µs p50 / p99 | llama.cpp apply µs p50 / p99 | ratio | forward ms p50 / p99 |",
             "|---|---:|---:|---:|---:|---:|---:|---:|",
             *[f"| {r['vocab']} | {r['n_vocab']} | {r['compute_p50_us']} / {r['compute_p99_us']} | {r['apply_old_p50_us']} / "
               f"{r['apply_old_p99_us']} | {r['apply_p50_us']} / {r['apply_p99_us']} | {r['llama_apply_p50_us']} / "
-              f"{r['llama_apply_p99_us']} | {r['ratio_to_llama']} | {r['forward_ms_per_token']} |" for r in paths],
+              f"{r['llama_apply_p99_us']} | {r['ratio_to_llama']} | {r['forward_p50_ms']} / {r['forward_p99_ms']} |" for r in paths],
         ]
     if mask:
         md += [
@@ -336,7 +354,54 @@ def write_reports(
               f"{m['unconstrained_tok_s']:.0f} |" for m in mask],
         ]
     md += real_decode_md(real)
+    md += regen_md(regens)
     write_atomic(out / "bench.md", "\n".join(md) + "\n")
+
+
+def regen_md(regens: dict[str, Any]) -> list[str]:
+    from .regen import GOALS
+
+    rs = regens["regens"]
+    if not rs:
+        return []
+    md = [
+        "",
+        "## Regenerating the report",
+        "",
+        "The real `make report`, from empty results, in a copy of the tree that shares the venv, the fixtures, the "
+        "models and the native build (`llgbridge.regen`), one regeneration after the other in this run. *today*: "
+        "the 19 fixtures, the six per-vocab analyses and the matrix on the six synthetic models (issue 15's "
+        "yardstick); *full*: everything the report holds (with the native differential, the real models and the corpus "
+        "sample). *analysis*: the seconds the kernels spent in the notebooks' cells, the vocab's load left out; "
+        "*overhead*: wall x jobs - analysis, everything else (its parts below). Goals for *today*: serial at most "
+        f"{GOALS['serial']:.0f} s, -j2 at most {GOALS['j2']:.0f} s, overhead at most {100 * GOALS['overhead_share']:.0f}% "
+        "of the wall.",
+        "",
+        "| content | make | runs | wall s | analysis s | overhead s | overhead share |",
+        "|---|---|---:|---:|---:|---:|---:|",
+        *[f"| {r.content} | -j{r.jobs} | {len(r.runs)} | {r.wall:.1f} | {r.analysis:.1f} | {r.overhead:.1f} | "
+          f"{100 * r.share:.0f}% |" for r in rs],
+    ]
+    for (content, j), (n, differ) in regens["identity"].items():
+        md.append("")
+        md.append(f"*{content}*, serial against -j{j}: {n} files of `reports/` compared (the executed `.ipynb`, which "
+                  "carry their cells' timestamps, and the matrix's pages, which plot their own timings, left out): "
+                  + ("all byte-identical." if not differ else f"{len(differ)} differ: " + ", ".join(differ[:10])))
+    parts = list(rs)
+    names = list(parts[0].parts())
+    md += ["", "Where the overhead goes (seconds, summed over the runs; on -j2, core-seconds):", "",
+           "| part | " + " | ".join(f"{r.content} -j{r.jobs}" for r in parts) + " |",
+           "|---|" + "---:|" * len(parts)]
+    for name in names:
+        md.append(f"| {name} | " + " | ".join(f"{r.parts()[name]:.1f}" for r in parts) + " |")
+    for r in rs:
+        if r.jobs != 1:
+            continue
+        md += ["", f"Per analysis, *{r.content}*, serial (each run's wall, its cells less the load, the rest):", "",
+               "| analysis | runs | wall s | compute s | overhead s | overhead share |", "|---|---:|---:|---:|---:|---:|",
+               *[f"| {x['analysis']} | {x['runs']} | {x['wall']:.1f} | {x['compute']:.1f} | {x['overhead']:.1f} | "
+                 f"{100 * x['share']:.0f}% |" for x in r.by_analysis()]]
+    return md
 
 
 MASK_PATH_VOCABS = ("llama-spm", "llama-bpe", "gemma-4")  # 32k, 128k and 262k tokens
@@ -477,6 +542,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPORTS, help="where bench.csv and bench.md go (default: reports)")
     ap.add_argument("--repeat", type=int, default=3, help="repetitions; medians are reported (default: 3)")
     ap.add_argument("--vocabs", help="comma-separated fixture names (default: all in data/vocabs)")
+    ap.add_argument("--regen", nargs="*", default=["today", "full"], metavar="CONTENT", choices=["today", "full"],
+                    help="the report regenerations to time, serial and -j2 (default: today full; none: --regen)")
     ap.add_argument("--worker", nargs="+", metavar="GGUF", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -505,7 +572,10 @@ def main(argv: list[str] | None = None) -> int:
         check_agree(py_runs[-1], c_runs[-1])
     stages = ablation(paths)
     builds = bridge_builds(paths, args.repeat)
-    write_reports(args.out, c_runs[0].lines, py_runs, c_runs, stages, builds, meta)
+    from . import regen
+
+    regens = regen.measure(tuple(args.regen)) if args.regen else None
+    write_reports(args.out, c_runs[0].lines, py_runs, c_runs, stages, builds, meta, regens)
     print(f"wrote {args.out / 'bench.csv'} and {args.out / 'bench.md'}")
     return 0
 

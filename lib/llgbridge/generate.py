@@ -161,6 +161,7 @@ class Generation:
     token_times: list[float] = field(default_factory=list)  # perf_counter as each token arrives
     forward_seconds: float = 0.0  # llama_decode on one token at a time, as llama.cpp's perf counters time it
     n_forward: int = 0
+    forward_ms: list[float] = field(default_factory=list)  # each one-token decode, from the same counters
 
     @property
     def decode_tok_s(self) -> float:
@@ -287,12 +288,19 @@ def generate(
     seed: int = 0,
 ) -> Generation:
     """One generation; `matcher=None` is unconstrained."""
+    import llama_cpp
+
     from .maskpath import apply_mask
 
     g = Generation()
-    state: dict[str, Matcher | None] = {"m": matcher}
+    state: dict[str, Any] = {"m": matcher, "t_eval": 0.0}
 
     def apply(_ids: Any, logits: np.ndarray) -> np.ndarray:
+        # the decode that made these logits, from llama.cpp's own counters (the prompt's is apart)
+        t_eval = llama_cpp.llama_perf_context(llm.ctx).t_eval_ms
+        if t_eval > state["t_eval"]:
+            g.forward_ms.append(t_eval - state["t_eval"])
+        state["t_eval"] = t_eval
         m = state["m"]
         if m is None:
             return logits
@@ -308,8 +316,6 @@ def generate(
         g.mask_seconds += time.perf_counter() - t
         g.n_masks += 1
         return logits
-
-    import llama_cpp
 
     llm.set_seed(seed)
     llama_cpp.llama_perf_context_reset(llm.ctx)

@@ -11,7 +11,7 @@ is the replacement: the mask's bits unpacked once, and the logits changed in pla
   buffer of the vocab's size (the old copy-and-apply, and `apply_mask`);
 - the compiled sampler (`native.harness`): `llama_sampler_apply` over llama.cpp's candidate
   array, which computes the mask and sets the disallowed logits to -INFINITY, timed per step;
-- the synthetic model's forward pass, from llama.cpp's own perf counters.
+- the synthetic model's forward pass, each step, from llama.cpp's own perf counters.
 
 Cost: a few seconds per vocab (about 50 steps, each timed `REPEAT` times).
 """
@@ -67,7 +67,7 @@ class MaskPath:
     apply_old_us: list[float]
     apply_us: list[float]
     llama_apply_us: list[float]  # llama.cpp's llama_sampler_apply: compute and apply together
-    forward_ms: float | None  # per token, the synthetic model
+    forward_ms: list[float]  # each one-token decode of the synthetic model (empty: none for this vocab)
 
     def row(self) -> dict[str, Any]:
         def p(xs: list[float], q: float) -> float:
@@ -84,22 +84,23 @@ class MaskPath:
             "port_p50_us": p(ours, 50), "port_old_p50_us": p(old, 50),
             "llama_apply_p50_us": p(self.llama_apply_us, 50), "llama_apply_p99_us": p(self.llama_apply_us, 99),
             "ratio_to_llama": round(ratio, 2),
-            "forward_ms_per_token": round(self.forward_ms, 3) if self.forward_ms is not None else "",
+            "forward_ms_per_token": round(statistics.fmean(self.forward_ms), 3) if self.forward_ms else "",
+            "forward_p50_ms": round(float(np.percentile(self.forward_ms, 50)), 3) if self.forward_ms else "",
+            "forward_p99_ms": round(float(np.percentile(self.forward_ms, 99)), 3) if self.forward_ms else "",
         }
 
 
-def _forward_ms(name: str) -> float | None:
-    """ms per token of the synthetic model's forward pass, from llama.cpp's perf counters."""
+def _forward_ms(name: str) -> list[float]:
+    """ms of each one-token forward pass of the synthetic model, from llama.cpp's perf counters."""
     from . import generate, synth
     from .vocab import Vocab
 
     try:
         path = synth.ensure_model(name)
     except Exception:  # noqa: BLE001 - no synthetic model for this vocab: the row says so
-        return None
+        return []
     llm, v = generate.load_model(path), Vocab(path, name)
-    g = generate.generate(llm, v, None, max_tokens=24)
-    return g.forward_seconds / g.n_forward * 1000 if g.n_forward else None
+    return generate.generate(llm, v, None, max_tokens=STEPS).forward_ms
 
 
 def measure(name: str, steps: int = STEPS, grammar: str = GRAMMAR, forward: bool = True) -> MaskPath:
@@ -140,7 +141,7 @@ def measure(name: str, steps: int = STEPS, grammar: str = GRAMMAR, forward: bool
         new.append(statistics.median(a_new))
         m.consume(tok)
     llama = [ns / 1000 for ns in trace.apply_ns[: len(compute)]]
-    return MaskPath(name, v.n_tokens, len(compute), compute, old, new, llama, _forward_ms(name) if forward else None)
+    return MaskPath(name, v.n_tokens, len(compute), compute, old, new, llama, _forward_ms(name) if forward else [])
 
 
 __all__ = ["apply_mask", "measure", "MaskPath", "GRAMMAR"]

@@ -24,6 +24,7 @@ import io
 import json
 import os
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -1100,11 +1101,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=RESULTS)
     ap.add_argument("--out", type=Path, default=REPORTS)
     a = ap.parse_args(argv)
+    t0 = time.monotonic()
     try:
         failed = build(a.results, a.out)
     except OSError as e:  # a full disk or a read-only folder: one line naming the path
         print(f"report: {e.filename or a.out}: {e.strerror or e}", file=sys.stderr)
         return 1
+    try:  # run metadata for the benchmark (bench.report_regeneration), beside the runs' own
+        write_json(a.results / ".timing" / "report.json", {"wall": round(time.monotonic() - t0, 4)})
+    except OSError:
+        pass
     print(f"report written to {a.out.relative_to(ROOT) if a.out.is_relative_to(ROOT) else a.out}", flush=True)
     if failed:
         for f in failed:

@@ -104,13 +104,15 @@ def execute(
     except OSError as e:  # the environment, not the input: say which path and why
         status.update(status="failed", error=env_error(e))
     status["seconds"] = round(time.monotonic() - t0, 2)
+    write_timing(results_dir, status)
     if status["status"] == "ok" and not result.exists():
         status.update(status="failed", error=f"the notebook wrote no result at {_rel(result)}")
     if status["status"] != "ok":
         try:
             from .results import provenance
 
-            write_json(result, {**status, "provenance": provenance(notebook, full) if notebooks_dir == NOTEBOOKS else None})
+            write_json(result, {**{k: v for k, v in status.items() if k != "timing"},
+                                "provenance": provenance(notebook, full) if notebooks_dir == NOTEBOOKS else None})
             # older than any dependency, so the next `make report` runs it again; nothing has to
             # be deleted while the Makefile is read
             os.utime(result, (0, 0))
@@ -348,6 +350,20 @@ def execute_batch(
         return w.run_vocab(vocab, notebooks)
 
 
+def write_timing(results_dir: Path, st: dict[str, object]) -> None:
+    """A run's timing, beside the results (`RESULTS/.timing/NOTEBOOK/VOCAB.json`): run metadata
+    that `bench.report_regeneration` reads, never a result or a table."""
+    timing = st.get("timing")
+    if not isinstance(timing, dict):
+        return
+    timing.setdefault("wall", st.get("seconds", 0.0))
+    try:
+        write_json(results_dir / ".timing" / str(st["notebook"]) / f"{st['vocab']}.json",
+                   {"notebook": st["notebook"], "vocab": st["vocab"], "status": st["status"], **timing})
+    except OSError:
+        pass  # only a measurement: never the run's failure
+
+
 def fast_imports() -> None:
     """Leave out an import nothing here needs: jupyter-events asks for jsonschema[format-nongpl],
     whose `rfc3987_syntax` compiles 38 lark grammars when jsonschema is imported (2.2 s of every
@@ -425,6 +441,10 @@ def _run(src: Path, notebook: str, vocab: str, parameters: dict[str, object], ou
                 status["log"] = str(kept.relative_to(out_root)) if kept.is_relative_to(out_root) else str(kept)
         if tmp_nb.exists():
             nb = nbformat.read(str(tmp_nb), as_version=4)
+            cells = cell_seconds(nb)
+            # one process and one kernel for this run alone: its start, imports and loads are all
+            # inside the wall or the cells, so the cells count as the analysis, loads included
+            status["timing"] = {"cells": round(cells, 4), "load": 0.0, "analysis": round(cells, 4)}
             _publish(nb, src, notebook, vocab, parameters, out_root, [str(tmp) + "/"])
 
 
@@ -555,6 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=None, help="where results go (default data/results/)")
     ap.add_argument("--models", default=None, help="matrix only: model files, as a shell would split them (make matrix MODELS=...)")
     a = ap.parse_args(argv)
+    fast_imports()
     label = f"[{a.notebook}] "
     params = {k: parse_value(v) for k, v in a.p}
     runs: list[tuple[str, dict[str, object]]] = []
