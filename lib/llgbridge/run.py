@@ -276,11 +276,13 @@ class Worker:
         if self._progress is not None:
             os.write(self._progress, (line + "\n").encode())
 
-    def run_vocab(self, vocab: str, notebooks: list[str]) -> list[dict[str, object]]:
+    def run_vocab(self, vocab: str, notebooks: list[str], params: dict[str, dict[str, object]] | None = None) -> list[dict[str, object]]:
+        """Each of `notebooks` on `vocab`, with its defaults or `params[notebook]`."""
         from papermill.iorw import load_notebook_node
         from papermill.parameterize import parameterize_notebook
 
-        plans = [_prepare(n, vocab, {}, self.results_dir, self.notebooks_dir) for n in notebooks]  # every check before any kernel
+        plans = [_prepare(n, vocab, (params or {}).get(n, {}), self.results_dir, self.notebooks_dir)
+                 for n in notebooks]  # every check before any kernel
         out: list[dict[str, object]] = []
         tmp, log = self._tmp.name, self.log
         for notebook, (parameters, full, src, result) in zip(notebooks, plans):

@@ -72,12 +72,13 @@ def whatif(
         P.check(nb, {"vocab": name, **p})  # every refusal before the first kernel starts
         runs.append((nb, p))
     statuses = []
-    for i, (nb, p) in enumerate(runs, 1):
-        print(f"[whatif {name} {i}/{len(ANALYSES)}] {nb} ...", flush=True)
-        st = run.execute(nb, name, p, out_root=out, results_dir=results)
-        tail = f"ok in {st['seconds']}s" if st["status"] == "ok" else f"FAILED: {st['error']}"
-        print(f"[whatif {name} {i}/{len(ANALYSES)}] {nb} {tail}", flush=True)
-        statuses.append(st)
+    run.fast_imports()
+    # one kernel for every analysis (run.Worker): the file is loaded and its bridges built once
+    # (the kernel's output goes to a log meanwhile: `w.say` is the terminal)
+    with run.Worker(out, results) as w:
+        for i, (nb, p) in enumerate(runs, 1):
+            w.say(f"[whatif {name} {i}/{len(ANALYSES)}] {nb} ...")
+            statuses += w.run_vocab(name, [nb], {nb: p})
     report.build(results, out)
     print(f"what-if report: {out / 'index.html'}")
     return statuses
