@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -172,6 +173,9 @@ def serve(reply_fd: int, out_root: Path | None = None, results: Path | None = No
     fast_imports()
     import nbclient, nbconvert, papermill  # noqa: F401, E401 - counted as the worker's start-up
 
+    # stopped by the pool (an interrupted make): leave through Worker.__exit__, which stops the kernel
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
     started = _process_age()
     cmds = os.fdopen(os.dup(0), "r")
     # the kernels must not read the pool's instructions
@@ -294,7 +298,7 @@ def run_pool(jobs: list[tuple[str, list[str]]], workers: int, server: Jobserver 
                     continue
                 if not chunk:  # the worker ended: by itself when there was nothing left, or it died
                     code = w.p.wait()
-                    if w.ready is None:  # it could not even start: no other worker would either
+                    if w.ready is None and not starts:  # none could even start: no other would either
                         while queue:
                             fail(*queue.pop(0), [], f"the worker process could not start (exit {code})")
                     finish(w, f"the worker process died (exit {code}) before this run")
@@ -319,10 +323,16 @@ def run_pool(jobs: list[tuple[str, list[str]]], workers: int, server: Jobserver 
                             assert w.p.stdin is not None
                             w.p.stdin.close()
     finally:
+        # only left running when this loop was interrupted (Ctrl-C, an error): a worker stops its
+        # kernel on SIGTERM (`serve`); one that does not within 10 s is killed
         for w in list(procs):
             if w.p.poll() is None:
-                w.p.kill()
-                w.p.wait()
+                w.p.terminate()
+                try:
+                    w.p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    w.p.kill()
+                    w.p.wait()
             if w.token and server:
                 server.give()
     return statuses, starts

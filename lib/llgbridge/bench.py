@@ -385,7 +385,7 @@ def regen_md(regens: dict[str, Any]) -> list[str]:
     for (content, j), (n, differ) in regens["identity"].items():
         md.append("")
         md.append(f"*{content}*, serial against -j{j}: {n} files of `reports/` compared (the executed `.ipynb`, which "
-                  "carry their cells' timestamps, and the matrix's pages, which plot their own timings, left out): "
+                  "carry their cells' timestamps, and the matrix's and the corpus's pages, which plot their own timings, left out): "
                   + ("all byte-identical." if not differ else f"{len(differ)} differ: " + ", ".join(differ[:10])))
     parts = list(rs)
     names = list(parts[0].parts())
