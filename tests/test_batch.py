@@ -28,7 +28,7 @@ def batched(tmp_path_factory: pytest.TempPathFactory) -> Path:
     statuses = run.execute_batch("llama-bpe", ["probe", "census"], out_root=out / "reports", results_dir=out / "results")
     assert [(s["notebook"], s["status"]) for s in statuses] == [("probe", "ok"), ("census", "ok")], statuses
     for st in statuses:
-        batch._write_timing(out / "results", st)
+        run.write_timing(out / "results", st)
     return out
 
 

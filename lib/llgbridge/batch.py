@@ -168,7 +168,7 @@ def make_flags() -> tuple[bool, int | None, str]:
 def serve(reply_fd: int, out_root: Path | None = None, results: Path | None = None, notebooks: Path | None = None) -> int:
     """A worker: inputs in as JSON lines on stdin, a reply line per run and per input on `reply_fd`."""
     from .errors import InputError
-    from .run import Worker, fast_imports
+    from .run import NOTEBOOKS, Worker, fast_imports
 
     fast_imports()
     import nbclient, nbconvert, papermill  # noqa: F401, E401 - counted as the worker's start-up
@@ -176,16 +176,13 @@ def serve(reply_fd: int, out_root: Path | None = None, results: Path | None = No
     # stopped by the pool (an interrupted make): leave through Worker.__exit__, which stops the kernel
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
-    started = _process_age()
     cmds = os.fdopen(os.dup(0), "r")
     # the kernels must not read the pool's instructions
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
     reply = os.fdopen(reply_fd, "w", buffering=1)
-    reply.write(json.dumps({"ready": _process_age(), "started": started}) + "\n")
-    from .run import NOTEBOOKS
-
+    reply.write(json.dumps({"ready": _process_age()}) + "\n")
     with Worker(out_root, results, notebooks_dir=notebooks or NOTEBOOKS, progress=False) as w:  # the pool says each run's line
         for line in cmds:
             job = json.loads(line)
@@ -195,7 +192,7 @@ def serve(reply_fd: int, out_root: Path | None = None, results: Path | None = No
                 statuses = [{"notebook": a, "vocab": job["vocab"], "status": "failed", "error": str(e)} for a in job["analyses"]]
             for st in statuses:
                 reply.write(json.dumps({"run": st}) + "\n")
-            reply.write(json.dumps({"done": job["vocab"], "kernels": w.kernel.started}) + "\n")
+            reply.write(json.dumps({"done": job["vocab"]}) + "\n")
     return 0
 
 
@@ -212,7 +209,7 @@ def _process_age() -> float:
 @dataclass
 class _Proc:
     p: subprocess.Popen[str]
-    reply: object
+    reply: int  # the read end of the worker's reply pipe
     buf: bytes = b""
     job: tuple[str, list[str]] | None = None
     done: list[str] = field(default_factory=list)
@@ -227,6 +224,8 @@ def run_pool(jobs: list[tuple[str, list[str]]], workers: int, server: Jobserver 
     """Run `jobs` ((input, its analyses), in order) on at most `workers` workers; the first is
     this command's own slot, each other one takes a slot from `server` first. Returns every run's
     status and each worker's start-up."""
+    from .run import status_line, write_timing
+
     queue = list(jobs)
     total = sum(len(a) for _, a in jobs)
     procs: list[_Proc] = []
@@ -253,7 +252,7 @@ def run_pool(jobs: list[tuple[str, list[str]]], workers: int, server: Jobserver 
             w.p.stdin.write(json.dumps({"vocab": w.job[0], "analyses": w.job[1]}) + "\n")
             w.p.stdin.flush()
         except OSError:
-            return True  # it died: its job is failed when its end is read
+            pass  # it died: its job is failed when its end is read
         return True
 
     def fail(vocab: str, analyses: list[str], done: list[str], why: str) -> None:
@@ -271,7 +270,7 @@ def run_pool(jobs: list[tuple[str, list[str]]], workers: int, server: Jobserver 
             w.job = None
         if w.token and server:
             server.give()
-        os.close(w.reply)  # type: ignore[arg-type]
+        os.close(w.reply)
         procs.remove(w)
 
     spawn(False)
@@ -293,7 +292,7 @@ def run_pool(jobs: list[tuple[str, list[str]]], workers: int, server: Jobserver 
                 if w.reply not in readable:
                     continue
                 try:
-                    chunk = os.read(w.reply, 1 << 16)  # type: ignore[arg-type]
+                    chunk = os.read(w.reply, 1 << 16)
                 except BlockingIOError:
                     continue
                 if not chunk:  # the worker ended: by itself when there was nothing left, or it died
@@ -314,14 +313,10 @@ def run_pool(jobs: list[tuple[str, list[str]]], workers: int, server: Jobserver 
                         st = msg["run"]
                         statuses.append(st)
                         w.done.append(str(st["notebook"]))
-                        _write_timing(results, st)
-                        say(f"[{st['notebook']}] {st['vocab']} " + (f"ok in {st['seconds']}s" if st["status"] == "ok"
-                            else f"FAILED: {st['error']}") + f"  ({len(statuses)}/{total})")
+                        write_timing(results, st)
+                        say(f"{status_line(st)}  ({len(statuses)}/{total})")
                     elif "done" in msg:
-                        w.job = None
-                        if not queue:  # nothing left for it: let it go, and its slot
-                            assert w.p.stdin is not None
-                            w.p.stdin.close()
+                        w.job = None  # the next turn hands it an input, or lets it go
     finally:
         # only left running when this loop was interrupted (Ctrl-C, an error): a worker stops its
         # kernel on SIGTERM (`serve`); one that does not within 10 s is killed
@@ -339,18 +334,12 @@ def run_pool(jobs: list[tuple[str, list[str]]], workers: int, server: Jobserver 
 
 
 def _write_failed(results: Path, st: dict[str, object]) -> None:
-    p = results / str(st["notebook"]) / f"{st['vocab']}.json"
+    from .run import write_failed
+
     try:
-        write_json(p, {**st, "provenance": None})
-        os.utime(p, (0, 0))
+        write_failed(results / str(st["notebook"]) / f"{st['vocab']}.json", st, None)
     except OSError:
         pass
-
-
-def _write_timing(results: Path, st: dict[str, object]) -> None:
-    from .run import write_timing
-
-    write_timing(results, st)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -381,18 +370,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{v}] {why}", file=sys.stderr)
             return 2
     t0 = time.monotonic()
-    todo = {v: list(p) for v in wanted if (p := plan(v, wanted[v]))}
+    plans = {v: p for v in wanted if (p := plan(v, wanted[v]))}
+    todo = {v: list(p) for v, p in plans.items()}
     plan_s = time.monotonic() - t0
     dry, jobs, flags = make_flags()
-    for v, analyses in todo.items():
-        print(f"[{v}] " + ", ".join(f"{n} ({out_of_date(n, v)})" for n in analyses), flush=True)
+    for v, why in plans.items():
+        print(f"[{v}] " + ", ".join(f"{n} ({reason})" for n, reason in why.items()), flush=True)
     if dry:
         return 0
     failed = 0
     statuses: list[dict[str, object]] = []
     if todo:
         server = Jobserver(flags)
-        limit = a.workers or (jobs if jobs else 1)
+        limit = a.workers or jobs or 1
         n_runs = sum(len(x) for x in todo.values())
         print(f"== {n_runs} runs on {len(todo)} inputs, at most {limit} worker(s)", flush=True)
         try:

@@ -43,6 +43,12 @@ def vocab_path(vocab: str, vocab_path: str = "") -> Path:
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
 
 
+def usable_name(text: str) -> str:
+    """`text` with every character an input name cannot hold replaced by `_` (the caller trims
+    the length and the first character)."""
+    return re.sub(r"[^A-Za-z0-9._+-]", "_", text)
+
+
 def name_problem(name: object) -> str:
     """Why `name` cannot name an input, or "" when it can."""
     if not isinstance(name, str):

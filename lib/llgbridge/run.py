@@ -28,9 +28,9 @@ from pathlib import Path
 
 from . import params as P
 from .errors import InputError, cause_line, first_line
-from .paths import RESULTS, ROOT, name_problem, write_atomic, write_json
+from .paths import REPORTS, RESULTS, ROOT, name_problem, usable_name, write_atomic, write_json
 
-NOTEBOOKS = ROOT / "notebooks"
+NOTEBOOKS = P.NOTEBOOKS
 
 
 def _one_line(e: BaseException) -> str:
@@ -93,7 +93,7 @@ def execute(
     run's failure, one line naming the path; `status["unwritten"]` is set when even the failed
     result could not be written.
     """
-    out_root = out_root or ROOT / "reports"
+    out_root = out_root or REPORTS
     results_dir = results_dir or RESULTS
     parameters, full, src, result = _prepare(notebook, vocab, params or {}, results_dir, notebooks_dir)
 
@@ -111,11 +111,7 @@ def execute(
         try:
             from .results import provenance
 
-            write_json(result, {**{k: v for k, v in status.items() if k != "timing"},
-                                "provenance": provenance(notebook, full) if notebooks_dir == NOTEBOOKS else None})
-            # older than any dependency, so the next `make report` runs it again; nothing has to
-            # be deleted while the Makefile is read
-            os.utime(result, (0, 0))
+            write_failed(result, status, provenance(notebook, full) if notebooks_dir == NOTEBOOKS else None)
         except OSError as e:
             status["unwritten"] = env_error(e)
     return status
@@ -143,7 +139,6 @@ class _Kernel:
     def __init__(self) -> None:
         self.km: object | None = None
         self.kc: object | None = None
-        self.started = 0  # kernels started, the first and each after a crash
         self.start_seconds = 0.0
 
     def alive(self) -> bool:
@@ -174,7 +169,6 @@ class _Kernel:
         self.shutdown()
         t0 = time.monotonic()
         self._execute(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(WARM_IMPORTS)]), 300)
-        self.started += 1
         self.start_seconds += time.monotonic() - t0
 
     def run(self, nb: object, timeout: int) -> object:
@@ -246,7 +240,7 @@ class Worker:
 
     def __init__(self, out_root: Path | None = None, results_dir: Path | None = None, timeout: int = 1800,
                  notebooks_dir: Path = NOTEBOOKS, progress: bool = True) -> None:
-        self.out_root = out_root or ROOT / "reports"
+        self.out_root = out_root or REPORTS
         self.results_dir = results_dir or RESULTS
         self.timeout = timeout
         self.notebooks_dir = notebooks_dir
@@ -294,21 +288,11 @@ class Worker:
             try:
                 nb = self.kernel.run(nb, self.timeout)
                 status["status"] = "ok"
-            except KeyboardInterrupt:
+            except (KeyboardInterrupt, SystemExit):  # stopped (Ctrl-C, the pool's SIGTERM): leave, the kernel with us
                 self.kernel.shutdown()
                 raise
             except BaseException as e:  # noqa: BLE001 - every failure becomes a result
-                status.update(status="failed", error=_one_line(e))
-                segment = log.read_bytes()[mark:] if log.exists() else b""
-                part = Path(tmp) / f"{notebook}.log"
-                part.write_bytes(segment)
-                cause = native_cause(part)
-                if cause and "kernel died" in str(status["error"]):
-                    status["error"] = f"the kernel died: {cause}"
-                if segment.strip():
-                    kept = self.out_root / "logs" / notebook / f"{vocab}.log"
-                    write_atomic(kept, segment)
-                    status["log"] = str(kept.relative_to(self.out_root))
+                _failed(status, e, log.read_bytes()[mark:] if log.exists() else b"", self.out_root)
                 if not self.kernel.alive():
                     self.kernel.shutdown()
             t1 = time.monotonic()
@@ -321,9 +305,7 @@ class Worker:
                 if status["status"] != "ok":
                     from .results import provenance
 
-                    prov = provenance(notebook, full) if self.notebooks_dir == NOTEBOOKS else None
-                    write_json(result, {**status, "provenance": prov})
-                    os.utime(result, (0, 0))
+                    write_failed(result, status, provenance(notebook, full) if self.notebooks_dir == NOTEBOOKS else None)
             except OSError as e:
                 status.update(status="failed", error=env_error(e), unwritten=env_error(e))
             wall = time.monotonic() - t0
@@ -334,8 +316,7 @@ class Worker:
                                 "cells": round(cells, 4), "load": round(load, 4), "analysis": round(max(cells - load, 0.0), 4),
                                 "between": round(t2 - t1, 4), "publish": round(time.monotonic() - t2, 4)}
             out.append(status)
-            self.say(f"[{notebook}] {vocab} " + (f"ok in {status['seconds']}s" if status["status"] == "ok"
-                                                 else f"FAILED: {status['error']}"))
+            self.say(status_line(status))
         return out
 
 
@@ -433,14 +414,7 @@ def _run(src: Path, notebook: str, vocab: str, parameters: dict[str, object], ou
                 raise
             if isinstance(e, OSError) and e.filename:
                 raise
-            status.update(status="failed", error=_one_line(e))
-            cause = native_cause(log)
-            if cause and "kernel died" in str(status["error"]):
-                status["error"] = f"the kernel died: {cause}"
-            if log.exists() and log.stat().st_size:
-                kept = out_root / "logs" / notebook / f"{vocab}.log"
-                write_atomic(kept, log.read_bytes())
-                status["log"] = str(kept.relative_to(out_root)) if kept.is_relative_to(out_root) else str(kept)
+            _failed(status, e, log.read_bytes() if log.exists() else b"", out_root)
         if tmp_nb.exists():
             nb = nbformat.read(str(tmp_nb), as_version=4)
             cells = cell_seconds(nb)
@@ -448,6 +422,32 @@ def _run(src: Path, notebook: str, vocab: str, parameters: dict[str, object], ou
             # inside the wall or the cells, so the cells count as the analysis, loads included
             status["timing"] = {"cells": round(cells, 4), "load": 0.0, "analysis": round(cells, 4)}
             _publish(nb, src, notebook, vocab, parameters, out_root, [str(tmp) + "/"])
+
+
+def _failed(status: dict[str, object], e: BaseException, log: bytes, out_root: Path) -> None:
+    """A run's failure into its status: the cause in one line (where the kernel died, the line
+    native code aborted with), and the kernel's output for this run kept as its log."""
+    status.update(status="failed", error=_one_line(e))
+    cause = native_cause(log)
+    if cause and "kernel died" in str(status["error"]):
+        status["error"] = f"the kernel died: {cause}"
+    if log.strip():
+        kept = out_root / "logs" / str(status["notebook"]) / f"{status['vocab']}.log"
+        write_atomic(kept, log)
+        status["log"] = str(kept.relative_to(out_root))
+
+
+def write_failed(result: Path, status: dict[str, object], provenance: object) -> None:
+    """A failed run's result, dated 1970: older than any dependency, so the next `make report`
+    runs it again, and nothing has to be deleted while the Makefile is read."""
+    write_json(result, {**{k: v for k, v in status.items() if k != "timing"}, "provenance": provenance})
+    os.utime(result, (0, 0))
+
+
+def status_line(st: dict[str, object]) -> str:
+    """A run's progress line: `[leak] gpt-2 ok in 0.91s` or `[leak] gpt-2 FAILED: <cause>`."""
+    tail = f"ok in {st['seconds']}s" if st["status"] == "ok" else f"FAILED: {st['error']}"
+    return f"[{st['notebook']}] {st['vocab']} {tail}"
 
 
 def _exporter() -> object:
@@ -509,12 +509,9 @@ def _scrub(nb: object, prefixes: list[str]) -> None:
                     out[key] = clean(out[key])
 
 
-def native_cause(log: Path) -> str:
-    """The last line of a kernel's stderr that says why native code aborted, if any."""
-    try:
-        lines = log.read_text("utf-8", "replace").splitlines()
-    except OSError:
-        return ""
+def native_cause(log: bytes) -> str:
+    """The last line of a kernel's output that says why native code aborted, if any."""
+    lines = log.decode("utf-8", "replace").splitlines()
     keys = ("GGML_ASSERT", "GGML_ABORT", "terminate called", "what():", "Assertion", "panicked at", "Segmentation fault")
     said = [ln.strip() for ln in lines if any(k in ln for k in keys)]
     # `/tmp/pip-install-…/vendor/llama.cpp/src/llama-vocab.cpp:2544: GGML_ASSERT(…)`: the build
@@ -547,16 +544,13 @@ def _header_cell(nbformat, src: Path, notebook: str, vocab: str, parameters: dic
     return nbformat.v4.new_markdown_cell(md)
 
 
-parse_value = P.parse_value  # whatif's name for it
-
 # a by-hand run with other settings than the defaults: its own place, as whatif's, never the main
 # results or the main report's pages
-BYHAND_REPORTS = ROOT / "reports" / "byhand"
+BYHAND_REPORTS = REPORTS / "byhand"
 
 
 def _print_status(label: str, vocab: str, st: dict[str, object]) -> None:
-    tail = f"ok in {st['seconds']}s" if st["status"] == "ok" else f"FAILED: {st['error']}"
-    print(f"{label}{vocab} {tail}", flush=True, file=sys.stdout if st["status"] == "ok" else sys.stderr)
+    print(status_line(st), flush=True, file=sys.stdout if st["status"] == "ok" else sys.stderr)
     if "unwritten" in st:
         print(f"{label}{vocab} its result could not be written: {st['unwritten']}", file=sys.stderr, flush=True)
 
@@ -565,7 +559,7 @@ def model_name(path: str) -> str:
     """The input name of a model given to `make matrix`: `model-` and its file name, every
     character a name cannot hold replaced, so it never replaces a synthetic model's rows."""
     stem = Path(path).name.removesuffix(".gguf")
-    return ("model-" + re.sub(r"[^A-Za-z0-9._+-]", "_", stem))[:128]
+    return ("model-" + usable_name(stem))[:128]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -579,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     fast_imports()
     label = f"[{a.notebook}] "
-    params = {k: parse_value(v) for k, v in a.p}
+    params = {k: P.parse_value(v) for k, v in a.p}
     runs: list[tuple[str, dict[str, object]]] = []
     if a.models is not None:
         try:
@@ -605,7 +599,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{label}{vocab}: {e}", file=sys.stderr)
             return 2
         if changed and results is None:
-            out_root, results = out_root or BYHAND_REPORTS, RESULTS.parent / "byhand"
+            from .results import BYHAND
+
+            out_root, results = out_root or BYHAND_REPORTS, BYHAND
             print(f"{label}{vocab}: non-default parameters ({', '.join(changed)}): the result goes to "
                   f"{_rel(results)}, the pages to {_rel(out_root)}; the main report is left alone", flush=True)
         print(f"{label}{vocab} ...", flush=True)

@@ -12,7 +12,6 @@ The main report is not touched. A `-p` parameter goes to every notebook that has
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 from . import params as P
 from . import report, run
 from .errors import InputError
-from .paths import DATA, REPORTS, name_problem, vocab_name
+from .paths import DATA, REPORTS, name_problem, usable_name, vocab_name
 from .vocab import check_gguf_file
 
 ANALYSES = ("census", "leak", "forced", "probe", "exactness", "soundness", "matrix")
@@ -34,7 +33,7 @@ def notebook_parameters(notebook: str) -> set[str]:
 def safe_name(path: Path) -> str:
     """The report's name for a file given without --name: its name, every character an input
     name cannot hold replaced (`my vocab:2.gguf` -> `my_vocab_2`)."""
-    name = re.sub(r"[^A-Za-z0-9._+-]", "_", vocab_name(path)).lstrip("-.") or "vocab"
+    name = usable_name(vocab_name(path)).lstrip("-.") or "vocab"
     return name[:128]
 
 
@@ -59,13 +58,13 @@ def whatif(
     out = out or REPORTS / "whatif" / name
     results = out / "results"
     params = params or {}
+    accepted = {n: notebook_parameters(n) for n in ANALYSES}
     for key in params:
-        if not any(key in notebook_parameters(n) for n in ANALYSES):
+        if not any(key in accepted[n] for n in ANALYSES):
             raise InputError(f"parameter {key}", f"no analysis notebook takes it ({', '.join(ANALYSES)})")
     runs = []
     for nb in ANALYSES:
-        accepted = notebook_parameters(nb)
-        p = {k: v for k, v in params.items() if k in accepted}
+        p = {k: v for k, v in params.items() if k in accepted[nb]}
         p["vocab_path"] = str(path)
         if nb == "matrix":
             p["models_dir"] = str(models_dir or DATA / "whatif" / name / "models")
