@@ -210,7 +210,8 @@ def median_run(runs: list[Run]) -> tuple[dict[str, float], float, float]:
 
 def write_reports(
     out: Path, ref: dict[str, Line], py: list[Run], c: list[Run], stages: list[tuple[str, float]],
-    builds: dict[tuple[str, str], float], meta: dict[str, str], regens: dict[str, Any] | None = None,
+    builds: dict[tuple[str, str], float], meta: dict[str, str], paths: list[dict[str, Any]],
+    real: list[dict[str, Any]], mask: list[dict[str, Any]], regens: dict[str, Any] | None = None,
 ) -> None:
     py_per, py_wall, py_cpu = median_run(py)
     c_per, c_wall, c_cpu = median_run(c)
@@ -236,7 +237,6 @@ def write_reports(
         row("census_no_load", "ALL", total_tokens, label, s, s / c_work)
     for (n, variant), s in builds.items():
         row("bridge_build", n, ref[n].n_tokens, variant, s)
-    paths = mask_path_timing()
     for r in paths:
         for part in ("compute", "apply_old", "apply", "llama_apply"):
             for q in ("p50", "p99"):
@@ -246,7 +246,6 @@ def write_reports(
             row("mask_path", r["vocab"], r["n_vocab"], "forward_per_token", r["forward_ms_per_token"] / 1000)
             for q in ("p50", "p99"):
                 row("mask_path", r["vocab"], r["n_vocab"], f"forward_{q}", r[f"forward_{q}_ms"] / 1000)
-    real = real_decode_timing()
     for r in real:
         row("decode_forward_ms", r["vocab"], r["n_vocab"], r["bridge"], r["forward_ms"] / 1000)
         row("decode_mask_ms", r["vocab"], r["n_vocab"], r["bridge"], r["mask_ms"] / 1000, r["mask_share"])
@@ -265,7 +264,6 @@ def write_reports(
                 row("report_regeneration_analysis", x["analysis"], x["runs"], r.content, x["compute"], x["share"])
     for (content, j), (n, differ) in regens["identity"].items():
         row("report_regeneration_identity", content, n, f"serial_vs_j{j}_differing", len(differ))
-    mask = generation_timing()
     for m in mask:
         row("mask_per_token", m["vocab"], m["n_vocab"], m["bridge"], m["mask_s"])
         row("generation_tok_s", m["vocab"], m["n_vocab"], m["bridge"], m["constrained_tok_s"], m["constrained_tok_s"] / m["unconstrained_tok_s"])
@@ -419,7 +417,7 @@ def mask_path_timing(vocabs: tuple[str, ...] = MASK_PATH_VOCABS) -> list[dict[st
 
 
 GEN_VOCABS = ("llama-spm", "phi-3", "baichuan", "llama-bpe", "qwen35", "gemma-4")
-GEN_GRAMMAR = "start: /[a-z]+( [a-z]+)*/"  # open-ended, so every step computes a real mask
+GEN_GRAMMAR = maskpath.GRAMMAR  # open-ended, so every step computes a real mask
 GEN_TOKENS = 48
 
 
@@ -457,9 +455,8 @@ def generation_timing(vocabs: tuple[str, ...] = GEN_VOCABS, repeat: int = 3) -> 
     return out
 
 
-# the real decode step: an open grammar, so every step computes a real mask, and a prompt that
-# asks for a long answer (an instruct model through its chat template, a pretrained one as text)
-DECODE_GRAMMAR = GEN_GRAMMAR
+# the real decode step: an open grammar (GEN_GRAMMAR), so every step computes a real mask, and a prompt
+# that asks for a long answer (an instruct model through its chat template, a pretrained one as text)
 DECODE_ASK = "Describe the sea in forty lowercase words, with no punctuation."
 DECODE_COMPLETION = "a description of the sea in lowercase words with no punctuation: "
 DECODE_TOKENS = 48
@@ -486,7 +483,7 @@ def real_decode_timing(repeat: int = 3, n_threads: int = DECODE_THREADS) -> list
             print(f"bench: real decode step skipped: {e}", file=sys.stderr)
             continue
         llm, v = generate.load_model(path, n_threads=n_threads), Vocab(path, name)
-        case = generate.Case("decode", DECODE_GRAMMAR, lambda s: True, "", instruction=DECODE_ASK, completion=DECODE_COMPLETION)
+        case = generate.Case("decode", GEN_GRAMMAR, lambda s: True, "", instruction=DECODE_ASK, completion=DECODE_COMPLETION)
         prompt = generate.case_prompt(llm, case, m.instruct)
         generate.generate(llm, v, None, prompt, max_tokens=8)  # warm-up
 
@@ -508,7 +505,7 @@ def real_decode_timing(repeat: int = 3, n_threads: int = DECODE_THREADS) -> list
                     **free, "mask_share": 0.0, "constrained_tok_s": free["tok_s"], "unconstrained_tok_s": free["tok_s"]})
         for variant in TIMED_BRIDGES:
             b = bridges.build(v, variant)
-            c = medians(lambda: b.new_matcher(DECODE_GRAMMAR))
+            c = medians(lambda: b.new_matcher(GEN_GRAMMAR))
             out.append({"vocab": name, "model": path.name, "n_vocab": v.n_tokens, "bridge": variant, "prompt": prompt.kind, **c,
                         "mask_share": c["mask_ms"] / c["step_ms"] if c["step_ms"] else 0.0,
                         "constrained_tok_s": c["tok_s"], "unconstrained_tok_s": free["tok_s"]})
@@ -523,7 +520,7 @@ def real_decode_md(real: list[dict[str, Any]]) -> list[str]:
         "## The mask in a real decode step",
         "",
         "On the real models (`make models`), loaded as the matrix loads them (no AMX or repack buffers), "
-        f"{DECODE_THREADS} threads. Grammar `{DECODE_GRAMMAR}`, up to {DECODE_TOKENS} tokens at temperature 0, "
+        f"{DECODE_THREADS} threads. Grammar `{GEN_GRAMMAR}`, up to {DECODE_TOKENS} tokens at temperature 0, "
         "each figure the median over 3 runs of that run's mean per token; every figure of a row comes from the same "
         "runs. *forward*: llama.cpp's own timing of its one-token decodes; *mask*: computing the mask and applying it "
         "to the logits; *step*: one token's arrival to the next (forward, mask, sampling, the matcher's consume, "
@@ -575,7 +572,8 @@ def main(argv: list[str] | None = None) -> int:
     from . import regen
 
     regens = regen.measure(tuple(args.regen)) if args.regen else None
-    write_reports(args.out, c_runs[0].lines, py_runs, c_runs, stages, builds, meta, regens)
+    write_reports(args.out, c_runs[0].lines, py_runs, c_runs, stages, builds, meta,
+                  mask_path_timing(), real_decode_timing(), generation_timing(), regens)
     print(f"wrote {args.out / 'bench.csv'} and {args.out / 'bench.md'}")
     return 0
 

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import cache
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ from .bridges import Bridge
 from .errors import InputError, LlgError, first_line
 from .gguf_meta import read_meta
 from .grammars import FORCED_LITERAL, json_grammar, literal_grammar
-from .llg import Matcher
+from .llg import Matcher, apply_mask, mask_bits
 from .vocab import Vocab
 
 ENCODER_ONLY = {"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "t5encoder", "neo-bert", "modern-bert"}
@@ -290,8 +290,6 @@ def generate(
     """One generation; `matcher=None` is unconstrained."""
     import llama_cpp
 
-    from .maskpath import apply_mask
-
     g = Generation()
     state: dict[str, Any] = {"m": matcher, "t_eval": 0.0}
 
@@ -311,7 +309,7 @@ def generate(
             g.llg_errors.append(str(e))
             state["m"] = None  # llama.cpp frees the matcher: unconstrained from here on
             return logits
-        # in place on llama.cpp's candidate logits: no copy (maskpath.apply_mask, timed in make bench)
+        # in place on llama.cpp's candidate logits: no copy (llg.apply_mask, timed in make bench)
         apply_mask(logits, mask)
         g.mask_seconds += time.perf_counter() - t
         g.n_masks += 1
@@ -394,7 +392,7 @@ class MatrixRow:
 TAIL_TOKENS = 8  # kept after the first violation, marked as a tail
 
 
-@cache
+@lru_cache(maxsize=1)  # one model at a time: the previous vocab and its bridge are freed
 def _truth(vocab: Vocab) -> Bridge:
     from .bridges import build
 
@@ -410,7 +408,7 @@ def first_violation(vocab: Vocab, grammar: str, tokens: list[int]) -> int | None
     m = _truth(vocab).new_matcher(grammar)
     for i, t in enumerate(tokens):
         try:
-            if t not in set(m.allowed()):
+            if not mask_bits(m.mask(), m.n_tokens)[t]:
                 return i
             m.consume(t)
         except LlgError:
@@ -426,6 +424,8 @@ def recorded_output(vocab: Vocab, case: Case, g: Generation) -> str:
     near-ties break differently on another CPU, so the full text would not reproduce elsewhere.
     """
     text = g.output.decode("utf-8", "backslashreplace")
+    if len(g.tokens) <= TAIL_TOKENS:
+        return text  # a violation anywhere leaves at most TAIL_TOKENS after it: all of the text is kept
     at = first_violation(vocab, case.grammar, g.tokens)
     if at is None or len(g.tokens) - at <= TAIL_TOKENS:
         return text

@@ -6,7 +6,8 @@ when built with `-DLLAMA_LLGUIDANCE=ON`. Struct layouts follow that header field
 (`LlgTokenizerInit` is the v1 struct that `common/llguidance.cpp` fills).
 
 `Matcher` drives one `LlgMatcher` as llama.cpp's sampler does; `mask_bits` turns the mask
-words it returns into one bool per token.
+words it returns into one bool per token; `apply_mask` applies them to logits in place (the
+generation's decode loop; `maskpath` times it).
 
 But:
 - only the functions the bridge and the analyses need are declared;
@@ -127,6 +128,25 @@ lib = _load()
 def mask_bits(words: np.ndarray, n_tokens: int) -> np.ndarray:
     """One bool per token id from llguidance's 32-bit mask words (bit t of word t // 32)."""
     return np.unpackbits(words.view(np.uint8), bitorder="little")[:n_tokens].astype(bool)
+
+
+def apply_mask(logits: np.ndarray, words: np.ndarray) -> np.ndarray:
+    """Set the logits of tokens the mask does not allow to -inf, in place; returns `logits`.
+
+    `words` are llguidance's 32-bit mask words (bit `t % 32` of word `t // 32` allows token
+    `t`). Where few tokens are allowed (the usual case under a grammar) it is cheaper to keep
+    them and overwrite everything else than to index the disallowed ones.
+    """
+    n = logits.shape[-1]
+    bits = np.unpackbits(words.view(np.uint8), count=n, bitorder="little").view(bool)
+    allowed = np.flatnonzero(bits)
+    if len(allowed) * 2 < n:
+        keep = logits[allowed]
+        logits.fill(-np.inf)
+        logits[allowed] = keep
+    else:
+        logits[~bits] = -np.inf
+    return logits
 
 
 class Matcher:

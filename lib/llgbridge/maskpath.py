@@ -25,28 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from .llg import apply_mask  # the decode loop's (generate.py); timed here, and kept as maskpath.apply_mask
+
 GRAMMAR = "start: /[a-z]+( [a-z]+)*/"  # open-ended: every step computes a real mask with real choice
 STEPS = 48
 REPEAT = 5  # each step's apply is timed this many times on fresh logits; the median is kept
-
-
-def apply_mask(logits: np.ndarray, words: np.ndarray) -> np.ndarray:
-    """Set the logits of tokens the mask does not allow to -inf, in place; returns `logits`.
-
-    `words` are llguidance's 32-bit mask words (bit `t % 32` of word `t // 32` allows token
-    `t`). Where few tokens are allowed (the usual case under a grammar) it is cheaper to keep
-    them and overwrite everything else than to index the disallowed ones.
-    """
-    n = logits.shape[-1]
-    bits = np.unpackbits(words.view(np.uint8), count=n, bitorder="little").view(bool)
-    allowed = np.flatnonzero(bits)
-    if len(allowed) * 2 < n:
-        keep = logits[allowed]
-        logits.fill(-np.inf)
-        logits[allowed] = keep
-    else:
-        logits[~bits] = -np.inf
-    return logits
 
 
 def _old_apply(logits: np.ndarray, words: np.ndarray) -> np.ndarray:
@@ -74,14 +57,13 @@ class MaskPath:
             return round(float(np.percentile(xs, q)), 1) if xs else float("nan")
 
         ours = [c + a for c, a in zip(self.compute_us, self.apply_us)]
-        old = [c + a for c, a in zip(self.compute_us, self.apply_old_us)]
         ratio = statistics.median(ours) / statistics.median(self.llama_apply_us) if self.llama_apply_us else float("nan")
         return {
             "vocab": self.vocab, "n_vocab": self.n_vocab, "steps": self.steps,
             "compute_p50_us": p(self.compute_us, 50), "compute_p99_us": p(self.compute_us, 99),
             "apply_old_p50_us": p(self.apply_old_us, 50), "apply_old_p99_us": p(self.apply_old_us, 99),
             "apply_p50_us": p(self.apply_us, 50), "apply_p99_us": p(self.apply_us, 99),
-            "port_p50_us": p(ours, 50), "port_old_p50_us": p(old, 50),
+            "port_p50_us": p(ours, 50),
             "llama_apply_p50_us": p(self.llama_apply_us, 50), "llama_apply_p99_us": p(self.llama_apply_us, 99),
             "ratio_to_llama": round(ratio, 2),
             "forward_ms_per_token": round(statistics.fmean(self.forward_ms), 3) if self.forward_ms else "",

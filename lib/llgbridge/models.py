@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InputError, first_line
-from .paths import DATA
+from .fixtures import read_manifest, sha256
+from .paths import DATA, write_atomic
 
 MODELS = DATA / "models"
 MANIFEST = Path(__file__).with_name("models.sha256")
@@ -96,19 +97,11 @@ REAL_MODELS: dict[str, RealModel] = {
 
 def manifest() -> dict[str, str]:
     """file name -> sha256, from the models' manifest."""
-    from .fixtures import read_manifest
-
     return read_manifest(MANIFEST)
 
 
 def is_real(name: str) -> bool:
     return name in REAL_MODELS
-
-
-def sha256(path: Path) -> str:
-    from .fixtures import sha256 as file_sha256
-
-    return file_sha256(path)
 
 
 def check_digest(path: Path, want: str, what: str) -> None:
@@ -215,17 +208,10 @@ def ensure(dest: Path = MODELS, names: list[str] | None = None) -> dict[str, str
                 fetch(model, dest)
         except InputError as e:
             failed[name] = str(e)
-            _write_line(error_path(model, dest), str(e))
+            write_atomic(error_path(model, dest), str(e) + "\n")
             continue
         error_path(model, dest).unlink(missing_ok=True)
     return failed
-
-
-def _write_line(path: Path, line: str) -> None:
-    # paths.write_atomic, kept local so this module stays importable without the venv's packages
-    from .paths import write_atomic
-
-    write_atomic(path, line + "\n")
 
 
 def model_path(name: str, dest: Path = MODELS) -> Path:
@@ -250,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in failed.values():
         print(f"FAILED: {line}", file=sys.stderr, flush=True)
     if not failed:
-        _write_line(dest / STAMP, "every real model of models.sha256 is here and verified")
+        write_atomic(dest / STAMP, "every real model of models.sha256 is here and verified\n")
     # 0 even on failure: the failure is recorded and the report goes on without that model
     return 0
 

@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import first_line
 from .paths import DATA, ROOT, write_json
 
 NATIVE = DATA / "native"
@@ -186,7 +187,7 @@ def build(jobs: int | None = None) -> dict[str, Any]:
             raise RuntimeError(f"native build failed: {errs[0] if errs else 'make exited ' + str(r.returncode)}")
         status = {"built": True}
     except (RuntimeError, OSError, tarfile.TarError, subprocess.SubprocessError) as e:
-        status["reason"] = str(e).strip().splitlines()[0]
+        status["reason"] = first_line(str(e))
     status["seconds"] = round(time.monotonic() - t0, 1)
     write_json(STATUS, status)
     return status
@@ -391,13 +392,10 @@ def harness(sampler: str, vocab_path: Path, jobs: list[Job], timeout: int = TEST
     return traces
 
 
-def _ids(words: np.ndarray, n_tokens: int) -> np.ndarray:
-    return np.flatnonzero(np.unpackbits(words.view(np.uint8), bitorder="little")[:n_tokens])
-
-
 def port_trace(bridge: Any, job: Job) -> Trace:
     """The same job through the Python port, with the sampler's policy (see the module's But:)."""
     from .errors import InputError, LlgError
+    from .llg import mask_bits
 
     v = bridge.vocab
     stops = {v.eos, v.eot}
@@ -409,7 +407,7 @@ def port_trace(bridge: Any, job: Job) -> Trace:
         return t
     for i in range(10**6):
         try:
-            allowed = _ids(m.mask(), v.n_tokens)
+            allowed = np.flatnonzero(mask_bits(m.mask(), v.n_tokens))
         except LlgError as e:
             t.error, t.error_step = str(e), i
             t.allowed.append(np.arange(v.n_tokens))  # the sampler then lets everything through
@@ -482,16 +480,10 @@ def compare(vocab: str, sampler: str, job: Job, cpp: Trace, port: Trace, d: Diff
         d.differences.append(Difference(vocab, sampler, job.id, i, "allowed", tuple(int(x) for x in oc[:N_EXAMPLES]),
                                         tuple(int(x) for x in op[:N_EXAMPLES]), len(oc), len(op)))
     d.cells += 1  # where and how the walk ended
-    if end_c != end_p or first(cpp.error) != first(port.error):
+    if end_c != end_p or first_line(cpp.error) != first_line(port.error):
         d.differences.append(Difference(vocab, sampler, job.id, min(end_c, end_p), "error" if cpp.error or port.error else "steps",
-                                        cpp=f"step {cpp.error_step}: {first(cpp.error)}" if cpp.error else f"{end_c} steps",
-                                        port=f"step {port.error_step}: {first(port.error)}" if port.error else f"{end_p} steps"))
-
-
-def first(msg: str) -> str:
-    from .errors import first_line
-
-    return first_line(msg)
+                                        cpp=f"step {cpp.error_step}: {first_line(cpp.error)}" if cpp.error else f"{end_c} steps",
+                                        port=f"step {port.error_step}: {first_line(port.error)}" if port.error else f"{end_p} steps"))
 
 
 def jobs_for(truth: Any, literal: str, leak_grammar: str, walks: int = 2, seed: int = 0, max_steps: int = 64) -> list[Job]:
@@ -608,11 +600,10 @@ def analyse(vocab: Any, literal: str, leak_grammar: str, walks: int = 2, seed: i
         try:
             traces = harness(s, vocab.path, jobs)
         except (RuntimeError, subprocess.TimeoutExpired) as e:
-            errors[s] = str(e).splitlines()[0]
+            errors[s] = first_line(str(e))
             continue
         diffs.append(differential(build(vocab, s), jobs, traces))
-    tok_eos = vocab.eot if vocab.eot >= 0 else vocab.eos
-    return NativeResult(vocab.name, tok_eos, tests, diffs, errors)
+    return NativeResult(vocab.name, bridges._tok_eos(vocab), tests, diffs, errors)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -62,13 +62,15 @@ def _capture_llama_log() -> None:
     llama_cpp.llama_log_set(_log, ctypes.c_void_p(0))
 
 
-def _load_failure(path: Path) -> InputError:
-    """Why llama.cpp refused `path`: a structural check first, else llama.cpp's own words."""
+def _load_failure(path: Path, checked: bool = False) -> InputError:
+    """Why llama.cpp refused `path`: a structural check first (unless the caller `checked` it
+    just before the load), else llama.cpp's own words."""
     from .gguf_meta import check_tokenizer, read_kv
 
     try:
-        kv, _, _ = read_kv(path)
-        check_tokenizer(path, kv)
+        if not checked:
+            kv, _, _ = read_kv(path)
+            check_tokenizer(path, kv)
     except InputError as e:
         return e
     said = [ln for ln in _LOAD_ERRORS if "error loading model:" in ln] or _LOAD_ERRORS
@@ -120,7 +122,7 @@ class Vocab:
         _LOAD_ERRORS.clear()
         model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), params)
         if not model:
-            raise _load_failure(self.path)
+            raise _load_failure(self.path, checked=True)
         self._model = model
         weakref.finalize(self, llama_cpp.llama_model_free, model)
         # the `const llama_vocab *` every llama.h vocab call takes
