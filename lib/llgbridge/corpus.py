@@ -82,10 +82,9 @@ from .errors import InputError, LlgError, first_line
 from .grammars import json_grammar
 from .llg import Matcher, lib, mask_bits
 from .paths import DATA, REPORTS, ROOT, resolve, vocab_path, write_atomic, write_json
+from .results import file_sha256
 
-GUIDE_VOCABS = ("llama-spm", "llama-bpe", "gemma-4", "bert-bge")
 BRIDGES: tuple[str, ...] = VARIANTS
-SAMPLE_SCHEMAS = 40
 CACHE = DATA / "corpus" / "cache"
 OUT = REPORTS / "corpus"
 # MaskBench (guidance-ai/jsonschemabench, maskbench/): llguidance's published mask time per token
@@ -132,16 +131,9 @@ def code_hash() -> str:
     return _sha(parts)
 
 
-@lru_cache(maxsize=64)
-def _file_digest(path: str, mtime_ns: int, size: int) -> str:
-    from .fixtures import sha256
-
-    return sha256(resolve(path))
-
-
 def file_digest(path: str) -> str:
-    st = resolve(path).stat()
-    return _file_digest(path, st.st_mtime_ns, st.st_size)
+    """The file's sha256 (hex), hashed once per (path, size, mtime) in a process."""
+    return file_sha256(resolve(path))
 
 
 def repo_path(p: Path) -> str:
@@ -237,7 +229,7 @@ def _classes(path: str, name: str) -> tuple[list[bytes], np.ndarray, np.ndarray,
     """Per token of the vocab: its real piece, and whether it closes (only `"]}` and spaces),
     is one non-space byte, is only whitespace, or may be chosen at all (not EOS/EOT)."""
     v = _vocab(path, name)
-    pieces = [v.token_to_piece(t) for t in range(v.n_tokens)]
+    pieces = list(v.iter_pieces())
     closer = np.array([bool(p.strip()) and set(p.strip()) <= _CLOSERS for p in pieces])
     single = np.array([len(p) == 1 and p[0] not in _SPACE for p in pieces])
     space = np.array([bool(p) and set(p) <= _SPACE for p in pieces])

@@ -39,22 +39,38 @@ from . import guide
 from .paths import REPORTS, RESULTS, ROOT, write_atomic, write_json
 from .fixtures import refused as refused_inputs
 from .models import REAL_MODELS
-from .results import dropped as dropped_results
+from .results import SCHEMAS
 from .results import load as _load
 
 # during a build each analysis's results are read once: the sections, the verdict, the guide's
 # figures and inputs.csv all ask for them (each load parses and checks every file). Outside a
-# build (a test calling one section) every call reads the files as they are
-_LOADED: dict[tuple[Path, str], tuple[list[dict[str, Any]], list[dict[str, Any]]]] | None = None
+# build (a test calling one section) every call reads the files as they are. Each entry keeps,
+# besides (usable, failed), the lines for results left out because their input is gone
+_LOADED: dict[tuple[Path, str], tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]] | None = None
+
+
+def _load_once(results: Path, analysis: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    if _LOADED is None:
+        gone: list[str] = []
+        ok, failed = _load(results, analysis, gone)
+        return ok, failed, gone
+    key = (results.resolve(), analysis)
+    if key not in _LOADED:
+        gone = []
+        ok, failed = _load(results, analysis, gone)
+        _LOADED[key] = (ok, failed, gone)
+    return _LOADED[key]
 
 
 def load_results(results: Path, analysis: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    if _LOADED is None:
-        return _load(results, analysis)
-    key = (results.resolve(), analysis)
-    if key not in _LOADED:
-        _LOADED[key] = _load(results, analysis)
-    return _LOADED[key]
+    ok, failed, _ = _load_once(results, analysis)
+    return ok, failed
+
+
+def dropped_results(results: Path) -> list[str]:
+    """`results.dropped`, from the loads this build already made: one line per result left out
+    because its input file is gone."""
+    return [line for analysis in SCHEMAS for line in _load_once(results, analysis)[2]]
 from .show import BYTE_COLUMNS, show_list, show_text
 from .show import shown_frame as _shown
 
@@ -76,11 +92,6 @@ def vocab_key(col: pd.Series) -> pd.Series:
         return col
     rank = {v: i for i, v in enumerate(REAL_MODELS)}
     return col.map(lambda v: (1, f"{rank[v]:04d}") if v in rank else (0, v))
-
-
-def _blank(df: pd.DataFrame) -> pd.DataFrame:
-    """Missing values (None, NaN, NA) shown as empty cells."""
-    return df.astype(object).where(df.notna(), "")
 
 
 def _int_columns(df: pd.DataFrame) -> pd.DataFrame:
@@ -176,14 +187,14 @@ def _plt() -> Any:
     return plt
 
 
-def _bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str, key: str = "bridge") -> str:
+def _bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str) -> str:
     """Grouped horizontal bars, one group per vocab; a zero is drawn as a labelled 0."""
     plt = _plt()
     vocabs = sorted(df.vocab.unique(), reverse=True)
-    present = [b for b in ("sentinel", "fixed", "upstream") if b in set(df[key])] or sorted(df[key].unique())
+    present = [b for b in ("sentinel", "fixed", "upstream") if b in set(df["bridge"])] or sorted(df["bridge"].unique())
 
     def total(b: str) -> int:
-        return int(pd.to_numeric(df[df[key] == b][col], errors="coerce").fillna(0).sum())
+        return int(pd.to_numeric(df[df["bridge"] == b][col], errors="coerce").fillna(0).sum())
 
     # a bridge that is 0 everywhere is said in the title rather than drawn as 19 empty bars
     groups = [b for b in present if total(b)] or present[-1:]
@@ -195,7 +206,7 @@ def _bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str, key: str
     colors = {"upstream": "#c0504d", "fixed": "#4f9a4f", "sentinel": "#4f81bd"}
     top = max(1, int(pd.to_numeric(df[col], errors="coerce").fillna(0).max()))
     for j, b in enumerate(groups):
-        vals = [int(pd.to_numeric(df[(df.vocab == v) & (df[key] == b)][col], errors="coerce").fillna(0).sum()) for v in vocabs]
+        vals = [int(pd.to_numeric(df[(df.vocab == v) & (df["bridge"] == b)][col], errors="coerce").fillna(0).sum()) for v in vocabs]
         ys = [i + j * h for i in range(len(vocabs))]
         ax.barh(ys, vals, height=h, label=b, color=colors.get(b))
         for y, x in zip(ys, vals):
@@ -222,8 +233,8 @@ def _text(stored: str) -> str:
     return show_text(stored) or "''"
 
 
-def _get(df: pd.DataFrame, vocab: str, bridge: str, col: str, key: str = "bridge") -> Any:
-    row = df[(df.vocab == vocab) & (df[key] == bridge)]
+def _get(df: pd.DataFrame, vocab: str, bridge: str, col: str) -> Any:
+    row = df[(df.vocab == vocab) & (df["bridge"] == bridge)]
     if row.empty or col not in row:
         return None
     val = row.iloc[0][col]
@@ -421,6 +432,7 @@ def native_section(results: Path) -> Section | None:
         got = [(get(v, s).get("pr_test_exit"), get(v, s).get("no_space_bad")) for s in ("upstream", "fixed")]
         return "✓" if got == [tuple(x) for x in guide.UNIT[v]] else "✗"
 
+    match = {v: matches(v) for v in (*order, *guide.UNIT)}
     t7, cls = [], []
     for v in order:
         up, fx = get(v, "upstream"), get(v, "fixed")
@@ -428,11 +440,11 @@ def native_section(results: Path) -> Section | None:
         t7.append({"vocab": v, "PR test, shipped sampler": pr_cell(up), "PR test, fixed sampler": pr_cell(fx),
                    "string tests (fixed)": fx.get("string_tests", ""),
                    "guide: without / with": f"exit {g[0][0]}, {g[0][1]} bad / exit {g[1][0]}, {g[1][1]} bad" if g else "",
-                   "match": matches(v)})
+                   "match": match[v]})
         up_bad = bool(up.get("no_space_bad") or up.get("forced_bad"))
         fx_bad = bool(fx.get("no_space_bad") or fx.get("forced_bad"))
         cls.append(["", "bad" if up_bad else "ok", "bad" if fx_bad else ("fixed" if up_bad else "ok"), "", "",
-                    "fixed" if matches(v) == "✓" else ("bad" if matches(v) else "")])
+                    "fixed" if match[v] == "✓" else ("bad" if match[v] else "")])
 
     def shipped_cell(r: dict[str, Any]) -> str:
         if not r or r.get("shipped_test_exit", "") == "":
@@ -446,7 +458,7 @@ def native_section(results: Path) -> Section | None:
     cells = int(pd.to_numeric(df["diff_cells"], errors="coerce").fillna(0).sum())
     differ = int(pd.to_numeric(df["diff_differ"], errors="coerce").fillna(0).sum())
     harness_errors = df[df["harness_error"].astype(str) != ""]
-    reproduced = sum(1 for v in guide.UNIT if matches(v) == "✓")
+    reproduced = sum(1 for v in guide.UNIT if match[v] == "✓")
     sec = Section("native", "The compiled code: llama.cpp's own test, and the port checked (guide 7, 8 unit level)", notebook="native")
     sec.claim = ("The PR's `test-grammar-llguidance` aborts (exit 134) against the shipped sampler, with 6 spaced tokens on "
                  "llama-bpe and 6136 on llama-spm, and exits 0 against the fixed one.")
@@ -753,8 +765,9 @@ def corpus_section(results: Path) -> Section | None:
         used = [i for r in ok for c in r["hist"].values() for i, n in enumerate(c) if n]
         hi = max(float(edges[max(used) + 1]) if used else 1e3, maskbench["p99"] * 2.0)
         styles = {"p50": "--", "avg": ":", "p99": "-."}
+        drawn = guide_order([x["vocab"] for x in ok])
         for ax, b in zip(axes[0], bridges):
-            for r in sorted(ok, key=lambda r: guide_order([x["vocab"] for x in ok]).index(r["vocab"])):
+            for r in sorted(ok, key=lambda r: drawn.index(r["vocab"])):
                 counts = r["hist"].get(f"{r['vocab']}/{b}")
                 t = timing.get((r["vocab"], b), {})
                 if counts and sum(counts):
@@ -931,12 +944,11 @@ def verdict(results: Path) -> Verdict | None:
         f"**{matched} of {len(figs)}** of the guide's figures that this suite recomputes were reproduced exactly"
         + (f" (not: {', '.join(name for name, ok in figs if not ok)})." if matched != len(figs) else "."),
     ]
-    nat = [r for r in native_ok]
-    if nat:
-        cells = sum(int(row.get("diff_cells") or 0) for r in nat for row in r["rows"])
-        differ = sum(int(row.get("diff_differ") or 0) for r in nat for row in r["rows"])
+    if native_ok:
+        cells = sum(int(row.get("diff_cells") or 0) for r in native_ok for row in r["rows"])
+        differ = sum(int(row.get("diff_differ") or 0) for r in native_ok for row in r["rows"])
         sentences.append(f"**The numbers come from the code under review:** the Python port and the compiled `common/llguidance.cpp` "
-                         f"agree on {cells - differ} of {cells} cells ({differ} differ), on {len(nat)} vocabs.")
+                         f"agree on {cells - differ} of {cells} cells ({differ} differ), on {len(native_ok)} vocabs.")
     return Verdict(sentences, pd.DataFrame(rows), pd.DataFrame(cls), (matched, len(figs)))
 
 
@@ -1057,14 +1069,14 @@ def _build(results: Path, out: Path) -> list[dict[str, Any]]:
     inputs = inputs_table(results)
     if not inputs.empty:
         write_atomic(out / "tables" / "inputs.csv", inputs.to_csv(index=False, lineterminator="\n"))
+    # the PR's patches, linked where the page sits inside the repository
+    patches = ROOT / "patches"
+    link = f"[patches/]({Path(os.path.relpath(patches, out)).as_posix()}/)" if out.resolve().is_relative_to(ROOT) else "`patches/`"
     for sec in sections:
         for t in sec.raw:
             write_atomic(out / "tables" / f"{t.name}.csv", t.df.to_csv(index=False, lineterminator="\n"))
         for rel, text in sec.assets.items():
             write_atomic(out / rel, text if text.startswith("<?xml") else '<?xml version="1.0" encoding="utf-8"?>\n' + text)
-        # the PR's patches, linked where the page sits inside the repository
-        patches = ROOT / "patches"
-        link = f"[patches/]({Path(os.path.relpath(patches, out)).as_posix()}/)" if out.resolve().is_relative_to(ROOT) else "`patches/`"
         sec.text = sec.text.replace("PATCHES_LINK", link)
         if sec.notebook:
             d = out / "html" / sec.notebook

@@ -105,11 +105,9 @@ def file_sha256(path: Path) -> str:
     st = path.stat()
     key = (str(path), st.st_size, st.st_mtime_ns)
     if key not in _SHA:
-        h = hashlib.sha256()
-        with path.open("rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        _SHA[key] = h.hexdigest()
+        from .fixtures import sha256  # not a CORE module: imported only when a file is hashed
+
+        _SHA[key] = sha256(path)
     return _SHA[key]
 
 
@@ -183,9 +181,9 @@ def _stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
     return ""
 
 
-def load(results: Path, analysis: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def load(results: Path, analysis: str, gone: list[str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(usable results, failed inputs) of one analysis, each sorted by vocab; results whose input
-    is gone are in neither (`dropped` names them).
+    is gone are in neither: `gone`, when given, gets one line for each (as `dropped` says it).
 
     A failed input is `{"notebook", "vocab", "error"}`, the error in one line.
     """
@@ -196,7 +194,10 @@ def load(results: Path, analysis: str) -> tuple[list[dict[str, Any]], list[dict[
         except (OSError, UnicodeDecodeError, ValueError) as e:
             failed.append({"notebook": analysis, "vocab": p.stem, "error": f"unreadable result: {type(e).__name__}: {e}"})
             continue
-        if _gone(results, p.stem, r):
+        lost = _gone(results, p.stem, r)
+        if lost:
+            if gone is not None:
+                gone.append(f"{analysis}/{p.stem}: left out, its input {lost} is gone")
             continue
         if isinstance(r, dict) and r.get("status") not in (None, "ok"):
             failed.append({"notebook": analysis, "vocab": p.stem, "error": str(r.get("error") or "failed"), **({"log": r["log"]} if "log" in r else {})})
@@ -211,16 +212,9 @@ def load(results: Path, analysis: str) -> tuple[list[dict[str, Any]], list[dict[
 
 def dropped(results: Path) -> list[str]:
     """One line per result left out because its input file is gone."""
-    out = []
+    out: list[str] = []
     for analysis in SCHEMAS:
-        for p in sorted((results / analysis).glob("*.json")):
-            try:
-                r = json.loads(p.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, ValueError):
-                continue
-            gone = _gone(results, p.stem, r)
-            if gone:
-                out.append(f"{analysis}/{p.stem}: left out, its input {gone} is gone")
+        load(results, analysis, out)
     return out
 
 
