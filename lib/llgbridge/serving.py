@@ -1,0 +1,375 @@
+"""The end-to-end matrix through the product: llama-server, shipped and patched, asked as a client asks.
+
+`generate` runs the matrix through the Python port inside llama-cpp-python's decode loop. This
+module asks the real `llama-server` (`server`: four builds, two samplers by two llguidance
+versions) the same cases, on the same models with the same prompts, and judges every output with
+`generate`'s own independent checks (exact string, `json` + `jsonschema`, `re`):
+
+- the grammar cases go as `"grammar": "%llguidance {}\\n..."` to `/completion`;
+- the JSON case goes as `"json_schema"` (the server's `json_schema_to_grammar` makes the grammar);
+- a control case, `json_enum_gbnf`, sends the same schema as a plain GBNF `grammar` (converted
+  by llama.cpp's own `json_schema_to_grammar` with `force_gbnf`): the guide's 3.1 claim that the GBNF
+  path is untouched by either bug;
+- every model also gets the JSON case through `/v1/chat/completions` with `response_format`
+  `json_schema` (`json_enum_chat`), through its own chat template as the server renders it
+  (ChatML, the server's default, for a GGUF without one). On this vendored llama.cpp that path
+  does not reach llguidance: the chat code (`common/chat-auto-parser-generator.cpp`) turns the
+  schema into GBNF with `build_grammar`, so this row is a second control on every vocab.
+
+Temperature 0 and a fixed seed. For each request: the HTTP status, whether the body has an error
+field, the text, the `llg error` lines the server logged while it ran (requests are sent one at a
+time, so the log between two requests is that request's), tokens per second from the response's
+own `timings`, and the outcome. `load()` sends 32 constrained requests over 4 slots at once.
+
+`differential()` compares a server result with the port's matrix on the same model: outcome, and
+tokens up to the first violation.
+
+But:
+- the output is judged from the tokens the server returns (`return_tokens`), as real bytes
+  (`Vocab.token_to_piece`), the way `generate` judges the port's: the server's `content` is
+  UTF-8 text that can hold back or replace bytes; it is kept beside them;
+- the recorded text keeps a short tail after the first violation (`generate.recorded_output`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import generate as G
+from . import server as S
+from .errors import first_line
+from .grammars import json_grammar
+from .vocab import Vocab
+
+GBNF_CASE = "json_enum_gbnf"
+CHAT_CASE = "json_enum_chat"
+EXTRA_CASES = (GBNF_CASE, CHAT_CASE)
+LLG_ERROR = re.compile(r"llg error: (.*)")
+GREEDY_LINE = "tokenizer is not byte exact"
+
+
+def gbnf_of(schema: dict[str, Any]) -> str:
+    """The schema as GBNF, by llama.cpp's own `json_schema_to_grammar(schema, force_gbnf=true)`
+    (`server.GBNF_TOOL`). llama-cpp-python's Python port of it drops `minimum`/`maximum`, so its
+    grammar admits counts the schema forbids."""
+    import subprocess
+
+    r = subprocess.run([str(S.GBNF_TOOL)], input=json.dumps(schema).encode(), capture_output=True, timeout=60)
+    if r.returncode != 0:
+        raise S.ServerError(f"schema-to-gbnf: {first_line(r.stderr.decode('utf-8', 'replace')) or r.returncode}")
+    return r.stdout.decode()
+
+
+def judge_case(case: str) -> G.Case:
+    """The `generate.Case` whose check judges `case` (the extra cases judge as the JSON case)."""
+    return G.CASES["json_enum" if case in EXTRA_CASES else case]
+
+
+def violation_grammar(case: str) -> str:
+    """The llguidance grammar whose truth mask finds an output's first violation. The GBNF and
+    chat cases are judged against the plain schema (llguidance's flexible whitespace), since the
+    server's GBNF allows whitespace the JSON case's compact option would not."""
+    return json_grammar(G.JSON_SCHEMA) if case in EXTRA_CASES else G.CASES[case].grammar
+
+
+def request_for(case: str, prompt: G.Prompt, n_predict: int, seed: int, temperature: float) -> tuple[str, str, dict[str, Any]]:
+    """(endpoint, how the constraint is sent, body) for one case."""
+    common: dict[str, Any] = {"n_predict": n_predict, "temperature": temperature, "seed": seed, "return_tokens": True,
+                              "cache_prompt": False}
+    if case == CHAT_CASE:
+        c = G.CASES["json_enum"]
+        return "/v1/chat/completions", "response_format", {
+            "messages": [{"role": "user", "content": c.instruction}], "max_tokens": n_predict, "temperature": temperature,
+            "seed": seed, "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": {**G.JSON_SCHEMA, **G.JSON_OPTIONS}}}}
+    body = {"prompt": prompt.text, **common}
+    if case == "json_enum":
+        return "/completion", "json_schema", {**body, "json_schema": {**G.JSON_SCHEMA, **G.JSON_OPTIONS}}
+    if case == GBNF_CASE:
+        return "/completion", "grammar (GBNF)", {**body, "grammar": gbnf_of(G.JSON_SCHEMA)}
+    if case == "":
+        return "/completion", "none", body
+    return "/completion", "grammar (%llguidance)", {**body, "grammar": "%llguidance {}\n" + G.CASES[case].grammar}
+
+
+@dataclass
+class ServerRow:
+    model: str
+    vocab: str
+    synthetic: bool
+    llguidance: str
+    sampler: str  # the server build: upstream or fixed
+    case: str
+    endpoint: str
+    sent_as: str  # grammar (%llguidance), json_schema, grammar (GBNF), response_format
+    http_status: int
+    error_field: bool
+    outcome: str  # pass, violation, truncated, error (the server said so), no answer
+    llg_errors: int
+    greedy: bool  # the fixed sampler logged "tokenizer is not byte exact"
+    n_tokens: int
+    output: str
+    stop_type: str = ""
+    error: str = ""  # the body's error message, or the first llg error, verbatim first line
+    tokens: list[int] = field(default_factory=list)
+    tok_s: float = 0.0  # timings.predicted_per_second
+
+    def row(self) -> dict[str, Any]:
+        """The tidy, deterministic columns (tokens and timings are kept apart)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("tokens", "tok_s")}
+
+
+def _strip_eog(vocab: Vocab, tokens: list[int]) -> tuple[list[int], bool]:
+    import llama_cpp
+
+    for i, t in enumerate(tokens):
+        if llama_cpp.llama_vocab_is_eog(vocab.llama_vocab, t):
+            return tokens[:i], True
+    return tokens, False
+
+
+def _content(body: dict[str, Any], endpoint: str) -> tuple[str, list[int], str, float]:
+    """(text, tokens, stop type, tokens/s) from a response body."""
+    timings = body.get("timings") or {}
+    tps = float(timings.get("predicted_per_second") or 0.0)
+    if endpoint == "/completion":
+        return str(body.get("content", "")), [int(t) for t in body.get("tokens") or []], str(body.get("stop_type", "")), tps
+    choice = (body.get("choices") or [{}])[0]
+    text = str((choice.get("message") or {}).get("content") or "")
+    return text, [], str(choice.get("finish_reason", "")), tps
+
+
+def ask(srv: S.Server, vocab: Vocab, model: str, synthetic: bool, llg: str, sampler: str, case: str, prompt: G.Prompt,
+        max_tokens: int, seed: int, temperature: float, timeout: float = S.REQUEST_TIMEOUT) -> ServerRow:
+    """One case, one request, judged."""
+    endpoint, sent_as, body = request_for(case, prompt, max_tokens, seed, temperature)
+    start = srv.log_size()
+    reply = S.post(srv, endpoint, body, timeout)
+    log = srv.log(start)
+    llg_errs = LLG_ERROR.findall(log)
+    greedy = GREEDY_LINE in srv.log()
+
+    def row(outcome: str, text: str = "", tokens: list[int] | None = None, stop: str = "", error: str = "", tps: float = 0.0) -> ServerRow:
+        return ServerRow(model, vocab.name, synthetic, llg, sampler, case, endpoint, sent_as, reply.status,
+                         reply.error != "", outcome, len(llg_errs), greedy, len(tokens or []), text, stop,
+                         first_line(error or (llg_errs[0] if llg_errs else "")), tokens or [], tps)
+
+    if reply.status == 0:
+        alive = "" if srv.alive() else f"; the server exited ({srv.last_lines()})"
+        return row("no answer", error=reply.text + alive)
+    if reply.status != 200 or reply.error or reply.body is None:
+        return row("error", error=reply.error or reply.text[:300])
+    text, tokens, stop, tps = _content(reply.body, endpoint)
+    if case == "":  # the unconstrained baseline: only its speed is wanted
+        return row("unconstrained", text, tokens, stop, tps=tps)
+    c = judge_case(case)
+    if endpoint == "/completion":
+        tokens, eog = _strip_eog(vocab, tokens)
+        g = G.Generation(tokens=tokens, output=vocab.real_bytes(tokens), stop="eog" if eog or stop == "eos" else "limit" if stop == "limit" else stop)
+        shown = G.recorded_output(vocab, G.Case(case, violation_grammar(case), c.check, c.description), g)
+    else:
+        g = G.Generation(output=text.encode(), stop="limit" if stop == "length" else "eog")
+        shown = text
+    return row(G.judge(c, g), shown, tokens, stop, tps=tps)
+
+
+@dataclass
+class LoadResult:
+    model: str
+    llguidance: str
+    sampler: str
+    requests: int
+    parallel: int
+    passed: int
+    violations: int
+    other: int  # truncated, errors, no answer
+    differ_from_sequential: int  # requests whose outcome is not the same case's sequential outcome
+    healthy_after: bool
+    llg_errors: int
+    seconds: float
+
+    def row(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "seconds"}
+
+
+def load(exe: Path, model: Path, vocab: Vocab, synthetic: bool, llg: str, sampler: str, cases: list[str],
+         prompts: dict[str, G.Prompt], sequential: dict[str, str], log_path: Path, requests: int = 32, parallel: int = 4,
+         max_tokens: int = 64, seed: int = 0, n_gpu_layers: int = 0) -> LoadResult:
+    """`requests` constrained requests (the cases in turn) over `parallel` slots at once, every
+    output judged; `sequential` holds each case's outcome from the one-at-a-time run, so a slot
+    whose matcher died touching another shows as an outcome that changed."""
+    t0 = time.perf_counter()
+    order = [cases[i % len(cases)] for i in range(requests)]
+    with S.serve(exe, model, log_path, parallel=parallel, threads=2, n_gpu_layers=n_gpu_layers) as srv:
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            rows = list(pool.map(lambda c: ask(srv, vocab, model.name, synthetic, llg, sampler, c, prompts[c], max_tokens, seed, 0.0),
+                                 order))
+        healthy = srv.alive() and S._get(srv.base + "/health", 5.0) == 200
+        llg_total = len(LLG_ERROR.findall(srv.log()))
+    outcomes = [r.outcome for r in rows]
+    return LoadResult(model.name, llg, sampler, requests, parallel, outcomes.count("pass"), outcomes.count("violation"),
+                      len(outcomes) - outcomes.count("pass") - outcomes.count("violation"),
+                      sum(1 for r in rows if r.outcome != sequential.get(r.case)), healthy, llg_total,
+                      round(time.perf_counter() - t0, 3))
+
+
+# -- the port against the server -------------------------------------------------------------
+@dataclass(frozen=True)
+class DiffCell:
+    model: str
+    case: str
+    sampler: str
+    port_outcome: str
+    server_outcome: str
+    compared_tokens: int  # up to the first violation of either (or all, when neither broke the grammar)
+    first_differing_token: int | None  # its index, None when the tokens agree that far
+    same: bool
+
+    def row(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def differential(vocab: Vocab, matrix: dict[str, Any], served: dict[str, Any]) -> list[DiffCell]:
+    """Each (model, case, sampler) the port's matrix (`matrix`, a matrix result) and the server
+    (`served`, a server result, on the llguidance the port drives) both ran."""
+    port = {(r["model"], r["case"], r["bridge"]): (r, t) for r, t in zip(matrix["rows"], matrix.get("tokens") or [], strict=False)}
+    out = []
+    for r, toks in zip(served["rows"], served.get("tokens") or [], strict=False):
+        if r["llguidance"] != served.get("port_llguidance") or r["endpoint"] != "/completion" or r["case"] in EXTRA_CASES:
+            continue
+        hit = port.get((r["model"], r["case"], r["sampler"]))
+        if hit is None:
+            continue
+        pr, ptoks = hit
+        grammar = G.CASES[r["case"]].grammar
+        cut = [x for x in (G.first_violation(vocab, grammar, ptoks), G.first_violation(vocab, grammar, toks)) if x is not None]
+        n = min([len(ptoks), len(toks), *(x + 1 for x in cut)])
+        diff = next((i for i in range(n) if ptoks[i] != toks[i]), None)
+        if diff is None and not cut and len(ptoks) != len(toks):
+            diff = n  # one stopped where the other went on
+        out.append(DiffCell(r["model"], r["case"], r["sampler"], pr["outcome"], r["outcome"], n, diff,
+                            pr["outcome"] == r["outcome"] and diff is None))
+    return sorted(out, key=lambda d: (d.model, d.case, d.sampler))
+
+
+def payload(model: Path, run: "Run", settings: dict[str, Any]) -> dict[str, Any]:
+    """The server notebook's result (`results.SCHEMAS["server"]`): the settings, each case's prompt
+    and how it was sent, a row per (llguidance, sampler, case), the tokens, the load test, the
+    builds' sha256 (so a rebuilt server makes the result stale), and the timings kept apart."""
+    from .results import file_sha256
+
+    cases = sorted({r.case for r in run.rows}, key=[*G.CASES, *EXTRA_CASES].index)
+    return {
+        "model": model.name, "llguidance": run.llguidance, "port_llguidance": run.port_llguidance, **settings,
+        "cases": {c: {"prompt": run.prompts[c].text, "prompt_kind": run.prompts[c].kind,
+                      "sent_as": request_for(c, run.prompts[c], 1, 0, 0.0)[1]} for c in cases},
+        "builds": {b.name: file_sha256(b) for b in S.builds() if b.exists()},
+        "rows": [r.row() for r in run.rows], "tokens": [r.tokens for r in run.rows], "load": [x.row() for x in run.loads],
+        "timing": {"constrained_tok_s": [{"llguidance": r.llguidance, "sampler": r.sampler, "case": r.case, "tok_s": r.tok_s}
+                                         for r in run.rows],
+                   "unconstrained_tok_s": run.baseline,
+                   "load_seconds": [{"llguidance": x.llguidance, "sampler": x.sampler, "seconds": x.seconds} for x in run.loads]},
+    }
+
+
+def _failed_rows(vocab: Vocab, model: str, synthetic: bool, llg: str, sampler: str, cases: list[str], prompts: dict[str, G.Prompt],
+                 outcome: str, why: str) -> list[ServerRow]:
+    return [ServerRow(model, vocab.name, synthetic, llg, sampler, c, *request_for(c, prompts.get(c, G.PLAIN), 1, 0, 0.0)[:2],
+                      0, False, outcome, 0, False, 0, "", error=first_line(why)) for c in cases]
+
+
+def run_build(exe: Path, model: Path, vocab: Vocab, synthetic: bool, llg: str, sampler: str, cases: list[str],
+              prompts: dict[str, G.Prompt], log_path: Path, max_tokens: int, seed: int, temperature: float,
+              n_gpu_layers: int = 0, timeout: float = S.REQUEST_TIMEOUT) -> tuple[list[ServerRow], float]:
+    """Every case through one server build, one request at a time; (rows, unconstrained tokens/s).
+
+    A server that cannot load the model fails every case with its reason; one that stops
+    answering fails the case it was asked and every later one, with its log's last lines."""
+    rows: list[ServerRow] = []
+    try:
+        with S.serve(exe, model, log_path, n_gpu_layers=n_gpu_layers) as srv:
+            base = ask(srv, vocab, model.name, synthetic, llg, sampler, "", prompts.get(cases[0], G.PLAIN), max_tokens, seed,
+                       temperature, timeout) if cases else None
+            for i, c in enumerate(cases):
+                r = ask(srv, vocab, model.name, synthetic, llg, sampler, c, prompts[c], max_tokens, seed, temperature, timeout)
+                rows.append(r)
+                if r.outcome == "no answer":
+                    rest = cases[i + 1:]
+                    rows += _failed_rows(vocab, model.name, synthetic, llg, sampler, rest, prompts, "no answer",
+                                         f"the server stopped answering at {c!r}: {srv.last_lines()}")
+                    break
+    except S.ServerError as e:
+        return rows + _failed_rows(vocab, model.name, synthetic, llg, sampler, cases[len(rows):], prompts, "error", str(e)), 0.0
+    return rows, base.tok_s if base else 0.0
+
+
+def prompts_for(llm: Any, cases: list[str], style: str) -> dict[str, G.Prompt]:
+    """The port's matrix prompts (`generate.prompt_for`), the extra cases taking the JSON case's."""
+    return {c: G.prompt_for(llm, judge_case(c), style) for c in cases}
+
+
+LOG_DIR = S.SERVER / "logs"  # each server's log, per input and build (generated, not a result)
+
+
+@dataclass
+class Run:
+    """One model through every server build."""
+
+    rows: list[ServerRow]
+    loads: list[LoadResult]
+    baseline: dict[str, float]  # "SAMPLER-LLG" -> unconstrained tokens/s
+    prompts: dict[str, G.Prompt]
+    llguidance: list[str]
+    port_llguidance: str
+
+
+def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: list[str], prompt: str = "auto",
+        samplers: tuple[str, ...] = S.SAMPLERS, temperature: float = 0.0, seed: int = 0, max_tokens: int = 64,
+        load_requests: int = 32, parallel: int = 4, n_gpu_layers: int = 0, say: Any = print) -> Run:
+    """Every case on every built server (`server.built`), one request at a time, then the load test
+    (synthetic models only: a real model on 2 cores would take minutes per build). Raises
+    InputError with the build's reason when no server is built."""
+    from .errors import InputError
+
+    status, why = S.built()
+    if why:
+        raise InputError(f"server for {name}", why)
+    unknown = [c for c in cases if c not in G.CASES and c not in EXTRA_CASES]
+    if unknown:
+        raise InputError("parameter cases", f"unknown case(s) {unknown}; choose from {[*G.CASES, *EXTRA_CASES]}")
+    G.check_generative(model)
+    vocab = Vocab(model, name)
+    llm = G.load_model(model, n_ctx=64)  # only for the prompts: the chat template and the tokens of its text
+    style = G.prompt_style(llm, prompt, synthetic, instruct)
+    prompts = prompts_for(llm, cases, style)
+    del llm
+    versions = list(status["llguidance"])
+    rows: list[ServerRow] = []
+    loads: list[LoadResult] = []
+    baseline: dict[str, float] = {}
+    for llg in versions:
+        for s in samplers:
+            exe = S.binary(s, llg)
+            got, base = run_build(exe, model, vocab, synthetic, llg, s, cases, prompts, LOG_DIR / name / f"{exe.name}.log",
+                                  max_tokens, seed, temperature, n_gpu_layers)
+            rows += got
+            baseline[f"{s}-{llg}"] = base
+            passed = sum(r.outcome == "pass" for r in got)
+            say(f"{exe.name}: {passed}/{len(got)} pass, {sum(r.llg_errors for r in got)} llg errors, "
+                f"{sum(r.error_field for r in got)} error fields")
+            if synthetic and load_requests:
+                loaded = [c for c in cases if c != CHAT_CASE]
+                try:
+                    x = load(exe, model, vocab, synthetic, llg, s, loaded, prompts, {r.case: r.outcome for r in got},
+                             LOG_DIR / name / f"{exe.name}-load.log", load_requests, parallel, max_tokens, seed, n_gpu_layers)
+                    loads.append(x)
+                    say(f"  load: {x.requests} requests over {x.parallel} slots: {x.violations} violations, "
+                        f"{x.differ_from_sequential} differ from one at a time, healthy after: {x.healthy_after}")
+                except S.ServerError as e:
+                    say(f"  load: {first_line(str(e))}")
+    return Run(rows, loads, baseline, prompts, versions, S.venv_llguidance())
