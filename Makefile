@@ -173,7 +173,7 @@ matrix: data/vocabs/.complete | $(STAMP)
 
 # the page is remade when a result or the code that renders it changed; a run with failed inputs
 # leaves no stamp, so the next `make report` says them again (and exits non-zero again)
-REPORT_SRC := $(addprefix lib/llgbridge/,report.py show.py results.py guide.py models.py native.py paths.py) \
+REPORT_SRC := $(addprefix lib/llgbridge/,report.py show.py results.py guide.py models.py native.py paths.py serving.py server.py generate.py) \
               $(wildcard lib/llgbridge/templates/*) $(wildcard reports/bench.csv)
 report: reports/.built
 

@@ -46,3 +46,24 @@ UNIT: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
     "llama-bpe": ((134, 6), (0, 0)),
     "llama-spm": ((134, 6136), (0, 0)),
 }
+
+# guide 8, server level (jf_eval/spm_fix_verify.py: forced literal, json_schema enum, forced skeleton
+# around a free region): model -> (tokenizer, without fix, with fix, greedy engaged), and the
+# fixture whose tokenizer the suite's synthetic model stands in with (same fixture for the same
+# tokenizer; the same type only, for Mistral's own 32k SentencePiece vocab)
+SERVER: dict[str, tuple[str, str, str, str]] = {
+    "TinyLlama-1.1B Q8_0": ("llama/SPM", "0/3, 3 llg errors", "3/3, 0 errors", "yes"),
+    "Mistral-7B-v0.1 Q4_0": ("llama/SPM", "0/3 (silent)", "3/3, 0 errors", "yes"),
+    "Hermes-2-Pro-Mistral-7B Q6_K": ("llama/SPM", "0/3 (silent)", "3/3, 0 errors", "yes"),
+    "gemma-4-31B-it Q5_K_S": ("gemma4", "3/3", "3/3, 0 errors", "no"),
+    "Qwen3.5-2B Q5_K_S": ("bpe/qwen35", "3/3", "3/3, 0 errors", "no"),
+}
+SERVER_STAND_IN: dict[str, tuple[str, str]] = {  # guide model -> (fixture, how close)
+    "TinyLlama-1.1B Q8_0": ("llama-spm", "the same tokenizer"),
+    "Mistral-7B-v0.1 Q4_0": ("llama-spm", "the same tokenizer type (SentencePiece, 32k, add_space_prefix)"),
+    "Hermes-2-Pro-Mistral-7B Q6_K": ("llama-spm", "the same tokenizer type (SentencePiece, 32k, add_space_prefix)"),
+    "gemma-4-31B-it Q5_K_S": ("gemma-4", "the same tokenizer"),
+    "Qwen3.5-2B Q5_K_S": ("qwen35", "the same tokenizer"),
+}
+# the guide's three server cases, by the names the suite's matrix gives them
+SERVER_CASES = ("forced_literal", "json_enum", "half_free")

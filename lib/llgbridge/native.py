@@ -45,6 +45,7 @@ import sysconfig
 import tarfile
 import tempfile
 import time
+import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,15 @@ SOURCE_PREFIXES = ("common/", "include/", "ggml/include/", "vendor/nlohmann/", "
 COMMIT_MEMBER = "llama_cpp_python-0.3.36/.git/modules/vendor/llama.cpp/HEAD"
 COMMIT_FILE = "LLAMA_CPP_COMMIT"
 TEST_TIMEOUT = 600  # seconds for one test binary on one vocab; gemma-4 (262k tokens) takes about 20
+
+
+# llguidance as llama.cpp links it (common/CMakeLists.txt: GIT_TAG d795912f..., "v1.0.1")
+LLG_PINNED = "1.0.1"
+LLG_WHEELS = {  # the wheel pip picks here, and its sha256 as the registry serves it
+    "llguidance-1.0.1-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl":
+        "945ab9c077d35dc8c6a603ea6a3e4f5ba2deeae80a0b3cbfbedd142881fb4262",
+}
+LLG_DIR = NATIVE / f"llguidance-{LLG_PINNED}"
 
 
 # -- build -----------------------------------------------------------------------------------
@@ -124,6 +134,63 @@ def apply_patches(tree: Path, dry_run: bool = False) -> None:
         if r.returncode != 0 or "offset" in r.stdout:
             said = (r.stdout + r.stderr).strip().splitlines()
             raise RuntimeError(f"{p.relative_to(ROOT)} does not apply cleanly: {said[-1] if said else r.returncode}")
+
+
+def venv_llguidance() -> str:
+    from importlib.metadata import version
+
+    return version("llguidance")
+
+
+def fetch_pinned_llguidance() -> Path:
+    """The 1.0.1 wheel's `_lib.abi3.so`, extracted into data/native/llguidance-1.0.1/ (once)."""
+    lib = LLG_DIR / "_lib.abi3.so"
+    if lib.exists():
+        return lib
+    LLG_DIR.mkdir(parents=True, exist_ok=True)
+    import sys
+
+    from .fixtures import sha256
+
+    with tempfile.TemporaryDirectory(dir=LLG_DIR) as tmp:
+        r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                            f"llguidance=={LLG_PINNED}", "-d", tmp, "-q", "--disable-pip-version-check"],
+                           capture_output=True, text=True)
+        wheels = sorted(Path(tmp).glob("*.whl"))
+        if r.returncode != 0 or not wheels:
+            said = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("WARNING")]
+            raise RuntimeError(f"llguidance=={LLG_PINNED}: pip download failed: {said[-1] if said else r.returncode}")
+        wheel = wheels[0]
+        want = LLG_WHEELS.get(wheel.name)
+        if want is None:
+            raise RuntimeError(f"llguidance=={LLG_PINNED}: no pinned sha256 for {wheel.name} (this platform's wheel)")
+        got = sha256(wheel)
+        if got != want:
+            raise RuntimeError(f"{wheel.name}: sha256 {got[:12]}… is not the pinned {want[:12]}…")
+        with zipfile.ZipFile(wheel) as z:
+            member = next((n for n in z.namelist() if n.startswith("llguidance/_lib") and n.endswith(".so")), None)
+            if member is None:
+                raise RuntimeError(f"{wheel.name} holds no llguidance/_lib*.so")
+            write_atomic(lib, z.read(member))
+    return lib
+
+
+def llguidance_libraries() -> tuple[dict[str, Path], dict[str, str]]:
+    """({version: the C API's shared library}, {version: why it is missing}): the pinned 1.0.1
+    and the venv's."""
+    from .llg import _library_path
+
+    libs: dict[str, Path] = {venv_llguidance(): _library_path()}
+    missing: dict[str, str] = {}
+    try:
+        libs[LLG_PINNED] = fetch_pinned_llguidance()
+    except (RuntimeError, OSError, zipfile.BadZipFile, subprocess.SubprocessError) as e:
+        missing[LLG_PINNED] = first_line(str(e))
+    return dict(sorted(libs.items(), key=lambda kv: _version_key(kv[0]))), missing
+
+
+def _version_key(v: str) -> tuple[int, ...]:
+    return tuple(int(x) if x.isdigit() else 0 for x in v.split("."))
 
 
 def _python_link() -> tuple[str, str]:
@@ -190,13 +257,18 @@ def build(jobs: int | None = None) -> dict[str, Any]:
         if not shutil.which(cxx):
             raise RuntimeError(f"no C++ compiler ({cxx} not found): the native parts are skipped")
         prepare_sources()
-        args = [f"{k}={v}" for k, v in make_vars().items()]
+        libs, missing = llguidance_libraries()
         n = jobs or os.cpu_count() or 1
-        r = subprocess.run(["make", "-s", "-f", str(MAKEFILE), f"-j{n}", *args], capture_output=True, text=True)
-        if r.returncode != 0:
-            errs = [ln for ln in r.stderr.splitlines() if "error" in ln.lower()] or r.stderr.strip().splitlines()
-            raise RuntimeError(f"native build failed: {errs[0] if errs else 'make exited ' + str(r.returncode)}")
-        status = {"built": True}
+        # once per llguidance: the venv's (what the port drives) into bin/, the pinned one into
+        # llg-VERSION/bin/ (each its own objects: a few seconds)
+        for version, lib in libs.items():
+            out = NATIVE if version == venv_llguidance() else NATIVE / f"llg-{version}"
+            args = [f"{k}={v}" for k, v in {**make_vars(), "OUT": str(out), "LLG_SO": str(lib)}.items()]
+            r = subprocess.run(["make", "-s", "-f", str(MAKEFILE), f"-j{n}", *args], capture_output=True, text=True)
+            if r.returncode != 0:
+                errs = [ln for ln in r.stderr.splitlines() if "error" in ln.lower()] or r.stderr.strip().splitlines()
+                raise RuntimeError(f"native build (llguidance {version}) failed: {errs[0] if errs else 'make exited ' + str(r.returncode)}")
+        status = {"built": True, "llguidance": list(libs), "missing": missing}
     except (RuntimeError, OSError, tarfile.TarError, subprocess.SubprocessError) as e:
         status["reason"] = first_line(str(e))
     status["seconds"] = round(time.monotonic() - t0, 1)
@@ -216,9 +288,23 @@ def unavailable() -> str | None:
     return f"{missing[0].relative_to(ROOT)} is missing (make native)" if missing else None
 
 
-def binaries() -> list[Path]:
+def bin_dir(llg: str | None = None) -> Path:
+    """Where the binaries linked against llguidance `llg` are (None: the venv's)."""
+    return BIN if llg in (None, venv_llguidance()) else NATIVE / f"llg-{llg}" / "bin"
+
+
+def built_versions() -> list[str]:
+    """The llguidance versions the native binaries were built against, pinned (1.0.1) first."""
+    try:
+        status = json.loads(STATUS.read_text())
+    except (OSError, ValueError):
+        return []
+    return [v for v in status.get("llguidance") or [venv_llguidance()] if all(b.exists() for b in binaries(v))]
+
+
+def binaries(llg: str | None = None) -> list[Path]:
     names = [f"{kind}-{s}" for kind in ("test-shipped", "test-pr", "harness") for s in SAMPLERS]
-    return [BIN / n for n in names]
+    return [bin_dir(llg) / n for n in names]
 
 
 # -- llama.cpp's own test --------------------------------------------------------------------
@@ -241,6 +327,7 @@ class TestRun:
     string_tests: str = "ran"  # "ran", "skipped" (the PR's guard finds the tokenizer inexact) or "not reached"
     failure: str = ""  # the first failing check, as the test printed it
     llg_error: str = ""  # the first error the sampler logged (it then drops its grammar), first line
+    llguidance: str = ""  # the version the binary links
 
     @property
     def passed(self) -> bool:
@@ -285,15 +372,17 @@ def _string_tests(err: str) -> str:
     return "ran" if ran else "not reached"
 
 
-def run_test(test: str, sampler: str, vocab_path: Path, timeout: int = TEST_TIMEOUT) -> TestRun:
-    """Run the `test`'s binary against `sampler` on one vocab file."""
-    exe = BIN / f"test-{test}-{sampler}"
+def run_test(test: str, sampler: str, vocab_path: Path, timeout: int = TEST_TIMEOUT, llg: str | None = None) -> TestRun:
+    """Run the `test`'s binary against `sampler` on one vocab file, linked against llguidance
+    `llg` (None: the venv's)."""
+    exe = bin_dir(llg) / f"test-{test}-{sampler}"
+    version = llg or venv_llguidance()
     try:
         # the test writes debug files into its working directory when a string fails
         r = subprocess.run([str(exe), str(Path(vocab_path).resolve())], capture_output=True, timeout=timeout,
                            cwd=tempfile.gettempdir())
     except subprocess.TimeoutExpired:
-        return TestRun(test, sampler, 124, failure=f"timed out after {timeout} s")
+        return TestRun(test, sampler, 124, failure=f"timed out after {timeout} s", llguidance=version)
     code = r.returncode if r.returncode >= 0 else 128 - r.returncode
     err = r.stderr.decode("utf-8", "replace")
     counts = {m[0]: (int(m[1]), int(m[2])) for m in _COUNTS.findall(err)}
@@ -312,6 +401,7 @@ def run_test(test: str, sampler: str, vocab_path: Path, timeout: int = TEST_TIME
         string_tests=_string_tests(err),
         failure="" if code == 0 else _failure(err),
         llg_error=_llg_error(err),
+        llguidance=version,
     )
 
 
@@ -357,13 +447,14 @@ def _llg_errors(lines: list[str]) -> str:
     return errs[0] if errs else ""
 
 
-def harness(sampler: str, vocab_path: Path, jobs: list[Job], timeout: int = TEST_TIMEOUT) -> dict[str, Trace]:
-    """Run `jobs` through the compiled sampler; traces by job id.
+def harness(sampler: str, vocab_path: Path, jobs: list[Job], timeout: int = TEST_TIMEOUT, llg: str | None = None) -> dict[str, Trace]:
+    """Run `jobs` through the compiled sampler (linked against llguidance `llg`, None: the
+    venv's); traces by job id.
 
     Raises RuntimeError with the harness's last words when it does not finish (an abort inside
     llama.cpp, for instance).
     """
-    exe = BIN / f"harness-{sampler}"
+    exe = bin_dir(llg) / f"harness-{sampler}"
     r = subprocess.run(
         [str(exe), str(vocab_path)],
         input="".join(j.line() for j in jobs).encode(),
@@ -466,6 +557,7 @@ class Difference:
 class Differential:
     vocab: str
     sampler: str
+    llguidance: str = ""  # what the compiled side linked; the port drives the venv's
     jobs: int = 0
     cells: int = 0
     differences: list[Difference] = field(default_factory=list)
@@ -511,8 +603,8 @@ def jobs_for(truth: Any, literal: str, leak_grammar: str, walks: int = 2, seed: 
     return jobs
 
 
-def differential(bridge: Any, jobs: list[Job], traces: dict[str, Trace]) -> Differential:
-    d = Differential(bridge.vocab.name, bridge.name)
+def differential(bridge: Any, jobs: list[Job], traces: dict[str, Trace], llg: str = "") -> Differential:
+    d = Differential(bridge.vocab.name, bridge.name, llg or venv_llguidance())
     for job in jobs:
         compare(bridge.vocab.name, bridge.name, job, traces[job.id], port_trace(bridge, job), d)
     # the fixed sampler says "not byte exact" once per vocab, when the first job builds its tokenizer
@@ -534,38 +626,45 @@ class NativeResult:
     tok_eos: int  # llama.cpp's choice for llguidance: EOT, else EOS (common/llguidance.cpp:148-151)
     tests: list[TestRun]
     diffs: list[Differential]
-    harness_errors: dict[str, str] = field(default_factory=dict)  # sampler -> why the harness did not finish
+    harness_errors: dict[str, str] = field(default_factory=dict)  # "SAMPLER" or "SAMPLER llguidance V" -> why the harness did not finish
+    versions: list[str] = field(default_factory=list)  # the llguidance versions run, pinned (1.0.1) first
 
-    def test(self, test: str, sampler: str) -> TestRun | None:
-        return next((t for t in self.tests if t.test == test and t.sampler == sampler), None)
+    def test(self, test: str, sampler: str, llg: str = "") -> TestRun | None:
+        llg = llg or venv_llguidance()
+        return next((t for t in self.tests if t.test == test and t.sampler == sampler and t.llguidance in (llg, "")), None)
 
     def rows(self) -> list[dict[str, Any]]:
-        """native.csv: one row per (vocab, sampler)."""
+        """native.csv: one row per (vocab, sampler, llguidance), llama.cpp's pin first. The
+        differential compares each with the port, which drives the venv's llguidance: on the
+        venv's version a difference is the port's, on another it is the version's."""
         out = []
-        for s in SAMPLERS:
-            pr, shipped = self.test("pr", s), self.test("shipped", s)
-            d = next((x for x in self.diffs if x.sampler == s), None)
-            out.append({
-                "vocab": self.vocab,
-                "sampler": s,
-                "tok_eos": self.tok_eos,
-                "pr_test_exit": pr.exit_code if pr else "",
-                "no_space_allowed": _blank(pr.space_allowed if pr else None),
-                "no_space_bad": _blank(pr.space_bad if pr else None),
-                "forced_allowed": _blank(pr.forced_allowed if pr else None),
-                "forced_bad": _blank(pr.forced_bad if pr else None),
-                "string_tests": pr.string_tests if pr else "",
-                "pr_test_failure": pr.failure if pr else "",
-                "pr_test_llg_error": pr.llg_error if pr else "",
-                "shipped_test_exit": shipped.exit_code if shipped else "",
-                "shipped_test_failure": shipped.failure if shipped else "",
-                "shipped_test_llg_error": shipped.llg_error if shipped else "",
-                "greedy": "" if d is None or d.greedy_cpp is None else d.greedy_cpp,
-                "diff_jobs": d.jobs if d else "",
-                "diff_cells": d.cells if d else "",
-                "diff_differ": len(d.differences) if d else "",
-                "harness_error": self.harness_errors.get(s, ""),
-            })
+        for llg in self.versions or [venv_llguidance()]:
+            for s in SAMPLERS:
+                pr, shipped = self.test("pr", s, llg), self.test("shipped", s, llg)
+                d = next((x for x in self.diffs if x.sampler == s and x.llguidance == llg), None)
+                key = s if llg == venv_llguidance() else f"{s} llguidance {llg}"
+                out.append({
+                    "vocab": self.vocab,
+                    "sampler": s,
+                    "llguidance": llg,
+                    "tok_eos": self.tok_eos,
+                    "pr_test_exit": pr.exit_code if pr else "",
+                    "no_space_allowed": _blank(pr.space_allowed if pr else None),
+                    "no_space_bad": _blank(pr.space_bad if pr else None),
+                    "forced_allowed": _blank(pr.forced_allowed if pr else None),
+                    "forced_bad": _blank(pr.forced_bad if pr else None),
+                    "string_tests": pr.string_tests if pr else "",
+                    "pr_test_failure": pr.failure if pr else "",
+                    "pr_test_llg_error": pr.llg_error if pr else "",
+                    "shipped_test_exit": shipped.exit_code if shipped else "",
+                    "shipped_test_failure": shipped.failure if shipped else "",
+                    "shipped_test_llg_error": shipped.llg_error if shipped else "",
+                    "greedy": "" if d is None or d.greedy_cpp is None else d.greedy_cpp,
+                    "diff_jobs": d.jobs if d else "",
+                    "diff_cells": d.cells if d else "",
+                    "diff_differ": len(d.differences) if d else "",
+                    "harness_error": self.harness_errors.get(key, ""),
+                })
         return out
 
     def difference_rows(self, vocab: Any = None) -> list[dict[str, Any]]:
@@ -575,7 +674,7 @@ class NativeResult:
                 return ""
             return json.dumps([vocab.token_to_piece(t).decode("utf-8", "backslashreplace") for t in ids], ensure_ascii=False)
 
-        return [{**asdict(x), "only_cpp": " ".join(map(str, x.only_cpp)), "only_port": " ".join(map(str, x.only_port)),
+        return [{**asdict(x), "llguidance": d.llguidance, "only_cpp": " ".join(map(str, x.only_cpp)), "only_port": " ".join(map(str, x.only_port)),
                  "only_cpp_pieces": pieces(x.only_cpp), "only_port_pieces": pieces(x.only_port)}
                 for d in self.diffs for x in d.differences]
 
@@ -603,18 +702,21 @@ def analyse(vocab: Any, literal: str, leak_grammar: str, walks: int = 2, seed: i
     why = unavailable()
     if why:
         raise RuntimeError(why)
-    tests = [run_test(t, s, vocab.path) for t in ("shipped", "pr") for s in SAMPLERS]
+    versions = built_versions() or [venv_llguidance()]
+    tests = [run_test(t, s, vocab.path, llg=v) for v in versions for t in ("shipped", "pr") for s in SAMPLERS]
     truth = build(vocab, "truth")
     jobs = jobs_for(truth, literal, leak_grammar, walks, seed)
     diffs, errors = [], {}
-    for s in SAMPLERS:
-        try:
-            traces = harness(s, vocab.path, jobs)
-        except (RuntimeError, subprocess.TimeoutExpired) as e:
-            errors[s] = first_line(str(e))
-            continue
-        diffs.append(differential(build(vocab, s), jobs, traces))
-    return NativeResult(vocab.name, bridges._tok_eos(vocab), tests, diffs, errors)
+    for v in versions:
+        for s in SAMPLERS:
+            key = s if v == venv_llguidance() else f"{s} llguidance {v}"
+            try:
+                traces = harness(s, vocab.path, jobs, llg=v)
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                errors[key] = first_line(str(e))
+                continue
+            diffs.append(differential(build(vocab, s), jobs, traces, v))
+    return NativeResult(vocab.name, bridges._tok_eos(vocab), tests, diffs, errors, versions)
 
 
 def main(argv: list[str] | None = None) -> int:

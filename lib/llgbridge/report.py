@@ -39,6 +39,7 @@ from . import guide
 from .paths import REPORTS, RESULTS, ROOT, write_atomic, write_json
 from .fixtures import refused as refused_inputs
 from .models import REAL_MODELS
+from .native import LLG_PINNED as NATIVE_PIN
 from .results import SCHEMAS
 from .results import load as _load
 
@@ -241,6 +242,10 @@ def _get(df: pd.DataFrame, vocab: str, bridge: str, col: str) -> Any:
     return None if pd.isna(val) else val
 
 
+def _version_key(v: object) -> tuple[int, ...]:
+    return tuple(int(x) if x.isdigit() else 0 for x in str(v).split("."))
+
+
 # -- census (guide 4.2, 4.3) ----------------------------------------------------------------------
 def census_section(results: Path) -> Section | None:
     ok, _ = load_results(results, "census")
@@ -412,13 +417,21 @@ def native_section(results: Path) -> Section | None:
     if not ok:
         return None
     df = _int_columns(pd.DataFrame([row for r in ok for row in r["rows"]]))
+    port_llg = metadata.version("llguidance")
+    if "llguidance" not in df:
+        df["llguidance"] = port_llg
     rank = df.sampler.map({"upstream": 0, "fixed": 1})  # shipped first, as the guide's tables have it
-    df = df.assign(_rank=rank).sort_values(["vocab", "_rank"], kind="stable", key=vocab_key).drop(columns="_rank").reset_index(drop=True)
+    df = df.assign(_rank=rank, _v=df.llguidance.map(_version_key)).sort_values(["vocab", "_v", "_rank"], kind="stable", key=vocab_key) \
+        .drop(columns=["_rank", "_v"]).reset_index(drop=True)
     diffs = pd.DataFrame([d for r in ok for d in r.get("differences", [])])
+    if not diffs.empty and "llguidance" not in diffs:
+        diffs["llguidance"] = port_llg
     order = guide_order(list(df.vocab.unique()))
+    built = sorted(df.llguidance.unique(), key=_version_key)
+    pinned = NATIVE_PIN if NATIVE_PIN in built else port_llg  # what llama.cpp links leads the tables
 
-    def get(v: str, s: str) -> dict[str, Any]:
-        row = df[(df.vocab == v) & (df.sampler == s)]
+    def get(v: str, s: str, llg: str = "") -> dict[str, Any]:
+        row = df[(df.vocab == v) & (df.sampler == s) & (df.llguidance == (llg or pinned))]
         return row.iloc[0].to_dict() if not row.empty else {}
 
     def pr_cell(r: dict[str, Any]) -> str:
@@ -455,24 +468,53 @@ def native_section(results: Path) -> Section | None:
                              "shipped test, shipped sampler": shipped_cell(get(v, "upstream")),
                              "shipped test, fixed sampler": shipped_cell(get(v, "fixed")),
                              "the sampler's first llg error (fixed)": get(v, "fixed").get("shipped_test_llg_error", "")} for v in order])
-    cells = int(pd.to_numeric(df["diff_cells"], errors="coerce").fillna(0).sum())
-    differ = int(pd.to_numeric(df["diff_differ"], errors="coerce").fillna(0).sum())
+    # like with like: the port drives the venv's llguidance, so its differential is against that build
+    same = df[df.llguidance == port_llg]
+    cells = int(pd.to_numeric(same["diff_cells"], errors="coerce").fillna(0).sum())
+    differ = int(pd.to_numeric(same["diff_differ"], errors="coerce").fillna(0).sum())
     harness_errors = df[df["harness_error"].astype(str) != ""]
+    # llguidance versions against each other: every test cell that differs, and the masks of the
+    # pinned build against the port's
+    test_cols = ["pr_test_exit", "no_space_bad", "forced_bad", "string_tests", "pr_test_failure", "shipped_test_exit",
+                 "shipped_test_failure", "greedy"]
+    vdiff = []
+    for other in (x for x in built if x != pinned):
+        for v in order:
+            for smp in ("upstream", "fixed"):
+                a, b = get(v, smp, pinned), get(v, smp, other)
+                changed = [c for c in test_cols if a and b and str(a.get(c, "")) != str(b.get(c, ""))]
+                if changed:
+                    vdiff.append({"vocab": v, "sampler": smp, "what": ", ".join(changed),
+                                  f"llguidance {pinned}": "; ".join(f"{c}={a.get(c)}" for c in changed),
+                                  f"llguidance {other}": "; ".join(f"{c}={b.get(c)}" for c in changed)})
+    cross = df[df.llguidance != port_llg]
+    cross_cells = int(pd.to_numeric(cross["diff_cells"], errors="coerce").fillna(0).sum())
+    cross_differ = int(pd.to_numeric(cross["diff_differ"], errors="coerce").fillna(0).sum())
     reproduced = sum(1 for v in guide.UNIT if match[v] == "✓")
     sec = Section("native", "The compiled code: llama.cpp's own test, and the port checked (guide 7, 8 unit level)", notebook="native")
     sec.claim = ("The PR's `test-grammar-llguidance` aborts (exit 134) against the shipped sampler, with 6 spaced tokens on "
                  "llama-bpe and 6136 on llama-spm, and exits 0 against the fixed one.")
     sec.text = (
         "`common/llguidance.cpp` compiled as shipped (*shipped sampler*) and with the PR applied from "
-        "PATCHES_LINK (*fixed sampler*), linked against the same libllama and llguidance as the rest of this "
-        "report; `tests/test-grammar-llguidance.cpp` as shipped and with the PR's tests. Exit 134 is an abort (a failed "
+        "PATCHES_LINK (*fixed sampler*), linked against the venv's libllama and against llguidance "
+        f"{' and '.join(built)}; the tables lead with {pinned}, the version llama.cpp pins and links "
+        f"(`common/CMakeLists.txt`), and the port drives {port_llg}. "
+        "`tests/test-grammar-llguidance.cpp` as shipped and with the PR's tests. Exit 134 is an abort (a failed "
         "assertion). *bad* is `test_no_space_tokens`' count (allowed tokens whose real piece has a space, grammar "
         "`start: /[.a-z]{2,6}/ \"!\"`), *not prefix* is `test_forced_mask_bytes`' (allowed tokens that do not spell a prefix "
         f"of `hello world`). Guide table 7 reproduced from the real binaries on {reproduced} of {len(guide.UNIT)} of the "
         "guide's vocabs.")
-    sec.views.append(Table(pd.DataFrame(t7), "Guide table 7, from the compiled code", classes=pd.DataFrame(cls)))
+    sec.views.append(Table(pd.DataFrame(t7), f"Guide table 7, from the compiled code (llguidance {pinned})", classes=pd.DataFrame(cls)))
+    if len(built) > 1:
+        what = (f"llguidance {' and '.join(built)} give the same result in every test cell on every vocab"
+                if not vdiff else f"{len(vdiff)} (vocab, sampler) test cells differ between llguidance {' and '.join(built)}: listed below")
+        sec.text += (f"\n\n**llguidance versions:** {what}. The compiled sampler on {', '.join(x for x in built if x != port_llg)} against "
+                     f"the port on {port_llg}: {cross_cells} mask cells, {cross_differ} differ (a difference there is the versions', "
+                     "not the port's).")
+        if vdiff:
+            sec.views.append(Table(pd.DataFrame(vdiff), "Test cells that differ between the llguidance versions"))
     diff_note = (
-        f"The port against the compiled sampler: **{cells} cells** compared on {df.vocab.nunique()} vocabs and both samplers "
+        f"The port against the compiled sampler, both on llguidance {port_llg}: **{cells} cells** compared on {df.vocab.nunique()} vocabs and both samplers "
         "(the leak grammar at position 0, the forced literal followed step by step, every soundness walk; a cell is one "
         "step of one job, plus where each walk ends and whether the greedy fallback engaged): "
         f"**{differ} differ**. The numbers on this page come from the port; this is what makes them the C++'s."
@@ -589,6 +631,160 @@ def matrix_section(results: Path) -> Section | None:
         sec.views.append(Table(pd.DataFrame(outputs), caption="Real models: every output, verbatim, per case and bridge"))
     sec.views.append(Table(pd.DataFrame(synth_rows), caption="Synthetic models", classes=pd.DataFrame(synth_cls), note=note))
     sec.raw_table("matrix", df)
+    return sec
+
+
+# -- the server level (guide 8, through the real llama-server) ------------------------------------
+SERVER_CONTROLS = ("json_enum_gbnf", "json_enum_chat", "rejected_schema")
+
+
+def _server_frame(ok: list[dict[str, Any]]) -> pd.DataFrame:
+    df = pd.DataFrame([row for r in ok for row in r["rows"]])
+    order = {c: i for i, c in enumerate(("forced_literal", "json_enum", "half_free", "dots", "no_space", *SERVER_CONTROLS))}
+    df["_c"] = df["case"].map(lambda c: order.get(c, 99))
+    df = df.sort_values(["synthetic", "model", "llguidance", "sampler", "_c"], ascending=[False, True, True, False, True],
+                        kind="stable").drop(columns="_c").reset_index(drop=True)
+    return _int_columns(df)
+
+
+def _server_score(x: pd.DataFrame) -> str:
+    """'passed/cases, N llg errors', and how many violations came back as HTTP 200 with no error field."""
+    if x.empty:
+        return ""
+    n_err = int(x.llg_errors.sum())
+    silent = int(((x.outcome == "violation") & (x.http_status == 200) & ~x.error_field.astype(bool)).sum())
+    other = ", ".join(f"{k} {v}" for k, v in sorted(x.outcome.value_counts().items()) if k not in ("pass", "violation"))
+    s = f"{int((x.outcome == 'pass').sum())}/{len(x)}, {n_err} llg error{'s' if n_err != 1 else ''}"
+    if silent:
+        s += f"; {silent} HTTP 200, no error field"
+    return s + (f" ({other})" if other else "")
+
+
+def _ignored_summary(df: pd.DataFrame, llg: str) -> str:
+    x = df[(df.case == "rejected_schema") & (df.llguidance == llg)]
+    if x.empty:
+        return "not measured"
+    ign = x[x.outcome == "ignored"]
+    return (f"ignored on {len(ign)} of {len(x)} requests (HTTP 200, no error field, unconstrained text)"
+            + (f", on both builds" if set(ign.sampler) >= {"upstream", "fixed"} else ""))
+
+
+def server_section(results: Path) -> Section | None:
+    ok, failed = load_results(results, "server")
+    if not ok:
+        return None
+    from . import serving
+    from .server import LLG_PINNED
+
+    df = _server_frame(ok)
+    versions_run = sorted({v for r in ok for v in r["llguidance"]}, key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit()))
+    pinned = LLG_PINNED if LLG_PINNED in versions_run else versions_run[0]
+    sec = Section("server", "Server level: the real llama-server (guide 8)", notebook="server")
+    sec.claim = ("Through `llama-server`, SentencePiece models without the fix fail all three cases (0/3, silently or with "
+                 "`llg error` lines) and pass with it; gemma-4 and Qwen3.5 pass both ways.")
+    main = df[~df.case.isin(SERVER_CONTROLS)]
+    guide3 = main[main.case.isin(guide.SERVER_CASES)]
+    # the guide's table, from the build llama.cpp links (llguidance as it pins it)
+    rows, cls = [], []
+    for model, g in guide3[guide3.llguidance == pinned].groupby("model", sort=False):
+        up, fx = g[g.sampler == "upstream"], g[g.sampler == "fixed"]
+        kind = "synthetic" if bool(g.synthetic.iloc[0]) else "real"
+        stands = [m for m, (fx_name, _) in guide.SERVER_STAND_IN.items() if kind == "synthetic" and fx_name == g.vocab.iloc[0]]
+        rows.append({"model": f"{model} ({kind})", "vocab": g.vocab.iloc[0], "stands in for": ", ".join(stands),
+                     "without fix": _server_score(up), "with fix": _server_score(fx),
+                     "greedy engaged": "yes" if bool(fx.greedy.any()) else "no"})
+        up_bad, fx_bad = bool((up.outcome != "pass").any()), bool((fx.outcome != "pass").any())
+        cls.append(["", "", "", "bad" if up_bad else "ok", "bad" if fx_bad else ("fixed" if up_bad else "ok"),
+                    "cost" if rows[-1]["greedy engaged"] == "yes" else ""])
+    for f in failed:
+        rows.append({"model": f["vocab"], "vocab": f["vocab"], "stands in for": "", "without fix": f"failed: {f.get('error', '')}",
+                     "with fix": "failed", "greedy engaged": ""})
+        cls.append(["", "", "", "bad", "bad", ""])
+    theirs = pd.DataFrame([{"model": m, "tokenizer": t, "without fix": a, "with fix": b, "greedy engaged": c,
+                            "our stand-in": f"{guide.SERVER_STAND_IN[m][0]} ({guide.SERVER_STAND_IN[m][1]})"}
+                           for m, (t, a, b, c) in guide.SERVER.items()])
+    # every case, both llguidance versions
+    full = []
+    for (model, llg), g in main.groupby(["model", "llguidance"], sort=False):
+        full.append({"model": model, "llguidance": llg, "without fix": _server_score(g[g.sampler == "upstream"]),
+                     "with fix": _server_score(g[g.sampler == "fixed"])})
+    # the controls: GBNF from the same schema, and the chat endpoint's response_format
+    ctrl = []
+    for (model, case), g in df[df.case.isin(SERVER_CONTROLS) & (df.llguidance == pinned)].groupby(["model", "case"], sort=False):
+        ctrl.append({"model": model, "case": case, **{s: (f"{x.outcome.iloc[0]} (HTTP {x.http_status.iloc[0]})"
+                                                          + (f": {x.error.iloc[0]}" if x.error.iloc[0] else ""))
+                                                      for s, x in g.groupby("sampler", sort=False)}})
+    # llguidance 1.0.1 against the venv's: every cell whose outcome or output differs
+    key = ["model", "sampler", "case"]
+    by_v = {v: df[df.llguidance == v].set_index(key) for v in versions_run}
+    vdiff = []
+    if len(versions_run) == 2:
+        a, b = (by_v[v] for v in versions_run)
+        for k in a.index.intersection(b.index):
+            ra, rb = a.loc[k], b.loc[k]
+            if ra.outcome != rb.outcome or ra.output != rb.output or ra.llg_errors != rb.llg_errors:
+                vdiff.append({"model": k[0], "sampler": k[1], "case": k[2], **{f"llguidance {versions_run[0]}": f"{ra.outcome}: {show_text(ra.output[:80])}",
+                              f"llguidance {versions_run[1]}": f"{rb.outcome}: {show_text(rb.output[:80])}"}})
+    # the port's matrix against the server, on the llguidance the port drives
+    matrix_ok, _ = load_results(results, "matrix")
+    by_vocab = {r["vocab"]: r for r in matrix_ok}
+    cells: list[dict[str, Any]] = []
+    for r in ok:
+        m = by_vocab.get(r["vocab"])
+        if m is not None:
+            cells += [c.row() for c in serving.differential(m, r)]
+    dd = pd.DataFrame(cells)
+    n_cells, n_diff = len(dd), int((~dd.same).sum()) if len(dd) else 0
+    # the load test
+    load = pd.DataFrame([row for r in ok for row in r["load"]])
+    quotes = main[(main.sampler == "upstream") & (main.outcome != "pass") & (main.llguidance == pinned)]
+    silent_up = quotes[(quotes.http_status == 200) & ~quotes.error_field.astype(bool)]
+    fixed_bad = main[(main.sampler == "fixed") & (main.outcome == "violation")]
+    sec.text = (
+        f"`llama-server` itself, built by `make server` from the tree llama-cpp-python vendors: common/, tools/server/ and "
+        f"cpp-httplib compiled with `LLAMA_USE_LLGUIDANCE`, linked against the venv's libllama, once with the shipped "
+        f"`common/llguidance.cpp` (*without fix*) and once with PATCHES_LINK (*with fix*), each against llguidance "
+        f"{' and '.join(versions_run)} ({LLG_PINNED} is what llama.cpp pins and links; the tables lead with it). Each model "
+        "is served on 127.0.0.1 and asked as a client asks: `grammar` with the `%llguidance` prefix, `json_schema` (the "
+        "server's own schema-to-grammar makes `%llguidance {}\\nstart: %json ...`), at temperature 0 with a fixed seed, one "
+        "request at a time. Outputs are judged by the matrix's own checks, from the tokens the server returns. "
+        f"\n\nWithout the fix, **{len(silent_up)} of {len(quotes)}** failing requests came back **HTTP 200 with no error "
+        "field**: the output the grammar forbids is the only sign; the `llg error` lines are in the server's log only. "
+        + (f"With the fix, {len(fixed_bad)} request(s) still broke the grammar." if len(fixed_bad) else
+           "With the fix, no request broke its grammar.")
+        + f" The port's matrix and the server agree on **{n_cells - n_diff} of {n_cells}** cells (a cell: one model, case and "
+        "sampler; same outcome and the same tokens up to the first violation), on the llguidance the port drives."
+        + (" Every cell whose outcome or output differs between the two llguidance versions is listed below."
+           if vdiff else f" llguidance {' and '.join(versions_run)} give the same outcome and output in every cell.")
+        + " Controls: the same schema as a plain GBNF `grammar` (llama.cpp's own converter with `force_gbnf`) takes neither "
+        "bug (guide 3.1); `/v1/chat/completions` with `response_format` does not reach llguidance on this llama.cpp (the chat "
+        "code builds GBNF for it), and on a GGUF without a chat template the server's default ChatML template cannot be "
+        "prefilled into that grammar on SentencePiece vocabs: HTTP 400, a loud failure, on both builds. "
+        f"**Beyond the PR:** a schema llguidance cannot compile (`rejected_schema`, a `$ref` to nothing) is "
+        f"**{_ignored_summary(df, pinned)}**: `llama_sampler_llg_new` logs llguidance's error and returns no matcher "
+        "(common/llguidance.cpp:25-30), so the request runs unconstrained. *Synthetic* models have "
+        "random weights around a fixture's tokenizer; the guide's models are named beside the one that stands in for each.")
+    note = "Outputs without the fix that are not a pass, as the server returned them (HTTP status, error field):\n\n" + ("".join(
+        f"- {r.model}, {r.case}: `{show_text(r.output[:100])}` (HTTP {r.http_status}, {'an' if r.error_field else 'no'} error field"
+        + (f"; llg error: {r.error}" if r.error else "") + ")\n" for r in quotes.itertuples()) or "(none)\n")
+    sec.views.append(Table(pd.DataFrame(rows), caption=f"The guide's server table, regenerated (its three cases; llguidance {pinned})",
+                           classes=pd.DataFrame(cls), note=note))
+    sec.views.append(Table(theirs, caption="The guide's own rows, and the fixture whose tokenizer stands in for each model"))
+    sec.views.append(Table(pd.DataFrame(full), caption="Every case (adds dots and no_space), per llguidance version"))
+    if ctrl:
+        sec.views.append(Table(pd.DataFrame(ctrl), caption=f"Controls (llguidance {pinned}): GBNF from the same schema; the chat endpoint"))
+    if not load.empty:
+        sec.views.append(Table(load, caption="Load: 32 constrained requests over 4 slots at once, every output judged "
+                                             "(differ from sequential: the same case's outcome one request at a time)"))
+    if vdiff:
+        sec.views.append(Table(pd.DataFrame(vdiff), caption="Cells that differ between the llguidance versions"))
+    if n_diff:
+        sec.views.append(Table(dd[~dd.same].reset_index(drop=True), caption="Cells where the port's matrix and the server differ"))
+    sec.raw_table("server", df)
+    if not load.empty:
+        sec.raw_table("server_load", load)
+    if len(dd):
+        sec.raw_table("server_vs_port", dd)
     return sec
 
 
@@ -808,6 +1004,7 @@ SECTIONS: list[tuple[str, Callable[[Path], Section | None]]] = [
     ("probe", probe_section),
     ("native", native_section),
     ("matrix", matrix_section),
+    ("server", server_section),
     ("exactness", exactness_section),
     ("soundness", soundness_section),
     ("corpus", corpus_section),
@@ -828,6 +1025,13 @@ class Verdict:
 
 def _names(vocabs: list[str]) -> str:
     return ", ".join(vocabs) if vocabs else "none"
+
+
+def _pinned_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """A native result's rows on llguidance as llama.cpp pins it, where it was built, else the venv's."""
+    have = {row.get("llguidance") for row in r["rows"]}
+    want = NATIVE_PIN if NATIVE_PIN in have else max(have, key=_version_key)
+    return [row for row in r["rows"] if row.get("llguidance") == want]
 
 
 def guide_figures(results: Path) -> list[tuple[str, bool]]:
@@ -857,7 +1061,7 @@ def guide_figures(results: Path) -> list[tuple[str, bool]]:
                 out.append((f"7.2 {r['vocab']} {b}", got == sorted(p.decode() for p in want)))
     native, _ = load_results(results, "native")
     for r in native:
-        rows = {x["sampler"]: x for x in r["rows"]}
+        rows = {x["sampler"]: x for x in _pinned_rows(r)}
         if r["vocab"] in guide.UNIT:
             for s, want in zip(("upstream", "fixed"), guide.UNIT[r["vocab"]]):
                 out.append((f"7.1 {r['vocab']} {s}", (rows.get(s, {}).get("pr_test_exit"), rows.get(s, {}).get("no_space_bad")) == tuple(want)))
@@ -877,9 +1081,18 @@ def verdict(results: Path) -> Verdict | None:
     probe_ok, _ = load_results(results, "probe")
     probes = {r["vocab"]: r["probe"] for r in probe_ok}
     native_ok, _ = load_results(results, "native")
-    native = {(r["vocab"], row["sampler"]): row for r in native_ok for row in r["rows"]}
+    native = {(r["vocab"], row["sampler"]): row for r in native_ok for row in _pinned_rows(r)}
     matrix_ok, _ = load_results(results, "matrix")
     matrix = pd.DataFrame([row for r in matrix_ok for row in r["rows"]]) if matrix_ok else pd.DataFrame()
+    # end to end: from the real llama-server where it ran (llguidance as llama.cpp pins it, the
+    # matrix's cases without the controls), else from the port's matrix
+    server_ok, _ = load_results(results, "server")
+    served = pd.DataFrame([row for r in server_ok for row in r["rows"]]) if server_ok else pd.DataFrame()
+    if not served.empty:
+        from .server import LLG_PINNED
+
+        pin = LLG_PINNED if (served.llguidance == LLG_PINNED).any() else sorted(served.llguidance.unique())[0]
+        served = served[(served.llguidance == pin) & ~served.case.isin(SERVER_CONTROLS)].rename(columns={"sampler": "bridge"})
     leak, forced = frames["leak"], frames["forced"]
 
     rows, cls, hit_a, hit_b, repaired, broken, costs = [], [], [], [], [], [], []
@@ -905,10 +1118,13 @@ def verdict(results: Path) -> Verdict | None:
         bad_up = int(n_up.get("no_space_bad") or 0) + int(n_up.get("forced_bad") or 0)
         bad_fx = int(n_fx.get("no_space_bad") or 0) + int(n_fx.get("forced_bad") or 0)
         e2e = ""
-        if not matrix.empty:
-            m = matrix[matrix.vocab == v]
+        for source, frame in (("llama-server", served), ("port", matrix)):
+            m = frame[frame.vocab == v] if not frame.empty else frame
             if not m.empty:
-                e2e = " / ".join(f"{int((m[m.bridge == br].outcome == 'pass').sum())}/{len(m[m.bridge == br])}" for br in ("upstream", "fixed"))
+                kind = "synthetic model" if bool(m.synthetic.iloc[0]) else "real model"
+                e2e = " / ".join(f"{int((m[m.bridge == br].outcome == 'pass').sum())}/{len(m[m.bridge == br])}"
+                                 for br in ("upstream", "fixed")) + f" ({source}, {kind})"
+                break
         rows.append({
             "input": v, "type": s.get("vocab_type", "") + (" · real model" if v in REAL_MODELS else ""),
             "A: wrong tokens": s["differing"], "A: leaks": "" if up_leak is None else up_leak,
@@ -945,8 +1161,10 @@ def verdict(results: Path) -> Verdict | None:
         + (f" (not: {', '.join(name for name, ok in figs if not ok)})." if matched != len(figs) else "."),
     ]
     if native_ok:
-        cells = sum(int(row.get("diff_cells") or 0) for r in native_ok for row in r["rows"])
-        differ = sum(int(row.get("diff_differ") or 0) for r in native_ok for row in r["rows"])
+        port_llg = metadata.version("llguidance")
+        same = [row for r in native_ok for row in r["rows"] if row.get("llguidance", port_llg) == port_llg]
+        cells = sum(int(row.get("diff_cells") or 0) for row in same)
+        differ = sum(int(row.get("diff_differ") or 0) for row in same)
         sentences.append(f"**The numbers come from the code under review:** the Python port and the compiled `common/llguidance.cpp` "
                          f"agree on {cells - differ} of {cells} cells ({differ} differ), on {len(native_ok)} vocabs.")
     return Verdict(sentences, pd.DataFrame(rows), pd.DataFrame(cls), (matched, len(figs)))
@@ -1076,7 +1294,8 @@ def _build(results: Path, out: Path) -> list[dict[str, Any]]:
         for t in sec.raw:
             write_atomic(out / "tables" / f"{t.name}.csv", t.df.to_csv(index=False, lineterminator="\n"))
         for rel, text in sec.assets.items():
-            write_atomic(out / rel, text if text.startswith("<?xml") else '<?xml version="1.0" encoding="utf-8"?>\n' + text)
+            svg_head = rel.endswith(".svg") and not text.startswith("<?xml")
+            write_atomic(out / rel, '<?xml version="1.0" encoding="utf-8"?>\n' + text if svg_head else text)
         sec.text = sec.text.replace("PATCHES_LINK", link)
         if sec.notebook:
             d = out / "html" / sec.notebook

@@ -43,7 +43,6 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -51,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import first_line
+from .native import LLG_PINNED, llguidance_libraries, venv_llguidance
 from .paths import DATA, ROOT, write_atomic, write_json
 
 SERVER = DATA / "native" / "server"
@@ -61,76 +61,11 @@ LAYOUT_CHECK = ROOT / "native" / "llg_layout.cpp"
 SAMPLERS = ("upstream", "fixed")
 GBNF_TOOL = SERVER_BIN / "schema-to-gbnf"
 
-# llguidance as llama.cpp links it (common/CMakeLists.txt: GIT_TAG d795912f..., "v1.0.1")
-LLG_PINNED = "1.0.1"
-LLG_WHEELS = {  # the wheel pip picks here, and its sha256 as the registry serves it
-    "llguidance-1.0.1-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl":
-        "945ab9c077d35dc8c6a603ea6a3e4f5ba2deeae80a0b3cbfbedd142881fb4262",
-}
-LLG_DIR = DATA / "native" / f"llguidance-{LLG_PINNED}"
-
 STARTUP_TIMEOUT = 120.0  # seconds for /health to answer 200 (a 262k-vocab model loads in a few)
 REQUEST_TIMEOUT = 120.0  # seconds for one completion
 
 
 # -- build -----------------------------------------------------------------------------------
-def venv_llguidance() -> str:
-    from importlib.metadata import version
-
-    return version("llguidance")
-
-
-def fetch_pinned_llguidance() -> Path:
-    """The 1.0.1 wheel's `_lib.abi3.so`, extracted into data/native/llguidance-1.0.1/ (once)."""
-    lib = LLG_DIR / "_lib.abi3.so"
-    if lib.exists():
-        return lib
-    LLG_DIR.mkdir(parents=True, exist_ok=True)
-    import sys
-
-    from .fixtures import sha256
-
-    with tempfile.TemporaryDirectory(dir=LLG_DIR) as tmp:
-        r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-                            f"llguidance=={LLG_PINNED}", "-d", tmp, "-q", "--disable-pip-version-check"],
-                           capture_output=True, text=True)
-        wheels = sorted(Path(tmp).glob("*.whl"))
-        if r.returncode != 0 or not wheels:
-            said = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("WARNING")]
-            raise RuntimeError(f"llguidance=={LLG_PINNED}: pip download failed: {said[-1] if said else r.returncode}")
-        wheel = wheels[0]
-        want = LLG_WHEELS.get(wheel.name)
-        if want is None:
-            raise RuntimeError(f"llguidance=={LLG_PINNED}: no pinned sha256 for {wheel.name} (this platform's wheel)")
-        got = sha256(wheel)
-        if got != want:
-            raise RuntimeError(f"{wheel.name}: sha256 {got[:12]}… is not the pinned {want[:12]}…")
-        with zipfile.ZipFile(wheel) as z:
-            member = next((n for n in z.namelist() if n.startswith("llguidance/_lib") and n.endswith(".so")), None)
-            if member is None:
-                raise RuntimeError(f"{wheel.name} holds no llguidance/_lib*.so")
-            write_atomic(lib, z.read(member))
-    return lib
-
-
-def llguidance_libraries() -> tuple[dict[str, Path], dict[str, str]]:
-    """({version: the C API's shared library}, {version: why it is missing}): the pinned 1.0.1
-    and the venv's."""
-    from .llg import _library_path
-
-    libs: dict[str, Path] = {venv_llguidance(): _library_path()}
-    missing: dict[str, str] = {}
-    try:
-        libs[LLG_PINNED] = fetch_pinned_llguidance()
-    except (RuntimeError, OSError, zipfile.BadZipFile) as e:
-        missing[LLG_PINNED] = first_line(str(e))
-    return dict(sorted(libs.items(), key=lambda kv: _version_key(kv[0]))), missing
-
-
-def _version_key(v: str) -> tuple[int, ...]:
-    return tuple(int(x) if x.isdigit() else 0 for x in v.split("."))
-
-
 def _generate(shipped: Path, gen: Path, commit: str) -> None:
     """ui.h, ui.cpp (no assets) and build-info.cpp, as CMake's configure_file would write them."""
     gen.mkdir(parents=True, exist_ok=True)

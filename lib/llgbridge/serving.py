@@ -49,7 +49,13 @@ from .vocab import Vocab
 
 GBNF_CASE = "json_enum_gbnf"
 CHAT_CASE = "json_enum_chat"
-EXTRA_CASES = (GBNF_CASE, CHAT_CASE)
+REJECTED_CASE = "rejected_schema"
+EXTRA_CASES = (GBNF_CASE, CHAT_CASE, REJECTED_CASE)
+# a schema llguidance cannot compile (a $ref to nothing): llama_sampler_llg_new logs the error and
+# returns no matcher (common/llguidance.cpp:25-30), and the sampler it belongs to then lets every
+# token through. A client should be told; `refused` when it is, `ignored` when the answer is
+# HTTP 200 with unconstrained text
+REJECTED_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"colour": {"$ref": "#/$defs/missing"}}, "required": ["colour"]}
 LLG_ERROR = re.compile(r"llg error: (.*)")
 GREEDY_LINE = "tokenizer is not byte exact"
 
@@ -67,7 +73,8 @@ def gbnf_of(schema: dict[str, Any]) -> str:
 
 
 def judge_case(case: str) -> G.Case:
-    """The `generate.Case` whose check judges `case` (the extra cases judge as the JSON case)."""
+    """The `generate.Case` whose check judges `case` (the extra cases judge as the JSON case; the
+    rejected schema is judged by whether the server said so, in `ask`)."""
     return G.CASES["json_enum" if case in EXTRA_CASES else case]
 
 
@@ -88,6 +95,8 @@ def request_for(case: str, prompt: G.Prompt, n_predict: int, seed: int, temperat
             "messages": [{"role": "user", "content": c.instruction}], "max_tokens": n_predict, "temperature": temperature,
             "seed": seed, "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": {**G.JSON_SCHEMA, **G.JSON_OPTIONS}}}}
     body = {"prompt": prompt.text, **common}
+    if case == REJECTED_CASE:
+        return "/completion", "json_schema", {**body, "json_schema": REJECTED_SCHEMA}
     if case == "json_enum":
         return "/completion", "json_schema", {**body, "json_schema": {**G.JSON_SCHEMA, **G.JSON_OPTIONS}}
     if case == GBNF_CASE:
@@ -116,12 +125,18 @@ class ServerRow:
     output: str
     stop_type: str = ""
     error: str = ""  # the body's error message, or the first llg error, verbatim first line
+    first_violation: int | None = None  # the first token the grammar does not allow (truth bridge), None: none
     tokens: list[int] = field(default_factory=list)
     tok_s: float = 0.0  # timings.predicted_per_second
 
     def row(self) -> dict[str, Any]:
         """The tidy, deterministic columns (tokens and timings are kept apart)."""
         return {k: v for k, v in self.__dict__.items() if k not in ("tokens", "tok_s")}
+
+
+def show_text_of(text: str, limit: int = 80) -> str:
+    """Unconstrained text, cut: what came back where a grammar was ignored is noise past a few words."""
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _strip_eog(vocab: Vocab, tokens: list[int]) -> tuple[list[int], bool]:
@@ -156,12 +171,17 @@ def ask(srv: S.Server, vocab: Vocab, model: str, synthetic: bool, llg: str, samp
 
     def row(outcome: str, text: str = "", tokens: list[int] | None = None, stop: str = "", error: str = "", tps: float = 0.0) -> ServerRow:
         return ServerRow(model, vocab.name, synthetic, llg, sampler, case, endpoint, sent_as, reply.status,
-                         reply.error != "", outcome, len(llg_errs), greedy, len(tokens or []), text, stop,
-                         first_line(error or (llg_errs[0] if llg_errs else "")), tokens or [], tps)
+                         reply.error != "", outcome, len(llg_errs), greedy, len(tokens or []), text, stop_type=stop,
+                         error=first_line(error or (llg_errs[0] if llg_errs else "")), tokens=tokens or [], tok_s=tps)
 
     if reply.status == 0:
         alive = "" if srv.alive() else f"; the server exited ({srv.last_lines()})"
         return row("no answer", error=reply.text + alive)
+    if case == REJECTED_CASE:
+        loud = reply.status != 200 or bool(reply.error) or reply.body is None
+        text = "" if loud or reply.body is None else _content(reply.body, endpoint)[0]
+        return row("refused" if loud else "ignored", show_text_of(text), stop=str((reply.body or {}).get("stop_type", "")),
+                   error=reply.error or (llg_errs[0] if llg_errs else ""))
     if reply.status != 200 or reply.error or reply.body is None:
         return row("error", error=reply.error or reply.text[:300])
     text, tokens, stop, tps = _content(reply.body, endpoint)
@@ -172,10 +192,13 @@ def ask(srv: S.Server, vocab: Vocab, model: str, synthetic: bool, llg: str, samp
         tokens, eog = _strip_eog(vocab, tokens)
         g = G.Generation(tokens=tokens, output=vocab.real_bytes(tokens), stop="eog" if eog or stop == "eos" else "limit" if stop == "limit" else stop)
         shown = G.recorded_output(vocab, G.Case(case, violation_grammar(case), c.check, c.description), g)
+        at = G.first_violation(vocab, violation_grammar(case), tokens)
     else:
         g = G.Generation(output=text.encode(), stop="limit" if stop == "length" else "eog")
-        shown = text
-    return row(G.judge(c, g), shown, tokens, stop, tps=tps)
+        shown, at = text, None
+    r = row(G.judge(c, g), shown, tokens, stop, tps=tps)
+    r.first_violation = at
+    return r
 
 
 @dataclass
@@ -205,7 +228,9 @@ def load(exe: Path, model: Path, vocab: Vocab, synthetic: bool, llg: str, sample
     whose matcher died touching another shows as an outcome that changed."""
     t0 = time.perf_counter()
     order = [cases[i % len(cases)] for i in range(requests)]
-    with S.serve(exe, model, log_path, parallel=parallel, threads=2, n_gpu_layers=n_gpu_layers) as srv:
+    # one thread: ggml's threads spin while they wait, and on 2 shared cores two of them beside the
+    # client's judging threads made each request 60 times slower than one at a time
+    with S.serve(exe, model, log_path, parallel=parallel, threads=1, n_gpu_layers=n_gpu_layers) as srv:
         with ThreadPoolExecutor(max_workers=parallel) as pool:
             rows = list(pool.map(lambda c: ask(srv, vocab, model.name, synthetic, llg, sampler, c, prompts[c], max_tokens, seed, 0.0),
                                  order))
@@ -234,9 +259,13 @@ class DiffCell:
         return dict(self.__dict__)
 
 
-def differential(vocab: Vocab, matrix: dict[str, Any], served: dict[str, Any]) -> list[DiffCell]:
+def differential(matrix: dict[str, Any], served: dict[str, Any]) -> list[DiffCell]:
     """Each (model, case, sampler) the port's matrix (`matrix`, a matrix result) and the server
-    (`served`, a server result, on the llguidance the port drives) both ran."""
+    (`served`, a server result, on the llguidance the port drives) both ran.
+
+    The tokens are compared up to the server's first violation (its row's `first_violation`,
+    found by the truth bridge when it ran), or all of them when it has none: tokens equal that far
+    are equally legal on both sides, so no second judge is needed here."""
     port = {(r["model"], r["case"], r["bridge"]): (r, t) for r, t in zip(matrix["rows"], matrix.get("tokens") or [], strict=False)}
     out = []
     for r, toks in zip(served["rows"], served.get("tokens") or [], strict=False):
@@ -246,12 +275,11 @@ def differential(vocab: Vocab, matrix: dict[str, Any], served: dict[str, Any]) -
         if hit is None:
             continue
         pr, ptoks = hit
-        grammar = G.CASES[r["case"]].grammar
-        cut = [x for x in (G.first_violation(vocab, grammar, ptoks), G.first_violation(vocab, grammar, toks)) if x is not None]
-        n = min([len(ptoks), len(toks), *(x + 1 for x in cut)])
-        diff = next((i for i in range(n) if ptoks[i] != toks[i]), None)
-        if diff is None and not cut and len(ptoks) != len(toks):
-            diff = n  # one stopped where the other went on
+        fv = r.get("first_violation")
+        n = len(toks) if fv is None else min(len(toks), fv + 1)
+        diff = next((i for i in range(min(n, len(ptoks))) if ptoks[i] != toks[i]), None)
+        if diff is None and (len(ptoks) < n or (fv is None and len(ptoks) != len(toks))):
+            diff = min(len(ptoks), n)  # one stopped where the other went on
         out.append(DiffCell(r["model"], r["case"], r["sampler"], pr["outcome"], r["outcome"], n, diff,
                             pr["outcome"] == r["outcome"] and diff is None))
     return sorted(out, key=lambda d: (d.model, d.case, d.sampler))
@@ -363,7 +391,7 @@ def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: l
             say(f"{exe.name}: {passed}/{len(got)} pass, {sum(r.llg_errors for r in got)} llg errors, "
                 f"{sum(r.error_field for r in got)} error fields")
             if synthetic and load_requests:
-                loaded = [c for c in cases if c != CHAT_CASE]
+                loaded = [c for c in cases if c not in (CHAT_CASE, REJECTED_CASE)]
                 try:
                     x = load(exe, model, vocab, synthetic, llg, s, loaded, prompts, {r.case: r.outcome for r in got},
                              LOG_DIR / name / f"{exe.name}-load.log", load_requests, parallel, max_tokens, seed, n_gpu_layers)
