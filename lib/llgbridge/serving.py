@@ -294,6 +294,7 @@ def payload(model: Path, run: "Run", settings: dict[str, Any]) -> dict[str, Any]
     cases = sorted({r.case for r in run.rows}, key=[*G.CASES, *EXTRA_CASES].index)
     return {
         "model": model.name, "llguidance": run.llguidance, "port_llguidance": run.port_llguidance, **settings,
+        "n_gpu_layers": run.n_gpu_layers,
         "cases": {c: {"prompt": run.prompts[c].text, "prompt_kind": run.prompts[c].kind,
                       "sent_as": request_for(c, run.prompts[c], 1, 0, 0.0)[1]} for c in cases},
         "builds": {b.name: file_sha256(b) for b in S.builds() if b.exists()},
@@ -344,6 +345,17 @@ def prompts_for(llm: Any, cases: list[str], style: str) -> dict[str, G.Prompt]:
 LOG_DIR = S.SERVER / "logs"  # each server's log, per input and build (generated, not a result)
 
 
+def gpu_layers_from_env() -> int:
+    """`make report N_GPU_LAYERS=99` reaches the pool's server runs through the environment (a
+    placement, not a setting: the result stays in the main report). 0 when unset or not a number."""
+    import os
+
+    try:
+        return max(-1, int(os.environ.get("N_GPU_LAYERS") or 0))
+    except ValueError:
+        return 0
+
+
 @dataclass
 class Run:
     """One model through every server build."""
@@ -354,6 +366,7 @@ class Run:
     prompts: dict[str, G.Prompt]
     llguidance: list[str]
     port_llguidance: str
+    n_gpu_layers: int = 0  # as the servers ran (the parameter, or make's N_GPU_LAYERS)
 
 
 def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: list[str], prompt: str = "auto",
@@ -367,6 +380,7 @@ def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: l
     status, why = S.built()
     if why:
         raise InputError(f"server for {name}", why)
+    n_gpu_layers = n_gpu_layers or gpu_layers_from_env()
     unknown = [c for c in cases if c not in G.CASES and c not in EXTRA_CASES]
     if unknown:
         raise InputError("parameter cases", f"unknown case(s) {unknown}; choose from {[*G.CASES, *EXTRA_CASES]}")
@@ -400,4 +414,4 @@ def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: l
                         f"{x.differ_from_sequential} differ from one at a time, healthy after: {x.healthy_after}")
                 except S.ServerError as e:
                     say(f"  load: {first_line(str(e))}")
-    return Run(rows, loads, baseline, prompts, versions, S.venv_llguidance())
+    return Run(rows, loads, baseline, prompts, versions, S.venv_llguidance(), n_gpu_layers)

@@ -3,8 +3,8 @@
     python -m llgbridge.whatif path/to/file.gguf [--name NAME] [-p NAME VALUE ...]
     make whatif VOCAB=path/to/file.gguf [PARAMS='-p grammar "start: /[a-z]+/"']
 
-Runs the census, leak, forced-mask, probe, exactness and soundness notebooks on the file, and
-the matrix on a synthetic model made from its tokenizer, then writes a self-contained report under
+Runs the census, leak, forced-mask, probe, exactness, soundness and native notebooks on the file,
+and the matrix and the real llama-server on a synthetic model made from its tokenizer, then writes a self-contained report under
 `reports/whatif/NAME/` (index.html, pr-review-tables.md, tables/*.csv, the executed notebooks).
 The main report is not touched. A `-p` parameter goes to every notebook that has it.
 """
@@ -22,7 +22,10 @@ from .errors import InputError
 from .paths import DATA, REPORTS, name_problem, usable_name, vocab_name
 from .vocab import check_gguf_file
 
-ANALYSES = ("census", "leak", "forced", "probe", "exactness", "soundness", "matrix")
+# native: llama.cpp's own test and the port against the compiled sampler, on this vocab; server: the
+# real llama-server on the synthetic model the matrix builds (both skipped with one line where
+# nothing could be compiled)
+ANALYSES = ("census", "leak", "forced", "probe", "exactness", "soundness", "matrix", "native", "server")
 
 
 def notebook_parameters(notebook: str) -> set[str]:
@@ -66,7 +69,7 @@ def whatif(
     for nb in ANALYSES:
         p = {k: v for k, v in params.items() if k in accepted[nb]}
         p["vocab_path"] = str(path)
-        if nb == "matrix":
+        if nb in ("matrix", "server"):
             p["models_dir"] = str(models_dir or DATA / "whatif" / name / "models")
         P.check(nb, {"vocab": name, **p})  # every refusal before the first kernel starts
         runs.append((nb, p))
