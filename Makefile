@@ -51,7 +51,8 @@ N_GPU_LAYERS ?= 0
 # with a space, a quote or `; rm …` is only a name
 export VOCAB NAME PARAMS MODELS N_GPU_LAYERS
 
-.PHONY: all setup data models corpus-data corpus native server report matrix whatif gguf-fuzz bench test test-swapped lab clean distclean help
+FORCE:
+.PHONY: FORCE all setup data models corpus-data corpus native server report matrix whatif gguf-fuzz bench test test-swapped lab clean distclean help
 .DELETE_ON_ERROR:
 
 all: report
@@ -130,12 +131,15 @@ data/results/matrix/$(1).json: notebooks/matrix.ipynb $(CORE) $(addprefix lib/ll
 endef
 $(foreach v,$(REAL_VOCABS),$(eval $(call real_matrix,$(v))))
 
-# the pool is out of date when anything one of its runs depends on changed
+# the pool's recipe always runs (FORCE): Make's mtimes cannot see a deleted result, a file copied in
+# with an old date or a rebuilt binary, so the pool plans from each result's recorded bytes every
+# time (about a second when nothing is to do) and touches its stamp only when it ran something,
+# so the page is re-rendered only then. The prerequisites below still order it after what it needs
 POOL_CODE := $(CORE) $(foreach n,$(BATCH) matrix corpus server,notebooks/$(n).ipynb $(addprefix lib/llgbridge/,$(MODULES_$(n))))
 $(POOL_STAMP): $(POOL_CODE) $(foreach v,$(VOCABS),data/vocabs/ggml-vocab-$(v).gguf) \
                $(foreach v,$(MATRIX_VOCABS),data/models/synthetic-$(v).gguf) \
                $(if $(REAL_VOCABS),data/models/.fetched) $(if $(CORPUS_SAMPLE_VOCABS),data/schemas/.complete) \
-               data/native/.built data/native/server/.built data/vocabs/.complete | $(STAMP)
+               data/native/.built data/native/server/.built data/vocabs/.complete FORCE | $(STAMP)
 	+@$(BIN)/python -m llgbridge.batch --vocabs $(VOCABS) $(REAL_VOCABS) --analyses $(BATCH) \
 	  --also "matrix=$(MATRIX_VOCABS)" --also "corpus=$(CORPUS_SAMPLE_VOCABS)" \
 	  --also "server=$(MATRIX_VOCABS) $(REAL_VOCABS)" --stamp $@

@@ -23,8 +23,10 @@ through Make's jobserver while the pool runs (the recipe is marked `+` so Make h
 over), so `-j2` runs two at a time beside whatever else Make runs; a plain `make` runs one. Under
 `make -n` (or -q, -t) it prints what it would run and why, and runs nothing.
 
-The stamp is written only when every run ended `ok`; otherwise it is dated 1970, so the next
-`make report` comes back and reruns exactly what failed. Each run's timing (wall, kernel start,
+Make runs this on every `make report` (its target is FORCEd: mtimes cannot tell a deleted result
+or a file copied in with its old date), and the plan alone decides. The stamp is touched only when
+something ran, dated 1970 when a run failed, so the next `make report` reruns exactly what
+failed, and the page is re-rendered only after runs. Each run's timing (wall, kernel start,
 cells, vocab load, the analysis's own compute) goes to `RESULTS/.timing/`, run metadata that the
 benchmark reads (`bench.report_regeneration`), never the report's tables.
 """
@@ -395,7 +397,9 @@ def main(argv: list[str] | None = None) -> int:
                                                        "workers": starts, "runs": len(statuses), "failed": failed})
         if any("unwritten" in s for s in statuses):
             return 1  # a result that could not be written is lost to the report: Make must stop and say so
-    if a.stamp is not None:
+    if a.stamp is not None and (todo or not a.stamp.exists()):
+        # touched only when something ran: Make re-renders the page after this stamp, and a
+        # plan with nothing to do changed no result
         a.stamp.parent.mkdir(parents=True, exist_ok=True)
         a.stamp.touch()
         if failed:

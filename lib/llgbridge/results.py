@@ -122,9 +122,26 @@ def file_sha256(path: Path) -> str:
     return _SHA[key]
 
 
+# every analysis's code version, taken once per process, the first time one is asked for: a
+# long-lived kernel keeps the modules it imported, so a file edited while it runs must not be
+# claimed by results it computes with the old module. Taken early, the version a result records
+# is never newer than the code that made it (a module first imported after an edit makes the
+# result look older than it is: it is run again, the safe way round)
+_VERSIONS: dict[str, str] = {}
+
+
 def code_version(analysis: str) -> str:
     """A hash of the notebook, of every module its result depends on and of the binaries it ran
-    (`BUILT`, by their sha256) (16 hex digits)."""
+    (`BUILT`, by their sha256) (16 hex digits), as the files were when this process first asked."""
+    if not _VERSIONS:
+        notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+        _VERSIONS.update({a: _code_version(a) for a in {*notebooks, *MODULES}})
+    if analysis not in _VERSIONS:
+        _VERSIONS[analysis] = _code_version(analysis)
+    return _VERSIONS[analysis]
+
+
+def _code_version(analysis: str) -> str:
     h = hashlib.sha256()
     lib = Path(__file__).parent
     for f in [ROOT / "notebooks" / f"{analysis}.ipynb", *(lib / m for m in (*CORE, *MODULES.get(analysis, ())))]:
