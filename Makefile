@@ -193,8 +193,9 @@ whatif: data/vocabs/.complete | $(STAMP)
 # make gguf-fuzz N=300 [SEED=0]: mutated fixtures through vocab loading and every bridge, isolated
 N ?= 300
 SEED ?= 0
+export N SEED
 gguf-fuzz: data/vocabs/.complete | $(STAMP)
-	$(BIN)/python -m llgbridge.gguf_fuzz --n $(N) --seed $(SEED)
+	$(BIN)/python -m llgbridge.gguf_fuzz --n "$$N" --seed "$$SEED"
 
 # the SchemaStore corpus (issue 16): the schemas, verified against lib/llgbridge/schemas.tsv
 corpus-data: data/schemas/.complete

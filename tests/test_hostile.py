@@ -135,6 +135,52 @@ def test_4_a_result_whose_input_is_gone_is_left_out_with_one_line(tmp_path: Path
     assert results.dropped(tmp_path / "res") == [f"forced/mine: left out, its input {spm_copy} is gone"]
 
 
+def test_r3_5_a_result_copied_onto_another_input_is_stale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spm_results: Path) -> None:
+    """Round three, 5: llama-spm's leak result filed as gpt-2's, its vocab fields edited: it
+    measured llama-spm's file, so the report must not show it as gpt-2's, and the pool reruns it."""
+    from llgbridge import batch
+
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "res")
+    _result(tmp_path / "res", "leak", "llama-spm", {}, [SPM], spm_results)
+    r = json.loads((tmp_path / "res" / "leak" / "llama-spm.json").read_text())
+    r["vocab"] = "gpt-2"
+    for row in r["rows"]:
+        row["vocab"] = "gpt-2"
+    (tmp_path / "res" / "leak" / "gpt-2.json").write_text(json.dumps(r))
+    ok, failed = results.load(tmp_path / "res", "leak")
+    assert [x["vocab"] for x in ok] == ["llama-spm"]
+    assert [f["vocab"] for f in failed] == ["gpt-2"]
+    assert "it was made from data/vocabs/ggml-vocab-llama-spm.gguf, not from data/vocabs/ggml-vocab-gpt-2.gguf" in failed[0]["error"]
+    assert batch.out_of_date("leak", "gpt-2", tmp_path / "res").startswith("it was made from")
+
+
+def test_r3_a_result_of_other_code_is_stale_in_the_report_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spm_results: Path) -> None:
+    """One judge of "current": a result whose recorded code version is not today's is stale for the
+    report as it is for the pool (it used to be shown until the pool reran it)."""
+    monkeypatch.setattr(results, "RESULTS", tmp_path / "res")
+    out = _result(tmp_path / "res", "leak", "llama-spm", {}, [SPM], spm_results)
+    r = json.loads(out.read_text())
+    r["provenance"]["code"] = "0" * 16
+    out.write_text(json.dumps(r))
+    ok, [f] = results.load(tmp_path / "res", "leak")
+    assert not ok and f["error"] == "stale result: its code changed; make report reruns it"
+
+
+def test_r3_9_a_nul_byte_in_a_grammar_is_refused(tmp_path: Path) -> None:
+    """Round three, 9: ctypes and argv stop at a NUL, so the grammar measured was `start: "ab"`."""
+    with pytest.raises(InputError, match="parameter grammar: holds a NUL byte at character 11"):
+        params.check("leak", {"grammar": 'start: "ab"\u0000 | /[0-9]+/'})
+
+
+def test_r3_10_text_typed_under_a_c_locale_is_the_text_typed() -> None:
+    """Round three, 10: under LC_ALL=C Python decodes argv as ASCII with surrogate escapes."""
+    code = "import sys; from llgbridge import params as P; v = P.parse_value(sys.argv[1]); P.check('forced', {'literal': v}); print(ascii(v))"
+    env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    r = subprocess.run([sys.executable, "-c", code, "h\u00e9llo \u2713"], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == ascii("h\u00e9llo \u2713")
+
+
 def test_4_the_main_report_takes_only_default_parameters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spm_results: Path) -> None:
     monkeypatch.setattr(results, "RESULTS", tmp_path / "res")
     _result(tmp_path / "res", "forced", "llama-spm", {"literal": "hi there"}, [SPM], spm_results)
@@ -343,7 +389,8 @@ def _tree_copy(tmp_path: Path, fixtures_kept: tuple[str, ...] = ()) -> tuple[Pat
 def test_9_a_user_value_never_reaches_a_shell(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     tree, env = _tree_copy(tmp_path, ("ggml-vocab-llama-spm.gguf",))
-    for target, var in (("whatif", "VOCAB"), ("whatif", "NAME"), ("matrix", "MODELS"), ("whatif", "PARAMS")):
+    for target, var in (("whatif", "VOCAB"), ("whatif", "NAME"), ("matrix", "MODELS"), ("whatif", "PARAMS"), ("gguf-fuzz", "N"),
+                        ("gguf-fuzz", "SEED")):
         value = f'x"; touch {marker}; echo "'
         extra = [] if var == "VOCAB" else ["VOCAB=" + str(SPM) if target == "whatif" else ""]
         subprocess.run(["make", "-s", target, f"{var}={value}", "STAMP=.stamp", *[e for e in extra if e]], cwd=tree,

@@ -171,3 +171,28 @@ def test_written_files_follow_the_umask(built: Path) -> None:
 )
 def test_witness_kinds(witness: str, kind: str) -> None:
     assert report._witness_kind(witness) == kind
+
+
+def test_every_local_link_of_the_committed_report_resolves_in_a_clean_checkout() -> None:
+    """What a reader of the repository gets: each link of a committed page names a committed file
+    (or a folder holding some); reports/html/ is generated and git-ignored, so nothing links there."""
+    import subprocess
+
+    tracked = set(subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split())
+    folders = {str(Path(f).parent) for f in tracked}
+    while any(str(Path(d).parent) not in folders for d in list(folders)):
+        folders |= {str(Path(d).parent) for d in folders}
+    pages = sorted(f for f in tracked if f.startswith("reports/") and f.endswith(".html"))
+    assert pages
+    dead = []
+    for rel in pages:
+        doc = html5lib.parse((ROOT / rel).read_text(), namespaceHTMLElements=False)
+        for a in [*doc.iter("a"), *doc.iter("img"), *doc.iter("link")]:
+            href = a.get("href") or a.get("src")
+            url = urlparse(href or "")
+            if url.scheme or not url.path:
+                continue
+            target = os.path.normpath(str(Path(rel).parent / url.path))
+            if target not in tracked and target not in folders:
+                dead.append(f"{rel} -> {href}")
+    assert dead == []

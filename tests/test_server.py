@@ -149,6 +149,20 @@ def test_a_schema_llguidance_cannot_compile_is_ignored_with_http_200(sampler: st
     assert "llg error:" in log and "failed to compile JSON schema" in row.error
 
 
+def test_bug_c_a_special_token_spelled_in_a_literal_ends_the_turn_on_the_fixed_server(tmp_path: Path) -> None:
+    """Beyond the PR: `say <|eot_id|> now` on llama-bpe. `tokenize_fn` parses special-token text, so
+    after `say` and `' '` the forced token is 128009 (<|eot_id|>, the end of turn) and the server
+    stops there: HTTP 200, no error field, stop_type eos, content 'say ' (checked by hand in the
+    compiled harness and the server)."""
+    _, v = _model("llama-bpe")
+    assert serving.special_text(v) == "<|eot_id|>"
+    row, _ = _ask("fixed", "llama-bpe", serving.SPECIAL_CASE, tmp_path)
+    assert (row.http_status, row.error_field, row.stop_type, row.output) == (200, False, "eos", "say ")
+    assert row.tokens == [37890, 220]  # 'say', ' ': the turn ended on the forced <|eot_id|>
+    spm, _ = _ask("fixed", "llama-spm", serving.SPECIAL_CASE, tmp_path)
+    assert (spm.outcome, spm.output) == ("pass", "say </s> now")  # greedy: llguidance spells the text out
+
+
 def _servers() -> list[int]:
     """Pids of every running process whose executable is one of the built servers."""
     ours = {str(b.resolve()) for b in S.builds()}

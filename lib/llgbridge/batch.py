@@ -49,8 +49,7 @@ from .paths import RESULTS, ROOT, vocab_path, write_json
 
 def out_of_date(analysis: str, vocab: str, results: Path = RESULTS) -> str:
     """Why `analysis`'s result for `vocab` must be made again, or "" when it is current."""
-    from . import params as P
-    from .results import check, code_version, file_sha256, input_files
+    from .results import check, why_stale
 
     p = results / analysis / f"{vocab}.json"
     if not p.exists():
@@ -63,19 +62,7 @@ def out_of_date(analysis: str, vocab: str, results: Path = RESULTS) -> str:
         return "failed last time"
     if check(analysis, vocab, r):
         return "does not match its schema"
-    prov = r.get("provenance")
-    if not isinstance(prov, dict):
-        return "records no provenance"
-    if prov.get("code") != code_version(analysis):
-        return "its code changed"
-    params = prov.get("params") or {}
-    if P.changed(analysis, params):
-        return "made with other parameters"
-    recorded = [i.get("sha256") for i in prov.get("inputs") or [] if isinstance(i, dict)]
-    now = [file_sha256(f) if f.is_file() else None for f in input_files({"vocab": vocab, **params})]
-    if recorded != now:
-        return "its input changed"
-    return ""
+    return why_stale(results, analysis, r)
 
 
 def plan(vocab: str, analyses: list[str], results: Path = RESULTS) -> dict[str, str]:

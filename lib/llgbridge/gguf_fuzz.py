@@ -33,6 +33,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from queue import Empty, Queue
+from typing import Any
 
 from gguf import GGUFValueType
 
@@ -220,10 +221,25 @@ def fuzz(n: int = 300, seed: int = 0, vocab: str = "llama-spm", timeout: float =
         return run_mutants(mutants, timeout, progress)
 
 
+def _count(low: int) -> Any:
+    """An argparse type: a whole number of at least `low`, refused in one line otherwise (`N=-5`
+    is not 0 runs, and `N='1; echo'` is not a number)."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if n < low:
+            raise argparse.ArgumentTypeError(f"{n} is below {low}")
+        return n
+
+    return parse
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=300)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--n", type=_count(1), default=300, help="mutated files (at least 1)")
+    ap.add_argument("--seed", type=_count(0), default=0)
     ap.add_argument("--vocab", default="llama-spm")
     ap.add_argument("--timeout", type=float, default=30.0)
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)

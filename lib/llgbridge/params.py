@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,22 @@ def _text_problem(s: str) -> str:
         s.encode("utf-8")
     except UnicodeEncodeError as e:
         return f"is not valid text ({s[e.start]!a} at character {e.start} cannot be written as UTF-8)"
+    if "\0" in s:
+        # the C API takes NUL-terminated text (ctypes' c_char_p, the harness's argv): the rest would
+        # be measured as if it were not there
+        return f"holds a NUL byte at character {s.index(chr(0))}: llguidance's C API would stop reading there"
     return ""
+
+
+def from_argv(text: str) -> str:
+    """A command-line value as the user typed it: under a C locale Python decodes argv as ASCII
+    with surrogate escapes, so `héllo` arrives as `h\udcc3\udca9llo`; its bytes are UTF-8 again."""
+    if not any("\udc80" <= c <= "\udcff" for c in text):
+        return text
+    try:
+        return os.fsencode(text).decode("utf-8")
+    except UnicodeDecodeError:
+        return text  # not UTF-8 either: refused later, in one line, as not valid text
 
 
 def check_value(name: str, value: Any, default: Any) -> None:
@@ -125,6 +141,7 @@ def changed(notebook: str, params: dict[str, Any], notebooks_dir: Path = NOTEBOO
 
 def parse_value(v: str) -> Any:
     """A `-p` value: JSON when it parses (numbers, lists, quoted strings), else the plain string."""
+    v = from_argv(v)
     try:
         return json.loads(v)
     except ValueError:

@@ -23,6 +23,7 @@ import html
 import io
 import json
 import os
+import re
 import sys
 import time
 from collections import Counter
@@ -108,6 +109,10 @@ def md_table(df: pd.DataFrame) -> str:
     return _shown(df).to_markdown(index=False, disable_numparse=True) + "\n"
 
 
+PROSE_COLUMNS = frozenset({"the results"})
+LINK_COLUMNS = frozenset({"evidence"})  # a relative link to the table or section that shows it
+
+
 def html_table(df: pd.DataFrame, classes: pd.DataFrame | None = None, links: dict[str, str] | None = None) -> str:
     """One table for a page: byte-like cells in a monospaced, space-keeping cell; `classes`
     (same shape) colours cells; `links` maps a first-column value to a URL."""
@@ -121,12 +126,18 @@ def html_table(df: pd.DataFrame, classes: pd.DataFrame | None = None, links: dic
             if col in BYTE_COLUMNS or col == "pieces":
                 cls.append("b")
             text = html.escape(str(val))
+            if col in PROSE_COLUMNS:  # sentences with **bold** and `code`, written by the report itself
+                text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
+                text = re.sub(r"`(.+?)`", r"<code>\1</code>", text)
+            if col in LINK_COLUMNS and val:
+                text = f"<a href='{html.escape(str(val))}'>{text}</a>"
             if j == 0 and links and str(val) in links:
                 text = f"<a href='{html.escape(links[str(val)])}'>{text}</a>"
             attr = f" class='{' '.join(cls)}'" if cls else ""
             cells.append(f"<td{attr}>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    # a wide table scrolls inside its own box, never the page (at 1400 px)
+    return f"<div class='tw'><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
 
 
 def svg(fig: Any) -> str:
@@ -635,7 +646,7 @@ def matrix_section(results: Path) -> Section | None:
 
 
 # -- the server level (guide 8, through the real llama-server) ------------------------------------
-SERVER_CONTROLS = ("json_enum_gbnf", "json_enum_chat", "rejected_schema")
+SERVER_CONTROLS = ("json_enum_gbnf", "json_enum_chat", "rejected_schema", "special_literal")
 
 
 def _server_frame(ok: list[dict[str, Any]]) -> pd.DataFrame:
@@ -710,7 +721,7 @@ def server_section(results: Path) -> Section | None:
                      "with fix": _server_score(g[g.sampler == "fixed"])})
     # the controls: GBNF from the same schema, and the chat endpoint's response_format
     ctrl = []
-    for (model, case), g in df[df.case.isin(SERVER_CONTROLS) & (df.llguidance == pinned)].groupby(["model", "case"], sort=False):
+    for (model, case), g in df[df.case.isin(SERVER_CONTROLS) & (df.case != "special_literal") & (df.llguidance == pinned)].groupby(["model", "case"], sort=False):
         ctrl.append({"model": model, "case": case, **{s: (f"{x.outcome.iloc[0]} (HTTP {x.http_status.iloc[0]})"
                                                           + (f": {x.error.iloc[0]}" if x.error.iloc[0] else ""))
                                                       for s, x in g.groupby("sampler", sort=False)}})
@@ -772,10 +783,30 @@ def server_section(results: Path) -> Section | None:
     sec.views.append(Table(theirs, caption="The guide's own rows, and the fixture whose tokenizer stands in for each model"))
     sec.views.append(Table(pd.DataFrame(full), caption="Every case (adds dots and no_space), per llguidance version"))
     if ctrl:
-        sec.views.append(Table(pd.DataFrame(ctrl), caption=f"Controls (llguidance {pinned}): GBNF from the same schema; the chat endpoint"))
+        sec.views.append(Table(pd.DataFrame(ctrl), caption=f"Controls (llguidance {pinned}): GBNF from the same schema; the chat endpoint; "
+                                                           "a schema llguidance cannot compile"))
     if not load.empty:
         sec.views.append(Table(load, caption="Load: 32 constrained requests over 4 slots at once, every output judged "
                                              "(differ from sequential: the same case's outcome one request at a time)"))
+    special = df[(df.case == "special_literal") & (df.llguidance == pinned)]
+    if not special.empty:
+        lit = {r["vocab"]: (r.get("cases", {}).get("special_literal", {}).get("grammar", "")) for r in ok}
+        sp_rows, sp_cls = [], []
+        for model, g in special.groupby("model", sort=False):
+            row = {"model": model, "grammar": lit.get(g.vocab.iloc[0], "").removeprefix("start: ")}
+            for smp in ("upstream", "fixed"):
+                x = g[g.sampler == smp]
+                row[smp] = "" if x.empty else (f"{x.outcome.iloc[0]}: {show_text(x.output.iloc[0][:60])} (HTTP {x.http_status.iloc[0]}, "
+                                               f"stop {x.stop_type.iloc[0]})")
+            sp_rows.append(row)
+            sp_cls.append(["", ""] + ["bad" if "violation" in row[smp] else "ok" for smp in ("upstream", "fixed")])
+        hit = [r["model"] for r in sp_rows if "violation" in r["fixed"]]
+        sec.text += (f"\n\n**Beyond the PR (bug C):** a literal that spells the vocab's end-of-turn token as text breaks on "
+                     f"{len(hit)} of {len(sp_rows)} models even with the fix: `tokenize_fn` passes `parse_special=true`, so the "
+                     "forced bytes become the control token, and the server ends the turn there (HTTP 200, `stop_type` eos). "
+                     "Where the fix falls back to greedy tokenization (SentencePiece), the text is spelled out and the literal passes.")
+        sec.views.append(Table(pd.DataFrame(sp_rows), caption=f"Bug C through the server: a literal spelling a special token (llguidance {pinned})",
+                               classes=pd.DataFrame(sp_cls)))
     if vdiff:
         sec.views.append(Table(pd.DataFrame(vdiff), caption="Cells that differ between the llguidance versions"))
     if n_diff:
@@ -997,6 +1028,108 @@ def corpus_section(results: Path) -> Section | None:
     return sec
 
 
+# -- guide 10: what a reviewer should push on ------------------------------------------------------
+GUIDE_10 = [  # (#, concern, the guide's answer in brief)
+    (1, "Is greedy tokenization acceptable, or should SPM fail loudly?", "greedy keeps enforcement exact (section 6); a maintainer's call"),
+    (2, "Should SPM get a byte-exact tokenization entry point?", "better long-term; prefix-and-strip is unsafe in general (5.2)"),
+    (3, "Does the token_bytes change alter behaviour for BPE users?", "yes: it fixes 117 wrong tokens on llama-bpe; the \\xff branch is unchanged (4.5)"),
+    (4, "Is the probe robust?", "fails safe on every error path; tests the round trip (5.3)"),
+    (5, "Why is a /regex/ needed in test_no_space_tokens?", "a literal is forced and never consults the trie (4.4)"),
+    (6, "Why are the string tests skipped on SPM?", "they tokenize their own inputs (7.3)"),
+    (7, "Conflict with PR #15837?", "likely textual; it keeps llama_detokenize, so it fixes neither bug"),
+    (8, "Does CI cover this path?", "CI builds with LLAMA_LLGUIDANCE=ON but never tested an SPM vocab"),
+]
+
+
+def review_section(results: Path) -> Section | None:
+    """Guide 10's eight questions, each answered from the results, with the evidence linked."""
+    ok = {a: load_results(results, a)[0] for a in ("probe", "exactness", "soundness", "leak", "forced", "native", "server", "census")}
+    if not ok["census"]:
+        return None
+    greedy = sorted(r["vocab"] for r in ok["probe"] if r["probe"].get("greedy"))
+    sound = pd.DataFrame([row for r in ok["soundness"] for row in r["soundness"]]) if ok["soundness"] else pd.DataFrame()
+
+    def under(bridge: str, vocabs: list[str] | None = None) -> tuple[int, list[str]]:
+        if sound.empty:
+            return 0, []
+        x = sound[(sound.bridge == bridge) & (pd.to_numeric(sound.under, errors="coerce").fillna(0) > 0)]
+        if vocabs is not None:
+            x = x[x.vocab.isin(vocabs)]
+        return int(pd.to_numeric(x.under).sum()), [f"{r.vocab} {int(r.under)}" for r in x.itertuples()]
+
+    served = pd.DataFrame([row for r in ok["server"] for row in r["rows"]]) if ok["server"] else pd.DataFrame()
+    main_cases = served[~served.case.isin(SERVER_CONTROLS)] if not served.empty else served
+    fixed_fail = 0 if served.empty else int(((main_cases.sampler == "fixed") & (main_cases.outcome == "violation")).sum())
+    answers: list[tuple[str, str]] = []
+    # 1
+    n_fx, where_fx = under("fixed", greedy)
+    answers.append((
+        f"Measured: on the {len(greedy)} vocabs where the fixed bridge falls back to greedy ({_names(greedy)}), it allows "
+        f"{n_fx} illegal (step, token) pairs along the soundness walks" + (f" ({', '.join(where_fx)})" if where_fx else "")
+        + ((f", and the fixed llama-server breaks none of the matrix's grammars on any model ({fixed_fail} violations; a "
+            "literal that spells a special token is another matter: bug C, in the server section)." if not fixed_fail else
+            f"; the fixed llama-server still breaks {fixed_fail} of the matrix's requests.") if not served.empty else ".")
+        + " The cost is byte forcing on those vocabs. Failing loudly is not measured yet (a candidate patch, beyond the PR).",
+        "#soundness"))
+    # 2
+    n_sen, where_sen = under("sentinel")
+    answers.append((
+        "The guide is right that prefix-and-strip is unsafe: llguidance's own integration (the sentinel bridge) allows "
+        f"{n_sen} illegal (step, token) pairs along the soundness walks ({', '.join(where_sen) or 'none'}). "
+        "A byte-exact entry point stays a vocab API decision.", "tables/soundness.csv"))
+    # 3
+    census = {r["vocab"]: r["summary"] for r in ok["census"]}
+    bpe = {v: s["differing"] for v, s in census.items() if s.get("vocab_type") == "BPE" and s["differing"]}
+    answers.append((
+        f"Yes: {sum(bpe.values())} tokens change bytes on {len(bpe)} BPE vocabs ({', '.join(f'{v} {n}' for v, n in bpe.items())}); "
+        f"llama-bpe's {census.get('llama-bpe', {}).get('differing', '?')} is the guide's 117. That the same tokens take the "
+        "\\xff special-token branch before and after (4.5) is not recomputed here yet.", "tables/census.csv"))
+    # 4
+    pvx = [r["probe_vs_exactness"] for r in ok["exactness"]]
+    misses = [x for x in pvx if str(x.get("cell", "")).startswith("probe misses")]
+    specials = [x["vocab"] for x in misses if x.get("inexact_only_specials")]
+    answers.append((
+        f"**Not as claimed.** The probe calls {sum(1 for x in pvx if x.get('probe_exact'))} of {len(pvx)} vocabs exact, and "
+        f"on {len(misses)} of those `tokenize_fn` is inexact on some inputs ({_names(sorted(x['vocab'] for x in misses))}); "
+        f"on {len(specials)} the only failures are special-token text, elsewhere also invalid UTF-8 and the like. The error "
+        "runs the unsafe way: the PR keeps an inexact `tokenize_fn`, it never falls back where it need not. What that does "
+        "to a grammar that spells a special token is measured beyond the PR.", "tables/probe_vs_exactness.csv"))
+    # 5
+    leak = {r["vocab"]: {x["bridge"]: x for x in r["rows"]} for r in ok["leak"]}
+    forced = {r["vocab"]: {x["bridge"]: x for x in r["rows"]} for r in ok["forced"]}
+    lb_leak = leak.get("llama-bpe", {}).get("upstream", {}).get("allowed_with_space")
+    lb_forced = forced.get("llama-bpe", {}).get("upstream", {}).get("not_prefix")
+    answers.append((
+        f"Measured on upstream llama-bpe: the one-literal grammar allows {lb_forced} token(s) that are not a prefix of it "
+        f"(forcing short-circuits the trie), while the regex `/[.a-z]{{2,6}}/ \"!\"` allows {lb_leak} tokens with a space.",
+        "#leak"))
+    # 6
+    nat = {r["vocab"]: {x["sampler"]: x for x in _pinned_rows(r)} for r in ok["native"]}
+    spm = nat.get("llama-spm", {})
+    answers.append((
+        "Measured: the shipped string tests fail on llama-spm with both samplers (exit "
+        f"{spm.get('upstream', {}).get('shipped_test_exit', '?')} / {spm.get('fixed', {}).get('shipped_test_exit', '?')}: "
+        f"{spm.get('fixed', {}).get('shipped_test_failure', '') or 'a string fails to match'}), so they cannot tell the fix "
+        f"from the bug there; the PR's guard skips them (string tests: {spm.get('fixed', {}).get('string_tests', '?')}).",
+        "#native"))
+    # 7
+    answers.append(("No evidence here: PR #15837's diff is in no source this suite can read, so the conflict is not measured.", ""))
+    # 8
+    bpe_nat = nat.get("llama-bpe", {})
+    answers.append((
+        "Measured on llama-bpe, the only vocab CI runs the test on: the PR's test exits "
+        f"{bpe_nat.get('upstream', {}).get('pr_test_exit', '?')} against the shipped sampler and "
+        f"{bpe_nat.get('fixed', {}).get('pr_test_exit', '?')} against the fixed one, so CI as it is would catch bug A with "
+        "the PR's test; bug B needs the SPM ctest entry the PR adds.", "#native"))
+    rows = [{"#": n, "concern": q, "the guide": g, "the results": a, "evidence": e} for (n, q, g), (a, e) in zip(GUIDE_10, answers)]
+    sec = Section("review", "What a reviewer should push on (guide 10), answered from the results")
+    sec.claim = "Eight review questions, with the guide's answers (section 10)."
+    sec.text = ("Each answer below is computed from this report's results; where the suite's answer differs from the guide's, "
+                "it says so in bold, and where there is no evidence, it says that too.")
+    sec.views.append(Table(pd.DataFrame(rows)))
+    return sec
+
+
 SECTIONS: list[tuple[str, Callable[[Path], Section | None]]] = [
     ("census", census_section),
     ("leak", leak_section),
@@ -1008,6 +1141,7 @@ SECTIONS: list[tuple[str, Callable[[Path], Section | None]]] = [
     ("exactness", exactness_section),
     ("soundness", soundness_section),
     ("corpus", corpus_section),
+    ("review", review_section),
 ]
 
 
@@ -1066,6 +1200,17 @@ def guide_figures(results: Path) -> list[tuple[str, bool]]:
             for s, want in zip(("upstream", "fixed"), guide.UNIT[r["vocab"]]):
                 out.append((f"7.1 {r['vocab']} {s}", (rows.get(s, {}).get("pr_test_exit"), rows.get(s, {}).get("no_space_bad")) == tuple(want)))
     return out
+
+
+def _abort_reason(row: dict[str, Any]) -> str:
+    """Why the PR's test exits non-zero on the fixed build, in a few words."""
+    err = str(row.get("pr_test_llg_error") or "")
+    fail = str(row.get("pr_test_failure") or "")
+    if "Too many items" in err:
+        return "a mask over step_max_items (50000): grammar dropped"
+    if row.get("tok_eos") == -1:
+        return "tok_eos = -1 (no EOT, no EOS)"
+    return (fail or err)[:80] or "aborted"
 
 
 def verdict(results: Path) -> Verdict | None:
@@ -1133,8 +1278,9 @@ def verdict(results: Path) -> Verdict | None:
             "B: matcher dies": "yes" if up_err else "no",
             "fix: leaks": "" if fx_leak is None else fx_leak, "fix: forced": "" if fx_np is None else ("ok" if not fx_np and fx_ok else "FAILS"),
             "fix: tokenizer": "greedy" if greedy else "tokenize_fn", "fix: byte forcing": "lost" if greedy else "kept",
-            "PR test: exit (bad) shipped / fixed": f"{pr_up} ({bad_up}) / {pr_fx} ({bad_fx})" if pr_up != "" else "",
-            "end to end without / with": e2e,
+            "PR test without / with fix: exit (bad tokens)": (f"{pr_up} ({bad_up}) / {pr_fx} ({bad_fx})"
+                                                              + (f": {_abort_reason(n_fx)}" if pr_fx not in ("", 0) else "")) if pr_up != "" else "",
+            "end to end: cases passed without / with": e2e,
         })
         cls.append(["", "",
                     "bad" if s["differing"] else "ok", "bad" if up_leak else "ok",
@@ -1142,7 +1288,8 @@ def verdict(results: Path) -> Verdict | None:
                     ("bad" if fx_leak else ("fixed" if up_leak else "ok")) if fx_leak is not None else "",
                     ("bad" if rows[-1]["fix: forced"] == "FAILS" else ("fixed" if b else "ok")) if fx_np is not None else "",
                     "cost" if greedy else "ok", "cost" if greedy else "ok",
-                    ("bad" if bad_fx else ("fixed" if bad_up else "ok")) if pr_up != "" else "",
+                    # "repaired" only where the fixed build's test passes: an abort after the fix is not a repair
+                    ("bad" if bad_fx or pr_fx not in ("", 0) else ("fixed" if bad_up or pr_up not in ("", 0) else "ok")) if pr_up != "" else "",
                     ""])
     spm_like = {"SPM"}
     beyond = [v for v in hit_b if info[v].get("vocab_type") not in spm_like]
@@ -1150,8 +1297,10 @@ def verdict(results: Path) -> Verdict | None:
     figs = guide_figures(results)
     matched = sum(ok for _, ok in figs)
     sentences = [
-        f"**Bug A** (the token table) hits **{len(hit_a)} of {n}** vocabs: {_names(hit_a)}.",
-        f"**Bug B** (`tokenize_fn`) hits **{len(hit_b)} of {n}**: {_names(hit_b)}."
+        f"**Bug A** (the token table is built with `llama_detokenize`, which drops a token's leading space, so masks "
+        f"admit whitespace the grammar forbids) hits **{len(hit_a)} of {n}** vocabs: {_names(hit_a)}.",
+        f"**Bug B** (`tokenize_fn` is `llama_tokenize`, which prepends a space on SentencePiece vocabs, so the matcher "
+        f"dies and generation runs unconstrained) hits **{len(hit_b)} of {n}**: {_names(hit_b)}."
         + (" Beyond the guide, which names SentencePiece: " + ", ".join(f"{x} ({info[x].get('vocab_type')})" for x in beyond) + "." if beyond else ""),
         (f"**The fix repairs all {len(repaired)}** affected vocabs: no leak, and only prefixes of the forced literal, on every one."
          if not broken else f"**The fix leaves {len(broken)} broken:** {_names(broken)}; it repairs {_names(repaired)}."),
@@ -1166,7 +1315,20 @@ def verdict(results: Path) -> Verdict | None:
         cells = sum(int(row.get("diff_cells") or 0) for row in same)
         differ = sum(int(row.get("diff_differ") or 0) for row in same)
         sentences.append(f"**The numbers come from the code under review:** the Python port and the compiled `common/llguidance.cpp` "
-                         f"agree on {cells - differ} of {cells} cells ({differ} differ), on {len(native_ok)} vocabs.")
+                         f"agree on {cells - differ} of {cells} cells ({differ} differ), on {len(native_ok)} vocabs (a cell is one "
+                         "step of one walk: the set of tokens the sampler allows there, or where and why the walk ended).")
+    aborts = [v for v in info if (native.get((v, "fixed")) or {}).get("pr_test_exit") not in (None, "", 0)]
+    if aborts:
+        sentences.append(f"**The PR's own test still aborts with the fix** on {len(aborts)} vocabs: "
+                         + "; ".join(f"{v} ({_abort_reason(native[(v, 'fixed')])})" for v in aborts) + ".")
+    if not served.empty:
+        up = served[served.bridge == "upstream"]
+        silent = up[(up.outcome != "pass") & (up.http_status == 200) & ~up.error_field.astype(bool)]
+        fx_bad = served[(served.bridge == "fixed") & (served.outcome == "violation")]
+        sentences.append(f"**Through the real llama-server** (random-weight synthetic models around each fixture's tokenizer, and "
+                         f"two real models): without the fix {len(silent)} of {int((up.outcome != 'pass').sum())} failing requests "
+                         "answer HTTP 200 with no error field; with it, "
+                         + (f"{len(fx_bad)} still break their grammar." if len(fx_bad) else "none breaks its grammar."))
     return Verdict(sentences, pd.DataFrame(rows), pd.DataFrame(cls), (matched, len(figs)))
 
 
@@ -1228,7 +1390,7 @@ def _env() -> Any:
     return env
 
 
-def _vocab_pages(out: Path, sections: list[Section], vocabs: list[str], vt: Verdict | None) -> None:
+def _vocab_pages(out: Path, sections: list[Section], vocabs: list[str], vt: Verdict | None, link_notebooks: bool = True) -> None:
     env = _env()
     for v in vocabs:
         parts = []
@@ -1241,9 +1403,11 @@ def _vocab_pages(out: Path, sections: list[Section], vocabs: list[str], vt: Verd
                     if not sub.empty:
                         tables.append(Table(sub, name=t.name))
             nb = out / "html" / sec.notebook / f"{v}.html" if sec.notebook else None
-            if tables or (nb and nb.exists()):
+            linked = bool(link_notebooks and nb and nb.exists())
+            if tables or linked:
                 parts.append({"key": sec.key, "title": sec.title, "tables": tables,
-                              "notebook": f"../html/{sec.notebook}/{v}.html" if nb and nb.exists() else ""})
+                              "notebook": f"../html/{sec.notebook}/{v}.html" if linked else "",
+                              "notebook_path": f"html/{sec.notebook}/{v}.html" if sec.notebook and not linked else ""})
         row = ""
         if vt is not None and v in set(vt.df["input"]):
             i = int(vt.df.index[vt.df["input"] == v][0])
@@ -1287,6 +1451,7 @@ def _build(results: Path, out: Path) -> list[dict[str, Any]]:
     inputs = inputs_table(results)
     if not inputs.empty:
         write_atomic(out / "tables" / "inputs.csv", inputs.to_csv(index=False, lineterminator="\n"))
+    committed = out.resolve() == REPORTS.resolve()
     # the PR's patches, linked where the page sits inside the repository
     patches = ROOT / "patches"
     link = f"[patches/]({Path(os.path.relpath(patches, out)).as_posix()}/)" if out.resolve().is_relative_to(ROOT) else "`patches/`"
@@ -1302,7 +1467,10 @@ def _build(results: Path, out: Path) -> list[dict[str, Any]]:
             # only the pages of inputs this report has a result for: a page left by an input since
             # removed (or by a by-hand run) is not the report's
             have = {p.stem for p in (results / sec.notebook).glob("*.json")}
-            sec.notebooks = [(p.stem, f"html/{sec.notebook}/{p.name}") for p in sorted(d.glob("*.html")) if p.stem in have]
+            # the committed report links none: reports/html/ is generated and git-ignored, so in a
+            # clean checkout every such link would be dead; the page names the folder instead
+            if not committed:
+                sec.notebooks = [(p.stem, f"html/{sec.notebook}/{p.name}") for p in sorted(d.glob("*.html")) if p.stem in have]
     vocabs = guide_order(sorted({str(x) for sec in sections for t in sec.raw for x in (t.df["vocab"] if "vocab" in t.df else [])}))
     v = versions()
     code = code_block(v)
@@ -1322,7 +1490,7 @@ def _build(results: Path, out: Path) -> list[dict[str, Any]]:
         failed=failed, code=code, sections=sections)
     write_atomic(out / "pr-review-tables.md", md)
     write_atomic(out / "index.html", page)
-    _vocab_pages(out, sections, vocabs, vt)
+    _vocab_pages(out, sections, vocabs, vt, link_notebooks=not committed)
     write_json(out / "run.json", {"versions": v, "failed": failed})
     return failed
 

@@ -190,28 +190,48 @@ def _gone(results: Path, stem: str, r: Any) -> str:
     return next((_shown(p) for p in paths if not p.exists()), "")
 
 
-def _stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
-    """Why an ok result no longer stands for what the report would compute, or ""."""
+def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
+    """Why an ok, well-formed result no longer stands for what `make report` would compute now, or
+    "" when it does: the one judge of "current", for the planner (`batch.out_of_date`) and the
+    report (`load`) alike. A result is current only when its recorded provenance says so: the code
+    version (notebook, modules, the binaries it ran), the input files (this result's own, and
+    their bytes), and, in the main results, the default parameters."""
     from . import params as P
 
     prov = r.get("provenance")
     if not isinstance(prov, dict):
-        # written before results recorded provenance: every such result predates the current
-        # core modules, so `make report` reruns it anyway; until then it stands as it did
-        return ""
+        return "records no provenance"
+    if prov.get("code") != code_version(analysis):
+        return "its code changed"
+    recorded = [_resolve(str(i.get("path"))) for i in prov.get("inputs") or [] if isinstance(i, dict)]
+    params = prov.get("params") if isinstance(prov.get("params"), dict) else {}
+    expected = input_files({**params, "vocab": r.get("vocab")})
+    if [p.resolve() for p in recorded] != [p.resolve() for p in expected]:
+        # a result copied or renamed onto another input: it measured the file it names, not this one
+        return (f"it was made from {', '.join(_shown(p) for p in recorded) or 'no input'}, not from "
+                f"{', '.join(_shown(p) for p in expected)}")
     for i in prov.get("inputs") or []:
         p = _resolve(str(i.get("path")))
         if p.is_file() and i.get("sha256") != file_sha256(p):
-            return f"stale result: its input {_shown(p)} changed since it ran; make report reruns it"
+            return f"its input {_shown(p)} changed since it ran"
     if _main(results):
         try:
-            changed = P.changed(analysis, prov.get("params") or {})
+            changed = P.changed(analysis, params)
         except Exception as e:  # noqa: BLE001 - a notebook that cannot be read makes no result usable
             return f"cannot compare its parameters: {type(e).__name__}: {e}"
         if changed:
             shown = ", ".join(f"{k}={v!r:.40}" for k, v in changed.items())
-            return f"stale result: made with non-default parameters ({shown}), which the main report does not take"
+            return f"made with non-default parameters ({shown}), which the main report does not take"
     return ""
+
+
+def _stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
+    """`why_stale` as the report says it, or "" when the result is current."""
+    if not isinstance(r.get("provenance"), dict):
+        # written before results recorded provenance: `make report` reruns it; until then it stands
+        return ""
+    why = why_stale(results, analysis, r)
+    return f"stale result: {why}; make report reruns it" if why else ""
 
 
 def load(results: Path, analysis: str, gone: list[str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

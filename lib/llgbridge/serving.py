@@ -43,14 +43,15 @@ from typing import Any
 
 from . import generate as G
 from . import server as S
-from .errors import first_line
-from .grammars import json_grammar
+from .errors import InputError, first_line
+from .grammars import json_grammar, literal_grammar
 from .vocab import Vocab
 
 GBNF_CASE = "json_enum_gbnf"
 CHAT_CASE = "json_enum_chat"
 REJECTED_CASE = "rejected_schema"
-EXTRA_CASES = (GBNF_CASE, CHAT_CASE, REJECTED_CASE)
+SPECIAL_CASE = "special_literal"
+EXTRA_CASES = (GBNF_CASE, CHAT_CASE, REJECTED_CASE, SPECIAL_CASE)
 # a schema llguidance cannot compile (a $ref to nothing): llama_sampler_llg_new logs the error and
 # returns no matcher (common/llguidance.cpp:25-30), and the sampler it belongs to then lets every
 # token through. A client should be told; `refused` when it is, `ignored` when the answer is
@@ -72,9 +73,49 @@ def gbnf_of(schema: dict[str, Any]) -> str:
     return r.stdout.decode()
 
 
+def special_text(vocab: Vocab) -> str:
+    """The text of the vocab's end-of-turn token (EOT, else EOS), as `token_to_piece(special=true)`
+    spells it, or "" when it has none or its text is not plain UTF-8."""
+    for t in (vocab.eot, vocab.eos):
+        if t >= 0:
+            try:
+                text = vocab.token_to_piece(t, special=True).decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            if text.strip() and text.isprintable():
+                return text
+    return ""
+
+
+def special_case(vocab: Vocab) -> G.Case | None:
+    """Beyond the PR (bug C): a literal that spells the end-of-turn token's text inside plain
+    text. `tokenize_fn` passes parse_special=true, so where it is kept (upstream; the fixed bridge
+    on vocabs its probe calls exact) the forced bytes become the control token itself, and a
+    decoder ends the turn there."""
+    text = special_text(vocab)
+    if not text:
+        return None
+    literal = f"say {text} now"
+    return G.Case(SPECIAL_CASE, literal_grammar(literal), lambda s, lit=literal: s == lit,
+                  f"a literal spelling the special token {text!r} as text", lambda s, lit=literal: lit.startswith(s))
+
+
+def case_spec(case: str, vocab: Vocab | None = None) -> G.Case:
+    """The `generate.Case` of a server case: the matrix's own, the JSON case for the extra JSON
+    cases, the vocab's special literal for `special_literal`."""
+    if case == SPECIAL_CASE:
+        spec = special_case(vocab) if vocab is not None else None
+        if spec is None:
+            raise InputError(f"case {case}", "the vocab has no end-of-turn token with printable text")
+        return spec
+    return judge_case(case)
+
+
 def judge_case(case: str) -> G.Case:
     """The `generate.Case` whose check judges `case` (the extra cases judge as the JSON case; the
     rejected schema is judged by whether the server said so, in `ask`)."""
+    if case == SPECIAL_CASE:
+        return G.CASES["forced_literal"]  # its prompt: the special literal is judged by `case_spec`
     return G.CASES["json_enum" if case in EXTRA_CASES else case]
 
 
@@ -85,7 +126,8 @@ def violation_grammar(case: str) -> str:
     return json_grammar(G.JSON_SCHEMA) if case in EXTRA_CASES else G.CASES[case].grammar
 
 
-def request_for(case: str, prompt: G.Prompt, n_predict: int, seed: int, temperature: float) -> tuple[str, str, dict[str, Any]]:
+def request_for(case: str, prompt: G.Prompt, n_predict: int, seed: int, temperature: float,
+                vocab: Vocab | None = None) -> tuple[str, str, dict[str, Any]]:
     """(endpoint, how the constraint is sent, body) for one case."""
     common: dict[str, Any] = {"n_predict": n_predict, "temperature": temperature, "seed": seed, "return_tokens": True,
                               "cache_prompt": False}
@@ -103,7 +145,9 @@ def request_for(case: str, prompt: G.Prompt, n_predict: int, seed: int, temperat
         return "/completion", "grammar (GBNF)", {**body, "grammar": gbnf_of(G.JSON_SCHEMA)}
     if case == "":
         return "/completion", "none", body
-    return "/completion", "grammar (%llguidance)", {**body, "grammar": "%llguidance {}\n" + G.CASES[case].grammar}
+    grammar = case_spec(case, vocab).grammar if case == SPECIAL_CASE and vocab is not None else (
+        G.CASES[case].grammar if case in G.CASES else "")
+    return "/completion", "grammar (%llguidance)", {**body, "grammar": "%llguidance {}\n" + grammar}
 
 
 @dataclass
@@ -162,7 +206,7 @@ def _content(body: dict[str, Any], endpoint: str) -> tuple[str, list[int], str, 
 def ask(srv: S.Server, vocab: Vocab, model: str, synthetic: bool, llg: str, sampler: str, case: str, prompt: G.Prompt,
         max_tokens: int, seed: int, temperature: float, timeout: float = S.REQUEST_TIMEOUT) -> ServerRow:
     """One case, one request, judged."""
-    endpoint, sent_as, body = request_for(case, prompt, max_tokens, seed, temperature)
+    endpoint, sent_as, body = request_for(case, prompt, max_tokens, seed, temperature, vocab)
     start = srv.log_size()
     reply = S.post(srv, endpoint, body, timeout)
     log = srv.log(start)
@@ -187,12 +231,13 @@ def ask(srv: S.Server, vocab: Vocab, model: str, synthetic: bool, llg: str, samp
     text, tokens, stop, tps = _content(reply.body, endpoint)
     if case == "":  # the unconstrained baseline: only its speed is wanted
         return row("unconstrained", text, tokens, stop, tps=tps)
-    c = judge_case(case)
+    c = case_spec(case, vocab)
     if endpoint == "/completion":
         tokens, eog = _strip_eog(vocab, tokens)
         g = G.Generation(tokens=tokens, output=vocab.real_bytes(tokens), stop="eog" if eog or stop == "eos" else "limit" if stop == "limit" else stop)
-        shown = G.recorded_output(vocab, G.Case(case, violation_grammar(case), c.check, c.description), g)
-        at = G.first_violation(vocab, violation_grammar(case), tokens)
+        judged_by = c.grammar if case == SPECIAL_CASE else violation_grammar(case)
+        shown = G.recorded_output(vocab, G.Case(case, judged_by, c.check, c.description), g)
+        at = G.first_violation(vocab, judged_by, tokens)
     else:
         g = G.Generation(output=text.encode(), stop="limit" if stop == "length" else "eog")
         shown, at = text, None
@@ -296,7 +341,8 @@ def payload(model: Path, run: "Run", settings: dict[str, Any]) -> dict[str, Any]
         "model": model.name, "llguidance": run.llguidance, "port_llguidance": run.port_llguidance, **settings,
         "n_gpu_layers": run.n_gpu_layers,
         "cases": {c: {"prompt": run.prompts[c].text, "prompt_kind": run.prompts[c].kind,
-                      "sent_as": request_for(c, run.prompts[c], 1, 0, 0.0)[1]} for c in cases},
+                      "sent_as": request_for(c, run.prompts[c], 1, 0, 0.0)[1],
+                      **({"grammar": run.special_grammar} if c == SPECIAL_CASE else {})} for c in cases},
         "builds": {b.name: file_sha256(b) for b in S.builds() if b.exists()},
         "rows": [r.row() for r in run.rows], "tokens": [r.tokens for r in run.rows], "load": [x.row() for x in run.loads],
         "timing": {"constrained_tok_s": [{"llguidance": r.llguidance, "sampler": r.sampler, "case": r.case, "tok_s": r.tok_s}
@@ -367,6 +413,7 @@ class Run:
     llguidance: list[str]
     port_llguidance: str
     n_gpu_layers: int = 0  # as the servers ran (the parameter, or make's N_GPU_LAYERS)
+    special_grammar: str = ""  # the special literal's grammar on this vocab
 
 
 def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: list[str], prompt: str = "auto",
@@ -375,8 +422,6 @@ def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: l
     """Every case on every built server (`server.built`), one request at a time, then the load test
     (synthetic models only: a real model on 2 cores would take minutes per build). Raises
     InputError with the build's reason when no server is built."""
-    from .errors import InputError
-
     status, why = S.built()
     if why:
         raise InputError(f"server for {name}", why)
@@ -386,6 +431,9 @@ def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: l
         raise InputError("parameter cases", f"unknown case(s) {unknown}; choose from {[*G.CASES, *EXTRA_CASES]}")
     G.check_generative(model)
     vocab = Vocab(model, name)
+    if SPECIAL_CASE in cases and special_case(vocab) is None:
+        say(f"{name}: no end-of-turn token with printable text: {SPECIAL_CASE} left out")
+        cases = [c for c in cases if c != SPECIAL_CASE]
     llm = G.load_model(model, n_ctx=64)  # only for the prompts: the chat template and the tokens of its text
     style = G.prompt_style(llm, prompt, synthetic, instruct)
     prompts = prompts_for(llm, cases, style)
@@ -405,7 +453,7 @@ def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: l
             say(f"{exe.name}: {passed}/{len(got)} pass, {sum(r.llg_errors for r in got)} llg errors, "
                 f"{sum(r.error_field for r in got)} error fields")
             if synthetic and load_requests:
-                loaded = [c for c in cases if c not in (CHAT_CASE, REJECTED_CASE)]
+                loaded = [c for c in cases if c not in (CHAT_CASE, REJECTED_CASE, SPECIAL_CASE)]
                 try:
                     x = load(exe, model, vocab, synthetic, llg, s, loaded, prompts, {r.case: r.outcome for r in got},
                              LOG_DIR / name / f"{exe.name}-load.log", load_requests, parallel, max_tokens, seed, n_gpu_layers)
@@ -414,4 +462,5 @@ def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: l
                         f"{x.differ_from_sequential} differ from one at a time, healthy after: {x.healthy_after}")
                 except S.ServerError as e:
                     say(f"  load: {first_line(str(e))}")
-    return Run(rows, loads, baseline, prompts, versions, S.venv_llguidance(), n_gpu_layers)
+    spec = special_case(vocab) if SPECIAL_CASE in cases else None
+    return Run(rows, loads, baseline, prompts, versions, S.venv_llguidance(), n_gpu_layers, spec.grammar if spec else "")
