@@ -6,8 +6,10 @@ BIN := $(VENV)/bin
 # CUDA=1 builds llama-cpp-python with -DGGML_CUDA=on (see README, "Using a GPU")
 CUDA ?= 0
 LLAMA_CMAKE_ARGS := $(if $(filter 1,$(CUDA)),-DGGML_CUDA=on,)
-# the venv is rebuilt when pyproject.toml changes (any edit, not only the pins) or the CUDA switch does
-PIN_HASH := $(shell cat pyproject.toml | sha256sum | cut -c1-12)-cuda$(CUDA)
+# the venv is rebuilt when pyproject.toml changes (any edit, not only the pins), the CUDA switch does,
+# or the checkout moved: a venv copied with the tree (cp -a) is an editable install of the original's
+# lib/, and would run, and write into, the original; the stamp hashes this checkout's path too
+PIN_HASH := $(shell (cat pyproject.toml; pwd) | sha256sum | cut -c1-12)-cuda$(CUDA)
 STAMP := $(VENV)/.installed-$(PIN_HASH)
 
 # a failed (notebook, vocab) run leaves its result marked failed and dated 1970 (llgbridge.run),
@@ -81,7 +83,7 @@ $(STAMP): pyproject.toml
 	@echo "== setting up $(VENV) (llama-cpp-python is compiled from source: a few minutes on 2 cores)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
-	  $(BIN)/pip install --disable-pip-version-check -q --no-binary llama-cpp-python \
+	  $(BIN)/python -m pip install --disable-pip-version-check -q --no-binary llama-cpp-python \
 	  $(if $(filter 1,$(CUDA)),--no-cache-dir --force-reinstall,) -e .
 	@rm -f $(VENV)/.installed-*
 	@touch $@

@@ -421,10 +421,12 @@ def test_make_report_with_three_hostile_inputs(tmp_path: Path) -> None:
     shutil.copy(SPM, vocabs / "ggml-vocab--dash.gguf")
     (vocabs / ".complete").touch()
     (tree / "data" / "native").mkdir()
-    (tree / "data" / "native" / ".built").touch()  # the census needs no native build
+    (tree / "data" / "native" / ".built").touch()  # the census needs no native build, nor a server
+    (tree / "data" / "native" / "server").mkdir()
+    (tree / "data" / "native" / "server" / ".built").touch()
     # the report's own path: the pool (llgbridge.batch) with the census alone
     out = subprocess.run(["make", "report", "BATCH=census", "MATRIX_VOCABS=", "REAL_VOCABS=", "CORPUS_SAMPLE_VOCABS=",
-                          "NATIVE_SRC=", "STAMP=.stamp"],
+                          "NATIVE_SRC=", "SERVER_SRC=", "STAMP=.stamp"],
                          cwd=tree, capture_output=True, text=True, env=env, timeout=900)
     assert out.returncode != 0, out.stdout[-3000:] + out.stderr[-3000:]
     inputs = (tree / "reports" / "tables" / "inputs.csv").read_text().splitlines()

@@ -519,9 +519,15 @@ def native_section(results: Path) -> Section | None:
     if len(built) > 1:
         what = (f"llguidance {' and '.join(built)} give the same result in every test cell on every vocab"
                 if not vdiff else f"{len(vdiff)} (vocab, sampler) test cells differ between llguidance {' and '.join(built)}: listed below")
+        where = ""
+        if cross_differ and not diffs.empty:
+            cd = diffs[diffs.llguidance != port_llg]
+            where = " Where: " + "; ".join(
+                f"{v} {smp} ({len(g)} cells; llguidance {g.llguidance.iloc[0]} said: {str(g.cpp.iloc[0]).split(': ', 1)[-1][:90]})"
+                for (v, smp), g in cd.groupby(["vocab", "sampler"], sort=True)) + "."
         sec.text += (f"\n\n**llguidance versions:** {what}. The compiled sampler on {', '.join(x for x in built if x != port_llg)} against "
                      f"the port on {port_llg}: {cross_cells} mask cells, {cross_differ} differ (a difference there is the versions', "
-                     "not the port's).")
+                     "not the port's)." + where)
         if vdiff:
             sec.views.append(Table(pd.DataFrame(vdiff), "Test cells that differ between the llguidance versions"))
     diff_note = (
@@ -1121,12 +1127,46 @@ def review_section(results: Path) -> Section | None:
         f"{bpe_nat.get('upstream', {}).get('pr_test_exit', '?')} against the shipped sampler and "
         f"{bpe_nat.get('fixed', {}).get('pr_test_exit', '?')} against the fixed one, so CI as it is would catch bug A with "
         "the PR's test; bug B needs the SPM ctest entry the PR adds.", "#native"))
+    # evidence is linked only where this report holds the section or table it names
+    source = {"#soundness": "soundness", "tables/soundness.csv": "soundness", "tables/census.csv": "census", "#leak": "leak",
+              "tables/probe_vs_exactness.csv": "exactness", "#native": "native", "tables/forced.csv": "forced"}
+
+    def held(e: str) -> str:
+        return e if e and ok.get(source.get(e, ""), None) else ""
+
+    answers = [(a, held(e)) for a, e in answers]
     rows = [{"#": n, "concern": q, "the guide": g, "the results": a, "evidence": e} for (n, q, g), (a, e) in zip(GUIDE_10, answers)]
+    # the guide's other claims that rest on one measurement each
+    claims = []
+    card = []
+    for v in ("llama-bpe", "llama-spm"):
+        up = forced.get(v, {}).get("upstream", {})
+        n_tok = census.get(v, {}).get("n_tokens")
+        if up and n_tok:
+            n = int(up.get("allowed") or 0)
+            card.append(f"{v}: {n} allowed of {n_tok}, so `0 < n_allowed < n_vocab` is {0 < n < int(n_tok)}, while "
+                        f"{up.get('not_prefix')} allowed token(s) are not a prefix of the literal")
+    claims.append({"guide": "7.2", "claim": "an assertion on cardinality alone passes on the buggy build",
+                   "the results": ("Computed on the shipped bridge: " + "; ".join(card) + ". The bytes catch the bug, the count does not.")
+                   if card else "not measured", "evidence": "tables/forced.csv"})
+    prefixed = sorted(v for v, x in census.items() if x.get("add_space_prefix_observed"))
+    claims.append({"guide": "9", "claim": "llama.h's \"Does not insert a leading space\" (parse_special) is false",
+                   "the results": (f"Computed: `llama_tokenize(\"a\", add_special=false, parse_special=true)` starts with a space on "
+                                   f"{len(prefixed)} vocabs ({_names(prefixed)}). The PR's patch 0003 deletes the sentence."),
+                   "evidence": "tables/census.csv"})
+    claims.append({"guide": "5.2", "claim": "prefix-and-strip tricks are not safe in general",
+                   "the results": f"Computed: the sentinel bridge allows {n_sen} illegal (step, token) pairs ({', '.join(where_sen) or 'none'}).",
+                   "evidence": "tables/soundness.csv"})
+    claims.append({"guide": "4.5", "claim": "the same tokens take the \\xff special-token branch before and after the fix",
+                   "the results": "Not recomputed yet: no analysis records which tokens take that branch.", "evidence": ""})
     sec = Section("review", "What a reviewer should push on (guide 10), answered from the results")
     sec.claim = "Eight review questions, with the guide's answers (section 10)."
     sec.text = ("Each answer below is computed from this report's results; where the suite's answer differs from the guide's, "
                 "it says so in bold, and where there is no evidence, it says that too.")
     sec.views.append(Table(pd.DataFrame(rows)))
+    for c in claims:
+        c["evidence"] = held(c["evidence"])
+    sec.views.append(Table(pd.DataFrame(claims), caption="The guide's other one-measurement claims"))
     return sec
 
 
