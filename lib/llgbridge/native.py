@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from .errors import first_line
-from .paths import DATA, ROOT, write_json
+from .paths import DATA, ROOT, write_atomic, write_json
 
 NATIVE = DATA / "native"
 SHIPPED = NATIVE / "src" / "shipped"

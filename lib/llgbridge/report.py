@@ -683,7 +683,7 @@ def _ignored_summary(df: pd.DataFrame, llg: str) -> str:
         return "not measured"
     ign = x[x.outcome == "ignored"]
     return (f"ignored on {len(ign)} of {len(x)} requests (HTTP 200, no error field, unconstrained text)"
-            + (f", on both builds" if set(ign.sampler) >= {"upstream", "fixed"} else ""))
+            + (", on both builds" if set(ign.sampler) >= {"upstream", "fixed"} else ""))
 
 
 def server_section(results: Path) -> Section | None:
