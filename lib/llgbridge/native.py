@@ -271,6 +271,10 @@ def build(jobs: int | None = None) -> dict[str, Any]:
         status = {"built": True, "llguidance": list(libs), "missing": missing}
     except (RuntimeError, OSError, tarfile.TarError, subprocess.SubprocessError) as e:
         status["reason"] = first_line(str(e))
+        # binaries of an earlier build are not what this tree builds now: gone, so every native
+        # result that ran them is stale (their sha256 is its code version) and fails with the reason
+        for d in [BIN, *NATIVE.glob("llg-*/bin")]:
+            shutil.rmtree(d, ignore_errors=True)
     status["seconds"] = round(time.monotonic() - t0, 1)
     write_json(STATUS, status)
     return status

@@ -127,6 +127,7 @@ def build(jobs: int | None = None) -> dict[str, Any]:
         status.update(built=True, llguidance=list(libs))
     except (RuntimeError, OSError, subprocess.SubprocessError) as e:
         status["reason"] = first_line(str(e))
+        shutil.rmtree(SERVER_BIN, ignore_errors=True)  # as native.build: no result may stand on an old binary
     status["seconds"] = round(time.monotonic() - t0, 1)
     write_json(SERVER_STATUS, status)
     return status
