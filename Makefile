@@ -44,7 +44,8 @@ CORPUS_SAMPLE_VOCABS := llama-spm llama-bpe gemma-4 bert-bge
 POOL_STAMP := data/results/.batch/pool
 RESULT_FILES := $(POOL_STAMP) $(foreach v,$(REAL_VOCABS),data/results/matrix/$(v).json)
 # the compiled code: common/llguidance.cpp as shipped and with patches/, llama.cpp's own test, the harness
-NATIVE_SRC := $(filter-out native/schema_to_gbnf.cpp native/llg_layout.cpp,$(wildcard native/*.cpp native/*.h patches/*.patch)) native/Makefile
+NATIVE_SRC := $(filter-out native/schema_to_gbnf.cpp native/llg_layout.cpp,$(wildcard native/*.cpp native/*.h patches/*.patch)) \
+              $(wildcard patches/candidates/*.patch) native/Makefile
 # make matrix MODELS="a.gguf b.gguf" [N_GPU_LAYERS=99]
 MODELS ?=
 N_GPU_LAYERS ?= 0
@@ -160,7 +161,8 @@ server: data/native/server/.built
 # llama-server (native/server.mk) from the tree `make native` extracts; like the native build, a
 # machine that cannot build it records why in one line (data/native/server/status.json) and the
 # server results say so
-SERVER_SRC := native/server.mk native/schema_to_gbnf.cpp native/llg_layout.cpp native/llguidance.h $(wildcard patches/*.patch)
+SERVER_SRC := native/server.mk native/schema_to_gbnf.cpp native/llg_layout.cpp native/llguidance.h $(wildcard patches/*.patch) \
+              $(wildcard patches/candidates/*.patch)
 data/native/server/.built: $(SERVER_SRC) data/native/.built | $(STAMP)
 	@$(BIN)/python -m llgbridge.server build
 	@touch $@

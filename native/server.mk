@@ -2,8 +2,9 @@
 # venv's libllama/libggml/libmtmd (the same vendored commit), so only what the server adds is
 # compiled: common/ (libllama-common), tools/server/ and vendor/cpp-httplib. Four binaries:
 #
-#   llama-server-SAMPLER-LLG   SAMPLER: upstream (the shipped common/llguidance.cpp) or fixed
-#                              (with patches/); LLG: the llguidance the binary links, 1.0.1 (what
+#   llama-server-SAMPLER-LLG   SAMPLER: upstream (the shipped common/llguidance.cpp), fixed
+#                              (with patches/), or a candidate patch's name (patches/candidates/,
+#                              on top of the PR); LLG: the llguidance the binary links, 1.0.1 (what
 #                              llama.cpp pins: common/CMakeLists.txt) or the venv's (1.9.1)
 #
 # and schema-to-gbnf (native/schema_to_gbnf.cpp: llama.cpp's own schema converter, forced to GBNF).
@@ -44,7 +45,8 @@ LDLIBS = -L$(LLAMA_LIB) -lmtmd -lllama -lggml -lggml-base -Wl,-rpath,$(LLAMA_LIB
          $(LLG_SO_$(1)) -Wl,-rpath,$(dir $(LLG_SO_$(1))) \
          -L$(PY_LIBDIR) -l$(PY_LIB) -Wl,-rpath,$(PY_LIBDIR) -lpthread -ldl
 
-BINS := $(foreach s,upstream fixed,$(foreach v,$(LLG_VERSIONS),$(B)/llama-server-$(s)-$(v))) $(B)/schema-to-gbnf
+SAMPLER_NAMES := upstream fixed $(CANDIDATES)
+BINS := $(foreach s,$(SAMPLER_NAMES),$(foreach v,$(LLG_VERSIONS),$(B)/llama-server-$(s)-$(v))) $(B)/schema-to-gbnf
 COMMON_OBJS := $(patsubst $(SHIPPED)/%.cpp,$(O)/%.o,$(COMMON_SRC)) $(O)/vendor/cpp-httplib/httplib.o $(O)/gen/build-info.o
 
 all: $(BINS)
@@ -68,12 +70,20 @@ $(O)/llguidance-fixed.o: $(FIXED)/common/llguidance.cpp $(HERE)llguidance.h
 	@mkdir -p $(@D)
 	$(CXX) $(SERVER_CXXFLAGS) $(DEFS) $(call incs,$(FIXED)) -c $< -o $@
 
+# a candidate patch's sampler (patches/candidates/, its tree SRC_<name>)
+define candidate
+$(O)/llguidance-$(1).o: $(SRC_$(1))/common/llguidance.cpp $(HERE)llguidance.h
+	@mkdir -p $$(@D)
+	$$(CXX) $$(SERVER_CXXFLAGS) $$(DEFS) $$(call incs,$(SRC_$(1))) -c $$< -o $$@
+endef
+$(foreach c,$(CANDIDATES),$(eval $(call candidate,$(c))))
+
 define server_bin
 $(B)/llama-server-$(1)-$(2): $(OBJS) $(O)/llguidance-$(1).o
 	@mkdir -p $$(@D)
 	$$(CXX) $$^ -o $$@ $$(call LDLIBS,$(2))
 endef
-$(foreach s,upstream fixed,$(foreach v,$(LLG_VERSIONS),$(eval $(call server_bin,$(s),$(v)))))
+$(foreach s,$(SAMPLER_NAMES),$(foreach v,$(LLG_VERSIONS),$(eval $(call server_bin,$(s),$(v)))))
 
 # llama.cpp's json_schema_to_grammar forced to GBNF (native/schema_to_gbnf.cpp), for the control case
 $(O)/schema_to_gbnf.o: $(HERE)schema_to_gbnf.cpp

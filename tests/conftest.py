@@ -44,4 +44,6 @@ def variant(name: str) -> str:
     LLGBRIDGE_SWAP_VARIANTS=1."""
     if not SWAP:
         return name
-    return {"upstream": "fixed", "fixed": "upstream", "sentinel": "upstream"}.get(name, name)
+    # a candidate patch beside the PR is swapped for the PR it improves on
+    return {"upstream": "fixed", "fixed": "upstream", "sentinel": "upstream", "nospecial": "fixed",
+            "failclosed": "fixed"}.get(name, name)

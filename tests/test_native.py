@@ -121,3 +121,60 @@ def test_ranges_round_trip() -> None:
     ids = np.array([0, 1, 2, 5, 7, 8])
     assert native._parse_ranges("0-2,5,7-8").tolist() == ids.tolist()
     assert native._parse_ranges(".").tolist() == []
+
+
+# -- beyond the PR: bug C, bug D and the candidate patches (patches/candidates/) ----------------------
+SPECIAL_JOB = native.Job("special", literal_grammar("say <|eot_id|> now"), None, 64)
+PIN = native.LLG_PINNED
+
+
+def _cand_built(name: str) -> None:
+    if not (native.bin_dir(PIN) / f"harness-{name}").exists():
+        pytest.skip(f"candidate {name} not built against llguidance {PIN}")
+
+
+def test_bug_c_the_pr_sampler_forces_the_control_token_for_its_text() -> None:
+    """The issue's hand-checked walk on llama-bpe: `say` (37890), `' '` (220), then only 128009,
+    the <|eot_id|> control token, where the grammar asks for its text; a decoder ends the turn there."""
+    t = native.harness("fixed", vocab("llama-bpe").path, [SPECIAL_JOB], llg=PIN)["special"]
+    assert [a.tolist() for a in t.allowed[:3]] == [[37890], [220], [128009]]
+
+
+@pytest.mark.guards("bug C")
+def test_the_nospecial_candidate_spells_the_text_out() -> None:
+    """With parse_special = false the forced tokens after `say` are the text's own pieces (`' <|'`,
+    `e`, `ot`, ...), and the walk spells the whole literal."""
+    s = variant("nospecial")
+    _cand_built(s)
+    t = native.harness(s, vocab("llama-bpe").path, [SPECIAL_JOB], llg=PIN)["special"]
+    v = vocab("llama-bpe")
+    assert t.allowed[1].tolist() == [83739] and v.token_to_piece(83739) == b" <|"
+    assert v.real_bytes([x for x in t.tokens if x >= 0]) == b"say <|eot_id|> now"
+
+
+def test_the_fourth_probe_calls_llama_bpe_inexact_under_parse_special() -> None:
+    """The candidate's fourth probe, `a` + the end-of-turn token's text + `b`: tokenized with
+    parse_special = true as the PR's tokenize_fn does, it does not come back (a control token has no
+    piece), so the PR's probe with it would have noticed; with parse_special = false it does."""
+    v = vocab("llama-bpe")
+    probe = b"a" + native.special_text(v).encode() + b"b"
+    assert v.real_bytes(v.tokenize(probe, parse_special=True)) != probe
+    assert v.real_bytes(v.tokenize(probe, parse_special=False)) == probe
+
+
+@pytest.mark.guards("bug D")
+def test_the_failclosed_candidate_allows_only_the_end_after_too_many_items() -> None:
+    """llama.cpp's own "mixed quantifiers" test on gemma-4: its passing string `bryyyy` makes a mask
+    exceed step_max_items at step 1 ("Too many items"). The PR's sampler then drops the grammar
+    and allows all 262144 tokens; failing closed allows only the end-of-generation tokens."""
+    s = variant("failclosed")
+    _cand_built(s)
+    v = vocab("gemma-4")
+    grammar = "start: cons+ vowel* cons? (vowel cons)*\nvowel: /[aeiouy]/\ncons: /[bcdfghjklmnpqrstvwxyz]/\n"
+    job = native.Job("mixed", grammar, tuple(v.tokenize(b"bryyyy", parse_special=False)))
+    t = native.harness(s, v.path, [job], llg=PIN)["mixed"]
+    assert t.error_step == 1 and "Too many items" in t.error
+    import llama_cpp
+
+    eog = sorted(x for x in range(v.n_tokens) if llama_cpp.llama_vocab_is_eog(v.llama_vocab, x))
+    assert t.allowed[1].tolist() == eog

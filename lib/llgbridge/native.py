@@ -64,6 +64,13 @@ PATCHES = ROOT / "patches"
 MAKEFILE = ROOT / "native" / "Makefile"
 
 SAMPLERS = ("upstream", "fixed")  # the shipped common/llguidance.cpp, and with the PR
+# candidate patches beside the PR (patches/candidates/), each applied on top of it in a tree of its
+# own and named for what it does: a sampler each, never replacing `fixed`
+CANDIDATES: dict[str, str] = {
+    "nospecial": "0004-llguidance-tokenize-fn-without-special-parsing.patch",
+    "failclosed": "0005-llguidance-fail-closed-on-a-mask-error.patch",
+}
+CANDIDATE_PATCHES = PATCHES / "candidates"
 # what the build needs from the vendored tree: common/ and the public headers for every object,
 # nlohmann for common/json.h, and the two test files the PR touches
 SOURCE_PREFIXES = ("common/", "include/", "ggml/include/", "vendor/nlohmann/", "tests/test-grammar-llguidance.cpp",
@@ -122,11 +129,15 @@ def patch_files() -> list[Path]:
     return sorted(PATCHES.glob("*.patch"))
 
 
-def apply_patches(tree: Path, dry_run: bool = False) -> None:
-    """Apply `patches/` to `tree` with no fuzz: a patch that does not apply exactly raises."""
+def candidate_tree(name: str) -> Path:
+    return NATIVE / "src" / name
+
+
+def apply_patches(tree: Path, dry_run: bool = False, patches: list[Path] | None = None) -> None:
+    """Apply `patches/` (or `patches`) to `tree` with no fuzz: a patch that does not apply exactly raises."""
     if not shutil.which("patch"):
         raise RuntimeError("the `patch` program is missing (Debian package `patch`)")
-    for p in patch_files():
+    for p in patch_files() if patches is None else patches:
         cmd = ["patch", "-p1", "--fuzz=0", "--forward", "--batch", "--no-backup-if-mismatch", "-d", str(tree), "-i", str(p)]
         if dry_run:
             cmd.append("--dry-run")
@@ -211,6 +222,8 @@ def make_vars() -> dict[str, str]:
     return {
         "SHIPPED": str(SHIPPED),
         "FIXED": str(FIXED),
+        "CANDIDATES": " ".join(CANDIDATES),
+        **{f"SRC_{name}": str(candidate_tree(name)) for name in CANDIDATES},
         "OUT": str(NATIVE),
         "LLAMA_LIB": str(Path(llama_cpp.__file__).parent / "lib"),
         "LLG_SO": str(_library_path()),
@@ -223,8 +236,9 @@ def prepare_sources() -> None:
     """Shipped and patched trees, rebuilt together whenever a patch is newer than them or the
     list of what is extracted changed (the stamp holds that list)."""
     stamp = NATIVE / "src" / ".complete"
-    newest = max((p.stat().st_mtime for p in patch_files()), default=0.0)
-    wanted = "\n".join(SOURCE_PREFIXES) + "\n"
+    cands = [CANDIDATE_PATCHES / f for f in CANDIDATES.values()]
+    newest = max((p.stat().st_mtime for p in [*patch_files(), *cands] if p.exists()), default=0.0)
+    wanted = "\n".join([*SOURCE_PREFIXES, *CANDIDATES]) + "\n"
     try:
         same = stamp.read_text() == wanted and stamp.stat().st_mtime >= newest
     except OSError:
@@ -237,7 +251,13 @@ def prepare_sources() -> None:
         _extract_sources(shipped)
         shutil.copytree(shipped, fixed)
         apply_patches(fixed)
-        for final, staged in ((SHIPPED, shipped), (FIXED, fixed)):
+        staged_trees = [(SHIPPED, shipped), (FIXED, fixed)]
+        for name, patch_name in CANDIDATES.items():
+            tree = Path(tmp) / name
+            shutil.copytree(fixed, tree)
+            apply_patches(tree, patches=[CANDIDATE_PATCHES / patch_name])
+            staged_trees.append((candidate_tree(name), tree))
+        for final, staged in staged_trees:
             if final.exists():
                 shutil.rmtree(final)
             os.replace(staged, final)
@@ -632,6 +652,7 @@ class NativeResult:
     diffs: list[Differential]
     harness_errors: dict[str, str] = field(default_factory=dict)  # "SAMPLER" or "SAMPLER llguidance V" -> why the harness did not finish
     versions: list[str] = field(default_factory=list)  # the llguidance versions run, pinned (1.0.1) first
+    special: list[dict[str, Any]] = field(default_factory=list)  # bug C through each compiled sampler (special_literal_rows)
 
     def test(self, test: str, sampler: str, llg: str = "") -> TestRun | None:
         llg = llg or venv_llguidance()
@@ -687,6 +708,7 @@ class NativeResult:
             "rows": self.rows(),
             "differences": self.difference_rows(vocab),
             "tests": [asdict(t) for t in self.tests],
+            "special": self.special,
         }
 
 
@@ -720,7 +742,59 @@ def analyse(vocab: Any, literal: str, leak_grammar: str, walks: int = 2, seed: i
                 errors[key] = first_line(str(e))
                 continue
             diffs.append(differential(build(vocab, s), jobs, traces, v))
-    return NativeResult(vocab.name, bridges._tok_eos(vocab), tests, diffs, errors, versions)
+    pin = LLG_PINNED if LLG_PINNED in versions else versions[0]
+    cands = [c for c in CANDIDATES if (bin_dir(pin) / f"test-pr-{c}").exists()]
+    tests += [run_test("pr", c, vocab.path, llg=pin) for c in cands]
+    special = special_literal_rows(vocab, [*SAMPLERS, *cands], pin)
+    return NativeResult(vocab.name, bridges._tok_eos(vocab), tests, diffs, errors, versions, special)
+
+
+def special_text(vocab: Any) -> str:
+    """The text of the vocab's end-of-turn token (EOT, else EOS), as `token_to_piece(special=true)`
+    spells it, or "" when it has none or its text is not plain UTF-8."""
+    for t in (vocab.eot, vocab.eos):
+        if t >= 0:
+            try:
+                text = vocab.token_to_piece(t, special=True).decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            if text.strip() and text.isprintable():
+                return text
+    return ""
+
+
+def special_literal_rows(vocab: Any, samplers: list[str], llg: str) -> list[dict[str, Any]]:
+    """Bug C through the compiled samplers: a literal spelling the vocab's end-of-turn token as
+    text (`say TEXT now`), followed step by step; where the walk stops, what each sampler allows
+    there, by id and real bytes. A sampler that parses the text into the control token allows
+    only that token (a decoder ends the turn), one that spells it out allows the text's first piece."""
+    from .grammars import literal_grammar
+
+    text = special_text(vocab)
+    if not text:
+        return []
+    literal = f"say {text} now"
+    job = Job("special", literal_grammar(literal), None, 64)
+    out = []
+    for s in samplers:
+        try:
+            t = harness(s, vocab.path, [job], llg=llg)["special"]
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            out.append({"vocab": vocab.name, "sampler": s, "llguidance": llg, "literal": literal, "error": first_line(str(e))})
+            continue
+        consumed = [x for x in t.tokens if x >= 0]
+        last = t.allowed[-1] if t.allowed else np.array([], dtype=np.int64)
+        spelled = vocab.real_bytes(consumed)
+        out.append({
+            "vocab": vocab.name, "sampler": s, "llguidance": llg, "literal": literal, "steps": len(t.allowed),
+            "spelled": spelled.decode("utf-8", "backslashreplace"),
+            "complete": spelled == literal.encode(),
+            "stop_allowed": " ".join(str(int(x)) for x in last[:8]), "n_stop_allowed": int(len(last)),
+            "stop_allowed_pieces": json.dumps([vocab.token_to_piece(int(x), special=True).decode("utf-8", "backslashreplace")
+                                               for x in last[:8]], ensure_ascii=False),
+            "error": first_line(t.error),
+        })
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -813,6 +813,23 @@ def server_section(results: Path) -> Section | None:
                      "Where the fix falls back to greedy tokenization (SentencePiece), the text is spelled out and the literal passes.")
         sec.views.append(Table(pd.DataFrame(sp_rows), caption=f"Bug C through the server: a literal spelling a special token (llguidance {pinned})",
                                classes=pd.DataFrame(sp_cls)))
+    # the candidate patches through the server: every case where one answers otherwise than the PR
+    cands = [c for c in ("nospecial", "failclosed") if (df.sampler == c).any()]
+    if cands:
+        crow = []
+        pin_df = df[df.llguidance == pinned].set_index(["model", "case", "sampler"])
+        for (model, case), g in df[(df.llguidance == pinned) & df.sampler.isin(["fixed", *cands])].groupby(["model", "case"], sort=False):
+            got = {x.sampler: x for x in g.itertuples()}
+            if "fixed" not in got or all(c not in got or got[c].outcome == got["fixed"].outcome for c in cands):
+                continue
+            crow.append({"model": model, "case": case, **{smp: f"{got[smp].outcome}: {show_text(got[smp].output[:50])}"
+                                                         for smp in ("fixed", *cands) if smp in got}})
+        n_cand = int(df.sampler.isin(cands).sum())
+        sec.text += (f"\n\n**Candidate patches through the server** ({', '.join(cands)}, llguidance {pinned}): {n_cand} requests; "
+                     + (f"{len(crow)} (model, case) cells answer otherwise than the PR, listed below." if crow else
+                        "every one answers as the PR does."))
+        if crow:
+            sec.views.append(Table(pd.DataFrame(crow), caption="Where a candidate patch's server answers otherwise than the PR's"))
     if vdiff:
         sec.views.append(Table(pd.DataFrame(vdiff), caption="Cells that differ between the llguidance versions"))
     if n_diff:
@@ -1034,6 +1051,85 @@ def corpus_section(results: Path) -> Section | None:
     return sec
 
 
+# -- beyond the PR: bug C, bug D, and the candidate patches ----------------------------------------
+CANDIDATE_NOTES = {
+    "nospecial": "tokenize_fn and the probes with parse_special = false, plus a fourth probe spelling the end-of-turn token",
+    "failclosed": "on a mask error, only end-of-generation tokens from then on, instead of dropping the grammar",
+}
+
+
+def beyond_section(results: Path) -> Section | None:
+    """The two ways the fixed bridge still drops or bends a grammar, and the candidate patches."""
+    native_ok, _ = load_results(results, "native")
+    server_ok, _ = load_results(results, "server")
+    special = pd.DataFrame([row for r in native_ok for row in r.get("special", [])])
+    if special.empty and not server_ok:
+        return None
+    sec = Section("beyond", "Beyond the PR: special-token text (bug C), a limit that drops the grammar (bug D), candidate patches")
+    sec.claim = "Not in the guide: the PR keeps `tokenize_fn` with `parse_special=true`, and `llama_sampler_llg_apply` still drops the grammar on any mask error."
+    texts = []
+    if not special.empty:
+        piv = {}
+        for (v, smp), g in special.groupby(["vocab", "sampler"], sort=False):
+            x = g.iloc[0]
+            piv.setdefault(v, {"vocab": v, "literal": x.get("literal", "")})[smp] = (
+                "spelled" if bool(x.get("complete")) else f"stops at {show_text(str(x.get('spelled', '')))}: allows "
+                f"{x.get('stop_allowed_pieces', '')}" if not x.get("error") else f"error: {x.get('error')}")
+        rows = [piv[v] for v in guide_order(list(piv))]
+        df = pd.DataFrame(rows)
+        cols = [c for c in ("upstream", "fixed", *CANDIDATE_NOTES) if c in df]
+        cls = pd.DataFrame([["", ""] + [("ok" if str(r.get(c, "")).startswith("spelled") else "bad") for c in cols] for r in rows])
+        hit = [r["vocab"] for r in rows if not str(r.get("fixed", "")).startswith("spelled")]
+        fixed_by = [r["vocab"] for r in rows if r["vocab"] in hit and str(r.get("nospecial", "")).startswith("spelled")]
+        texts.append(
+            f"**Bug C: special-token text in a forced literal becomes the special token.** Through the compiled sampler "
+            f"(the harness, llguidance {special.llguidance.iloc[0]}), a literal that spells the vocab's end-of-turn token as "
+            f"text stops at the control token on **{len(hit)} of {len(rows)}** vocabs with the PR ({_names(hit)}): "
+            "`tokenize_fn` passes `parse_special=true`, so the forced bytes become that token, and a decoder ends the "
+            "turn there; the server answers HTTP 200 with `stop_type` eos (server section). The `nospecial` candidate "
+            f"spells the text out on {len(fixed_by)} of them.")
+        sec.views.append(Table(df[["vocab", "literal", *cols]], caption="Bug C, compiled: where the walk of the literal stops, per sampler",
+                               classes=cls))
+        sec.raw_table("beyond_special", special)
+    # bug D: the PR's own test hitting llguidance's item limit, and what failing closed changes
+    pr = pd.DataFrame([{**t, "vocab": r["vocab"]} for r in native_ok for t in r.get("tests", []) if t.get("test") == "pr"])
+    if not pr.empty:
+        pin = NATIVE_PIN if (pr.llguidance == NATIVE_PIN).any() else sorted(pr.llguidance.unique(), key=_version_key)[-1]
+        pr = pr[pr.llguidance == pin]
+        limit = pr[(pr.sampler == "fixed") & pr.llg_error.str.contains("Too many items", na=False)]
+        drows = []
+        for v in guide_order(list(limit.vocab.unique())):
+            g = pr[pr.vocab == v].set_index("sampler")
+            drows.append({"vocab": v, "the PR's sampler": f"exit {g.loc['fixed', 'exit_code']}: {first_words(g.loc['fixed', 'llg_error'])}",
+                          **{c: (f"exit {g.loc[c, 'exit_code']}" + (f": {first_words(g.loc[c, 'failure'])}" if g.loc[c, 'failure'] else ""))
+                             for c in CANDIDATE_NOTES if c in g.index}})
+        texts.append(
+            f"**Bug D: a resource limit drops the grammar the way bug B does.** On **{len(drows)}** vocabs "
+            f"({_names([r['vocab'] for r in drows])}) a mask in llama.cpp's own test exceeds llguidance's `step_max_items` "
+            "(50000): \"Too many items (limit 50000; mask)\". `llama_sampler_llg_apply` then logs, frees the matcher and lets "
+            "every token through, so a string the grammar forbids is accepted next: the fixed build still drops a grammar "
+            "silently. The `failclosed` candidate keeps only the end-of-generation tokens after such an error (the compiled "
+            "harness on gemma-4: 3 tokens allowed where the PR's sampler allows all 262144).")
+        if drows:
+            sec.views.append(Table(pd.DataFrame(drows), caption=f"Bug D: llama.cpp's own test where a mask exceeds the item limit (llguidance {pin})"))
+        cand = pr[pr.sampler.isin(["fixed", *CANDIDATE_NOTES])]
+        if not cand.empty:
+            summary = []
+            for smp, g in cand.groupby("sampler", sort=False):
+                summary.append({"sampler": smp, "what it is": CANDIDATE_NOTES.get(smp, "the PR"),
+                                "PR test passes on": f"{int((g.exit_code == 0).sum())} of {len(g)} vocabs",
+                                "aborts on": _names(sorted(g[g.exit_code != 0].vocab))})
+            sec.views.append(Table(pd.DataFrame(summary), caption="The PR's own test on each candidate, every vocab"))
+    sec.text = "\n\n".join(texts) + ("\n\nThe candidates are patch files beside the PR, each on top of it, so a reviewer can take or "
+                                     "leave each: PATCHES_LINK (`candidates/`). The PR stays the `fixed` bridge everywhere.")
+    return sec
+
+
+def first_words(text: object, n: int = 70) -> str:
+    t = str(text or "")
+    return t if len(t) <= n else t[:n] + "…"
+
+
 # -- guide 10: what a reviewer should push on ------------------------------------------------------
 GUIDE_10 = [  # (#, concern, the guide's answer in brief)
     (1, "Is greedy tokenization acceptable, or should SPM fail loudly?", "greedy keeps enforcement exact (section 6); a maintainer's call"),
@@ -1088,8 +1184,8 @@ def review_section(results: Path) -> Section | None:
     bpe = {v: s["differing"] for v, s in census.items() if s.get("vocab_type") == "BPE" and s["differing"]}
     answers.append((
         f"Yes: {sum(bpe.values())} tokens change bytes on {len(bpe)} BPE vocabs ({', '.join(f'{v} {n}' for v, n in bpe.items())}); "
-        f"llama-bpe's {census.get('llama-bpe', {}).get('differing', '?')} is the guide's 117. That the same tokens take the "
-        "\\xff special-token branch before and after (4.5) is not recomputed here yet.", "tables/census.csv"))
+        f"llama-bpe's {census.get('llama-bpe', {}).get('differing', '?')} is the guide's 117. The \\xff special-token branch "
+        "is entered by the same tokens on every BPE vocab; on four SentencePiece-like vocabs it is not (4.5, below).", "tables/census.csv"))
     # 4
     pvx = [r["probe_vs_exactness"] for r in ok["exactness"]]
     misses = [x for x in pvx if str(x.get("cell", "")).startswith("probe misses")]
@@ -1157,8 +1253,20 @@ def review_section(results: Path) -> Section | None:
     claims.append({"guide": "5.2", "claim": "prefix-and-strip tricks are not safe in general",
                    "the results": f"Computed: the sentinel bridge allows {n_sen} illegal (step, token) pairs ({', '.join(where_sen) or 'none'}).",
                    "evidence": "tables/soundness.csv"})
+    # a token takes the \xff branch where its first conversion call returns no bytes: the two sets differ exactly at
+    # the census's differing tokens with one side empty
+    branch = {r["vocab"]: [d for d in r["diffs"] if (d["piece"] == "") != (d["detok"] == "")] for r in ok["census"]}
+    moved = {v: d for v, d in branch.items() if d}
     claims.append({"guide": "4.5", "claim": "the same tokens take the \\xff special-token branch before and after the fix",
-                   "the results": "Not recomputed yet: no analysis records which tokens take that branch.", "evidence": ""})
+                   "the results": ("**Not on every vocab.** Computed from the census: a token whose piece is a lone space "
+                                   "detokenizes to nothing, so upstream enters the `size == 0` branch for it, and the second "
+                                   "call gives nothing too: upstream hands llguidance a token of zero bytes (no marker), the fix "
+                                   "its real ' ', on " + f"{len(moved)} of {len(branch)} vocabs: "
+                                   + "; ".join(f"{v} " + ", ".join(f"{d['token']} ({show_text(d['piece'])})" for d in ds[:3])
+                                              for v, ds in sorted(moved.items()))
+                                   + ". The `\\xff`-marked tokens are the same either way; elsewhere the branch's sets are equal.")
+                   if moved else f"Computed from the census: the sets are equal on all {len(branch)} vocabs.",
+                   "evidence": "tables/census.csv"})
     sec = Section("review", "What a reviewer should push on (guide 10), answered from the results")
     sec.claim = "Eight review questions, with the guide's answers (section 10)."
     sec.text = ("Each answer below is computed from this report's results; where the suite's answer differs from the guide's, "
@@ -1178,6 +1286,7 @@ SECTIONS: list[tuple[str, Callable[[Path], Section | None]]] = [
     ("native", native_section),
     ("matrix", matrix_section),
     ("server", server_section),
+    ("beyond", beyond_section),
     ("exactness", exactness_section),
     ("soundness", soundness_section),
     ("corpus", corpus_section),

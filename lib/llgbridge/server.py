@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import first_line
+from .native import CANDIDATES as NATIVE_CANDIDATES
 from .native import LLG_PINNED, llguidance_libraries, venv_llguidance
 from .paths import DATA, ROOT, write_atomic, write_json
 
@@ -59,6 +60,7 @@ SERVER_STATUS = SERVER / "status.json"
 SERVER_MAKEFILE = ROOT / "native" / "server.mk"
 LAYOUT_CHECK = ROOT / "native" / "llg_layout.cpp"
 SAMPLERS = ("upstream", "fixed")
+CANDIDATES = tuple(NATIVE_CANDIDATES)  # patches beside the PR (patches/candidates/), built too
 GBNF_TOOL = SERVER_BIN / "schema-to-gbnf"
 
 STARTUP_TIMEOUT = 120.0  # seconds for /health to answer 200 (a 262k-vocab model loads in a few)
@@ -118,7 +120,8 @@ def build(jobs: int | None = None) -> dict[str, Any]:
         mk = native.make_vars()
         args = [f"SHIPPED={native.SHIPPED}", f"FIXED={native.FIXED}", f"OUT={SERVER}", f"GEN={SERVER / 'gen'}",
                 f"LLAMA_LIB={mk['LLAMA_LIB']}", f"PY_LIBDIR={mk['PY_LIBDIR']}", f"PY_LIB={mk['PY_LIB']}",
-                f"LLG_VERSIONS={' '.join(libs)}", *(f"LLG_SO_{v}={p}" for v, p in libs.items())]
+                f"LLG_VERSIONS={' '.join(libs)}", *(f"LLG_SO_{v}={p}" for v, p in libs.items()),
+                f"CANDIDATES={mk['CANDIDATES']}", *(f"SRC_{c}={mk[f'SRC_{c}']}" for c in native.CANDIDATES)]
         n = jobs or os.cpu_count() or 1
         r = subprocess.run(["make", "-s", "-f", str(SERVER_MAKEFILE), f"-j{n}", *args], capture_output=True, text=True)
         if r.returncode != 0:
@@ -139,7 +142,7 @@ def builds() -> list[Path]:
         status = json.loads(SERVER_STATUS.read_text())
     except (OSError, ValueError):
         return []
-    return [*(binary(s, v) for v in status.get("llguidance", []) for s in SAMPLERS), GBNF_TOOL] if status.get("built") else []
+    return [*(binary(s, v) for v in status.get("llguidance", []) for s in (*SAMPLERS, *CANDIDATES)), GBNF_TOOL] if status.get("built") else []
 
 
 def built() -> tuple[dict[str, Any], str]:
@@ -323,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
           flush=True)
     s = build()
     if s["built"]:
-        names = [binary(x, v).name for x in SAMPLERS for v in s["llguidance"]]
+        names = [binary(x, v).name for x in (*SAMPLERS, *CANDIDATES) for v in s["llguidance"]]
         print(f"[server] built in {s['seconds']} s: {', '.join(names)}")
         for v, why in s.get("missing", {}).items():
             print(f"[server] not built against llguidance {v}: {why}")

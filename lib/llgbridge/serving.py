@@ -43,6 +43,7 @@ from typing import Any
 
 from . import generate as G
 from . import server as S
+from .native import special_text
 from .errors import InputError, first_line
 from .grammars import json_grammar, literal_grammar
 from .vocab import Vocab
@@ -71,20 +72,6 @@ def gbnf_of(schema: dict[str, Any]) -> str:
     if r.returncode != 0:
         raise S.ServerError(f"schema-to-gbnf: {first_line(r.stderr.decode('utf-8', 'replace')) or r.returncode}")
     return r.stdout.decode()
-
-
-def special_text(vocab: Vocab) -> str:
-    """The text of the vocab's end-of-turn token (EOT, else EOS), as `token_to_piece(special=true)`
-    spells it, or "" when it has none or its text is not plain UTF-8."""
-    for t in (vocab.eot, vocab.eos):
-        if t >= 0:
-            try:
-                text = vocab.token_to_piece(t, special=True).decode("utf-8")
-            except UnicodeDecodeError:
-                continue
-            if text.strip() and text.isprintable():
-                return text
-    return ""
 
 
 def special_case(vocab: Vocab) -> G.Case | None:
@@ -418,10 +405,12 @@ class Run:
 
 def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: list[str], prompt: str = "auto",
         samplers: tuple[str, ...] = S.SAMPLERS, temperature: float = 0.0, seed: int = 0, max_tokens: int = 64,
-        load_requests: int = 32, parallel: int = 4, n_gpu_layers: int = 0, say: Any = print) -> Run:
+        load_requests: int = 32, parallel: int = 4, n_gpu_layers: int = 0, say: Any = print,
+        candidates: tuple[str, ...] = S.CANDIDATES) -> Run:
     """Every case on every built server (`server.built`), one request at a time, then the load test
-    (synthetic models only: a real model on 2 cores would take minutes per build). Raises
-    InputError with the build's reason when no server is built."""
+    (synthetic models only: a real model on 2 cores would take minutes per build). The candidate
+    patches' servers (`candidates`) answer the same cases on llguidance as llama.cpp pins it, with no
+    load test. Raises InputError with the build's reason when no server is built."""
     status, why = S.built()
     if why:
         raise InputError(f"server for {name}", why)
@@ -442,9 +431,13 @@ def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: l
     rows: list[ServerRow] = []
     loads: list[LoadResult] = []
     baseline: dict[str, float] = {}
+    pin = S.LLG_PINNED if S.LLG_PINNED in versions else versions[0]
     for llg in versions:
-        for s in samplers:
+        for s in (*samplers, *(candidates if llg == pin else ())):
             exe = S.binary(s, llg)
+            if s in candidates and not exe.exists():
+                say(f"{exe.name}: not built, left out")
+                continue
             got, base = run_build(exe, model, vocab, synthetic, llg, s, cases, prompts, LOG_DIR / name / f"{exe.name}.log",
                                   max_tokens, seed, temperature, n_gpu_layers)
             rows += got
@@ -452,7 +445,7 @@ def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: l
             passed = sum(r.outcome == "pass" for r in got)
             say(f"{exe.name}: {passed}/{len(got)} pass, {sum(r.llg_errors for r in got)} llg errors, "
                 f"{sum(r.error_field for r in got)} error fields")
-            if synthetic and load_requests:
+            if synthetic and load_requests and s not in candidates:
                 loaded = [c for c in cases if c not in (CHAT_CASE, REJECTED_CASE, SPECIAL_CASE)]
                 try:
                     x = load(exe, model, vocab, synthetic, llg, s, loaded, prompts, {r.case: r.outcome for r in got},
