@@ -196,3 +196,12 @@ def test_every_local_link_of_the_committed_report_resolves_in_a_clean_checkout()
             if target not in tracked and target not in folders:
                 dead.append(f"{rel} -> {href}")
     assert dead == []
+
+
+def test_a_vocab_page_opens_with_its_story(built: Path) -> None:
+    """Guide 4.3's example for llama-bpe, token 5354, as the page tells it: the piece `' ..'`
+    handed to llguidance as `'..'`; then its tables, collapsed."""
+    page = (built / "vocab" / "llama-bpe.html").read_text()
+    story = page.split('<div class="story">', 1)[1].split("</div>", 1)[0]
+    assert "Bug A here:" in story and "5354 <code>' ..'</code> handed over as <code>'..'</code>" in story
+    assert page.index('<div class="story">') < page.index("<details>")

@@ -1470,6 +1470,22 @@ def verdict(results: Path) -> Verdict | None:
     if aborts:
         sentences.append(f"**The PR's own test still aborts with the fix** on {len(aborts)} vocabs: "
                          + "; ".join(f"{v} ({_abort_reason(native[(v, 'fixed')])})" for v in aborts) + ".")
+    # beyond the PR (bug C, bug D), from the compiled samplers
+    special = [row for r in native_ok for row in r.get("special", [])]
+    c_hit = sorted({x["vocab"] for x in special if x.get("sampler") == "fixed" and x.get("steps") and not x.get("complete")})
+    c_fix = sorted({x["vocab"] for x in special if x.get("sampler") == "nospecial" and x.get("complete")} & set(c_hit))
+    if c_hit:
+        ex = next(x for x in special if x.get("sampler") == "fixed" and x["vocab"] == ("llama-bpe" if "llama-bpe" in c_hit else c_hit[0]))
+        sentences.append(f"**Beyond the PR, bug C** (special-token text in a grammar becomes the special token, so generation "
+                         f"ends early with no error) hits **{len(c_hit)} of {n}** vocabs with the fix: {_names(c_hit)}. On "
+                         f"{ex['vocab']}, `{ex['literal']}` stops after {show_text(ex['spelled'])}, where the sampler allows only "
+                         f"{ex['stop_allowed_pieces']}. The `nospecial` candidate repairs it on {len(c_fix)} of them.")
+    d_hit = sorted(v for v in info if "Too many items" in str((native.get((v, "fixed")) or {}).get("pr_test_llg_error", "")))
+    if d_hit:
+        sentences.append(f"**Beyond the PR, bug D** (a mask over llguidance's 50000-item limit drops the grammar, and every "
+                         f"token is allowed from then on, with no error to the client) hits **{len(d_hit)}** vocabs in "
+                         f"llama.cpp's own test: {_names(d_hit)}. The `failclosed` candidate allows only end of generation "
+                         "after it instead.")
     if not served.empty:
         up = served[served.bridge == "upstream"]
         silent = up[(up.outcome != "pass") & (up.http_status == 200) & ~up.error_field.astype(bool)]
@@ -1539,7 +1555,68 @@ def _env() -> Any:
     return env
 
 
-def _vocab_pages(out: Path, sections: list[Section], vocabs: list[str], vt: Verdict | None, link_notebooks: bool = True) -> None:
+def vocab_story(results: Path, v: str) -> str:
+    """A vocab's page opens with what the results say happened there, in a few sentences (Markdown)."""
+    census = {r["vocab"]: r for r in load_results(results, "census")[0]}
+    leak = {r["vocab"]: {x["bridge"]: x for x in r["rows"]} for r in load_results(results, "leak")[0]}
+    forced = {r["vocab"]: {x["bridge"]: x for x in r["rows"]} for r in load_results(results, "forced")[0]}
+    probe = {r["vocab"]: r["probe"] for r in load_results(results, "probe")[0]}
+    served = [row for r in load_results(results, "server")[0] if r["vocab"] == v for row in r["rows"]]
+    special = [x for r in load_results(results, "native")[0] if r["vocab"] == v for x in r.get("special", [])]
+    out = []
+    c = census.get(v)
+    if c is not None:
+        s = c["summary"]
+        # the guide's own example first where it has one for this vocab (4.3), then the lowest ids
+        want = guide.EXAMPLES.get(v, (None,))[0]
+        ex = sorted(c["diffs"], key=lambda d: (d["token"] != want, d["token"]))[:3]
+        if s["differing"]:
+            out.append(f"**Bug A here:** {s['differing']} of {s['n_tokens']} tokens reach llguidance with other bytes than their piece "
+                       f"({s['lost_leading_space']} lost a leading space), for example "
+                       + ", ".join(f"{d['token']} `{show_text(d['piece'])}` handed over as `{show_text(d['detok'])}`" for d in ex) + ".")
+        else:
+            out.append(f"**Bug A here:** none: every one of the {s['n_tokens']} tokens reaches llguidance with its own bytes.")
+    lk = leak.get(v, {})
+    if lk.get("upstream") is not None:
+        out.append(f"The leak grammar `/[.a-z]{{2,6}}/ \"!\"` allows {lk['upstream'].get('allowed_with_space')} tokens with a space at "
+                   f"its first position without the fix, {lk.get('fixed', {}).get('allowed_with_space', '?')} with it.")
+    fd = forced.get(v, {})
+    up = fd.get("upstream") or {}
+    if up:
+        if up.get("error"):
+            out.append(f"**Bug B here:** following the one-literal grammar, the matcher dies at step {up.get('error_step')} "
+                       f"(`{first_words(up['error'], 110)}`), and the sampler drops the grammar; the output so far is "
+                       f"`{show_text(str(up.get('output', '')))}`.")
+        else:
+            out.append("**Bug B here:** none: the forced literal is followed to its end without the fix.")
+    p = probe.get(v)
+    if p:
+        out.append("**What the fix costs here:** " + ("the PR's probe finds `llama_tokenize` inexact, so the fix tokenizes greedily and "
+                   "byte forcing is lost (the mask stays exact)." if p.get("greedy") else
+                   "nothing: the probe finds the tokenizer exact and the fix keeps it, with byte forcing."))
+    if served:
+        pick = {(x["sampler"], x["case"]): x for x in served if x["llguidance"] == NATIVE_PIN}
+        parts = []
+        # the cases where the fix changes the outcome first, then the guide's two headline cases
+        order = ("forced_literal", "json_enum", "half_free", "dots", "no_space")
+        changed = [c for c in order if (pick.get(("upstream", c)) or {}).get("outcome") != (pick.get(("fixed", c)) or {}).get("outcome")]
+        for case in [*changed, *(c for c in ("forced_literal", "json_enum") if c not in changed)][:2]:
+            a, b = pick.get(("upstream", case)), pick.get(("fixed", case))
+            if a and b:
+                parts.append(f"{case}: `{show_text(a['output'][:60])}` ({a['outcome']}, HTTP {a['http_status']}) without the fix, "
+                             f"`{show_text(b['output'][:60])}` ({b['outcome']}) with it")
+        if parts:
+            out.append("**End to end** (the real llama-server, " + ("synthetic model" if served[0].get("synthetic") else "real model")
+                       + "): " + "; ".join(parts) + ".")
+    fx = next((x for x in special if x.get("sampler") == "fixed"), None)
+    if fx and fx.get("steps"):
+        out.append(f"**Bug C here:** `{fx['literal']}` " + ("is spelled out with the fix." if fx.get("complete") else
+                   f"stops after `{show_text(fx['spelled'])}` with the fix, where only {fx['stop_allowed_pieces']} is allowed."))
+    return "\n\n".join(out)
+
+
+def _vocab_pages(out: Path, sections: list[Section], vocabs: list[str], vt: Verdict | None, link_notebooks: bool = True,
+                 results: Path | None = None) -> None:
     env = _env()
     for v in vocabs:
         parts = []
@@ -1561,7 +1638,9 @@ def _vocab_pages(out: Path, sections: list[Section], vocabs: list[str], vt: Verd
         if vt is not None and v in set(vt.df["input"]):
             i = int(vt.df.index[vt.df["input"] == v][0])
             row = html_table(vt.df.iloc[[i]].reset_index(drop=True), vt.classes.iloc[[i]].reset_index(drop=True))
-        write_atomic(out / "vocab" / f"{v}.html", env.get_template("vocab.html.j2").render(vocab=v, parts=parts, verdict_row=row))
+        story = vocab_story(results, v) if results is not None else ""
+        write_atomic(out / "vocab" / f"{v}.html", env.get_template("vocab.html.j2").render(vocab=v, parts=parts, verdict_row=row,
+                                                                                          story=story))
 
 
 def build(results: Path = RESULTS, out: Path = REPORTS) -> list[dict[str, Any]]:
@@ -1639,7 +1718,7 @@ def _build(results: Path, out: Path) -> list[dict[str, Any]]:
         failed=failed, code=code, sections=sections)
     write_atomic(out / "pr-review-tables.md", md)
     write_atomic(out / "index.html", page)
-    _vocab_pages(out, sections, vocabs, vt, link_notebooks=not committed)
+    _vocab_pages(out, sections, vocabs, vt, link_notebooks=not committed, results=results)
     write_json(out / "run.json", {"versions": v, "failed": failed})
     return failed
 
