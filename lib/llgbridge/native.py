@@ -264,6 +264,22 @@ def prepare_sources() -> None:
     stamp.write_text(wanted)
 
 
+def check_compiler(what: str) -> str:
+    """The C++ compiler (`CXX`, else c++); RuntimeError naming `what` is skipped when there is none."""
+    cxx = os.environ.get("CXX", "c++")
+    if not shutil.which(cxx):
+        raise RuntimeError(f"no C++ compiler ({cxx} not found): {what} are skipped")
+    return cxx
+
+
+def run_make(makefile: Path, args: list[str], what: str, jobs: int | None = None) -> None:
+    """`make -f makefile args`; RuntimeError with the first error line, naming `what`, when it fails."""
+    r = subprocess.run(["make", "-s", "-f", str(makefile), f"-j{jobs or os.cpu_count() or 1}", *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        errs = [ln for ln in r.stderr.splitlines() if "error" in ln.lower()] or r.stderr.strip().splitlines()
+        raise RuntimeError(f"{what} failed: {errs[0] if errs else 'make exited ' + str(r.returncode)}")
+
+
 def build(jobs: int | None = None) -> dict[str, Any]:
     """Build everything into data/native/; returns (and writes to status.json) what happened.
 
@@ -273,21 +289,15 @@ def build(jobs: int | None = None) -> dict[str, Any]:
     t0 = time.monotonic()
     status: dict[str, Any] = {"built": False}
     try:
-        cxx = os.environ.get("CXX", "c++")
-        if not shutil.which(cxx):
-            raise RuntimeError(f"no C++ compiler ({cxx} not found): the native parts are skipped")
+        check_compiler("the native parts")
         prepare_sources()
         libs, missing = llguidance_libraries()
-        n = jobs or os.cpu_count() or 1
         # once per llguidance: the venv's (what the port drives) into bin/, the pinned one into
         # llg-VERSION/bin/ (each its own objects: a few seconds)
         for version, lib in libs.items():
             out = NATIVE if version == venv_llguidance() else NATIVE / f"llg-{version}"
             args = [f"{k}={v}" for k, v in {**make_vars(), "OUT": str(out), "LLG_SO": str(lib)}.items()]
-            r = subprocess.run(["make", "-s", "-f", str(MAKEFILE), f"-j{n}", *args], capture_output=True, text=True)
-            if r.returncode != 0:
-                errs = [ln for ln in r.stderr.splitlines() if "error" in ln.lower()] or r.stderr.strip().splitlines()
-                raise RuntimeError(f"native build (llguidance {version}) failed: {errs[0] if errs else 'make exited ' + str(r.returncode)}")
+            run_make(MAKEFILE, args, f"native build (llguidance {version})", jobs)
         status = {"built": True, "llguidance": list(libs), "missing": missing}
     except (RuntimeError, OSError, tarfile.TarError, subprocess.SubprocessError) as e:
         status["reason"] = first_line(str(e))

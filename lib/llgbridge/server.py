@@ -109,9 +109,7 @@ def build(jobs: int | None = None) -> dict[str, Any]:
     t0 = time.monotonic()
     status: dict[str, Any] = {"built": False}
     try:
-        cxx = os.environ.get("CXX", "c++")
-        if not shutil.which(cxx):
-            raise RuntimeError(f"no C++ compiler ({cxx} not found): the server parts are skipped")
+        cxx = native.check_compiler("the server parts")
         native.prepare_sources()
         libs, missing = llguidance_libraries()
         status["missing"] = missing
@@ -122,11 +120,7 @@ def build(jobs: int | None = None) -> dict[str, Any]:
                 f"LLAMA_LIB={mk['LLAMA_LIB']}", f"PY_LIBDIR={mk['PY_LIBDIR']}", f"PY_LIB={mk['PY_LIB']}",
                 f"LLG_VERSIONS={' '.join(libs)}", *(f"LLG_SO_{v}={p}" for v, p in libs.items()),
                 f"CANDIDATES={mk['CANDIDATES']}", *(f"SRC_{c}={mk[f'SRC_{c}']}" for c in native.CANDIDATES)]
-        n = jobs or os.cpu_count() or 1
-        r = subprocess.run(["make", "-s", "-f", str(SERVER_MAKEFILE), f"-j{n}", *args], capture_output=True, text=True)
-        if r.returncode != 0:
-            errs = [ln for ln in r.stderr.splitlines() if "error" in ln.lower()] or r.stderr.strip().splitlines()
-            raise RuntimeError(f"server build failed: {errs[0] if errs else 'make exited ' + str(r.returncode)}")
+        native.run_make(SERVER_MAKEFILE, args, "server build", jobs)
         status.update(built=True, llguidance=list(libs))
     except (RuntimeError, OSError, subprocess.SubprocessError) as e:
         status["reason"] = first_line(str(e))
