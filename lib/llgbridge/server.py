@@ -177,6 +177,19 @@ class Server:
         except OSError:
             return ""
 
+    def settled_log(self, start: int, quiet: float = 0.05, limit: float = 1.0) -> str:
+        """The log from byte `start`, once the server has stopped writing for `quiet` seconds (at most
+        `limit`): its log thread can write a request's `llg error` after the response is sent."""
+        deadline = time.monotonic() + limit
+        size = self.log_size()
+        while time.monotonic() < deadline:
+            time.sleep(quiet)
+            now = self.log_size()
+            if now == size:
+                break
+            size = now
+        return self.log(start)
+
     def log_size(self) -> int:
         try:
             return self.log_path.stat().st_size

@@ -196,7 +196,7 @@ def ask(srv: S.Server, vocab: Vocab, model: str, synthetic: bool, llg: str, samp
     endpoint, sent_as, body = request_for(case, prompt, max_tokens, seed, temperature, vocab)
     start = srv.log_size()
     reply = S.post(srv, endpoint, body, timeout)
-    log = srv.log(start)
+    log = srv.settled_log(start)
     llg_errs = LLG_ERROR.findall(log)
     greedy = GREEDY_LINE in srv.log()
 
@@ -247,6 +247,7 @@ class LoadResult:
     healthy_after: bool
     llg_errors: int
     seconds: float
+    violating: str = ""  # each violation: case, stop type and the text's start, for a reader to check
 
     def row(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "seconds"}
@@ -272,7 +273,8 @@ def load(exe: Path, model: Path, vocab: Vocab, synthetic: bool, llg: str, sample
     return LoadResult(model.name, llg, sampler, requests, parallel, outcomes.count("pass"), outcomes.count("violation"),
                       len(outcomes) - outcomes.count("pass") - outcomes.count("violation"),
                       sum(1 for r in rows if r.outcome != sequential.get(r.case)), healthy, llg_total,
-                      round(time.perf_counter() - t0, 3))
+                      round(time.perf_counter() - t0, 3),
+                      "; ".join(sorted({f"{r.case} ({r.stop_type}): {r.output[:40]!r}" for r in rows if r.outcome == "violation"})[:3]))
 
 
 # -- the port against the server -------------------------------------------------------------
