@@ -38,6 +38,7 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +67,14 @@ def gbnf_of(schema: dict[str, Any]) -> str:
     """The schema as GBNF, by llama.cpp's own `json_schema_to_grammar(schema, force_gbnf=true)`
     (`server.GBNF_TOOL`). llama-cpp-python's Python port of it drops `minimum`/`maximum`, so its
     grammar admits counts the schema forbids."""
+    return _gbnf(json.dumps(schema, sort_keys=True))
+
+
+@lru_cache(maxsize=8)  # one converter run per schema: request_for is asked for every build and for the payload
+def _gbnf(schema_json: str) -> str:
     import subprocess
 
-    r = subprocess.run([str(S.GBNF_TOOL)], input=json.dumps(schema).encode(), capture_output=True, timeout=60)
+    r = subprocess.run([str(S.GBNF_TOOL)], input=schema_json.encode(), capture_output=True, timeout=60)
     if r.returncode != 0:
         raise S.ServerError(f"schema-to-gbnf: {first_line(r.stderr.decode('utf-8', 'replace')) or r.returncode}")
     return r.stdout.decode()
