@@ -792,6 +792,15 @@ def server_section(results: Path) -> Section | None:
         sec.views.append(Table(pd.DataFrame(ctrl), caption=f"Controls (llguidance {pinned}): GBNF from the same schema; the chat endpoint; "
                                                            "a schema llguidance cannot compile"))
     if not load.empty:
+        fx_load = load[(load.sampler == "fixed") & (pd.to_numeric(load.violations, errors="coerce").fillna(0) > 0)]
+        if len(fx_load):
+            # not explained yet: said as measured, with the outputs, for a reviewer to weigh
+            sec.text += ("\n\n**Under load, the fixed build broke its grammar:** "
+                         + "; ".join(f"{r.model} on llguidance {r.llguidance}, {r.violations} of {r.requests} requests "
+                                     f"({r.violating})" for r in fx_load.itertuples())
+                         + ". One request at a time, the same cases pass. It shows on some runs only (a random-weight model "
+                         "batched over 4 slots takes other paths on each), on SentencePiece vocabs where the fix tokenizes "
+                         "greedily; its cause is not found yet.")
         sec.views.append(Table(load, caption="Load: 32 constrained requests over 4 slots at once, every output judged "
                                              "(differ from sequential: the same case's outcome one request at a time)"))
     special = df[(df.case == "special_literal") & (df.llguidance == pinned)]
@@ -1486,6 +1495,8 @@ def verdict(results: Path) -> Verdict | None:
                          f"token is allowed from then on, with no error to the client) hits **{len(d_hit)}** vocabs in "
                          f"llama.cpp's own test: {_names(d_hit)}. The `failclosed` candidate allows only end of generation "
                          "after it instead.")
+    loads = [row for r in server_ok for row in r.get("load", [])]
+    n_load_bad = sum(int(x.get("violations") or 0) for x in loads if x.get("sampler") == "fixed")
     if not served.empty:
         up = served[served.bridge == "upstream"]
         silent = up[(up.outcome != "pass") & (up.http_status == 200) & ~up.error_field.astype(bool)]
@@ -1493,7 +1504,8 @@ def verdict(results: Path) -> Verdict | None:
         sentences.append(f"**Through the real llama-server** (random-weight synthetic models around each fixture's tokenizer, and "
                          f"two real models): without the fix {len(silent)} of {int((up.outcome != 'pass').sum())} failing requests "
                          "answer HTTP 200 with no error field; with it, "
-                         + (f"{len(fx_bad)} still break their grammar." if len(fx_bad) else "none breaks its grammar."))
+                         + (f"{len(fx_bad)} still break their grammar" if len(fx_bad) else "none breaks its grammar")
+                         + (f" one request at a time; under 4-slot load, {n_load_bad} did (server section)." if n_load_bad else "."))
     return Verdict(sentences, pd.DataFrame(rows), pd.DataFrame(cls), (matched, len(figs)))
 
 
