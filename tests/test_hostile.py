@@ -166,6 +166,14 @@ def test_r3_a_result_of_other_code_is_stale_in_the_report_too(tmp_path: Path, mo
     assert not ok and f["error"] == "stale result: its code changed; make report reruns it"
 
 
+def test_r3_4_other_models_under_a_fixture_name_are_a_setting() -> None:
+    """Round three, 4: `run matrix llama-spm -p models '["SmolLM2…"]'` wrote the main llama-spm result
+    with SmolLM2's rows; `models` names an input only under make matrix's `model-NAME`."""
+    smol = ["data/models/SmolLM2-135M-Instruct.Q4_1.gguf"]
+    assert params.changed("matrix", {"vocab": "llama-spm", "models": smol}) == {"models": smol}
+    assert params.changed("matrix", {"vocab": "model-SmolLM2-135M-Instruct.Q4_1", "models": smol}) == {}
+
+
 def test_r3_9_a_nul_byte_in_a_grammar_is_refused(tmp_path: Path) -> None:
     """Round three, 9: ctypes and argv stop at a NUL, so the grammar measured was `start: "ab"`."""
     with pytest.raises(InputError, match="parameter grammar: holds a NUL byte at character 11"):

@@ -134,9 +134,16 @@ def check(notebook: str, given: dict[str, Any], notebooks_dir: Path = NOTEBOOKS)
 
 
 def changed(notebook: str, params: dict[str, Any], notebooks_dir: Path = NOTEBOOKS) -> dict[str, Any]:
-    """The settings in `params` that differ from `notebook`'s defaults (inputs and outputs aside)."""
+    """The settings in `params` that differ from `notebook`'s defaults (inputs and outputs aside).
+
+    `models` names an input, but only under the input name `make matrix` gives it (`model-NAME`):
+    other models run under a fixture's or a real model's name would stand in for that input's
+    result, so there they count as a setting (the run goes to data/byhand/)."""
     decl = declared(notebook, notebooks_dir)
-    return {k: v for k, v in params.items() if k not in NOT_SETTINGS and k in decl and v != decl[k]}
+    out = {k: v for k, v in params.items() if k not in NOT_SETTINGS and k in decl and v != decl[k]}
+    if params.get("models") and not str(params.get("vocab", "")).startswith("model-"):
+        out["models"] = params["models"]
+    return out
 
 
 def parse_value(v: str) -> Any:
