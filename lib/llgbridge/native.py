@@ -197,11 +197,12 @@ def llguidance_libraries() -> tuple[dict[str, Path], dict[str, str]]:
         libs[LLG_PINNED] = fetch_pinned_llguidance()
     except (RuntimeError, OSError, zipfile.BadZipFile, subprocess.SubprocessError) as e:
         missing[LLG_PINNED] = first_line(str(e))
-    return dict(sorted(libs.items(), key=lambda kv: _version_key(kv[0]))), missing
+    return dict(sorted(libs.items(), key=lambda kv: version_key(kv[0]))), missing
 
 
-def _version_key(v: str) -> tuple[int, ...]:
-    return tuple(int(x) if x.isdigit() else 0 for x in v.split("."))
+def version_key(v: object) -> tuple[int, ...]:
+    """A version's sort key: `1.0.1` before `1.9.1` before `1.10.0`."""
+    return tuple(int(x) if x.isdigit() else 0 for x in str(v).split("."))
 
 
 def _python_link() -> tuple[str, str]:

@@ -41,6 +41,7 @@ from .paths import REPORTS, RESULTS, ROOT, write_atomic, write_json
 from .fixtures import refused as refused_inputs
 from .models import REAL_MODELS
 from .native import LLG_PINNED as NATIVE_PIN
+from .native import version_key
 from .results import SCHEMAS
 from .results import load as _load
 
@@ -253,10 +254,6 @@ def _get(df: pd.DataFrame, vocab: str, bridge: str, col: str) -> Any:
     return None if pd.isna(val) else val
 
 
-def _version_key(v: object) -> tuple[int, ...]:
-    return tuple(int(x) if x.isdigit() else 0 for x in str(v).split("."))
-
-
 # -- census (guide 4.2, 4.3) ----------------------------------------------------------------------
 def census_section(results: Path) -> Section | None:
     ok, _ = load_results(results, "census")
@@ -432,13 +429,13 @@ def native_section(results: Path) -> Section | None:
     if "llguidance" not in df:
         df["llguidance"] = port_llg
     rank = df.sampler.map({"upstream": 0, "fixed": 1})  # shipped first, as the guide's tables have it
-    df = df.assign(_rank=rank, _v=df.llguidance.map(_version_key)).sort_values(["vocab", "_v", "_rank"], kind="stable", key=vocab_key) \
+    df = df.assign(_rank=rank, _v=df.llguidance.map(version_key)).sort_values(["vocab", "_v", "_rank"], kind="stable", key=vocab_key) \
         .drop(columns=["_rank", "_v"]).reset_index(drop=True)
     diffs = pd.DataFrame([d for r in ok for d in r.get("differences", [])])
     if not diffs.empty and "llguidance" not in diffs:
         diffs["llguidance"] = port_llg
     order = guide_order(list(df.vocab.unique()))
-    built = sorted(df.llguidance.unique(), key=_version_key)
+    built = sorted(df.llguidance.unique(), key=version_key)
     pinned = NATIVE_PIN if NATIVE_PIN in built else port_llg  # what llama.cpp links leads the tables
 
     def get(v: str, s: str, llg: str = "") -> dict[str, Any]:
@@ -828,7 +825,6 @@ def server_section(results: Path) -> Section | None:
     cands = [c for c in ("nospecial", "failclosed") if (df.sampler == c).any()]
     if cands:
         crow = []
-        pin_df = df[df.llguidance == pinned].set_index(["model", "case", "sampler"])
         for (model, case), g in df[(df.llguidance == pinned) & df.sampler.isin(["fixed", *cands])].groupby(["model", "case"], sort=False):
             got = {x.sampler: x for x in g.itertuples()}
             if "fixed" not in got or all(c not in got or got[c].outcome == got["fixed"].outcome for c in cands):
@@ -1105,7 +1101,7 @@ def beyond_section(results: Path) -> Section | None:
     # bug D: the PR's own test hitting llguidance's item limit, and what failing closed changes
     pr = pd.DataFrame([{**t, "vocab": r["vocab"]} for r in native_ok for t in r.get("tests", []) if t.get("test") == "pr"])
     if not pr.empty:
-        pin = NATIVE_PIN if (pr.llguidance == NATIVE_PIN).any() else sorted(pr.llguidance.unique(), key=_version_key)[-1]
+        pin = NATIVE_PIN if (pr.llguidance == NATIVE_PIN).any() else sorted(pr.llguidance.unique(), key=version_key)[-1]
         pr = pr[pr.llguidance == pin]
         limit = pr[(pr.sampler == "fixed") & pr.llg_error.str.contains("Too many items", na=False)]
         drows = []
@@ -1324,7 +1320,7 @@ def _names(vocabs: list[str]) -> str:
 def _pinned_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
     """A native result's rows on llguidance as llama.cpp pins it, where it was built, else the venv's."""
     have = {row.get("llguidance") for row in r["rows"]}
-    want = NATIVE_PIN if NATIVE_PIN in have else max(have, key=_version_key)
+    want = NATIVE_PIN if NATIVE_PIN in have else max(have, key=version_key)
     return [row for row in r["rows"] if row.get("llguidance") == want]
 
 

@@ -163,6 +163,7 @@ class Server:
     port: int
     log_path: Path
     proc: subprocess.Popen[bytes]
+    said_greedy: bool = False  # its log has said "not byte exact" (once per vocab, at the first grammar)
 
     @property
     def base(self) -> str:
@@ -236,7 +237,8 @@ def stop(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
             continue
 
 
-def _get(url: str, timeout: float) -> int:
+def http_status(url: str, timeout: float) -> int:
+    """The HTTP status of a GET (an error status too); OSError when nothing answers."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:
             return int(r.status)
@@ -271,7 +273,7 @@ def serve(exe: Path, model: Path, log_path: Path, *, parallel: int = 1, n_ctx: i
                         break  # the port went to someone else: try another
                     raise ServerError(f"{exe.name} exited with {proc.returncode} while loading {model.name}: {srv.last_lines()}")
                 try:
-                    if _get(srv.base + "/health", 2.0) == 200:
+                    if http_status(srv.base + "/health", 2.0) == 200:
                         break
                 except (OSError, urllib.error.URLError):
                     pass

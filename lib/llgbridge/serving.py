@@ -204,7 +204,9 @@ def ask(srv: S.Server, vocab: Vocab, model: str, synthetic: bool, llg: str, samp
     reply = S.post(srv, endpoint, body, timeout)
     log = srv.settled_log(start)
     llg_errs = LLG_ERROR.findall(log)
-    greedy = GREEDY_LINE in srv.log()
+    # the warning comes once per vocab, so it is remembered rather than the whole log read again
+    srv.said_greedy = srv.said_greedy or GREEDY_LINE in log
+    greedy = srv.said_greedy
 
     def row(outcome: str, text: str = "", tokens: list[int] | None = None, stop: str = "", error: str = "", tps: float = 0.0) -> ServerRow:
         return ServerRow(model, vocab.name, synthetic, llg, sampler, case, endpoint, sent_as, reply.status,
@@ -273,7 +275,7 @@ def load(exe: Path, model: Path, vocab: Vocab, synthetic: bool, llg: str, sample
         with ThreadPoolExecutor(max_workers=parallel) as pool:
             rows = list(pool.map(lambda c: ask(srv, vocab, model.name, synthetic, llg, sampler, c, prompts[c], max_tokens, seed, 0.0),
                                  order))
-        healthy = srv.alive() and S._get(srv.base + "/health", 5.0) == 200
+        healthy = srv.alive() and S.http_status(srv.base + "/health", 5.0) == 200
         llg_total = len(LLG_ERROR.findall(srv.log()))
     outcomes = [r.outcome for r in rows]
     return LoadResult(model.name, llg, sampler, requests, parallel, outcomes.count("pass"), outcomes.count("violation"),
