@@ -2,8 +2,10 @@
 
 `LLGBRIDGE_SWAP_VARIANTS=1` makes every test marked `guards` ask for the *other* bridge where it
 asks through `variant()`: upstream becomes fixed, and fixed or sentinel (the two bridges that
-claim to be correct) become upstream. Each such test must then fail on an assertion: that is
-how a test shows it catches the bug it names (`make test-swapped`).
+claim to be correct) become upstream; a candidate patch (nospecial, failclosed) becomes the PR it
+improves on, fixed, in the port (`bridge(name, variant(...))`) and the compiled sampler alike. Each
+such test must then fail on an assertion: that is how a test shows it catches the bug it names
+(`make test-swapped`).
 """
 from __future__ import annotations
 

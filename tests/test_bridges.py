@@ -8,7 +8,11 @@ import pytest
 
 from conftest import ALL_VOCABS, bridge, variant, vocab
 from llgbridge import bridges, guide
-from llgbridge.errors import InputError
+from llgbridge.errors import InputError, LlgError
+from llgbridge.grammars import literal_grammar
+from llgbridge.llg import mask_bits
+from llgbridge.native.trace import MIXED_QUANTIFIERS  # llama.cpp's own "mixed quantifiers" test grammar
+from llgbridge.probe import PROBES, probe_tokenize_exact
 
 
 @pytest.mark.parametrize("name", ALL_VOCABS)
@@ -53,7 +57,8 @@ def test_upstream_always_forces() -> None:
 
 
 def test_unknown_bridge_is_a_one_line_error() -> None:
-    with pytest.raises(InputError, match=r"^bridge 'nope': unknown bridge; choose one of upstream, fixed, sentinel, truth$"):
+    with pytest.raises(InputError, match=r"^bridge 'nope': unknown bridge; choose one of upstream, fixed, sentinel, "
+                                          r"nospecial, failclosed, truth$"):
         bridges.build(vocab("llama-spm"), "nope")
 
 
@@ -70,3 +75,81 @@ def test_bad_grammar_is_a_one_line_error() -> None:
     with pytest.raises(InputError, match=r"^lark grammar 'start: /\[unclosed/': llguidance rejected it") as e:
         bridge("llama-bpe", "fixed").new_matcher("start: /[unclosed/")
     assert "\n" not in str(e.value)
+
+
+# -- beyond the PR: the candidate patches' ports (patches/candidates/; the compiled side is test_native) ---
+def _follow(b: bridges.Bridge, grammar: str, steps: int = 16) -> list[list[int]]:
+    """The allowed ids per step, accepting the lowest one that is not EOS/EOT (the harness's "follow")."""
+    v, m, out = b.vocab, b.new_matcher(grammar), []
+    for _ in range(steps):
+        allowed = m.allowed()
+        out.append(allowed)
+        nxt = next((t for t in allowed if t not in (v.eos, v.eot)), None)
+        if nxt is None:
+            break
+        m.consume(nxt)
+    return out
+
+
+SPECIAL_LITERAL = "say <|eot_id|> now"  # the issue's hand-checked bug C example on llama-bpe
+
+
+def test_bug_c_the_pr_port_forces_the_control_token_for_its_text() -> None:
+    """The issue's walk, as the compiled PR sampler takes it: `say` (37890), `' '` (220), then only
+    128009, the <|eot_id|> control token, where the grammar asks for its text (not `guards`: the
+    shipped bridge does the same, so a swap cannot tell them apart)."""
+    steps = _follow(bridge("llama-bpe", "fixed"), literal_grammar(SPECIAL_LITERAL))
+    assert steps[:3] == [[37890], [220], [128009]]
+    assert vocab("llama-bpe").token_to_piece(128009, special=True) == b"<|eot_id|>"
+
+
+@pytest.mark.guards("bug C")
+def test_the_nospecial_port_spells_the_special_text_out() -> None:
+    """With parse_special = false the token after `say` is `' <|'` (83739), and the forced tokens
+    spell the literal byte for byte, as llguidance's own integration does; the PR's port forces
+    128009 instead."""
+    v = vocab("llama-bpe")
+    b = bridge("llama-bpe", variant("nospecial"))
+    steps = _follow(b, literal_grammar(SPECIAL_LITERAL))
+    assert steps[1] == [83739] and v.token_to_piece(83739) == b" <|"
+    assert v.real_bytes([s[0] for s in steps if s[0] not in (v.eos, v.eot)]) == SPECIAL_LITERAL.encode()
+    toks = b.tokenize_fn(b"a<|eot_id|>b")  # the callback itself: the text's pieces, no control token
+    assert 128009 not in toks and v.real_bytes(toks) == b"a<|eot_id|>b"
+
+
+def test_the_fourth_probe_calls_llama_bpe_inexact_under_parse_special() -> None:
+    """Candidate 0004's fourth probe is `a<|eot_id|>b` on llama-bpe; with parse_special = true (the
+    PR's tokenize_fn) it comes back as `ab` (64, 128009, 65: the control token has no piece), so the
+    PR's probe with it would have called llama-bpe inexact; with parse_special = false it round-trips,
+    and the candidate keeps byte forcing."""
+    v = vocab("llama-bpe")
+    probe = bridges.special_probe(v)
+    assert probe == b"a<|eot_id|>b"
+    said = probe_tokenize_exact(v, (*PROBES, probe), parse_special=True)
+    assert (said.exact, said.failed_probe, said.got, said.tokens) == (False, probe, b"ab", (64, 128009, 65))
+    assert probe_tokenize_exact(v, (*PROBES, probe), parse_special=False).exact
+    assert bridge("llama-bpe", "nospecial").forcing
+
+
+GEMMA4_EOG = {1: b"<eos>", 50: b"<|tool_response>", 106: b"<turn|>"}  # llama_vocab_is_eog on gemma-4, by hand
+
+
+@pytest.mark.guards("bug D")
+def test_the_failclosed_port_allows_only_the_end_after_too_many_items() -> None:
+    """On gemma-4 the mask after `bry` exceeds step_max_items ("Too many items (limit 50000; mask)").
+    The PR's sampler then drops the grammar (all 262144 tokens); failing closed allows only the
+    end-of-generation tokens."""
+    v = vocab("gemma-4")
+    b = bridge("gemma-4", variant("failclosed"))
+    m = b.new_matcher(MIXED_QUANTIFIERS)
+    assert len(mask_bits(m.mask(), v.n_tokens).nonzero()[0]) > 0
+    m.consume(v.tokenize(b"bryyyy", parse_special=False)[0])
+    with pytest.raises(LlgError, match=r"Too many items \(limit 50000; mask\)"):
+        m.mask()
+    assert b.after_mask_error().tolist() == sorted(GEMMA4_EOG)
+    assert [v.token_to_piece(t, special=True) for t in sorted(GEMMA4_EOG)] == list(GEMMA4_EOG.values())
+
+
+def test_the_pr_port_drops_the_grammar_on_a_mask_error() -> None:
+    b = bridge("gemma-4", "fixed")
+    assert len(b.after_mask_error()) == vocab("gemma-4").n_tokens and not b.fails_closed

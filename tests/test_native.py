@@ -19,6 +19,7 @@ from conftest import bridge, variant, vocab
 
 from llgbridge import guide, llg, native
 from llgbridge.grammars import FORCED_LITERAL, LEAK_GRAMMAR, literal_grammar
+from llgbridge.native.trace import MIXED_QUANTIFIERS
 
 _why = native.unavailable()
 pytestmark = pytest.mark.skipif(_why is not None, reason=f"native parts not built: {_why}")
@@ -83,7 +84,7 @@ def test_forced_trace_on_spm_dies_where_the_guide_says() -> None:
 
 def test_patches_apply_cleanly_to_the_pinned_sdist() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        native._extract_sources(Path(tmp))
+        native.extract_sources(Path(tmp))
         native.apply_patches(Path(tmp), dry_run=True)
         native.apply_patches(Path(tmp))
         text = (Path(tmp) / "common" / "llguidance.cpp").read_text()
@@ -119,8 +120,8 @@ def test_a_harness_abort_is_one_line() -> None:
 
 def test_ranges_round_trip() -> None:
     ids = np.array([0, 1, 2, 5, 7, 8])
-    assert native._parse_ranges("0-2,5,7-8").tolist() == ids.tolist()
-    assert native._parse_ranges(".").tolist() == []
+    assert native.parse_ranges("0-2,5,7-8").tolist() == ids.tolist()
+    assert native.parse_ranges(".").tolist() == []
 
 
 # -- beyond the PR: bug C, bug D and the candidate patches (patches/candidates/) ----------------------
@@ -170,11 +171,101 @@ def test_the_failclosed_candidate_allows_only_the_end_after_too_many_items() -> 
     s = variant("failclosed")
     _cand_built(s)
     v = vocab("gemma-4")
-    grammar = "start: cons+ vowel* cons? (vowel cons)*\nvowel: /[aeiouy]/\ncons: /[bcdfghjklmnpqrstvwxyz]/\n"
-    job = native.Job("mixed", grammar, tuple(v.tokenize(b"bryyyy", parse_special=False)))
+    job = native.Job("mixed", MIXED_QUANTIFIERS, tuple(v.tokenize(b"bryyyy", parse_special=False)))
     t = native.harness(s, v.path, [job], llg=PIN)["mixed"]
     assert t.error_step == 1 and "Too many items" in t.error
     import llama_cpp
 
     eog = sorted(x for x in range(v.n_tokens) if llama_cpp.llama_vocab_is_eog(v.llama_vocab, x))
     assert t.allowed[1].tolist() == eog
+
+
+@pytest.mark.guards("bug C and bug D")
+@pytest.mark.parametrize("name, sampler", [("llama-bpe", "nospecial"), ("gemma-4", "nospecial"), ("gemma-4", "failclosed")])
+def test_each_candidates_port_equals_its_compiled_sampler(name: str, sampler: str) -> None:
+    """Bug C's literal and bug D's grammar (llama.cpp's own "mixed quantifiers"), through each
+    candidate's compiled sampler and its port (bridges.NoSpecial, FailClosed): every allowed set, the
+    error and what the sampler allows at the failed step (the end of generation, failing closed)."""
+    v = vocab(name)
+    jobs = [j for j in native.jobs_for(bridge(name, "truth"), FORCED_LITERAL, LEAK_GRAMMAR, walks=0) if j.id in ("special", "mixed")]
+    assert [j.id for j in jobs] == ["special", "mixed"]
+    traces = native.harness(sampler, v.path, jobs)
+    if sampler == "failclosed":
+        assert traces["mixed"].error_step == 1 and len(traces["mixed"].allowed[1]) < v.n_tokens
+    d = native.differential(bridge(name, variant(sampler)), jobs, traces)
+    assert d.cells > len(jobs) and d.differences == []
+
+
+# -- why a native program died: one stable line (issue 24, 17) -----------------------------------------
+def _dup_vocab(tmp_path: Path) -> Path:
+    """A vocab with a duplicate token, which llama.cpp's loader stops on with a GGML_ASSERT."""
+    from gguf import Keys
+    from helpers import write_vocab as _write_vocab
+
+    return _write_vocab(tmp_path / "dup.gguf", lambda k, v: v[:300] + [v[301]] + v[301:] if k == Keys.Tokenizer.LIST else v)
+
+
+def test_a_harness_abort_names_the_assert_not_the_debugger(tmp_path: Path) -> None:
+    """ggml's abort handler runs gdb, whose last line is `[Inferior 1 (process N) detached]`: the
+    cause recorded is llama.cpp's GGML_ASSERT line, without directories, the same on every run."""
+    dup = _dup_vocab(tmp_path)
+    said = []
+    for _ in range(2):
+        with pytest.raises(RuntimeError) as e:
+            native.harness("fixed", dup, [native.Job("leak", LEAK_GRAMMAR, ())])
+        said.append(str(e.value))
+    why = "llama-vocab.cpp:2544: GGML_ASSERT(id_to_token.size() == token_to_id.size()) failed"
+    assert said[0] == said[1] == f"harness-fixed exited 134: {why}"
+    run = native.run_test("pr", "fixed", dup)  # llama.cpp's own test binary, the same abort
+    assert (run.exit_code, run.failure) == (134, why)
+
+
+def _harness_under(limit_kb: int, vocab_path: Path) -> tuple[str, int]:
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit_kb * 1024, limit_kb * 1024))
+
+    r = subprocess.run([str(native.BIN / "harness-fixed"), str(vocab_path)], input=native.Job("leak", LEAK_GRAMMAR, ()).line().encode(),
+                       capture_output=True, timeout=120, preexec_fn=cap)
+    return r.stdout.decode("utf-8", "replace") + r.stderr.decode("utf-8", "replace"), r.returncode if r.returncode >= 0 else 128 - r.returncode
+
+
+@pytest.mark.parametrize("limit_kb, says", [
+    (100_000, "out of memory: llama_model_load: error loading model"),  # C++ std::bad_alloc in the loader
+    (200_000, "out of memory: memory allocation of "),  # llguidance (Rust) aborts on a failed allocation
+])
+def test_a_memory_failure_is_named_out_of_memory(limit_kb: int, says: str) -> None:
+    """Under an address-space limit (`ulimit -v`) the harness fails in llama.cpp's loader (C++
+    bad_alloc) or in llguidance (Rust's allocation abort): the cause says out of memory, not a crash."""
+    out, code = _harness_under(limit_kb, vocab("gemma-4").path)
+    assert native.crash_cause(out, code).startswith(says), out[-500:]
+
+
+def test_an_uncaught_exception_keeps_its_type_and_what() -> None:
+    """libstdc++'s terminate handler writes the type, then `what():` on the next line (cut off at the
+    quote when the streams interleave); the cause keeps both, addresses and pids taken out."""
+    full = ("terminate called after throwing an instance of 'std::out_of_range'\n"
+            "  what():  vector::_M_range_check: __n (which is 5) >= this->size() (which is 3)\n"
+            "[Inferior 1 (process 6572) detached]\n")
+    assert native.crash_cause(full, 134) == "uncaught std::out_of_range: vector::_M_range_check: __n (which is 5) >= this->size() (which is 3)"
+    cut = "terminate called after throwing an instance of '\nllg error at 0x7ffd1234abcd\n  what():  bad grammar\n"
+    assert native.crash_cause(cut, 134) == "uncaught exception: bad grammar"
+    assert native.crash_cause("[Inferior 1 (process 6572) detached]\n", 139) == "segmentation fault (SIGSEGV)"
+
+
+# -- a checkout path with a space (issue 24, 14) -------------------------------------------------------
+def test_a_path_with_a_space_is_refused_in_one_line_before_make_runs(tmp_path: Path) -> None:
+    """Make splits file names at spaces ("overriding recipe for target '…/with'"), and native/Makefile
+    names the checkout's files in its targets: the build refuses such a path, naming it, and runs nothing."""
+    for d in (tmp_path / "plain", tmp_path / "with space"):
+        d.mkdir()
+        (d / "Makefile").write_text("$(OUT)/marker:\n\ttouch '$@'\n")
+    native.run_make(tmp_path / "plain" / "Makefile", [f"OUT={tmp_path / 'plain'}"], "native build")
+    assert (tmp_path / "plain" / "marker").exists()
+    bad = tmp_path / "with space"
+    with pytest.raises(RuntimeError) as e:
+        native.run_make(bad / "Makefile", [f"OUT={bad}"], "native build")
+    assert str(e.value) == (f"native build refused: {str(bad / 'Makefile')!r} has a space in it, which make cannot quote "
+                            "in a file name; move the checkout (or the venv) to a path without one")
+    assert not (bad / "marker").exists()

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import bridge, variant, vocab
 from llgbridge import grammars, guide, soundness
+from llgbridge.native.trace import MIXED_QUANTIFIERS  # llama.cpp's own "mixed quantifiers" test grammar
 
 
 @cache
@@ -76,3 +77,38 @@ def test_sentinel_allows_unk_inside_json_strings_on_llama_spm() -> None:
     assert {d.grammar for d in r.diffs if d.n_under} == {"json_nested"}
     assert vocab("llama-spm").token_to_piece(0) == b""
     assert bridge("llama-spm", "sentinel").token_bytes[0] == b"<unk>"
+
+
+# -- bug D: an llguidance error mid-walk, typed (MaskError), and what the sampler does next -------------
+
+
+@pytest.mark.guards("bug D")
+def test_a_resource_limit_mid_walk_is_recorded_with_the_limit_and_what_follows() -> None:
+    """On gemma-4 the mask after `bry` exceeds llguidance's step_max_items (50000 by default,
+    LlgParserLimits): the truth stops there too, so the walk is skipped, and each bridge's own mask
+    at that step fails the same way. The PR's sampler then drops the grammar (all 262144 tokens);
+    failing closed allows the three end-of-generation tokens (<eos>, <|tool_response>, <turn|>)."""
+    v = vocab("gemma-4")
+    fx, fc = bridge("gemma-4", "fixed"), bridge("gemma-4", variant("failclosed"))
+    sound = soundness.soundness(bridge("gemma-4", "truth"), [fx, fc], {"mixed": MIXED_QUANTIFIERS}, {"mixed": ("bryyyy",)}, walks=0)
+    rows = soundness.mask_error_rows(sound)
+    frame = soundness.bug_d_frame(rows)
+    assert sorted(frame.bridge) == sorted(["truth", "fixed", fc.name])
+    assert set(frame.step) == {1} and set(frame["at"]) == {"mask"} and set(frame.limit) == {50000}
+    assert set(frame.limit_of) == {"mask"} and all(frame.error.str.startswith("parser error: Too many items (limit 50000; mask)"))
+    assert (frame["items"] > 50000).all() and (frame.over_limit == frame["items"] - 50000).all()  # llguidance's all_items
+    by = frame.set_index("bridge")
+    assert (by.at["fixed", "then"], by.at["fixed", "then_allowed"]) == ("grammar dropped", v.n_tokens)
+    assert (by.at["failclosed", "then"], by.at["failclosed", "then_allowed"]) == ("end of generation only", 3)
+    assert sound["fixed"].row()["errors"] == 0  # the walk was skipped (the truth stopped): the old counts are as they were
+
+
+def test_an_error_that_names_no_limit_is_kept_but_is_not_bug_d() -> None:
+    """Upstream on llama-spm: its forced ' hello' is not what the literal needs (guide 5.1): an
+    error mid-walk at consume, with no limit, so bug_d_frame leaves it out unless asked."""
+    sound = soundness.soundness(bridge("llama-spm", "truth"), [bridge("llama-spm", "upstream")],
+                                {"literal": soundness.BATTERY["literal"]}, {"literal": soundness.SAMPLES["literal"]}, walks=0)
+    rows = soundness.mask_error_rows(sound)
+    assert [(r["bridge"], r["step"], r["at"], r["limit"]) for r in rows] == [("upstream", 1, "consume", None)]
+    assert "doesn't satisfy the grammar" in rows[0]["error"] and rows[0]["then"] == "grammar dropped"
+    assert soundness.bug_d_frame(rows).empty and len(soundness.bug_d_frame(rows, limits_only=False)) == 1

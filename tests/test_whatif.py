@@ -22,7 +22,7 @@ def test_whatif_on_a_renamed_fixture(tmp_path: Path) -> None:
     census = pd.read_csv(out / "tables" / "census.csv")
     assert census[["vocab", "differing", "lost_leading_space"]].values.tolist() == [["my-vocab", 16410, 16395]]
     forced = pd.read_csv(out / "tables" / "forced.csv")
-    assert set(forced.vocab) == {"my-vocab"} and sorted(forced.bridge) == ["fixed", "sentinel", "upstream"]
+    assert set(forced.vocab) == {"my-vocab"} and sorted(forced.bridge) == ["failclosed", "fixed", "nospecial", "sentinel", "upstream"]
     matrix = pd.read_csv(out / "tables" / "matrix.csv")
     assert sorted(zip(matrix.bridge, matrix.outcome)) == [("fixed", "pass"), ("sentinel", "pass"), ("upstream", "violation")]
     assert (out / "index.html").exists() and (out / "html" / "census" / "my-vocab.html").exists()

@@ -9,10 +9,15 @@ the two conversion points the PR review guide is about:
 
 The variants: `upstream` (as shipped), `fixed` (the PR), `sentinel` (llguidance's own
 integration, in `sentinel.py`) and `truth` (real bytes, no forcing: the yardstick for "legal").
+Beside the PR, the candidate patches of `patches/candidates/`, each the PR plus one change and
+named for it: `nospecial` (0004: `tokenize_fn` without special-token parsing, and a fourth probe)
+and `failclosed` (0005: on a mask error only end-of-generation is allowed, where the PR's sampler
+drops the grammar). A bridge says what the sampler does on a mask error (`after_mask_error`),
+since that is where `failclosed` differs.
 Every variant exposes the same small interface (`token_bytes`, `tokenize`, `new_matcher`;
 an `llg.Matcher` has `allowed`, `consume`), so an analysis runs over any of them without
 knowing which it has. `build(vocab, name)` is the one entry point; `VARIANTS` names the bridges
-a reviewer compares, `NAMES` adds `truth`.
+a reviewer compares, `CANDIDATES` the candidate patches, `NAMES` all of them and `truth`.
 
 Building a tokenizer walks the whole vocab (about a second for 256k tokens): cache it.
 """
@@ -21,19 +26,23 @@ from __future__ import annotations
 
 import ctypes
 import weakref
+from functools import lru_cache
 from collections.abc import Callable
 from typing import Any
 
+import llama_cpp
+import numpy as np
+
 from .errors import InputError
 from .llg import LlgTokenizeFn, LlgTokenizerInit, Matcher, lib
-from .probe import ProbeResult, probe_tokenize_exact
+from .probe import PROBES, ProbeResult, probe_tokenize_exact
 from .vocab import MAX_PIECE, Vocab
 
 SPECIAL_MARKER = b"\xff"  # llguidance's prefix for special tokens (common/llguidance.cpp:179)
 LLAMA_TOKEN_NULL = -1
 
-def _tok_eos(vocab: Vocab) -> int:
-    """EOT, else EOS (common/llguidance.cpp:148-151)."""
+def llama_tok_eos(vocab: Vocab) -> int:
+    """llama.cpp's `tok_eos` for llguidance: EOT, else EOS (common/llguidance.cpp:148-151)."""
     tok = vocab.eot
     if tok == LLAMA_TOKEN_NULL:
         tok = vocab.eos
@@ -100,7 +109,7 @@ class Bridge:
         data = (ctypes.c_uint8 * max(1, len(blob))).from_buffer_copy(blob or b"\0")
         init = LlgTokenizerInit(
             vocab_size=vocab.n_tokens,
-            tok_eos=(_tok_eos(vocab) if tok_eos is None else tok_eos) & 0xFFFFFFFF,
+            tok_eos=(llama_tok_eos(vocab) if tok_eos is None else tok_eos) & 0xFFFFFFFF,
             token_lens=lens,
             token_bytes=data,
             tokenizer_json=None,
@@ -123,11 +132,12 @@ class Bridge:
 
     # -- the tokenize_fn callback --------------------------------------------------------------
     callback_failures = 0  # calls where `tokenize_fn` raised and the callback returned no tokens
+    parse_special = True  # the last argument of tokenize_fn's llama_tokenize (false in `nospecial`)
 
     def tokenize_fn(self, data: bytes) -> list[int]:
         """What the callback hands llguidance: `llama_tokenize(add_special=false,
         parse_special=true)` (common/llguidance.cpp:123-137)."""
-        return self.vocab.tokenize(data, add_special=False, parse_special=True)
+        return self.vocab.tokenize(data, add_special=False, parse_special=self.parse_special)
 
     def _tokenize_cb(self, _user: int, data: ctypes.c_void_p, n: int, out: ctypes.c_void_p, out_len: int) -> int:
         # returns the number of tokens needed, which may exceed out_len (llguidance asks again)
@@ -151,6 +161,15 @@ class Bridge:
 
     def new_matcher(self, grammar: str, kind: str = "lark") -> Matcher:
         return Matcher(self._handle, self.vocab.n_tokens, grammar, kind, owner=self)
+
+    # -- the sampler on a mask error ----------------------------------------------------------
+    fails_closed = False
+
+    def after_mask_error(self) -> np.ndarray:
+        """The ids the sampler allows from the step whose mask llguidance could not compute on.
+        As shipped and in the PR, `llama_sampler_llg_apply` logs the error, frees the matcher and
+        returns (common/llguidance.cpp:48-58): every token, the grammar dropped."""
+        return np.arange(self.vocab.n_tokens)
 
 
 class Upstream(Bridge):
@@ -193,6 +212,61 @@ class Fixed(Bridge):
         super().__init__(vocab, table, forcing=probe.exact, greedy=not probe.exact, probe=probe)
 
 
+def special_probe(vocab: Vocab) -> bytes | None:
+    """Candidate 0004's fourth probe: `a` + the end-of-turn token's text (EOT, else EOS, as
+    `llama_token_to_piece(special=true)` spells it into a 256-byte buffer) + `b`; None when the vocab
+    has no such token or its text is empty or longer than the buffer (the C++ then adds no probe)."""
+    t = llama_tok_eos(vocab)
+    if t == LLAMA_TOKEN_NULL:
+        return None
+    try:
+        text = vocab.token_to_piece(t, 0, True, 256)
+    except InputError:
+        return None
+    return b"a" + text + b"b" if text else None
+
+
+@lru_cache(maxsize=1)  # one vocab: a long-lived kernel must not keep every model it saw alive
+def eog_tokens(vocab: Vocab) -> np.ndarray:
+    """The ids `llama_vocab_is_eog` says end a generation, ascending."""
+    return np.array([t for t in range(vocab.n_tokens) if llama_cpp.llama_vocab_is_eog(vocab.llama_vocab, t)], dtype=np.int64)
+
+
+class NoSpecial(Fixed):
+    """Candidate 0004 on top of the PR (patches/candidates/0004-…): bug C's repair.
+
+    - `tokenize_fn` = `llama_tokenize(..., add_special=false, parse_special=false)`: forced bytes
+      that spell a special token's text stay text;
+    - the probe: the PR's three plus `special_probe(vocab)`, all tokenized with
+      `parse_special=false`; `tokenize_fn` is kept only when all four round-trip, else greedy.
+    Token table, `tok_eos` and the rest as the PR.
+    """
+
+    name = "nospecial"
+    parse_special = False
+
+    def __init__(self, vocab: Vocab) -> None:
+        table = _piece_table(vocab)
+        extra = special_probe(vocab)
+        probe = probe_tokenize_exact(vocab, PROBES if extra is None else (*PROBES, extra), parse_special=False)
+        Bridge.__init__(self, vocab, table, forcing=probe.exact, greedy=not probe.exact, probe=probe)
+
+
+class FailClosed(Fixed):
+    """Candidate 0005 on top of the PR (patches/candidates/0005-…): bug D's, and bug B's, repair.
+
+    The tokenizer is the PR's. On a mask error `llama_sampler_llg_apply` sets `failed` and from
+    then on sets every logit but those of `llama_vocab_is_eog` tokens to -inf, where the PR's
+    sampler drops the grammar.
+    """
+
+    name = "failclosed"
+    fails_closed = True
+
+    def after_mask_error(self) -> np.ndarray:
+        return eog_tokens(self.vocab)
+
+
 class Truth(Bridge):
     """Ground truth for legality: the real pieces, byte forcing off (no `tokenize_fn`).
 
@@ -209,14 +283,16 @@ class Truth(Bridge):
 
 
 VARIANTS: tuple[str, ...] = ("upstream", "fixed", "sentinel")  # the bridges a reviewer compares
-NAMES: tuple[str, ...] = (*VARIANTS, "truth")
+CANDIDATES: tuple[str, ...] = ("nospecial", "failclosed")  # patches/candidates/, beside the PR (native.CANDIDATES)
+NAMES: tuple[str, ...] = (*VARIANTS, *CANDIDATES, "truth")
 
 
 def variant(name: str) -> type[Bridge]:
     """The class of the bridge called `name`; the one place a bridge name is checked."""
     from .sentinel import Sentinel  # sentinel.py builds on Bridge, so it imports this module
 
-    classes: dict[str, type[Bridge]] = {"upstream": Upstream, "fixed": Fixed, "sentinel": Sentinel, "truth": Truth}
+    classes: dict[str, type[Bridge]] = {"upstream": Upstream, "fixed": Fixed, "sentinel": Sentinel, "nospecial": NoSpecial,
+                                        "failclosed": FailClosed, "truth": Truth}
     if name not in classes:
         raise InputError(f"bridge {name!r}", f"unknown bridge; choose one of {', '.join(NAMES)}")
     return classes[name]

@@ -37,16 +37,17 @@ class ProbeResult:
     error: str | None = None  # a tokenize or piece error (the probe fails safe)
 
 
-def probe_tokenize_exact(vocab: Vocab, probes: tuple[bytes, ...] = PROBES) -> ProbeResult:
+def probe_tokenize_exact(vocab: Vocab, probes: tuple[bytes, ...] = PROBES, parse_special: bool = True) -> ProbeResult:
     """The PR's `llama_sampler_llg_tokenize_is_exact` (guide 5.3).
 
-    Tokenizes each probe as `tokenize_fn` would (`add_special=false, parse_special=true`) and
+    Tokenizes each probe as `tokenize_fn` would (`add_special=false, parse_special=true`; the
+    `nospecial` candidate passes false, as its tokenize_fn does) and
     reassembles the tokens with `llama_token_to_piece(lstrip=0, special=false)`. Any failure,
     including an error, makes the vocab inexact: the probe fails safe.
     """
     for p in probes:
         try:
-            toks = vocab.tokenize(p, add_special=False, parse_special=True)
+            toks = vocab.tokenize(p, add_special=False, parse_special=parse_special)
             got = vocab.real_bytes(toks)
         except Exception as e:  # noqa: BLE001 - fail safe, as the C++ probe does
             return ProbeResult(False, p, None, (), f"{type(e).__name__}: {e}")

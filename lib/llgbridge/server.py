@@ -50,8 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import first_line
-from .native import CANDIDATES as NATIVE_CANDIDATES
-from .native import LLG_PINNED, llguidance_libraries, venv_llguidance
+from .native.builder import CANDIDATES as NATIVE_CANDIDATES
+from .native.builder import LLG_PINNED, llguidance_libraries, venv_llguidance
 from .paths import DATA, ROOT, write_atomic, write_json
 
 SERVER = DATA / "native" / "server"
@@ -104,7 +104,7 @@ def build(jobs: int | None = None) -> dict[str, Any]:
     """Build the servers into data/native/server/; returns (and writes to its status.json) what
     happened: `built`, the `llguidance` versions built against, `missing` (a version that could not
     be had, and why), `reason` when nothing was built, `seconds`."""
-    from . import native
+    from .native import builder as native  # the server's build reuses the native build's trees and make
 
     t0 = time.monotonic()
     status: dict[str, Any] = {"built": False}

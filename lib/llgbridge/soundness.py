@@ -24,6 +24,15 @@ the truth matcher with a seeded RNG among its allowed tokens until it accepts (`
 Each is checked against the truth matcher: one it rejects, or that the vocab cannot spell, is
 counted in `skipped` and not compared.
 
+Bug D: every llguidance error mid-walk is also kept as a typed `MaskError` (`mask_errors`):
+where (grammar, sample, step, mask or consume), the error's first line, the resource limit it
+names (`Too many items (limit 50000; mask)`: llguidance's `LlgParserLimits.step_max_items`) and
+the item count its state dump reports (`all_items`), and what the sampler does next (the PR's
+drops the grammar, every token allowed; `failclosed` allows only end-of-generation). Where the
+truth matcher itself stops (the walk is then skipped), its error is kept as bridge `truth`, and
+each bridge's own mask at that step is tried, so a limit every bridge hits is seen on each.
+`bug_d_frame` is the tidy table.
+
 But:
 - one tokenization per string (greedy by real bytes), not every tokenization: a mask step that
   only a different path reaches is not visited;
@@ -38,15 +47,19 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass, field
-from typing import Any
+import re
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .bridges import Bridge
-from .errors import LlgError, first_line
+from .errors import LlgError, cause_line, first_line
 from .grammars import FORCED_LITERAL, LEAK_GRAMMAR, json_grammar, literal_grammar
 from .llg import Matcher, mask_bits
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 _ENUM = {
@@ -157,6 +170,45 @@ class StepDiff:
     collapsed: bool  # the bridge's mask is one token while the truth allows more (byte forcing)
 
 
+# "parser error: Too many items (limit 50000; mask); try avoiding …": the limit and what it bounds
+_LIMIT = re.compile(r"\(limit (\d+); (\w+)\)")
+_ITEMS = re.compile(r'"all_items":\s*(\d+)')  # llguidance's state dump, after the first line
+
+
+@dataclass(frozen=True)
+class MaskError:
+    """One llguidance error mid-walk (bug D when it names a resource limit)."""
+
+    vocab: str
+    bridge: str  # "truth": the yardstick itself stopped there
+    grammar: str
+    sample: str
+    step: int
+    at: str  # "mask" (compute_mask failed) or "consume" (the sampler ignores it; the next mask fails)
+    error: str  # the first line, as the sampler logs it
+    limit: int | None = None  # the limit the error names, e.g. step_max_items (50000 by default)
+    limit_of: str = ""  # what the limit bounds, as llguidance says it ("mask")
+    items: int | None = None  # all_items in llguidance's state dump, where it gives one
+    over_limit: int | None = None  # items - limit
+    then: str = ""  # what the sampler does next: "grammar dropped" or "end of generation only" ("" for truth)
+    then_allowed: int | None = None  # how many tokens it then allows
+
+
+def mask_error(bridge: Bridge | None, vocab: str, grammar: str, sample: str, step: int, at: str, text: str) -> MaskError:
+    """`text` (an LlgError's whole message) as a MaskError; `bridge` None for the truth."""
+    lim = _LIMIT.search(first_line(text))
+    items = _ITEMS.search(text) if lim else None  # the item count is the figure a limit bounds; beside any other error it says nothing
+    limit = int(lim[1]) if lim else None
+    n_items = int(items[1]) if items else None
+    then, n = "", None
+    if bridge is not None:
+        then = "end of generation only" if bridge.fails_closed else "grammar dropped"
+        n = len(bridge.after_mask_error())
+    return MaskError(vocab, "truth" if bridge is None else bridge.name, grammar, sample, step, at, cause_line(text),
+                     limit, lim[2] if lim else "", n_items,
+                     n_items - limit if limit is not None and n_items is not None else None, then, n)
+
+
 @dataclass
 class SoundnessResult:
     vocab: str
@@ -173,6 +225,7 @@ class SoundnessResult:
     errors: list[tuple[str, str, int, str]] = field(default_factory=list)  # (grammar, sample, step, llguidance error)
     diffs: list[StepDiff] = field(default_factory=list)
     skipped: list[tuple[str, str, str]] = field(default_factory=list)  # (grammar, sample, why)
+    mask_errors: list[MaskError] = field(default_factory=list)  # bug D: every llguidance error mid-walk, typed
 
     def worst(self, n: int = 5) -> list[StepDiff]:
         """The steps with the most under-constraint, then the most over-constraint."""
@@ -247,6 +300,7 @@ def walk(
     keep[stops] = False
     tm = truth.new_matcher(grammar)
     live = {b.name: b.new_matcher(grammar) for b in bridges}
+    by_name = {b.name: b for b in bridges}
     for b in bridges:
         results[b.name].walks += 1
     prefix = b""
@@ -256,6 +310,12 @@ def walk(
         except LlgError as e:
             for r in results.values():
                 r.skipped.append((name, sample, f"the truth matcher rejects it at step {i}: {first_line(str(e))}"))
+                r.mask_errors.append(mask_error(None, v.name, name, sample, i, "mask", str(e)))
+            for bname, vm in live.items():  # not compared (no truth), but does the bridge stop here too?
+                try:
+                    vm.mask()
+                except LlgError as be:
+                    results[bname].mask_errors.append(mask_error(by_name[bname], v.name, name, sample, i, "mask", str(be)))
             return
         nxt = tokens[i] if i < len(tokens) else None
         for bname, vm in list(live.items()):
@@ -264,6 +324,7 @@ def walk(
                 d = _compare(r, vm, tmask, keep, stops, (name, sample, i))
             except LlgError as e:
                 r.errors.append((name, sample, i, str(e)))
+                r.mask_errors.append(mask_error(by_name[bname], v.name, name, sample, i, "mask", str(e)))
                 del live[bname]
                 continue
             if d is not None:
@@ -278,6 +339,7 @@ def walk(
                 vm.consume(nxt)
             except LlgError as e:
                 results[bname].errors.append((name, sample, i, str(e)))
+                results[bname].mask_errors.append(mask_error(by_name[bname], v.name, name, sample, i, "consume", str(e)))
                 del live[bname]
     if not tm.is_accepting:
         for r in results.values():
@@ -360,12 +422,38 @@ def worst_rows(built: dict[str, Bridge], sound: dict[str, SoundnessResult], n: i
     return [{"bridge": name, **describe(built[name], d)} for name, r in sound.items() for d in r.worst(n)]
 
 
+def mask_error_rows(sound: dict[str, SoundnessResult]) -> list[dict[str, Any]]:
+    """Every MaskError of every bridge, once each (the truth's is kept by every bridge's result),
+    sorted by bridge, grammar, sample, step."""
+    rows = {(e.bridge, e.grammar, e.sample, e.step, e.at): asdict(e) for r in sound.values() for e in r.mask_errors}
+    return [rows[k] for k in sorted(rows)]
+
+
+BUG_D_COLUMNS = ("vocab", "bridge", "grammar", "sample", "step", "at", "error", "limit", "limit_of", "items", "over_limit",
+                 "then", "then_allowed")
+
+
+def bug_d_frame(rows: list[dict[str, Any]], limits_only: bool = True) -> pd.DataFrame:
+    """Bug D's tidy table from `mask_error_rows` rows (of any number of vocabs; the corpus's
+    `mask_errors` have the schema's id as the grammar): one row per (vocab, bridge, grammar,
+    sample, step, at), the resource-limit errors only unless `limits_only` is false; sorted."""
+    import pandas as pd
+
+    extra = sorted({k for r in rows for k in r} - set(BUG_D_COLUMNS))  # the native rows' `llguidance`
+    df = pd.DataFrame(rows, columns=[*BUG_D_COLUMNS, *extra])
+    if limits_only:
+        df = df[df["limit"].notna()]
+    for c in ("limit", "items", "over_limit", "then_allowed"):
+        df[c] = df[c].astype("Int64")
+    return df.sort_values(["vocab", "bridge", *extra, "grammar", "sample", "step", "at"], kind="stable").reset_index(drop=True)
+
+
 def payload(sound: dict[str, SoundnessResult], worst: list[dict[str, Any]], build_errors: dict[str, str], walks: int,
             seed: int) -> dict[str, Any]:
-    """The soundness notebook's result."""
+    """The soundness notebook's result; `mask_errors` (bug D) is `mask_error_rows`."""
     return {"walks": walks, "seed": seed, "soundness": [r.row() for r in sound.values()], "worst": worst,
-            "build_errors": build_errors}
+            "build_errors": build_errors, "mask_errors": mask_error_rows(sound)}
 
 
 __all__ = ["BATTERY", "SAMPLES", "soundness", "walk", "walk_list", "walk_samples", "describe", "worst_rows", "payload",
-           "SoundnessResult", "StepDiff"]
+           "SoundnessResult", "StepDiff", "MaskError", "mask_error", "mask_error_rows", "bug_d_frame", "BUG_D_COLUMNS"]

@@ -1,0 +1,333 @@
+"""The build: the vendored llama.cpp tree extracted from the pinned sdist, patched, and compiled.
+
+`build()` extracts the vendored llama.cpp sources from the pinned llama-cpp-python sdist (the one
+`make data` fetches), copies them and applies `patches/` (the PR, guide 11) with
+`patch -p1 --fuzz=0`, then the candidate patches (`patches/candidates/`) each on top of the PR in a
+tree of its own, and compiles with `native/Makefile`: `common/llguidance.cpp` per sampler,
+llama.cpp's own `tests/test-grammar-llguidance.cpp` as shipped and as patched, and
+`native/harness.cpp`, once per llguidance version (the venv's, and the pinned 1.0.1). They link the
+venv's `libllama` and the llguidance wheel's C API. About 30 s on 2 cores the first time; nothing
+when up to date. The server's build (`server.build`) reuses the trees and `run_make`.
+
+But: without a C++ compiler, `patch` or a shared libpython, `build()` records one line saying so
+(data/native/status.json), and everything else runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from ..errors import first_line
+from ..paths import DATA, ROOT, write_atomic, write_json
+
+NATIVE = DATA / "native"
+SHIPPED = NATIVE / "src" / "shipped"
+FIXED = NATIVE / "src" / "fixed"
+BIN = NATIVE / "bin"
+STATUS = NATIVE / "status.json"
+PATCHES = ROOT / "patches"
+MAKEFILE = ROOT / "native" / "Makefile"
+
+SAMPLERS = ("upstream", "fixed")  # the shipped common/llguidance.cpp, and with the PR
+# candidate patches beside the PR (patches/candidates/), each applied on top of it in a tree of its
+# own and named for what it does: a sampler each, never replacing `fixed`
+CANDIDATES: dict[str, str] = {
+    "nospecial": "0004-llguidance-tokenize-fn-without-special-parsing.patch",
+    "failclosed": "0005-llguidance-fail-closed-on-a-mask-error.patch",
+}
+CANDIDATE_PATCHES = PATCHES / "candidates"
+# what the build needs from the vendored tree: common/ and the public headers for every object,
+# nlohmann for common/json.h, and the two test files the PR touches
+SOURCE_PREFIXES = ("common/", "include/", "ggml/include/", "vendor/nlohmann/", "tests/test-grammar-llguidance.cpp",
+                   "tests/CMakeLists.txt",
+                   # llama-server (`server.build`): its sources, the mtmd headers it includes (the venv has
+                   # libmtmd), the UI's templates (no assets), cpp-httplib, the subprocess header and the staging API
+                   # header common/fit.cpp and speculative.cpp include (libllama exports it)
+                   "tools/server/", "tools/mtmd/mtmd.h", "tools/mtmd/mtmd-helper.h", "tools/ui/ui.h.in",
+                   "tools/ui/ui.cpp.in", "vendor/cpp-httplib/", "vendor/sheredom/", "src/llama-ext.h")
+COMMIT_MEMBER = "llama_cpp_python-0.3.36/.git/modules/vendor/llama.cpp/HEAD"
+COMMIT_FILE = "LLAMA_CPP_COMMIT"
+TEST_TIMEOUT = 600  # seconds for one test binary on one vocab; gemma-4 (262k tokens) takes about 20
+
+
+# llguidance as llama.cpp links it (common/CMakeLists.txt: GIT_TAG d795912f..., "v1.0.1")
+LLG_PINNED = "1.0.1"
+LLG_WHEELS = {  # the wheel pip picks here, and its sha256 as the registry serves it
+    "llguidance-1.0.1-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl":
+        "945ab9c077d35dc8c6a603ea6a3e4f5ba2deeae80a0b3cbfbedd142881fb4262",
+}
+LLG_DIR = NATIVE / f"llguidance-{LLG_PINNED}"
+
+
+# -- build -----------------------------------------------------------------------------------
+def extract_sources(dest: Path) -> None:
+    """The vendored tree's build inputs, from the sdist `make data` caches, into `dest`."""
+    from ..fixtures import MEMBER_PREFIX, fetch_sdist
+
+    sdist = fetch_sdist(DATA / "sdist")
+    with tarfile.open(sdist) as tar:
+        members = []
+        for m in tar.getmembers():
+            if not m.name.startswith(MEMBER_PREFIX) or not (m.isfile() or m.isdir()):
+                continue
+            rel = m.name[len(MEMBER_PREFIX):]
+            if rel.startswith(SOURCE_PREFIXES):
+                m.name = rel
+                members.append(m)
+        tar.extractall(dest, members=members, filter="data")
+        # the sdist keeps the submodule's git dir: the commit of the vendored tree
+        head = tar.extractfile(COMMIT_MEMBER) if COMMIT_MEMBER in tar.getnames() else None
+        if head is not None:
+            (dest / COMMIT_FILE).write_text(head.read().decode().strip() + "\n")
+
+
+def vendored_commit() -> str:
+    """The llama.cpp commit llama-cpp-python vendors (read from its sdist by `build`), or ""."""
+    try:
+        return (SHIPPED / COMMIT_FILE).read_text().strip()
+    except OSError:
+        return ""
+
+
+def patch_files() -> list[Path]:
+    """The PR as a series, in the order it applies."""
+    return sorted(PATCHES.glob("*.patch"))
+
+
+def candidate_tree(name: str) -> Path:
+    return NATIVE / "src" / name
+
+
+def apply_patches(tree: Path, dry_run: bool = False, patches: list[Path] | None = None) -> None:
+    """Apply `patches/` (or `patches`) to `tree` with no fuzz: a patch that does not apply exactly raises."""
+    if not shutil.which("patch"):
+        raise RuntimeError("the `patch` program is missing (Debian package `patch`)")
+    for p in patch_files() if patches is None else patches:
+        cmd = ["patch", "-p1", "--fuzz=0", "--forward", "--batch", "--no-backup-if-mismatch", "-d", str(tree), "-i", str(p)]
+        if dry_run:
+            cmd.append("--dry-run")
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0 or "offset" in r.stdout:
+            said = (r.stdout + r.stderr).strip().splitlines()
+            raise RuntimeError(f"{p.relative_to(ROOT)} does not apply cleanly: {said[-1] if said else r.returncode}")
+
+
+def venv_llguidance() -> str:
+    from importlib.metadata import version
+
+    return version("llguidance")
+
+
+def fetch_pinned_llguidance() -> Path:
+    """The 1.0.1 wheel's `_lib.abi3.so`, extracted into data/native/llguidance-1.0.1/ (once)."""
+    lib = LLG_DIR / "_lib.abi3.so"
+    if lib.exists():
+        return lib
+    LLG_DIR.mkdir(parents=True, exist_ok=True)
+    from ..fixtures import sha256
+
+    with tempfile.TemporaryDirectory(dir=LLG_DIR) as tmp:
+        r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+                            f"llguidance=={LLG_PINNED}", "-d", tmp, "-q", "--disable-pip-version-check"],
+                           capture_output=True, text=True)
+        wheels = sorted(Path(tmp).glob("*.whl"))
+        if r.returncode != 0 or not wheels:
+            said = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("WARNING")]
+            raise RuntimeError(f"llguidance=={LLG_PINNED}: pip download failed: {said[-1] if said else r.returncode}")
+        wheel = wheels[0]
+        want = LLG_WHEELS.get(wheel.name)
+        if want is None:
+            raise RuntimeError(f"llguidance=={LLG_PINNED}: no pinned sha256 for {wheel.name} (this platform's wheel)")
+        got = sha256(wheel)
+        if got != want:
+            raise RuntimeError(f"{wheel.name}: sha256 {got[:12]}… is not the pinned {want[:12]}…")
+        with zipfile.ZipFile(wheel) as z:
+            member = next((n for n in z.namelist() if n.startswith("llguidance/_lib") and n.endswith(".so")), None)
+            if member is None:
+                raise RuntimeError(f"{wheel.name} holds no llguidance/_lib*.so")
+            write_atomic(lib, z.read(member))
+    return lib
+
+
+def llguidance_libraries() -> tuple[dict[str, Path], dict[str, str]]:
+    """({version: the C API's shared library}, {version: why it is missing}): the pinned 1.0.1
+    and the venv's."""
+    from ..llg import _library_path
+
+    libs: dict[str, Path] = {venv_llguidance(): _library_path()}
+    missing: dict[str, str] = {}
+    try:
+        libs[LLG_PINNED] = fetch_pinned_llguidance()
+    except (RuntimeError, OSError, zipfile.BadZipFile, subprocess.SubprocessError) as e:
+        missing[LLG_PINNED] = first_line(str(e))
+    return dict(sorted(libs.items(), key=lambda kv: version_key(kv[0]))), missing
+
+
+def version_key(v: object) -> tuple[int, ...]:
+    """A version's sort key: `1.0.1` before `1.9.1` before `1.10.0`."""
+    return tuple(int(x) if x.isdigit() else 0 for x in str(v).split("."))
+
+
+def _python_link() -> tuple[str, str]:
+    """(LIBDIR, library name for -l) of this interpreter's shared libpython."""
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    ldlib = sysconfig.get_config_var("LDLIBRARY") or ""
+    if not ldlib.endswith(".so") or not (Path(libdir) / ldlib).exists():
+        raise RuntimeError(f"this Python has no shared libpython ({ldlib or 'none'} in {libdir or '?'})")
+    return libdir, ldlib.removeprefix("lib").removesuffix(".so")
+
+
+def make_vars() -> dict[str, str]:
+    import llama_cpp
+
+    from ..llg import _library_path
+
+    py_libdir, py_lib = _python_link()
+    return {
+        "SHIPPED": str(SHIPPED),
+        "FIXED": str(FIXED),
+        "CANDIDATES": " ".join(CANDIDATES),
+        **{f"SRC_{name}": str(candidate_tree(name)) for name in CANDIDATES},
+        "OUT": str(NATIVE),
+        "LLAMA_LIB": str(Path(llama_cpp.__file__).parent / "lib"),
+        "LLG_SO": str(_library_path()),
+        "PY_LIBDIR": py_libdir,
+        "PY_LIB": py_lib,
+    }
+
+
+def prepare_sources() -> None:
+    """Shipped and patched trees, rebuilt together whenever a patch is newer than them or the
+    list of what is extracted changed (the stamp holds that list)."""
+    stamp = NATIVE / "src" / ".complete"
+    cands = [CANDIDATE_PATCHES / f for f in CANDIDATES.values()]
+    newest = max((p.stat().st_mtime for p in [*patch_files(), *cands] if p.exists()), default=0.0)
+    wanted = "\n".join([*SOURCE_PREFIXES, *CANDIDATES]) + "\n"
+    try:
+        same = stamp.read_text() == wanted and stamp.stat().st_mtime >= newest
+    except OSError:
+        same = False
+    if same:
+        return
+    (NATIVE / "src").mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=NATIVE / "src") as tmp:
+        shipped, fixed = Path(tmp) / "shipped", Path(tmp) / "fixed"
+        extract_sources(shipped)
+        shutil.copytree(shipped, fixed)
+        apply_patches(fixed)
+        staged_trees = [(SHIPPED, shipped), (FIXED, fixed)]
+        for name, patch_name in CANDIDATES.items():
+            tree = Path(tmp) / name
+            shutil.copytree(fixed, tree)
+            apply_patches(tree, patches=[CANDIDATE_PATCHES / patch_name])
+            staged_trees.append((candidate_tree(name), tree))
+        for final, staged in staged_trees:
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(staged, final)
+    stamp.write_text(wanted)
+
+
+def check_compiler(what: str) -> str:
+    """The C++ compiler (`CXX`, else c++); RuntimeError naming `what` is skipped when there is none."""
+    cxx = os.environ.get("CXX", "c++")
+    if not shutil.which(cxx):
+        raise RuntimeError(f"no C++ compiler ({cxx} not found): {what} are skipped")
+    return cxx
+
+
+# Make splits a file name at whitespace and reads `:`, `#`, `$`, `%` and `;` in one as syntax, and
+# native/Makefile and server.mk name the checkout's and the venv's files in targets and prerequisites,
+# so such a path cannot be quoted there: it is refused before make runs, naming the path
+_MAKE_UNSAFE = re.compile(r"[\s:#$%;]")
+
+
+def make_unsafe_path(makefile: Path, args: list[str]) -> str | None:
+    """The first path among `makefile` and the `VAR=PATH` arguments that Make cannot name, or None."""
+    paths = [str(makefile), *(a.partition("=")[2] for a in args if "/" in a.partition("=")[2])]
+    return next((p for p in paths if _MAKE_UNSAFE.search(p)), None)
+
+
+def run_make(makefile: Path, args: list[str], what: str, jobs: int | None = None) -> None:
+    """`make -f makefile args`; RuntimeError with the first error line, naming `what`, when it fails."""
+    if bad := make_unsafe_path(makefile, args):
+        ch = _MAKE_UNSAFE.search(bad)[0]  # type: ignore[index]
+        raise RuntimeError(f"{what} refused: {bad!r} has {'a space' if ch == ' ' else repr(ch)} in it, which make cannot "
+                           "quote in a file name; move the checkout (or the venv) to a path without one")
+    r = subprocess.run(["make", "-s", "-f", str(makefile), f"-j{jobs or os.cpu_count() or 1}", *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        errs = [ln for ln in r.stderr.splitlines() if "error" in ln.lower()] or r.stderr.strip().splitlines()
+        raise RuntimeError(f"{what} failed: {errs[0] if errs else 'make exited ' + str(r.returncode)}")
+
+
+def build(jobs: int | None = None) -> dict[str, Any]:
+    """Build everything into data/native/; returns (and writes to status.json) what happened.
+
+    A machine without a C++ compiler, `patch` or a shared libpython gets `{"built": false,
+    "reason": ...}`: one line, and the rest of the suite runs without the native parts.
+    """
+    t0 = time.monotonic()
+    status: dict[str, Any] = {"built": False}
+    try:
+        check_compiler("the native parts")
+        prepare_sources()
+        libs, missing = llguidance_libraries()
+        # once per llguidance: the venv's (what the port drives) into bin/, the pinned one into
+        # llg-VERSION/bin/ (each its own objects: a few seconds)
+        for version, lib in libs.items():
+            out = NATIVE if version == venv_llguidance() else NATIVE / f"llg-{version}"
+            args = [f"{k}={v}" for k, v in {**make_vars(), "OUT": str(out), "LLG_SO": str(lib)}.items()]
+            run_make(MAKEFILE, args, f"native build (llguidance {version})", jobs)
+        status = {"built": True, "llguidance": list(libs), "missing": missing}
+    except (RuntimeError, OSError, tarfile.TarError, subprocess.SubprocessError) as e:
+        status["reason"] = first_line(str(e))
+        # binaries of an earlier build are not what this tree builds now: gone, so every native
+        # result that ran them is stale (their sha256 is its code version) and fails with the reason
+        for d in [BIN, *NATIVE.glob("llg-*/bin")]:
+            shutil.rmtree(d, ignore_errors=True)
+    status["seconds"] = round(time.monotonic() - t0, 1)
+    write_json(STATUS, status)
+    return status
+
+
+def unavailable() -> str | None:
+    """None when the native build is there, else the one-line reason it is not."""
+    try:
+        status = json.loads(STATUS.read_text())
+    except (OSError, ValueError):
+        return "the native parts are not built (make native)"
+    if not status.get("built"):
+        return str(status.get("reason") or "the native build failed")
+    missing = [b for b in binaries() if not b.exists()]
+    return f"{missing[0].relative_to(ROOT)} is missing (make native)" if missing else None
+
+
+def bin_dir(llg: str | None = None) -> Path:
+    """Where the binaries linked against llguidance `llg` are (None: the venv's)."""
+    return BIN if llg in (None, venv_llguidance()) else NATIVE / f"llg-{llg}" / "bin"
+
+
+def built_versions() -> list[str]:
+    """The llguidance versions the native binaries were built against, pinned (1.0.1) first."""
+    try:
+        status = json.loads(STATUS.read_text())
+    except (OSError, ValueError):
+        return []
+    return [v for v in status.get("llguidance") or [venv_llguidance()] if all(b.exists() for b in binaries(v))]
+
+
+def binaries(llg: str | None = None) -> list[Path]:
+    names = [f"{kind}-{s}" for kind in ("test-shipped", "test-pr", "harness") for s in SAMPLERS]
+    return [bin_dir(llg) / n for n in names]

@@ -1,0 +1,195 @@
+"""What the compiled programs print, read back: llama.cpp's own test's counts and failures, the
+harness's allowed ranges, the sampler's `llg error:` lines, and why a program died.
+
+The test binaries and the harness write to two streams, and the sampler's log arrives from another
+thread, so lines interleave differently from run to run: every reader here searches the whole text
+for what it wants rather than trusting positions.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .builder import TEST_TIMEOUT, bin_dir, venv_llguidance
+
+# -- llama.cpp's own test --------------------------------------------------------------------
+_COUNTS = re.compile(r"^(test_no_space_tokens|test_forced_mask_bytes): allowed=(\d+) bad=(\d+)$", re.M)
+_FORCED_TOKEN = re.compile(r"^    (?:✅︎|❌) (\d+) '", re.M)
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """One run of a `test-grammar-llguidance` binary on one vocab."""
+
+    test: str  # "shipped" or "pr"
+    sampler: str  # "upstream" or "fixed"
+    exit_code: int  # as a shell shows it: 128 + signal for a signal (134: abort)
+    space_allowed: int | None = None  # test_no_space_tokens (PR only): allowed at position 0
+    space_bad: int | None = None  # of those, with a space in the real piece
+    forced_allowed: int | None = None  # test_forced_mask_bytes (PR only)
+    forced_bad: int | None = None  # allowed tokens whose piece is not a prefix of the literal
+    forced_tokens: tuple[int, ...] = ()
+    string_tests: str = "ran"  # "ran", "skipped" (the PR's guard finds the tokenizer inexact) or "not reached"
+    failure: str = ""  # the first failing check, as the test printed it
+    llg_error: str = ""  # the first error the sampler logged (it then drops its grammar), first line
+    llguidance: str = ""  # the version the binary links
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0
+
+
+def _failure(err: str, code: int = 1, out: str = "") -> str:
+    """The first failing string test, with the test it belongs to, or the failed assertion; for a
+    process a signal ended with neither, why it died (`crash_cause`).
+
+    The test prints each string to stderr without a newline (its tick goes to stdout), and the
+    sampler's log arrives from another thread, so a failing string and its cross can be lines
+    apart: both are searched in the whole text, not per line.
+    """
+    cross = re.search(r"❌ \(([^)]*)\)", err)
+    if cross:
+        before = err[: cross.start()]
+        strings = re.findall(r'"[^"\n]*"', before[before.rfind("🔵 Valid strings") :] if "🔵" in before else before)
+        header = before.rsplit("⚫ Testing ", 1)
+        testing = re.split(r"\. (?:Grammar|Schema):", header[1])[0].strip() if len(header) == 2 else ""
+        what = f"{strings[-1]} {cross[1]}" if strings else cross[1]
+        return f"{what} in {testing!r}" if testing else what
+    for ln in reversed(err.splitlines()):
+        # "BINARY: /path/to/test-grammar-llguidance.cpp:1286: int main(...): Assertion `x' failed."
+        if m := re.search(r"([\w.-]+\.cpp:\d+): .*?(Assertion .*)$", ln):
+            return f"{m[1]}: {m[2]}"
+    if code >= 128:  # killed by a signal: why, from both streams (ggml's gdb backtrace is no cause)
+        return crash_cause(out + "\n" + err, code)
+    said = [ln.strip() for ln in err.splitlines() if "error" in ln.lower()]
+    return said[-1] if said else ""
+
+
+def _llg_error(err: str) -> str:
+    """The first error the sampler logged; the log thread may write it mid-line, or not at all
+    when an assertion aborts the process first."""
+    m = re.search(r"llg error: ([^\n]*)", err)
+    return m[1].strip() if m else ""
+
+
+def _string_tests(err: str) -> str:
+    if "skipping the string tests" in err:
+        return "skipped"
+    ours = ("⚫ Testing that no allowed", "⚫ Testing that every allowed")
+    ran = any(h.startswith("Testing ") and not ("⚫ " + h).startswith(ours) for h in err.split("⚫ ")[1:])
+    return "ran" if ran else "not reached"
+
+
+def run_test(test: str, sampler: str, vocab_path: Path, timeout: int = TEST_TIMEOUT, llg: str | None = None) -> TestRun:
+    """Run the `test`'s binary against `sampler` on one vocab file, linked against llguidance
+    `llg` (None: the venv's)."""
+    exe = bin_dir(llg) / f"test-{test}-{sampler}"
+    version = llg or venv_llguidance()
+    try:
+        # the test writes debug files into its working directory when a string fails
+        r = subprocess.run([str(exe), str(Path(vocab_path).resolve())], capture_output=True, timeout=timeout,
+                           cwd=tempfile.gettempdir())
+    except subprocess.TimeoutExpired:
+        return TestRun(test, sampler, 124, failure=f"timed out after {timeout} s", llguidance=version)
+    code = r.returncode if r.returncode >= 0 else 128 - r.returncode
+    err = r.stderr.decode("utf-8", "replace")
+    counts = {m[0]: (int(m[1]), int(m[2])) for m in _COUNTS.findall(err)}
+    space = counts.get("test_no_space_tokens", (None, None))
+    forced = counts.get("test_forced_mask_bytes", (None, None))
+    forced_part = err.split("test_no_space_tokens:", 1)[-1].split("test_forced_mask_bytes:", 1)[0]
+    return TestRun(
+        test=test,
+        sampler=sampler,
+        exit_code=code,
+        space_allowed=space[0],
+        space_bad=space[1],
+        forced_allowed=forced[0],
+        forced_bad=forced[1],
+        forced_tokens=tuple(int(t) for t in _FORCED_TOKEN.findall(forced_part)) if forced[0] is not None else (),
+        string_tests=_string_tests(err),
+        failure="" if code == 0 else _failure(err, code, r.stdout.decode("utf-8", "replace")),
+        llg_error=_llg_error(err),
+        llguidance=version,
+    )
+
+
+def parse_ranges(s: str) -> np.ndarray:
+    if s == ".":
+        return np.zeros(0, dtype=np.int64)
+    parts = []
+    for r in s.split(","):
+        a, _, b = r.partition("-")
+        parts.append(np.arange(int(a), int(b or a) + 1))
+    return np.concatenate(parts)
+
+
+def llg_errors(lines: list[str]) -> str:
+    errs = [ln.removeprefix("llg error: ") for ln in lines if ln.startswith("llg error: ")]
+    return errs[0] if errs else ""
+
+
+
+
+# -- why a program died ----------------------------------------------------------------------
+# ggml's abort handler runs gdb, whose chatter ends the output ("[Inferior 1 (process 6572)
+# detached]"): none of it says why, and its ids differ from run to run
+_NOISE = re.compile(r"^(?:#\d|\[|\(gdb\)|0x[0-9a-f]|Using host libthread_db|warning: |stack backtrace:|note: |"
+                    r"\s+at |\s*\d+: 0x|@)")
+_OOM = re.compile(r"std::bad_alloc|memory allocation of \d+ bytes failed|Cannot allocate memory|out of memory|"
+                  r"failed to allocate|MemoryError", re.I)
+_SIGNALS = {134: "abort (SIGABRT)", 135: "bus error (SIGBUS)", 136: "floating-point exception (SIGFPE)",
+            137: "killed (SIGKILL: out of memory, or a time limit)", 139: "segmentation fault (SIGSEGV)"}
+
+
+def _tidy(line: str) -> str:
+    """One line with what differs between runs and machines taken out: directories (a build
+    machine's `/tmp/pip-install-…/vendor/llama.cpp/src/`), process and thread ids, addresses."""
+    line = re.sub(r"(?<![^\s'\"(=])(?:/[^\s:/'\"]+)+/([^\s:/'\"]+)", r"\1", line.strip())  # absolute paths only
+    line = re.sub(r"\b(process|pid|thread|LWP) \d+", r"\1 N", line)
+    line = re.sub(r"0x[0-9a-fA-F]{4,}", "0x…", line)
+    return line[:300]
+
+
+_CRASH_KEYS = ("GGML_ASSERT", "GGML_ABORT", "terminate called", "what():", "Assertion", "panicked at", "Segmentation fault")
+
+
+def says_crash(text: str) -> bool:
+    """Whether a process's output holds a line that tells why native code died (for a kernel's
+    log, which holds much else: with none, the cause is not this output's to tell)."""
+    return any(k in text for k in _CRASH_KEYS) or bool(_OOM.search(text))
+
+
+def crash_cause(text: str, code: int | None = None) -> str:
+    """Why a native program died, in one line that is the same on every run of the same failure.
+
+    In order: an out-of-memory (C++ `std::bad_alloc`, Rust's `memory allocation of N bytes
+    failed`, a failed allocation under `ulimit -v`) is named as such; else llama.cpp's
+    `GGML_ASSERT`/`GGML_ABORT` line, a C `Assertion … failed`, an uncaught C++ exception as
+    `uncaught TYPE: what()` (the runtime writes its type and its `what():` on two lines), a Rust
+    panic with its message; else the signal the exit status names; else the last line that is not
+    a debugger's. `code` is the exit status as a shell shows it (128 + signal)."""
+    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    said = [ln for ln in lines if not _NOISE.match(ln)]
+    if oom := next((ln for ln in said if _OOM.search(ln)), None):
+        return f"out of memory: {_tidy(oom)}"
+    if ggml := next((ln for ln in said if "GGML_ASSERT" in ln or "GGML_ABORT" in ln), None):
+        return _tidy(ggml[ggml.find("GGML_"):] if ":" not in ggml else ggml)
+    if c_assert := next((ln for ln in said if re.search(r"Assertion .* failed", ln)), None):
+        return _tidy(re.sub(r"^[^:]*: ", "", c_assert, count=1) if c_assert.count(": ") > 1 else c_assert)
+    text = "\n".join(said)
+    if m := re.search(r"terminate called after throwing an instance of '([^'\n]*)'?", text):
+        what = re.search(r"what\(\):\s*([^\n]*)", text[m.end():])
+        return _tidy(f"uncaught {m[1] or 'exception'}" + (f": {what[1]}" if what and what[1] else ""))
+    if m := re.search(r"panicked at ([^\n]*?):?\n([^\n]*)", text + "\n"):
+        return _tidy(f"llguidance panicked at {m[1]}: {m[2]}")
+    if code in _SIGNALS:
+        return _SIGNALS[code]
+    if said:
+        return _tidy(said[-1])
+    return f"exited {code}" if code is not None else "no output"

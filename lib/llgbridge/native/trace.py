@@ -1,0 +1,288 @@
+"""The harness and the port, and the differential between them.
+
+- `harness()` drives the compiled `llama_sampler_init_llg` through `native/harness.cpp`, which
+  applies and accepts as `common/sampling.cpp` does and prints the allowed ids of every step;
+  `port_trace()` walks the same job through the Python port (`bridges.build(vocab, sampler)`, the
+  same name for the same patch: `upstream`, `fixed`, and each candidate of `CANDIDATES`).
+- `differential()` compares the two cell by cell (a cell is one step of one job): the allowed
+  set, and the llguidance error where the sampler drops its grammar (or, failing closed, keeps
+  only the end of generation).
+
+The jobs (`jobs_for`): the leak grammar at position 0 (guide 4.4), the forced literal followed
+step by step as `masks.forced_test` follows it (guide 5.1, 7.2), bug C's literal (the end-of-turn
+token's text inside plain text, `special_job`), bug D's grammar (llama.cpp's own "mixed
+quantifiers" test, `MIXED_QUANTIFIERS`), and every grammar of the soundness battery along
+the walks `soundness` takes.
+
+But:
+- the sampler ignores a failed `llg_matcher_consume_token` (common/llguidance.cpp:39-44); the
+  error shows at the next mask, where `llama_sampler_llg_apply` logs it and frees the matcher.
+  The port's trace does the same, so both report the error at the same step;
+- the fixed sampler's greedy fallback is seen from its log line ("not byte exact"), which
+  llama.cpp prints once per vocab: the tokenizer is cached per vocab (:141-146).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import first_line
+from .builder import TEST_TIMEOUT, bin_dir, venv_llguidance
+from .logs import crash_cause, llg_errors, parse_ranges
+
+@dataclass(frozen=True)
+class Job:
+    """One walk: a grammar, and the tokens to accept (None: follow the lowest allowed id)."""
+
+    id: str
+    grammar: str
+    tokens: tuple[int, ...] | None
+    max_steps: int = 64
+
+    def line(self) -> str:
+        toks = "follow" if self.tokens is None else (",".join(map(str, self.tokens)) or ".")
+        return f"job {self.id} {self.max_steps} {self.grammar.encode().hex()} {toks}\n"
+
+
+@dataclass
+class Trace:
+    """What a sampler allowed along one job. `error` is where it dropped its grammar."""
+
+    allowed: list[np.ndarray] = field(default_factory=list)  # sorted ids, per step
+    tokens: list[int] = field(default_factory=list)  # the token accepted after each step (-1: none)
+    error: str = ""
+    error_step: int | None = None  # the step whose mask failed; None: before any step (grammar rejected)
+    log: list[str] = field(default_factory=list)  # the sampler's log while it was built
+    apply_ns: list[int] = field(default_factory=list)
+
+
+
+def harness(sampler: str, vocab_path: Path, jobs: list[Job], timeout: int = TEST_TIMEOUT, llg: str | None = None) -> dict[str, Trace]:
+    """Run `jobs` through the compiled sampler (linked against llguidance `llg`, None: the
+    venv's); traces by job id.
+
+    Raises RuntimeError with why (`crash_cause`) when it does not finish (an abort inside
+    llama.cpp, for instance).
+    """
+    exe = bin_dir(llg) / f"harness-{sampler}"
+    r = subprocess.run(
+        [str(exe), str(vocab_path)],
+        input="".join(j.line() for j in jobs).encode(),
+        capture_output=True,
+        timeout=timeout,
+    )
+    out = r.stdout.decode("utf-8", "replace").splitlines()
+    traces: dict[str, Trace] = {}
+    pending: list[str] = []
+    cur: Trace | None = None
+    for ln in out:
+        if not ln.startswith("@"):
+            if ln.strip():
+                pending.append(ln.rstrip())
+            continue
+        word, *rest = ln.split(" ", 6)
+        if word == "@job":
+            cur = traces[rest[0]] = Trace()
+        elif word == "@ready" and cur is not None:
+            cur.log = pending
+            cur.error = llg_errors(pending)
+        elif word == "@step" and cur is not None:
+            _, i, _n, tok, ns, rng = rest
+            if not cur.error and (e := llg_errors(pending)):
+                cur.error, cur.error_step = e, int(i)
+            cur.allowed.append(parse_ranges(rng))
+            cur.tokens.append(int(tok))
+            cur.apply_ns.append(int(ns))
+        elif word == "@error":
+            # llama.cpp's loader says why in its log: an allocation failure is the one worth naming
+            why = crash_cause("\n".join(pending))
+            oom = f" ({why})" if why.startswith("out of memory") else ""
+            raise RuntimeError(f"harness-{sampler}: {' '.join(rest)}{oom}")
+        if word != "@vocab":
+            pending = []
+    if r.returncode != 0 or len(traces) != len(jobs):
+        code = r.returncode if r.returncode >= 0 else 128 - r.returncode
+        said = "\n".join([*out, *r.stderr.decode("utf-8", "replace").splitlines()])
+        raise RuntimeError(f"harness-{sampler} exited {code}: {crash_cause(said, code)}")
+    return traces
+
+
+def port_trace(bridge: Any, job: Job) -> Trace:
+    """The same job through the Python port, with the sampler's policy (see the module's But:)."""
+    from ..errors import InputError, LlgError
+    from ..llg import mask_bits
+
+    v = bridge.vocab
+    stops = {v.eos, v.eot}
+    t = Trace()
+    try:
+        m = bridge.new_matcher(job.grammar)
+    except InputError as e:
+        t.error = e.cause.removeprefix("llguidance rejected it: ")
+        return t
+    for i in range(10**6):
+        try:
+            allowed = np.flatnonzero(mask_bits(m.mask(), v.n_tokens))
+        except LlgError as e:
+            t.error, t.error_step = str(e), i
+            t.allowed.append(bridge.after_mask_error())  # everything (the grammar dropped), or failing closed the end
+            t.tokens.append(-1)
+            return t
+        nxt = -1
+        if job.tokens is None:
+            if i < job.max_steps and len(allowed) < v.n_tokens:
+                nxt = next((int(a) for a in allowed if int(a) not in stops), -1)
+        elif i < len(job.tokens):
+            nxt = job.tokens[i]
+        t.allowed.append(allowed)
+        t.tokens.append(nxt)
+        if nxt < 0:
+            return t
+        try:
+            m.consume(nxt)
+        except LlgError:
+            pass  # as the sampler: the next mask reports it
+    return t
+
+
+# -- the differential ------------------------------------------------------------------------
+N_EXAMPLES = 8
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One cell where the compiled sampler and the port disagree."""
+
+    vocab: str
+    sampler: str
+    job: str
+    step: int | None
+    what: str  # "allowed", "error", "steps" or "greedy"
+    only_cpp: tuple[int, ...] = ()  # up to N_EXAMPLES ids the C++ allows and the port does not
+    only_port: tuple[int, ...] = ()
+    n_only_cpp: int = 0
+    n_only_port: int = 0
+    cpp: str = ""  # for an error or a count: what each side said
+    port: str = ""
+
+
+@dataclass
+class Differential:
+    vocab: str
+    sampler: str
+    llguidance: str = ""  # what the compiled side linked; the port drives the venv's
+    jobs: int = 0
+    cells: int = 0
+    differences: list[Difference] = field(default_factory=list)
+    greedy_cpp: bool | None = None
+    greedy_port: bool | None = None
+    port_errors: dict[str, str] = field(default_factory=dict)  # job id -> the port's whole llguidance error (its state dump too)
+
+
+def _allowed_difference(vocab: str, sampler: str, job: Job, step: int, a: np.ndarray, b: np.ndarray) -> Difference | None:
+    """The difference between the compiled (`a`) and the port's (`b`) allowed ids at one step, if any."""
+    if len(a) == len(b) and np.array_equal(a, b):
+        return None
+    oc, op = np.setdiff1d(a, b), np.setdiff1d(b, a)
+    return Difference(vocab, sampler, job.id, step, "allowed", tuple(int(x) for x in oc[:N_EXAMPLES]),
+                      tuple(int(x) for x in op[:N_EXAMPLES]), len(oc), len(op))
+
+
+def compare(vocab: str, sampler: str, job: Job, cpp: Trace, port: Trace, d: Differential) -> None:
+    """Add one job's cells to `d`: each step up to the first error, then the error itself, with
+    what the sampler allows at that step (everything where it drops the grammar, the
+    end-of-generation tokens where it fails closed)."""
+    d.jobs += 1
+    end_c = len(cpp.allowed) if cpp.error_step is None else cpp.error_step
+    end_p = len(port.allowed) if port.error_step is None else port.error_step
+    if cpp.error and cpp.error_step is None:
+        end_c = 0
+    if port.error and port.error_step is None:
+        end_p = 0
+    steps = [(i, cpp.allowed[i], port.allowed[i]) for i in range(min(end_c, end_p))]
+    d.cells += len(steps)
+    if end_c == end_p and cpp.error_step is not None and port.error_step is not None \
+            and end_c < len(cpp.allowed) and end_p < len(port.allowed):
+        steps.append((end_c, cpp.allowed[end_c], port.allowed[end_p]))  # the failed step: counted in the walk's end cell
+    d.differences += [x for i, a, b in steps if (x := _allowed_difference(vocab, sampler, job, i, a, b)) is not None]
+    d.cells += 1  # where and how the walk ended
+    if end_c != end_p or first_line(cpp.error) != first_line(port.error):
+        d.differences.append(Difference(vocab, sampler, job.id, min(end_c, end_p), "error" if cpp.error or port.error else "steps",
+                                        cpp=f"step {cpp.error_step}: {first_line(cpp.error)}" if cpp.error else f"{end_c} steps",
+                                        port=f"step {port.error_step}: {first_line(port.error)}" if port.error else f"{end_p} steps"))
+
+
+def special_text(vocab: Any) -> str:
+    """The text of the vocab's end-of-turn token (EOT, else EOS), as `token_to_piece(special=true)`
+    spells it, or "" when it has none or its text is not plain UTF-8."""
+    for t in (vocab.eot, vocab.eos):
+        if t >= 0:
+            try:
+                text = vocab.token_to_piece(t, special=True).decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            if text.strip() and text.isprintable():
+                return text
+    return ""
+
+
+# llama.cpp's own test-grammar-llguidance.cpp, "mixed quantifiers", with one of its passing strings: on
+# the 256k vocabs its mask at step 1 exceeds llguidance's step_max_items ("Too many items"), bug D
+MIXED_QUANTIFIERS = "start: cons+ vowel* cons? (vowel cons)*\nvowel: /[aeiouy]/\ncons: /[bcdfghjklmnpqrstvwxyz]/\n"
+MIXED_STRING = b"bryyyy"
+
+
+def special_literal(vocab: Any) -> str:
+    """Bug C's literal: the end-of-turn token's text inside plain text, or "" (no such text)."""
+    text = special_text(vocab)
+    return f"say {text} now" if text else ""
+
+
+def special_job(vocab: Any, max_steps: int = 64) -> Job | None:
+    """Bug C's walk: the special literal, followed as the forced literal is."""
+    from ..grammars import literal_grammar
+
+    literal = special_literal(vocab)
+    return Job("special", literal_grammar(literal), None, max_steps) if literal else None
+
+
+def jobs_for(truth: Any, literal: str, leak_grammar: str, walks: int = 2, seed: int = 0, max_steps: int = 64) -> list[Job]:
+    """The differential's jobs for one vocab (see the module docstring)."""
+    from .. import soundness
+    from ..grammars import literal_grammar
+
+    jobs = [Job("leak", leak_grammar, ()), Job("forced", literal_grammar(literal), None, max_steps)]
+    if (special := special_job(truth.vocab, max_steps)) is not None:
+        jobs.append(special)  # bug C: the PR's sampler forces the control token, `nospecial` the text
+    mixed = truth.tokenize(MIXED_STRING)
+    if truth.vocab.real_bytes(mixed) == MIXED_STRING:
+        jobs.append(Job("mixed", MIXED_QUANTIFIERS, tuple(mixed)))  # bug D: the PR drops the grammar, `failclosed` ends
+    for name, grammar, k, sample in soundness.walk_list(truth, walks=walks, seed=seed):
+        tokens = truth.tokenize(sample.encode())
+        if truth.vocab.real_bytes(tokens) != sample.encode():
+            continue  # soundness skips what the vocab cannot spell, and so does this
+        jobs.append(Job(f"{name}.{k}", grammar, tuple(tokens)))
+    return jobs
+
+
+def differential(bridge: Any, jobs: list[Job], traces: dict[str, Trace], llg: str = "") -> Differential:
+    d = Differential(bridge.vocab.name, bridge.name, llg or venv_llguidance())
+    for job in jobs:
+        port = port_trace(bridge, job)
+        if port.error and port.error_step is not None:
+            d.port_errors[job.id] = port.error
+        compare(bridge.vocab.name, bridge.name, job, traces[job.id], port, d)
+    # the fixed sampler says "not byte exact" once per vocab, when the first job builds its tokenizer
+    d.greedy_cpp = any("not byte exact" in ln for ln in traces[jobs[0].id].log) if jobs else None
+    d.greedy_port = bool(bridge.greedy)
+    d.cells += 1
+    if d.greedy_cpp != d.greedy_port:
+        d.differences.append(Difference(d.vocab, d.sampler, jobs[0].id if jobs else "", None, "greedy",
+                                        cpp=str(d.greedy_cpp), port=str(d.greedy_port)))
+    return d
+
