@@ -85,9 +85,12 @@ def test_the_verdict_answers_from_the_results(results: Path) -> None:
     assert "generation runs unconstrained) hits **1 of 2**: bert-bge. Beyond the guide, which names SentencePiece: bert-bge (WPM)." in text
     assert "**The fix repairs all 2** affected vocabs" in text
     assert "on **1**: bert-bge" in text  # the probe fails on bert-bge, so the fix tokenizes greedily
-    bge = vt.df.set_index("input").loc["bert-bge"]
+    bge = vt.values.set_index("input").loc["bert-bge"]
     assert (bge["A: wrong tokens"], bge["A: leaks"], bge["fix: leaks"]) == (5, 2, 0)  # guide 4.3, 4.4
     assert bge["B: tokenize exact"] == "no" and bge["fix: byte forcing"] == "lost"
+    # each cell carries its colour: the leak shows upstream, the fix repairs it, greedy is its cost
+    cells = vt.df.set_index("input").loc["bert-bge"]
+    assert (cells["A: leaks"].cls, cells["fix: leaks"].cls, cells["fix: byte forcing"].cls) == ("bad", "fixed", "cost")
     # every guide figure this small run recomputes is reproduced
     matched, compared = vt.reproduced
     assert compared >= 8 and matched == compared
@@ -170,7 +173,7 @@ def test_written_files_follow_the_umask(built: Path) -> None:
     [("b'<|eot_id|>'", "special"), ("b'\\xfe'", "invalid UTF-8"), ("b'\\xc3\\xa9 x'", "text")],
 )
 def test_witness_kinds(witness: str, kind: str) -> None:
-    assert report._witness_kind(witness) == kind
+    assert report.witness_kind(witness) == kind
 
 
 def test_every_local_link_of_the_committed_report_resolves_in_a_clean_checkout() -> None:
@@ -205,3 +208,48 @@ def test_a_vocab_page_opens_with_its_story(built: Path) -> None:
     story = page.split('<div class="story">', 1)[1].split("</div>", 1)[0]
     assert "Bug A here:" in story and "5354 <code>' ..'</code> handed over as <code>'..'</code>" in story
     assert page.index('<div class="story">') < page.index("<details>")
+
+
+def test_the_census_figure_shows_bpes_few_tokens_with_their_counts(built: Path) -> None:
+    """Guide 4.3's counts (117 of 128256 on llama-bpe, 5 of 30522 on bert-bge) are printed at their
+    bars, which a log axis of the share keeps visible beside SentencePiece's half of the vocab."""
+    page = (built / "index.html").read_text()
+    figure = page.split("<section id=\"census\">", 1)[1].split("</figure>", 1)[0]
+    assert "117 of 128256 (0.091%)" in figure and "5 of 30522 (0.016%)" in figure
+    assert "0.01%" in figure and "100%" in figure  # the log axis's ticks
+
+
+def test_a_sentinel_example_is_given_in_real_bytes() -> None:
+    """Guide 5.2, hand-checked on llama-spm: token 0 has no real bytes (`llama_token_to_piece`,
+    special=false, gives none) while its text with special=true is `<unk>`, which the sentinel's
+    table holds for it; a worst step is stored as `soundness.describe` writes it."""
+    from llgbridge.report.review import sentinel_examples
+
+    v = vocab("llama-spm")
+    assert v.token_to_piece(0) == b"" and v.token_to_piece(0, 0, True) == b"<unk>"
+    worst = {"bridge": "sentinel", "vocab": "llama-spm", "grammar": "json_nested", "sample": '{"user": {"name": "Ada"}}',
+             "step": 7, "prefix": '{"user": {"name": "', "next": "Ad", "n_under": 1, "under": '["<0:<unk>>"]'}
+    (ex,) = sentinel_examples([{"vocab": "llama-spm", "worst": [worst, {**worst, "bridge": "upstream"}]}])
+    assert (ex["vocab"], ex["token"], ex["text"], ex["prefix"], ex["step"]) == ("llama-spm", "0", "<unk>", '{"user": {"name": "', 7)
+    assert ex["real bytes"].startswith("none")
+    md = report.md_table(pd.DataFrame([ex]))
+    assert "'<unk>'" in md and "'{\"user\": {\"name\": \"'" in md  # byte columns quoted once, as every table quotes them
+
+
+def test_one_palette_and_one_word_for_each_thing() -> None:
+    """Issue 23, 8 and 10: the bridges' colours are written once (`llgbridge.palette`), and the page
+    calls llama.cpp's sampler before the PR `upstream`, keeping "as shipped" for the test."""
+    hexes = re.compile(r"""["']#[0-9a-fA-F]{6}["']""")
+    sources = [p for p in (ROOT / "lib" / "llgbridge").rglob("*.py") if p.name != "palette.py"]
+    sources += sorted((ROOT / "notebooks").glob("*.ipynb"))
+    assert [str(p.relative_to(ROOT)) for p in sources if hexes.search(p.read_text())] == []
+    page_code = [*(ROOT / "lib" / "llgbridge" / "report").glob("*.py"), *(ROOT / "lib" / "llgbridge" / "templates").glob("*")]
+    assert [p.name for p in page_code if re.search(r"shipped (sampler|bridge)|the shipped `common", p.read_text())] == []
+
+
+def test_no_report_module_is_analysis_code() -> None:
+    """Editing a section, its table code or the palette reruns no analysis."""
+    from llgbridge import results
+
+    listed = {*results.CORE, *(m for mods in results.MODULES.values() for m in mods)}
+    assert not [m for m in listed if m.startswith("report") or m == "palette.py"]

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import palette
 from .errors import InputError, cause_line
 from .paths import RESULTS, ROOT, name_problem, resolve, vocab_path, write_json
 from .show import show
@@ -191,9 +192,6 @@ def table(rows: list[dict[str, Any]]) -> Any:
     return shown_frame(pd.DataFrame(rows))
 
 
-COLORS = {"upstream": "#c0504d", "fixed": "#4f9a4f", "sentinel": "#4f81bd", "truth": "#7f7f7f"}
-
-
 def hbars(ax: Any, labels: list[str], series: dict[str, list[int]], colors: dict[str, str] | None = None) -> None:
     """Grouped horizontal bars with every value written at its bar's end, a zero included, and
     the legend outside the bars (it must not hide the only bar)."""
@@ -202,9 +200,9 @@ def hbars(ax: Any, labels: list[str], series: dict[str, list[int]], colors: dict
     top = max([1] + [v for vals in series.values() for v in vals])
     for j, (name, vals) in enumerate(series.items()):
         ys = [i - 0.4 + h / 2 + j * h for i in range(len(labels))]
-        ax.barh(ys, vals, height=h, label=name, color=(colors or COLORS).get(name))
+        ax.barh(ys, vals, height=h, label=name, color=(colors or palette.BRIDGES).get(name))
         for y, x in zip(ys, vals):
-            ax.text(x, y, f" {x}", va="center", fontsize=8)
+            ax.text(x, y, f" {x}", va="center", fontsize=9)
     ax.set_yticks(range(len(labels)), labels)
     ax.set_xlim(0, top * 1.18)
     if len(series) > 1:

@@ -1,0 +1,47 @@
+"""Gather the per-vocab results into the reviewer-facing report.
+
+    python -m llgbridge.report [--results DIR] [--out DIR]
+
+Writes, each through a temporary name, under the output folder (default `reports/`):
+`index.html` (the verdict first, then the guide's tables in the guide's order), one page per
+vocab (`vocab/NAME.html`), `pr-review-tables.md`, `tables/*.csv`, and `run.json` (versions and
+failed inputs: run metadata never goes into a table). Tables are sorted and carry no timestamps,
+so two runs on the same results give the same bytes. Exits 1, naming each failed input, when
+any run failed.
+
+The flow is one way: `results.load` (the only reader of result files, which turns a bad file
+into a failed input), called once per analysis by one `Results` (`data.py`) -> one `Section` per
+analysis (a module each: `census.py` ... `review.py`, then `verdict.py` and `story.py`), built
+from `Table`s whose `Cell`s carry their colours (`table.py`) -> the templates in
+`llgbridge/templates/`, which render the HTML and the Markdown from the same `Table` objects, so
+the two cannot disagree (`build.py`). A section that raises becomes a failed input too; the
+others are still written. No module here is in `results.CORE` or `results.MODULES`: editing the
+report reruns no analysis.
+"""
+
+from __future__ import annotations
+
+from .beyond import beyond_section
+from .build import SECTIONS, build, code_block, inputs_table, main, versions
+from .census import census_section
+from .corpus import corpus_section
+from .data import Results
+from .exactness import exactness_section, witness_kind
+from .forced import forced_section
+from .leak import leak_section
+from .matrix import matrix_section
+from .native import native_section
+from .probe import probe_section
+from .review import review_section
+from .server import server_section
+from .soundness import soundness_section
+from .story import vocab_story
+from .table import Cell, Section, Table, html_table, md_table
+from .verdict import Verdict, guide_figures, verdict
+
+__all__ = [
+    "Results", "Cell", "Table", "Section", "md_table", "html_table", "build", "main", "SECTIONS", "verdict", "Verdict",
+    "guide_figures", "vocab_story", "versions", "code_block", "inputs_table", "witness_kind",
+    "census_section", "leak_section", "forced_section", "probe_section", "native_section", "matrix_section",
+    "server_section", "beyond_section", "exactness_section", "soundness_section", "corpus_section", "review_section",
+]

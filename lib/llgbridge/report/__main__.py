@@ -1,0 +1,5 @@
+"""`python -m llgbridge.report`."""
+
+from .build import main
+
+raise SystemExit(main())

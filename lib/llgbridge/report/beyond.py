@@ -1,0 +1,163 @@
+"""Beyond the PR: special-token text (bug C), a limit that drops the grammar (bug D), candidate patches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ..native import LLG_PINNED as NATIVE_PIN
+from ..native import version_key
+from ..show import show_text
+from ..soundness import bug_d_frame
+from .data import Results, takes_results
+from .prose import prose
+from .table import Cell, Section, Table, first_words, guide_order, names, shows
+
+
+CANDIDATE_NOTES = {
+    "nospecial": "tokenize_fn and the probes with parse_special = false, plus a fourth probe spelling the end-of-turn token",
+    "failclosed": "on a mask error, only end-of-generation tokens from then on, instead of dropping the grammar",
+}
+
+
+@takes_results
+def beyond_section(res: Results) -> Section | None:
+    """The two ways the fixed bridge still drops or bends a grammar, and the candidate patches."""
+    native_ok, _ = res.load("native")
+    server_ok, _ = res.load("server")
+    special = pd.DataFrame([row for r in native_ok for row in r.get("special", [])])
+    side = candidates_side_by_side(res)
+    if special.empty and not server_ok and side is None:
+        return None
+    sec = Section("beyond", "Beyond the PR: special-token text (bug C), a limit that drops the grammar (bug D), candidate patches")
+    c: dict[str, Any] | None = None
+    d: list[str] | None = None
+    if not special.empty:
+        piv = {}
+        for (v, smp), g in special.groupby(["vocab", "sampler"], sort=False):
+            x = g.iloc[0]
+            piv.setdefault(v, {"vocab": v, "literal": x.get("literal", "")})[smp] = (
+                "spelled" if bool(x.get("complete")) else f"stops at {show_text(str(x.get('spelled', '')))}: allows "
+                f"{x.get('stop_allowed_pieces', '')}" if not x.get("error") else f"error: {x.get('error')}")
+        rows = [piv[v] for v in guide_order(list(piv))]
+        df = pd.DataFrame(rows)
+        cols = [c for c in ("upstream", "fixed", *CANDIDATE_NOTES) if c in df]
+        walks = df[["vocab", "literal", *cols]].assign(**{c: [Cell(x, shows(not str(x).startswith("spelled"))) for x in df[c]] for c in cols})
+        hit = [r["vocab"] for r in rows if not str(r.get("fixed", "")).startswith("spelled")]
+        fixed_by = [r["vocab"] for r in rows if r["vocab"] in hit and str(r.get("nospecial", "")).startswith("spelled")]
+        c = {"llguidance": special.llguidance.iloc[0], "hit": hit, "n": len(rows), "fixed_by": fixed_by}
+        sec.views.append(Table(walks, caption="Bug C, compiled: where the walk of the literal stops, per sampler"))
+        sec.raw_table("beyond_special", special)
+    # bug D: the PR's own test hitting llguidance's item limit, and what failing closed changes
+    pr = pd.DataFrame([{**t, "vocab": r["vocab"]} for r in native_ok for t in r.get("tests", []) if t.get("test") == "pr"])
+    if not pr.empty:
+        pin = NATIVE_PIN if (pr.llguidance == NATIVE_PIN).any() else sorted(pr.llguidance.unique(), key=version_key)[-1]
+        pr = pr[pr.llguidance == pin]
+        limit = pr[(pr.sampler == "fixed") & pr.llg_error.str.contains("Too many items", na=False)]
+        drows = []
+        for v in guide_order(list(limit.vocab.unique())):
+            g = pr[pr.vocab == v].set_index("sampler")
+            drows.append({"vocab": v, "the PR's sampler": f"exit {g.loc['fixed', 'exit_code']}: {first_words(g.loc['fixed', 'llg_error'])}",
+                          **{c: (f"exit {g.loc[c, 'exit_code']}" + (f": {first_words(g.loc[c, 'failure'])}" if g.loc[c, 'failure'] else ""))
+                             for c in CANDIDATE_NOTES if c in g.index}})
+        d = [r["vocab"] for r in drows]
+        if drows:
+            sec.views.append(Table(pd.DataFrame(drows), caption=f"Bug D: llama.cpp's own test where a mask exceeds the item limit (llguidance {pin})"))
+        cand = pr[pr.sampler.isin(["fixed", *CANDIDATE_NOTES])]
+        if not cand.empty:
+            summary = []
+            for smp, g in cand.groupby("sampler", sort=False):
+                summary.append({"sampler": smp, "what it is": CANDIDATE_NOTES.get(smp, "the PR"),
+                                "PR test passes on": f"{int((g.exit_code == 0).sum())} of {len(g)} vocabs",
+                                "aborts on": names(sorted(g[g.exit_code != 0].vocab))})
+            sec.views.append(Table(pd.DataFrame(summary), caption="The PR's own test on each candidate, every vocab"))
+    if side is not None:
+        sec.views.append(side)
+    everywhere = bug_d_everywhere(res, sec)
+    candidates = pd.DataFrame([row for r in native_ok for row in r.get("candidates", [])])
+    if not candidates.empty:
+        sec.raw_table("native_candidates", candidates)
+    sec.claim, sec.text = prose("beyond", c=c, d=d, everywhere=everywhere, patches=res.patches_link)
+    return sec
+
+
+def candidates_side_by_side(res: Results) -> Table | None:
+    """Per vocab, what each candidate changes beside the PR in the port: `tokenize_fn`'s exactness
+    (the exactness analysis's inputs) and whether byte forcing is kept (the PR's probes, and
+    nospecial's fourth)."""
+    ok, _ = res.load("exactness")
+    built = pd.DataFrame([b for r in ok for b in r.get("bridges", [])])
+    if built.empty or not set(CANDIDATE_NOTES) & set(built.bridge):
+        return None
+    rows = []
+    for v in guide_order(sorted(set(built.vocab))):
+        g = built[built.vocab == v].set_index("bridge")
+
+        def cell(b: str) -> Any:
+            if b not in g.index:
+                return ""
+            x = g.loc[b]
+            if not bool(x.built):
+                return Cell(f"not built: {first_words(x.build_error, 40)}", "bad")
+            said = f"{100 * float(x.tokenize_exact_rate):.1f}% exact, " + ("forcing" if bool(x.forcing) else "greedy")
+            base = g.loc["fixed"] if "fixed" in g.index else None
+            changed = base is not None and (x.tokenize_exact_rate != base.tokenize_exact_rate or x.forcing != base.forcing)
+            return Cell(said, "fixed" if changed and float(x.tokenize_exact_rate) >= float(base.tokenize_exact_rate) else
+                        ("bad" if changed else ""))
+        rows.append({"vocab": v, "fixed (the PR)": cell("fixed"), **{c: cell(c) for c in CANDIDATE_NOTES}})
+    return Table(pd.DataFrame(rows), caption="The candidates beside the PR in the port: tokenize_fn's exactness on the exactness "
+                                             "inputs, and whether byte forcing is kept")
+
+
+def bug_d_everywhere(res: Results, sec: Section) -> dict[str, Any] | None:
+    """Bug D searched for along every walk the suite makes: the soundness battery, the corpus
+    sample and the compiled harness (llama.cpp's own test grammars); every llguidance error
+    mid-walk is a row of `bug_d.csv`, the resource-limit ones (bug D) a row of the table shown."""
+    sources = {"soundness battery": "soundness", "corpus sample": "corpus", "compiled harness": "native"}
+    rows, searched = [], {}
+    for label, analysis in sources.items():
+        ok, _ = res.load(analysis)
+        with_field = [r for r in ok if "mask_errors" in r]
+        searched[label] = len(with_field)
+        rows += [{**e, "where": label} for r in with_field for e in r["mask_errors"]]
+    if not any(searched.values()):
+        return None
+    every = bug_d_frame(rows, limits_only=False) if rows else pd.DataFrame()
+    if not every.empty:
+        sec.raw_table("bug_d", every)
+    limits = every[every["limit"].notna()] if not every.empty else every
+    hits = {label: sorted(set(limits[limits["where"] == label].vocab)) if not limits.empty else [] for label in sources}
+    if not limits.empty:
+        # one row per (vocab, bridge, where it stopped): the llguidance versions that agree on it
+        # side by side (1.0.1 does not dump its item count; the venv's does)
+        keys = ["where", "vocab", "bridge", "grammar", "step", "error", "limit", "then", "then_allowed"]
+        limits = limits.assign(**({} if "llguidance" in limits else {"llguidance": ""}))
+        limits = limits.groupby(keys, sort=False, dropna=False).agg(
+            llguidance=("llguidance", lambda x: ", ".join(sorted({str(v) for v in x if str(v) not in ("", "nan")}, key=version_key))),
+            items=("items", "max"), over_limit=("over_limit", "max")).reset_index()
+        shown = limits.assign(**{"mask went to": [f"{int(i)} items ({int(o)} over {int(lim)})" if pd.notna(i) else f"over {int(lim)}"
+                                                  for i, o, lim in zip(limits["items"], limits["over_limit"], limits["limit"])],
+                                  "then": [f"{t}: {int(n)} tokens allowed" if pd.notna(n) else t
+                                           for t, n in zip(limits["then"], limits["then_allowed"])]})
+        cols = ["where", "vocab", "bridge", *([c for c in ("llguidance",) if c in shown]), "grammar", "step", "error", "mask went to", "then"]
+        shown = shown.assign(vocab=pd.Categorical(shown.vocab, guide_order(sorted(set(shown.vocab))), ordered=True))
+        shown = shown.sort_values(["where", "vocab", "bridge"], kind="stable")[cols].astype({"vocab": str})
+        sec.views.append(Table(shown.reset_index(drop=True), caption="Bug D, searched for along every walk: each mask that hit a resource limit"))
+    others = every[every["limit"].isna()] if not every.empty else every
+
+    def cause(r: Any) -> str:
+        if "panic" in str(r.error):
+            return f"llguidance {r.get('llguidance', '')} panicking on {r.vocab}".replace("  ", " ")
+        return "upstream's matcher dead after bug B" if r.bridge == "upstream" else f"{r.bridge}: {first_words(r.error, 40)}"
+    causes = others.apply(cause, axis=1).value_counts() if not others.empty else pd.Series(dtype=int)
+    example = None
+    if not limits.empty:
+        fc, fx = limits[limits.bridge == "failclosed"], limits[limits.bridge == "fixed"]
+        both = sorted(set(fc.vocab) & set(fx.vocab), key=lambda v: guide_order(sorted(set(limits.vocab))).index(v))
+        if both:
+            v = both[0]
+            example = {"vocab": v, "failclosed": int(fc[fc.vocab == v].then_allowed.iloc[0]),
+                       "fixed": int(fx[fx.vocab == v].then_allowed.iloc[0])}
+    return {"searched": searched, "hits": hits, "other": len(others), "example": example,
+            "other_causes": "; ".join(f"{n} {c}" for c, n in sorted(causes.items(), key=lambda x: (-x[1], x[0])))}

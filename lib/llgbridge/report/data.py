@@ -1,0 +1,86 @@
+"""Every result the report reads, loaded once per build into one object that the sections share."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property, wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pandas as pd
+
+from ..paths import REPORTS, RESULTS, ROOT
+from ..results import SCHEMAS
+from ..results import load as _load
+
+
+@dataclass
+class Results:
+    """The results under `root`, each analysis parsed and checked once (`results.load`, the only
+    reader of result files) the first time a section asks for it, then shared.
+
+    `out` is the folder the pages go to, so that a page can link what lies beside it in the
+    repository (`link`); `bench_csv` is the committed `make bench` snapshot the verdict and the
+    matrix quote."""
+
+    root: Path = RESULTS
+    out: Path = REPORTS
+    bench_csv: Path = REPORTS / "bench.csv"
+    _loaded: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]] = field(default_factory=dict, repr=False)
+
+    def _get(self, analysis: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+        if analysis not in self._loaded:
+            gone: list[str] = []
+            ok, failed = _load(self.root, analysis, gone)
+            self._loaded[analysis] = (ok, failed, gone)
+        return self._loaded[analysis]
+
+    def load(self, analysis: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(usable results, failed inputs) of one analysis."""
+        ok, failed, _ = self._get(analysis)
+        return ok, failed
+
+    def ok(self, analysis: str) -> list[dict[str, Any]]:
+        return self._get(analysis)[0]
+
+    def dropped(self) -> list[str]:
+        """`results.dropped`: one line per result left out because its input file is gone."""
+        return [line for analysis in SCHEMAS for line in self._get(analysis)[2]]
+
+    def link(self, target: Path, text: str) -> str:
+        """`target` as a relative Markdown link from the pages, where both sit inside the
+        repository and the target exists; else its name in code."""
+        if not (target.exists() and self.out.resolve().is_relative_to(ROOT)):
+            return f"`{text}`"
+        rel = Path(os.path.relpath(target, self.out)).as_posix()
+        return f"[{text}]({rel}{'/' if target.is_dir() else ''})"
+
+    @property
+    def patches_link(self) -> str:
+        """The PR's patches folder, as the pages name it."""
+        return self.link(ROOT / "patches", "patches/")
+
+    @cached_property
+    def bench(self) -> pd.DataFrame:
+        """The `make bench` snapshot (empty where there is none): the one source of every timing
+        the report quotes outside the corpus's own figure."""
+        return pd.read_csv(self.bench_csv) if self.bench_csv.exists() else pd.DataFrame()
+
+
+T = TypeVar("T")
+
+
+def takes_results(fn: Callable[[Results], T]) -> Callable[[Results | Path], T]:
+    """A section called on its own (a test, a notebook) may be given a results folder: it gets a
+    `Results` of its own. A build passes its one shared `Results`."""
+
+    @wraps(fn)
+    def call(res: Results | Path) -> T:
+        return fn(res if isinstance(res, Results) else Results(Path(res)))
+
+    return call
+
+
+__all__ = ["Results", "takes_results"]

@@ -1,0 +1,118 @@
+"""The compiled code (guide 7, 8 unit level): llama.cpp's own test, and the port checked cell by cell."""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Any
+
+import pandas as pd
+
+from .. import guide
+from ..native import LLG_PINNED as NATIVE_PIN
+from ..native import version_key
+from .data import Results, takes_results
+from .prose import blocks
+from .table import Cell, Section, Table, after_fix, guide_order, int_columns, matched, shows, vocab_key
+
+
+@takes_results
+def native_section(res: Results) -> Section | None:
+    ok, _ = res.load("native")
+    if not ok:
+        return None
+    df = int_columns(pd.DataFrame([row for r in ok for row in r["rows"]]))
+    port_llg = metadata.version("llguidance")
+    if "llguidance" not in df:
+        df["llguidance"] = port_llg
+    rank = df.sampler.map({"upstream": 0, "fixed": 1})  # upstream first, as the guide's tables have it
+    df = df.assign(_rank=rank, _v=df.llguidance.map(version_key)).sort_values(["vocab", "_v", "_rank"], kind="stable", key=vocab_key) \
+        .drop(columns=["_rank", "_v"]).reset_index(drop=True)
+    diffs = pd.DataFrame([d for r in ok for d in r.get("differences", [])])
+    if not diffs.empty and "llguidance" not in diffs:
+        diffs["llguidance"] = port_llg
+    order = guide_order(list(df.vocab.unique()))
+    built = sorted(df.llguidance.unique(), key=version_key)
+    pinned = NATIVE_PIN if NATIVE_PIN in built else port_llg  # what llama.cpp links leads the tables
+
+    def get(v: str, s: str, llg: str = "") -> dict[str, Any]:
+        row = df[(df.vocab == v) & (df.sampler == s) & (df.llguidance == (llg or pinned))]
+        return row.iloc[0].to_dict() if not row.empty else {}
+
+    def pr_cell(r: dict[str, Any]) -> str:
+        if not r or r.get("pr_test_exit", "") == "":
+            return ""
+        return f"exit {r['pr_test_exit']}, {r['no_space_bad']} bad / {r['forced_bad']} not prefix"
+
+    def matches(v: str) -> str:
+        if v not in guide.UNIT:
+            return ""
+        got = [(get(v, s).get("pr_test_exit"), get(v, s).get("no_space_bad")) for s in ("upstream", "fixed")]
+        return "✓" if got == [tuple(x) for x in guide.UNIT[v]] else "✗"
+
+    match = {v: matches(v) for v in (*order, *guide.UNIT)}
+    t7 = []
+    for v in order:
+        up, fx = get(v, "upstream"), get(v, "fixed")
+        g = guide.UNIT.get(v)
+        up_bad = bool(up.get("no_space_bad") or up.get("forced_bad"))
+        fx_bad = bool(fx.get("no_space_bad") or fx.get("forced_bad"))
+        t7.append({"vocab": v, "PR test, upstream sampler": Cell(pr_cell(up), shows(up_bad)),
+                   "PR test, fixed sampler": Cell(pr_cell(fx), after_fix(up_bad, fx_bad)),
+                   "string tests (fixed)": fx.get("string_tests", ""),
+                   "guide: without / with": f"exit {g[0][0]}, {g[0][1]} bad / exit {g[1][0]}, {g[1][1]} bad" if g else "",
+                   "match": Cell(match[v], matched(match[v]))})
+
+    def shipped_cell(r: dict[str, Any]) -> str:
+        if not r or r.get("shipped_test_exit", "") == "":
+            return ""
+        return "exit 0" if r["shipped_test_exit"] == 0 else f"exit {r['shipped_test_exit']}: {r['shipped_test_failure']}"
+
+    shipped = pd.DataFrame([{"vocab": v, "tok_eos": get(v, "upstream").get("tok_eos", ""),
+                             "test as shipped, upstream sampler": shipped_cell(get(v, "upstream")),
+                             "test as shipped, fixed sampler": shipped_cell(get(v, "fixed")),
+                             "the sampler's first llg error (fixed)": get(v, "fixed").get("shipped_test_llg_error", "")} for v in order])
+    # like with like: the port drives the venv's llguidance, so its differential is against that build
+    same = df[df.llguidance == port_llg]
+    cells = int(pd.to_numeric(same["diff_cells"], errors="coerce").fillna(0).sum())
+    differ = int(pd.to_numeric(same["diff_differ"], errors="coerce").fillna(0).sum())
+    harness_errors = df[df["harness_error"].astype(str) != ""]
+    # llguidance versions against each other: every test cell that differs, and the masks of the
+    # pinned build against the port's
+    test_cols = ["pr_test_exit", "no_space_bad", "forced_bad", "string_tests", "pr_test_failure", "shipped_test_exit",
+                 "shipped_test_failure", "greedy"]
+    vdiff = []
+    for other in (x for x in built if x != pinned):
+        for v in order:
+            for smp in ("upstream", "fixed"):
+                a, b = get(v, smp, pinned), get(v, smp, other)
+                changed = [c for c in test_cols if a and b and str(a.get(c, "")) != str(b.get(c, ""))]
+                if changed:
+                    vdiff.append({"vocab": v, "sampler": smp, "what": ", ".join(changed),
+                                  f"llguidance {pinned}": "; ".join(f"{c}={a.get(c)}" for c in changed),
+                                  f"llguidance {other}": "; ".join(f"{c}={b.get(c)}" for c in changed)})
+    cross = df[df.llguidance != port_llg]
+    cross_cells = int(pd.to_numeric(cross["diff_cells"], errors="coerce").fillna(0).sum())
+    cross_differ = int(pd.to_numeric(cross["diff_differ"], errors="coerce").fillna(0).sum())
+    reproduced = sum(1 for v in guide.UNIT if match[v] == "✓")
+    sec = Section("native", "The compiled code: llama.cpp's own test, and the port checked (guide 7, 8 unit level)", notebook="native")
+    where = []
+    if cross_differ and not diffs.empty:
+        cd = diffs[diffs.llguidance != port_llg]
+        where = [f"{v} {smp} ({len(g)} cells; llguidance {g.llguidance.iloc[0]} said: {str(g.cpp.iloc[0]).split(': ', 1)[-1][:90]})"
+                 for (v, smp), g in cd.groupby(["vocab", "sampler"], sort=True)]
+    said = blocks("native", patches=res.patches_link, built=built, pinned=pinned, port_llg=port_llg, reproduced=reproduced,
+                  n_unit=len(guide.UNIT), n_vdiff=len(vdiff), others=[x for x in built if x != port_llg],
+                  cross_cells=cross_cells, cross_differ=cross_differ, where=where, n_diffs=len(diffs), cells=cells,
+                  n_vocabs=df.vocab.nunique(), differ=differ,
+                  unfinished=[f"{r.vocab}/{r.sampler}" for r in harness_errors.itertuples()])
+    sec.claim, sec.text = said["claim"], said["text"]
+    sec.views.append(Table(pd.DataFrame(t7), f"Guide table 7, from the compiled code (llguidance {pinned})"))
+    if len(built) > 1 and vdiff:
+        sec.views.append(Table(pd.DataFrame(vdiff), "Test cells that differ between the llguidance versions"))
+    if not diffs.empty:
+        sec.views.append(Table(diffs, "Every differing cell", note=said["diff_note"]))
+    sec.views.append(Table(shipped, "The test as shipped (before the PR) on every vocab", note=said["shipped_note"]))
+    sec.raw_table("native", df)
+    if not diffs.empty:
+        sec.raw_table("native_differences", diffs)
+    return sec

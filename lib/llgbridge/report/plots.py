@@ -1,0 +1,88 @@
+"""The report's figures: inline SVG with fixed ids and no date, so a page is byte-stable; the bars
+every section draws per bridge."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pandas as pd
+
+from ..palette import BRIDGES as PALETTE
+from ..palette import ORDER as BRIDGE_ORDER
+from .table import guide_order
+
+
+def svg(fig: Any) -> str:
+    """A figure as inline SVG with fixed ids and no date, so the page is byte-stable."""
+    import matplotlib
+
+    matplotlib.rcParams["svg.hashsalt"] = "llgbridge"
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight")
+    text = buf.getvalue()
+    return text[text.index("<svg") :]
+
+
+def pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str, steps: str = "") -> str:
+    """Grouped horizontal bars on a log axis, one group per vocab, every value printed at its bar's
+    end (a zero has no bar on a log axis: it is printed at the axis). The legend runs in the bars'
+    order, top to bottom. With `steps`, a bar whose bridge covered fewer steps than another on
+    the same vocab (its matcher died) says how many it covered."""
+    if col not in df or df[col].isna().all():
+        return ""  # every row is an error row (a bridge that could not be built or masked): nothing to draw
+    df = df[df[col].notna()]
+    plt = pyplot()
+    vocabs = sorted(df.vocab.unique(), key=lambda v: guide_order(list(df.vocab.unique())).index(v))
+    present = [b for b in BRIDGE_ORDER if b in set(df["bridge"])] or sorted(df["bridge"].unique())
+
+    def num(x: pd.DataFrame, c: str) -> int:
+        return int(pd.to_numeric(x[c], errors="coerce").fillna(0).sum())
+
+    # a bridge that is 0 everywhere is said in the title rather than drawn as 19 empty bars
+    groups = [b for b in present if num(df[df["bridge"] == b], col)] or present[-1:]
+    zero = [b for b in present if b not in groups]
+    if zero:
+        title += f"\n({', '.join(zero)}: 0 on every vocab)"
+    fig, ax = plt.subplots(figsize=(9, 0.24 * len(vocabs) * len(groups) + 1.6))
+    h = 0.8 / len(groups)
+    top = max(1, int(pd.to_numeric(df[col], errors="coerce").fillna(0).max()))
+    short = False
+    for j, b in enumerate(groups):
+        vals, labels = [], []
+        for v in vocabs:
+            x = df[(df.vocab == v) & (df["bridge"] == b)]
+            n = num(x, col)
+            label = f" {n}"
+            if steps and not x.empty:
+                mine, most = num(x, steps), max(num(df[(df.vocab == v) & (df["bridge"] == o)], steps) for o in present)
+                if mine < most:
+                    label += f" ({mine} of {most} steps)"
+                    short = True
+            vals.append(n)
+            labels.append(label)
+        # vocab i's group sits at -i, its first bridge on top, so the legend reads as the bars do
+        ys = [-i - j * h for i in range(len(vocabs))]
+        ax.barh(ys, vals, height=h, label=b, color=PALETTE.get(b))
+        for y, x, label in zip(ys, vals, labels):
+            ax.text(max(x, 1), y, label, va="center", fontsize=9)
+    ax.set_yticks([-i - h * (len(groups) - 1) / 2 for i in range(len(vocabs))], vocabs)
+    ax.set_xscale("log")
+    ax.set_xlim(0.8, top * 60)
+    ax.set_xlabel(xlabel, fontsize=10)
+    ax.set_title(title + ("\n(steps covered in brackets where a bridge's matcher died before the walk's end)" if short else ""),
+                 fontsize=11)
+    ax.legend(loc="lower right", fontsize=10)
+    plt.tight_layout()
+    out = svg(fig)
+    plt.close(fig)
+    return out

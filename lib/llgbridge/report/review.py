@@ -1,0 +1,140 @@
+"""Guide 10, "what a reviewer should push on": its eight questions and the guide's one-measurement
+claims (4.5, 5.2, 7.2, 9), each answered from the results."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pandas as pd
+
+from ..show import show_text
+from .data import Results, takes_results
+from .prose import blocks
+from .table import Section, Table, guide_order, pinned_rows
+from .server import SERVER_CONTROLS
+
+
+GUIDE_10 = [  # (#, concern, the guide's answer in brief)
+    (1, "Is greedy tokenization acceptable, or should SPM fail loudly?", "greedy keeps enforcement exact (section 6); a maintainer's call"),
+    (2, "Should SPM get a byte-exact tokenization entry point?", "better long-term; prefix-and-strip is unsafe in general (5.2)"),
+    (3, "Does the token_bytes change alter behaviour for BPE users?", "yes: it fixes 117 wrong tokens on llama-bpe; the \\xff branch is unchanged (4.5)"),
+    (4, "Is the probe robust?", "fails safe on every error path; tests the round trip (5.3)"),
+    (5, "Why is a /regex/ needed in test_no_space_tokens?", "a literal is forced and never consults the trie (4.4)"),
+    (6, "Why are the string tests skipped on SPM?", "they tokenize their own inputs (7.3)"),
+    (7, "Conflict with PR #15837?", "likely textual; it keeps llama_detokenize, so it fixes neither bug"),
+    (8, "Does CI cover this path?", "CI builds with LLAMA_LLGUIDANCE=ON but never tested an SPM vocab"),
+]
+
+
+NO_BYTES = re.compile(r"^<(\d+):(.*)>$", re.S)  # soundness.describe's label for a token with no real bytes
+
+
+def sentinel_examples(soundness_ok: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One illegal (step, token) pair of the sentinel bridge per vocab where it has any, in real
+    bytes: the walk's grammar and string, the step, the prefix before it, the token and why it
+    is illegal there. From the stored worst steps, their first under-constrained token."""
+    out = []
+    for r in sorted(soundness_ok, key=lambda r: guide_order([x["vocab"] for x in soundness_ok]).index(r["vocab"])):
+        w = next((x for x in r.get("worst", []) if x.get("bridge") == "sentinel" and x.get("n_under")), None)
+        if w is None:
+            continue
+        try:
+            first = json.loads(w["under"])[0]
+        except (ValueError, IndexError, TypeError):
+            continue
+        m = NO_BYTES.match(first)
+        # `sample`, `prefix` and `text` are byte columns: stored text here, quoted by the table
+        if m:
+            token, text, real = m[1], m[2], "none: its piece is empty"
+            why = (f"it spells nothing, so the mask from real pieces excludes it; the sentinel's table holds "
+                   f"{show_text(m[2])} for it, which the grammar admits after this prefix")
+        else:  # a token with real bytes: the label is its piece (no id stored)
+            token, text, real = "(id not stored)", "", show_text(first)
+            why = "the mask from real pieces excludes it here"
+        out.append({"vocab": r["vocab"], "grammar": w["grammar"], "sample": w["sample"], "step": w["step"],
+                    "prefix": w["prefix"], "token": token, "text": text, "real bytes": real, "why it is illegal": why,
+                    "pairs like it": f"{w['n_under']} at this step"})
+    return out
+
+
+@takes_results
+def review_section(res: Results) -> Section | None:
+    """Guide 10's eight questions, each answered from the results, with the evidence linked."""
+    ok = {a: res.load(a)[0] for a in ("probe", "exactness", "soundness", "leak", "forced", "native", "server", "census")}
+    if not ok["census"]:
+        return None
+    greedy = sorted(r["vocab"] for r in ok["probe"] if r["probe"].get("greedy"))
+    sound = pd.DataFrame([row for r in ok["soundness"] for row in r["soundness"]]) if ok["soundness"] else pd.DataFrame()
+
+    def under(bridge: str, vocabs: list[str] | None = None) -> tuple[int, list[str]]:
+        if sound.empty:
+            return 0, []
+        x = sound[(sound.bridge == bridge) & (pd.to_numeric(sound.under, errors="coerce").fillna(0) > 0)]
+        if vocabs is not None:
+            x = x[x.vocab.isin(vocabs)]
+        return int(pd.to_numeric(x.under).sum()), [f"{r.vocab} {int(r.under)}" for r in x.itertuples()]
+
+    served = pd.DataFrame([row for r in ok["server"] for row in r["rows"]]) if ok["server"] else pd.DataFrame()
+    main_cases = served[~served.case.isin(SERVER_CONTROLS)] if not served.empty else served
+    fixed_fail = 0 if served.empty else int(((main_cases.sampler == "fixed") & (main_cases.outcome == "violation")).sum())
+    census = {r["vocab"]: r["summary"] for r in ok["census"]}
+    leak = {r["vocab"]: {x["bridge"]: x for x in r["rows"]} for r in ok["leak"]}
+    forced = {r["vocab"]: {x["bridge"]: x for x in r["rows"]} for r in ok["forced"]}
+    nat = {r["vocab"]: {x["sampler"]: x for x in pinned_rows(r)} for r in ok["native"]}
+    pvx = [r["probe_vs_exactness"] for r in ok["exactness"]]
+    misses = [x for x in pvx if str(x.get("cell", "")).startswith("probe misses")]
+    spm, bpe_nat = nat.get("llama-spm", {}), nat.get("llama-bpe", {})
+    n_fx, where_fx = under("fixed", greedy)
+    n_sen, where_sen = under("sentinel")
+    cardinality = []
+    for v in ("llama-bpe", "llama-spm"):
+        up = forced.get(v, {}).get("upstream", {})
+        n_tok = census.get(v, {}).get("n_tokens")
+        if up and n_tok:
+            n = int(up.get("allowed") or 0)
+            cardinality.append({"vocab": v, "allowed": n, "n_tokens": n_tok, "passes": 0 < n < int(n_tok), "not_prefix": up.get("not_prefix")})
+    # a token takes the \xff branch where its first conversion call returns no bytes: the two sets differ exactly at
+    # the census's differing tokens with one side empty
+    branch = {r["vocab"]: [d for d in r["diffs"] if (d["piece"] == "") != (d["detok"] == "")] for r in ok["census"]}
+    moved = {v: d for v, d in sorted(branch.items()) if d}
+    examples = sentinel_examples(ok["soundness"])
+    said = blocks(
+        "review", greedy=greedy, fixed_under={"n": n_fx, "where": where_fx}, served=not served.empty, fixed_fail=fixed_fail,
+        sentinel_under={"n": n_sen, "where": where_sen},
+        bpe={v: s["differing"] for v, s in census.items() if s.get("vocab_type") == "BPE" and s["differing"]},
+        bpe_llama=census.get("llama-bpe", {}).get("differing", "?"), moved=moved, n_census=len(branch),
+        probe_exact=sum(1 for x in pvx if x.get("probe_exact")), n_probed=len(pvx), misses=sorted(x["vocab"] for x in misses),
+        specials=len([x for x in misses if x.get("inexact_only_specials")]),
+        lb_forced=forced.get("llama-bpe", {}).get("upstream", {}).get("not_prefix"),
+        lb_leak=leak.get("llama-bpe", {}).get("upstream", {}).get("allowed_with_space"),
+        spm={"upstream_exit": spm.get("upstream", {}).get("shipped_test_exit", "?"), "fixed_exit": spm.get("fixed", {}).get("shipped_test_exit", "?"),
+             "failure": spm.get("fixed", {}).get("shipped_test_failure", "") or "a string fails to match",
+             "string_tests": spm.get("fixed", {}).get("string_tests", "?")},
+        ci={"upstream": bpe_nat.get("upstream", {}).get("pr_test_exit", "?"), "fixed": bpe_nat.get("fixed", {}).get("pr_test_exit", "?")},
+        cardinality=cardinality, prefixed=sorted(v for v, x in census.items() if x.get("add_space_prefix_observed")),
+        examples=bool(examples))
+    # evidence is linked only where this report holds the section or table it names
+    source = {"#soundness": "soundness", "tables/soundness.csv": "soundness", "tables/census.csv": "census", "#leak": "leak",
+              "tables/probe_vs_exactness.csv": "exactness", "#native": "native", "tables/forced.csv": "forced"}
+
+    def held(e: str) -> str:
+        return e if e and ok.get(source.get(e, ""), None) else ""
+
+    evidence = ["#soundness", "tables/soundness.csv", "tables/census.csv", "tables/probe_vs_exactness.csv", "#leak", "#native", "", "#native"]
+    rows = [{"#": n, "concern": q, "the guide": g, "the results": said[f"a{n}"], "evidence": held(e)}
+            for (n, q, g), e in zip(GUIDE_10, evidence)]
+    claims = [{"guide": guide_no, "claim": claim, "the results": said[block], "evidence": held(e)} for guide_no, claim, block, e in (
+        ("7.2", "an assertion on cardinality alone passes on the buggy build", "c72", "tables/forced.csv"),
+        ("9", "llama.h's \"Does not insert a leading space\" (parse_special) is false", "c9", "tables/census.csv"),
+        ("5.2", "prefix-and-strip tricks are not safe in general", "c52", "tables/soundness.csv"),
+        ("4.5", "the same tokens take the \\xff special-token branch before and after the fix", "c45", "tables/census.csv"))]
+    sec = Section("review", "What a reviewer should push on (guide 10), answered from the results")
+    sec.claim, sec.text = said["claim"], said["text"]
+    sec.views.append(Table(pd.DataFrame(rows)))
+    sec.views.append(Table(pd.DataFrame(claims), caption="The guide's other one-measurement claims"))
+    if examples:
+        sec.views.append(Table(pd.DataFrame(examples), caption="5.2 in real bytes: one illegal (step, token) pair of the sentinel bridge per vocab",
+                               note=said["examples_note"]))
+    return sec

@@ -1,0 +1,28 @@
+"""Mask soundness over a grammar battery (guide 10, row 1)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .data import Results, takes_results
+from .plots import bar_by_bridge
+from .prose import prose
+from .table import Section, Table, vocab_key
+
+
+@takes_results
+def soundness_section(res: Results) -> Section | None:
+    ok, _ = res.load("soundness")
+    if not ok:
+        return None
+    sound = pd.DataFrame([row for r in ok for row in r["soundness"]]).sort_values(["vocab", "bridge"], kind="stable", key=vocab_key).reset_index(drop=True)
+    under = sound.groupby("bridge")["under"].sum()
+    under_vocabs = {b: sorted(sound[(sound.bridge == b) & (sound.under > 0)].vocab) for b in sound.bridge.unique()}
+    sec = Section("soundness", "Mask soundness over a grammar battery (guide 10, row 1)", notebook="soundness")
+    sec.claim, sec.text = prose("soundness", under={b: int(under.get(b, 0)) for b in ("upstream", "fixed", "sentinel")},
+                                fixed_under=under_vocabs.get("fixed", []))
+    sec.views.append(Table(sound[["vocab", "bridge", "forcing", "steps", "under", "over", "over_collapsed", "stop_disagree", "errors"]]))
+    sec.figure = bar_by_bridge(sound, "under", "Under-constraint over the grammar battery (allowed but illegal)",
+                                "(step, token) pairs (log axis; each count printed)", steps="steps")
+    sec.raw_table("soundness", sound)
+    return sec
