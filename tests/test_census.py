@@ -1,10 +1,14 @@
 """The byte-diff census reproduces the guide's table 4.3 and its examples (by token id and bytes)."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from conftest import vocab
 from llgbridge import census, guide
+from llgbridge.paths import RESULTS
 
 
 @pytest.fixture(scope="module", params=sorted(guide.CENSUS))
@@ -50,3 +54,24 @@ def test_mechanisms_follow_the_vocab_family() -> None:
 )
 def test_clean_spaces_port(text: bytes, cleaned: bytes) -> None:
     assert census.clean_spaces(text) == cleaned
+
+
+def test_a_wrong_typed_field_costs_its_one_result_not_the_section(tmp_path: Path) -> None:
+    # issue 24.6: summary.differing as "23" in one census result cost the whole census section
+    # ("FAILED census/(all): ... TypeError") and every census row left the page
+    from llgbridge import report, results
+
+    for v in ("llama-spm", "gpt-2", "bert-bge"):
+        r = json.loads((RESULTS / "census" / f"{v}.json").read_text())
+        r.pop("provenance", None)  # a result that records none stands (results._stale): the copy is not stale
+        if v == "gpt-2":
+            r["summary"]["differing"] = "23"
+        (tmp_path / "census").mkdir(exist_ok=True)
+        (tmp_path / "census" / f"{v}.json").write_text(json.dumps(r))
+    ok, failed = results.load(tmp_path, "census")
+    assert [r["vocab"] for r in ok] == ["bert-bge", "llama-spm"]
+    assert failed == [{"notebook": "census", "vocab": "gpt-2", "error": "unusable result: "
+                       f"{tmp_path / 'census' / 'gpt-2.json'}: summary.differing is str (\"23\"), expected int"}]
+    sec = report.census_section(tmp_path)
+    assert sec is not None
+    assert sorted(sec.raw[0].df.vocab) == ["bert-bge", "llama-spm"]

@@ -18,7 +18,7 @@ import cloudpickle
 import pytest
 
 from conftest import variant
-from llgbridge import cluster, corpus, schemas
+from llgbridge import cluster, corpus, corpus_job, schemas
 
 VOCAB = ("llama-spm", "data/vocabs/ggml-vocab-llama-spm.gguf")
 COMPILES = ["6c56393e0f59", "7f5497bc910b", "a51766812762"]  # compile with llguidance's defaults
@@ -87,26 +87,26 @@ def test_every_job_has_its_own_cache_key_even_where_two_schemas_have_the_same_by
     assert len({e.digest for e in entries}) < len(entries)  # the wheel has duplicates: the case this guards
     jobs = corpus.plan([VOCAB], [e.id for e in entries], corpus.Params())
     assert len({j.key for j in jobs}) == len(jobs)
-    assert len({corpus.BridgeJob(j, "fixed", ()).key for j in jobs}) == len(jobs)
+    assert len({corpus_job.BridgeJob(j, "fixed", ()).key for j in jobs}) == len(jobs)
 
 
 def test_instances_are_valid_for_jsonschema_and_bounded() -> None:
     job = corpus.plan([VOCAB], COMPILES, corpus.Params())
     for j in job:
-        rec = corpus.instances_job(j)
+        rec = corpus_job.instances_job(j)
         assert rec["status"] == "ok" and 1 <= len(rec["instances"]) <= j.params.instances
         assert [c["verdict"] for c in rec["jsonschema"]] == ["valid"] * len(rec["instances"])
-        truth = corpus._bridge(j.vocab_path, j.vocab, "truth")[0]
+        truth = corpus_job._bridge(j.vocab_path, j.vocab, "truth")[0]
         assert all(len(truth.tokenize(x.encode())) <= j.params.max_tokens for x in rec["instances"])
-        assert corpus.instances_job(j)["instances"] == rec["instances"]  # seeded
+        assert corpus_job.instances_job(j)["instances"] == rec["instances"]  # seeded
 
 
 def test_jsonschema_disagreement_is_reported_not_hidden() -> None:
     schema = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 3}}}
-    assert corpus.check_instance(schema, '{"n": 2}') == {"verdict": "valid", "message": ""}
-    assert corpus.check_instance(schema, '{"n": 7}')["verdict"] == "invalid"
-    assert "7 is greater than the maximum of 3" in corpus.check_instance(schema, '{"n": 7}')["message"]
-    assert corpus.check_instance({"type": 12}, "1")["verdict"] == "unchecked"
+    assert corpus_job.check_instance(schema, '{"n": 2}') == {"verdict": "valid", "message": ""}
+    assert corpus_job.check_instance(schema, '{"n": 7}')["verdict"] == "invalid"
+    assert "7 is greater than the maximum of 3" in corpus_job.check_instance(schema, '{"n": 7}')["message"]
+    assert corpus_job.check_instance({"type": 12}, "1")["verdict"] == "unchecked"
 
 
 @pytest.mark.guards("bugs A and B: the fix allows nothing illegal on real-world schemas")
@@ -147,6 +147,31 @@ def test_jobs_are_cached_by_input_hash_so_a_run_resumes(tmp_path: Path) -> None:
     resumed = corpus.run([VOCAB], TINY, BRIDGES, cache_dir=tmp_path)
     assert (resumed.computed, resumed.cached) == (1, 14)
     assert tables(resumed) == serial()
+
+
+def test_the_cache_is_keyed_by_the_schema_bytes_read_not_the_manifest(tmp_path: Path) -> None:
+    # issue 24.7: a rewritten schema was served its old record ("0 computed"), and a schema
+    # restored after a run from a replaced one was served the replaced one's record
+    d = tmp_path / "schemas"
+    d.mkdir()
+    real = (schemas.SCHEMAS / f"{COMPILES[0]}.json").read_bytes()
+    (d / f"{COMPILES[0]}.json").write_bytes(real)
+    cache = tmp_path / "cache"
+
+    def once() -> corpus.CorpusRun:
+        return corpus.run([VOCAB], COMPILES[:1], ["fixed"], cache_dir=cache, schemas_dir=d)
+
+    first = once()
+    assert (first.computed, first.cached) == (2, 0)
+    # another schema under the same file name: its one valid string is "a", so each of the 3 instances is
+    (d / f"{COMPILES[0]}.json").write_bytes(b'{"type": "string", "enum": ["a"]}')
+    replaced = once()
+    assert (replaced.computed, replaced.cached) == (2, 0)
+    assert [r["instances"] for r in replaced.instances] == [['"a"'] * 3]
+    (d / f"{COMPILES[0]}.json").write_bytes(real)
+    restored = once()
+    assert (restored.computed, restored.cached) == (0, 2)
+    assert tables(restored) == tables(first) and restored.instances == first.instances
 
 
 def test_a_local_pool_gives_the_serial_bytes(tmp_path: Path) -> None:
@@ -251,3 +276,30 @@ def test_the_report_section_shows_counts_in_its_tables_and_timing_only_in_its_fi
     svg = sec.assets["corpus/mask-time.svg"]
     assert svg.startswith("<svg") and "MaskBench p99 533" in svg and "corpus/mask-time.svg" in sec.figure
     assert "schema too large" in sec.raw[2].markdown and "Unimplemented keys (1)" in sec.text
+
+
+def test_an_edited_schema_makes_the_corpus_results_stale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 24.7: the corpus sample's result named only its vocab, so with a schema rewritten the
+    # pool kept the report's corpus rows as current
+    from llgbridge import results
+
+    d = tmp_path / "schemas"
+    d.mkdir()
+    (d / f"{COMPILES[0]}.json").write_bytes((schemas.SCHEMAS / f"{COMPILES[0]}.json").read_bytes())
+    assert results.BUILT["corpus"] == (("data/schemas", "*.json"),)
+    monkeypatch.setitem(results.BUILT, "corpus", ((str(d), "*.json"),))
+    before = results._code_version("corpus")
+    (d / f"{COMPILES[0]}.json").write_bytes(b'{"type": "string", "enum": ["a"]}')
+    assert results._code_version("corpus") != before
+
+
+def test_the_cache_key_hashes_the_job_path_and_not_the_tables() -> None:
+    """Issue 23, 1: the key is the bytes of every module a job reaches (one closure, the one that
+    checks each analysis's code version), so `_bridge` or `soundness.walk` changing drops the
+    cache, and the tables and the runner (corpus.py) changing keeps it."""
+    from llgbridge import results
+
+    lib = Path(corpus_job.__file__).parent
+    path = results.import_closure([lib / "corpus_job.py"])
+    assert {lib / "corpus_job.py", lib / "soundness.py", lib / "bridges.py", lib / "vocab.py", lib / "llg.py"} <= path
+    assert lib / "corpus.py" not in path and lib / "cluster.py" not in path

@@ -63,3 +63,16 @@ def test_a_vocab_is_named_by_its_file_and_a_dropped_fixture_joins(tmp_path: Path
     (tmp_path / "ggml-vocab-mine.gguf").write_bytes(b"GGUF")
     (tmp_path / "notes.gguf").write_bytes(b"GGUF")
     assert fixtures.vocab_names(extra=tmp_path) == sorted([*fixtures.vocab_names(), "mine"])
+
+
+def test_a_dropped_fixture_named_as_a_real_model_is_refused_naming_both_files(tmp_path: Path) -> None:
+    # issue 24.8: a gpt-2 vocab dropped in as ggml-vocab-smollm2-135m.gguf was listed twice,
+    # ignored, and the census showed SmolLM2's row under its name
+    (tmp_path / "ggml-vocab-smollm2-135m.gguf").write_bytes((VOCABS / "ggml-vocab-gpt-2.gguf").read_bytes())
+    (tmp_path / "ggml-vocab-fine.gguf").write_bytes(b"GGUF")
+    names = fixtures.vocab_names(extra=tmp_path)
+    assert "fine" in names and "smollm2-135m" not in names
+    [r] = fixtures.refused(tmp_path)
+    assert r["vocab"] == "ggml-vocab-smollm2-135m.gguf" and "\n" not in r["error"]
+    assert r["error"] == ("refused file name: ggml-vocab-smollm2-135m.gguf claims the name 'smollm2-135m', which the real "
+                          "model data/models/SmolLM2-135M-Instruct.Q4_1.gguf holds (it keeps it); rename the file")

@@ -17,13 +17,11 @@ from typing import Any
 import pytest
 from gguf import Keys
 
-from llgbridge import fixtures, params, paths, report, results, run, synth, whatif
+from helpers import PROGRAMS, SPM, abort_notebook, write_vocab
+from llgbridge import fixtures, params, paths, regen, report, results, run, synth, whatif
 from llgbridge.errors import InputError, cause_line
 from llgbridge.paths import RESULTS, ROOT, VOCABS, vocab_path
 from llgbridge.vocab import Vocab
-from test_inputs import _write_vocab
-
-SPM = vocab_path("llama-spm")
 
 
 def _big_piece(k: str, v: Any) -> Any:
@@ -45,13 +43,14 @@ def _one_line_refusal(path: Path) -> str:
 # -- 1. one input can stop the whole report ---------------------------------------------------------
 @pytest.mark.slow
 def test_1_a_16kb_piece_costs_neither_the_report_nor_a_line(tmp_path: Path, spm_results: Path) -> None:
-    big = _write_vocab(tmp_path / "big.gguf", _big_piece)
+    big = write_vocab(tmp_path / "big.gguf", _big_piece)
     res = tmp_path / "results"
     st = run.execute("forced", "big", {"vocab_path": str(big)}, out_root=tmp_path / "r", results_dir=res)
     assert st["status"] == "ok", st
     rows = json.loads((res / "forced" / "big.json").read_text())["rows"]
     # no bridge can hold the piece: each says why in one line (sentinel's llguidance panic included)
-    assert [r["bridge"] for r in rows] == ["upstream", "fixed", "sentinel"] and all("build_error" in r for r in rows)
+    assert [r["bridge"] for r in rows] == ["upstream", "fixed", "sentinel", "nospecial", "failclosed"]
+    assert all("build_error" in r for r in rows)
     assert all("\n" not in r["build_error"] for r in rows), rows
     shutil.copytree(spm_results / "forced", res / "forced", dirs_exist_ok=True)
     failed = report.build(res, tmp_path / "out")
@@ -182,9 +181,8 @@ def test_r3_9_a_nul_byte_in_a_grammar_is_refused(tmp_path: Path) -> None:
 
 def test_r3_10_text_typed_under_a_c_locale_is_the_text_typed() -> None:
     """Round three, 10: under LC_ALL=C Python decodes argv as ASCII with surrogate escapes."""
-    code = "import sys; from llgbridge import params as P; v = P.parse_value(sys.argv[1]); P.check('forced', {'literal': v}); print(ascii(v))"
     env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
-    r = subprocess.run([sys.executable, "-c", code, "h\u00e9llo \u2713"], env=env, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, str(PROGRAMS / "parse_literal.py"), "h\u00e9llo \u2713"], env=env, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == ascii("h\u00e9llo \u2713")
 
@@ -237,7 +235,7 @@ def test_4_the_synthetic_model_cache_is_keyed_by_content(tmp_path: Path) -> None
     (lambda k, v: v[:300] + [b"a\0b"] + v[301:] if k == Keys.Tokenizer.LIST else v, "tokenizer.ggml.tokens[300] holds a NUL byte"),
 ])
 def test_5_an_inconsistent_tokenizer_is_refused_before_llama_cpp_sees_it(tmp_path: Path, change: Any, says: str) -> None:
-    p = _write_vocab(tmp_path / "v.gguf", change)
+    p = write_vocab(tmp_path / "v.gguf", change)
     if not says:
         assert Vocab(p).n_tokens == 32000
         return
@@ -246,25 +244,10 @@ def test_5_an_inconsistent_tokenizer_is_refused_before_llama_cpp_sees_it(tmp_pat
 
 # -- 6. an abort inside llama.cpp loses its cause ------------------------------------------------
 @pytest.mark.slow
-def abort_notebook(tmp_path: Path) -> Path:
-    """A folder with a notebook `abort` that makes the real llama.cpp abort its kernel: a vocab
-    with a duplicate token loaded past the suite's own check, so llama.cpp's GGML_ASSERT fires."""
-    from test_inputs import _notebook
-
-    dup = _write_vocab(tmp_path / "dup.gguf", lambda k, v: v[:300] + [v[301]] + v[301:] if k == Keys.Tokenizer.LIST else v)
-    nb = tmp_path / "nbs"
-    nb.mkdir(exist_ok=True)
-    code = ("import llama_cpp\np = llama_cpp.llama_model_default_params()\np.vocab_only = True\n"
-            f"llama_cpp.llama_model_load_from_file({str(dup).encode()!r}, p)")
-    _notebook(nb, "abort", code)
-    return nb
-
-
 def test_6_an_abort_keeps_its_cause_and_its_log(tmp_path: Path) -> None:
     nb = abort_notebook(tmp_path)
-    out = subprocess.run([sys.executable, "-c", "import sys, json; from pathlib import Path; from llgbridge import run\n"
-                          f"st = run.execute('abort', 'x', out_root=Path({str(tmp_path / 'r')!r}), results_dir=Path({str(tmp_path / 'res')!r}), "
-                          f"notebooks_dir=Path({str(nb)!r}))\nprint(json.dumps(st))"], capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run([sys.executable, str(PROGRAMS / "execute.py"), "abort", "x", str(tmp_path / "r"), str(tmp_path / "res"), str(nb)],
+                         capture_output=True, text=True, cwd=ROOT)
     st = json.loads(out.stdout.splitlines()[-1])
     assert st["status"] == "failed" and st["error"].startswith("the kernel died: llama-vocab.cpp:"), st
     assert "GGML_ASSERT(id_to_token.size() == token_to_id.size()) failed" in st["error"] and "/" not in st["error"].split(":")[0]
@@ -277,7 +260,7 @@ def test_7_an_unwritable_output_folder_is_one_line_and_the_result_says_so(tmp_pa
     blocked = tmp_path / "file"
     blocked.write_text("a file where a folder should be")
     st = run.execute("census", "llama-spm", out_root=blocked / "reports", results_dir=tmp_path / "res")
-    assert st["status"] == "failed" and st["error"] == f"{blocked / 'reports' / 'notebooks' / 'census'}: Not a directory", st
+    assert st["status"] == "failed" and st["error"] == f"{blocked / 'reports' / 'logs'}: Not a directory", st
     assert json.loads((tmp_path / "res" / "census" / "llama-spm.json").read_text())["error"] == st["error"]
     st = run.execute("census", "llama-spm", out_root=blocked / "reports", results_dir=blocked / "res")
     assert st["unwritten"] == f"{blocked / 'res' / 'census'}: Not a directory", st
@@ -371,17 +354,12 @@ def test_9_a_result_never_lands_outside_its_folder() -> None:
 
 
 def _tree_copy(tmp_path: Path, fixtures_kept: tuple[str, ...] = ()) -> tuple[Path, dict[str, str]]:
-    """A copy of the tree to run `make` in, so a test never writes the real data/ or reports/.
-
-    The venv is shared (a symlink); the venv stamp is a file the copy makes newer than its
-    pyproject.toml, so Make never reinstalls the shared venv from the copy.
-    """
-    tree = tmp_path / "tree"
-    for part in ("lib", "notebooks", "native", "patches", "Makefile", "pyproject.toml"):
-        src = ROOT / part
-        shutil.copytree(src, tree / part, ignore=shutil.ignore_patterns("__pycache__")) if src.is_dir() else shutil.copy(src, tree / part)
-    (tree / ".venv").symlink_to(ROOT / ".venv")
-    (tree / ".stamp").touch()
+    """A copy of the tree to run `make` in (`regen.tree_copy`: the venv shared, its stamp newer
+    than the copy's pyproject.toml), so a test never writes the real data/ or reports/: with
+    none of the real data/ linked in, and only `fixtures_kept` of the fixtures."""
+    tree = regen.tree_copy(tmp_path)
+    for link in (tree / "data").iterdir():
+        link.unlink()  # the shared native build, models and schemas: this test's own, or none
     manifest = tree / "lib" / "llgbridge" / "vocabs.sha256"
     manifest.write_text("".join(ln + "\n" for ln in manifest.read_text().splitlines() if ln.split()[-1:] and ln.split()[-1] in fixtures_kept))
     vocabs = tree / "data" / "vocabs"
@@ -406,17 +384,41 @@ def test_9_a_user_value_never_reaches_a_shell(tmp_path: Path) -> None:
         assert not marker.exists(), (target, var)
 
 
+def test_r3_16_a_long_params_reaches_whatif_whole(tmp_path: Path) -> None:
+    """Round three, 16: Make repeats a command-line PARAMS in MAKEFLAGS with every space escaped,
+    and a 99 KB grammar of short words took it past the kernel's 128 KiB per string: the recipe's
+    shell never started ("/bin/bash: Argument list too long", naming nothing). An unknown
+    parameter makes whatif refuse it before any analysis runs, so this reads whatif's own line."""
+    tree, env = _tree_copy(tmp_path, ("ggml-vocab-llama-spm.gguf",))
+    value = "-p nosuch '" + "a " * 49500 + "'"
+    assert len(value) > 99_000
+    out = subprocess.run(["make", "-s", "whatif", f"VOCAB={SPM}", f"PARAMS={value}", "STAMP=.stamp"], cwd=tree,
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 2, out.stderr[-500:]
+    assert out.stderr.splitlines()[0] == ("whatif: parameter nosuch: no analysis notebook takes it (census, leak, forced, probe, "
+                                          "exactness, soundness, matrix, native, server)"), out.stderr[-500:]
+
+
+def test_r3_18_a_real_models_text_stays_out_of_the_committed_table() -> None:
+    """Round three, 18: Gemma 3 270M's `no_space` case at temperature 0 wrote 'raphael,red,andblueare'
+    on one machine and 'ellow,blue,andredarea' on another of the same kind (a venv built with
+    -march=native picks its quantized kernels by CPU). The committed table keeps what the grammar
+    decides; the text and its length stay in the result file."""
+    from llgbridge import generate as G
+
+    def row(synthetic: bool, text: str) -> G.MatrixRow:
+        return G.MatrixRow(model="m.gguf", vocab="gemma3-270m", synthetic=synthetic, case="no_space", bridge="fixed", outcome="pass",
+                           llg_errors=0, greedy=False, n_tokens=len(text), output=text, prompt="completion", tokens=[1] * len(text))
+
+    here, there = row(False, "raphael,red,andblueare"), row(False, "ellow,blue,andredarea")
+    assert here.row() == there.row()
+    assert (here.row()["outcome"], here.row()["output"], here.row()["n_tokens"]) == ("pass", "", 0)
+    assert row(True, "..!").row()["output"] == "..!"  # a synthetic model's text is kept (`recorded_output`)
+    p = G.payload([], "cpu", 0, 0.0, 0, 64, [], {}, [here, row(True, "..!")], {})
+    assert p["outputs"] == ["raphael,red,andblueare", "..!"]
+
+
 # -- the issue's end-to-end: three hostile inputs dropped into a make report ------------------------
-def test_the_makefile_lists_the_code_a_result_records() -> None:
-    from test_pipeline import _prerequisites
-
-    for analysis, modules in results.MODULES.items():
-        if analysis == "matrix":
-            continue
-        deps = {d.removeprefix("lib/llgbridge/") for d in _prerequisites(f"data/results/{analysis}/llama-bpe.json") if d.startswith("lib/")}
-        assert deps == {*results.CORE, *modules}, analysis
-
-
 @pytest.mark.slow
 def test_make_report_with_three_hostile_inputs(tmp_path: Path) -> None:
     """A copy of the tree with two fixtures and three hostile files; only the census runs (the
@@ -424,8 +426,8 @@ def test_make_report_with_three_hostile_inputs(tmp_path: Path) -> None:
     is written, each hostile one is named in one line, and make exits non-zero."""
     tree, env = _tree_copy(tmp_path, ("ggml-vocab-llama-spm.gguf", "ggml-vocab-gpt-2.gguf"))
     vocabs = tree / "data" / "vocabs"
-    _write_vocab(vocabs / "ggml-vocab-big.gguf", _big_piece)
-    _write_vocab(vocabs / "ggml-vocab-eos.gguf", _eos_out_of_range)
+    write_vocab(vocabs / "ggml-vocab-big.gguf", _big_piece)
+    write_vocab(vocabs / "ggml-vocab-eos.gguf", _eos_out_of_range)
     shutil.copy(SPM, vocabs / "ggml-vocab--dash.gguf")
     (vocabs / ".complete").touch()
     (tree / "data" / "native").mkdir()

@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -12,12 +10,11 @@ import pytest
 from gguf import Keys
 
 from conftest import bridge
+from helpers import SPM, write_notebook, write_vocab
 from llgbridge import bridges, generate as G, gguf_fuzz, run
 from llgbridge.errors import InputError
 from llgbridge.paths import vocab_path
 from llgbridge.vocab import Vocab
-
-SPM = vocab_path("llama-spm")
 
 
 def one_line_error(path: Path) -> str:
@@ -69,29 +66,13 @@ def test_unknown_tokenizer_model(tmp_path: Path) -> None:
     assert "unknown tokenizer: 'llamx'" in one_line_error(p)
 
 
-def _write_vocab(path: Path, change: Callable[[str, Any], Any]) -> Path:
-    """A vocab-only GGUF with llama-spm's tokenizer keys, one of them changed: well-formed bytes."""
-    import gguf
-
-    from llgbridge.synth import _tokenizer_kv
-
-    w = gguf.GGUFWriter(str(path), "llama")
-    for key, (value, vtype, sub) in _tokenizer_kv(SPM).items():
-        w.add_key_value(key, change(key, value), vtype, sub)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
-
-
 def test_score_count_differs_from_token_count(tmp_path: Path) -> None:
-    p = _write_vocab(tmp_path / "scores.gguf", lambda k, v: v[:-1] if k == Keys.Tokenizer.SCORES else v)
+    p = write_vocab(tmp_path / "scores.gguf", lambda k, v: v[:-1] if k == Keys.Tokenizer.SCORES else v)
     assert one_line_error(p).endswith("inconsistent tokenizer: 32000 tokens but 31999 entries in tokenizer.ggml.scores")
 
 
 def test_a_piece_longer_than_the_bridge_buffer(tmp_path: Path) -> None:
-    p = _write_vocab(tmp_path / "long.gguf", lambda k, v: v[:300] + [b"a" * 2000] + v[301:] if k == Keys.Tokenizer.LIST else v)
+    p = write_vocab(tmp_path / "long.gguf", lambda k, v: v[:300] + [b"a" * 2000] + v[301:] if k == Keys.Tokenizer.LIST else v)
     v = Vocab(p)
     for name in ("upstream", "fixed"):  # sentinel's buffer is 16 kB, as llamacpp.py's
         with pytest.raises(InputError) as e:
@@ -126,23 +107,9 @@ def test_json_schema_llguidance_rejects() -> None:
 
 
 # -- isolation ------------------------------------------------------------------------------------
-def _notebook(folder: Path, name: str, code: str) -> None:
-    nb = {
-        "cells": [
-            {"cell_type": "code", "execution_count": None, "id": "p", "metadata": {"tags": ["parameters"]}, "outputs": [],
-             "source": ["vocab = ''\n", "results_dir = ''"]},
-            {"cell_type": "code", "execution_count": None, "id": "c", "metadata": {}, "outputs": [], "source": [code]},
-        ],
-        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}, "language_info": {"name": "python"}},
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
-    (folder / f"{name}.ipynb").write_text(json.dumps(nb))
-
-
 @pytest.mark.slow
 def test_a_native_crash_fails_that_input_only(tmp_path: Path) -> None:
-    _notebook(tmp_path, "crash", "import os\nos.abort()")
+    write_notebook(tmp_path, "crash", "import os\nos.abort()")
     st = run.execute("crash", "x", out_root=tmp_path / "r", results_dir=tmp_path / "res", notebooks_dir=tmp_path)
     assert st["status"] == "failed" and "kernel died" in st["error"], st
     assert json.loads((tmp_path / "res" / "crash" / "x.json").read_text())["status"] == "failed"
@@ -150,7 +117,7 @@ def test_a_native_crash_fails_that_input_only(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_run_past_the_time_limit_is_stopped(tmp_path: Path) -> None:
-    _notebook(tmp_path, "slow", "import time\ntime.sleep(60)")
+    write_notebook(tmp_path, "slow", "import time\ntime.sleep(60)")
     st = run.execute("slow", "x", out_root=tmp_path / "r", results_dir=tmp_path / "res", timeout=3, notebooks_dir=tmp_path)
     assert st["status"] == "failed" and st["error"].startswith("Timeout"), st
     assert st["seconds"] < 50

@@ -6,6 +6,7 @@ go through llguidance: Python's `re` over the bytes llama.cpp gives.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from functools import cache
 
 import pytest
@@ -102,3 +103,36 @@ def test_llama_bpe_forces_hello_either_way(var: str) -> None:
     r = forced("llama-bpe", var)
     assert list(zip(r.allowed, r.pieces)) == [(15339, b"hello")]
     assert (r.error, r.output) == ("", b"hello world")
+
+
+@pytest.mark.slow
+def test_one_bridges_error_costs_only_its_row_on_an_all_control_vocab(tmp_path: Path) -> None:
+    # issue 24.12: on a vocab whose every token is CONTROL, llguidance refuses every mask
+    # ("NoExtensionBias") and sentinel finds no sentinel token; the first error discarded the run
+    import json
+
+    from helpers import all_control, write_vocab
+    from llgbridge import results, run
+
+    ctl = write_vocab(tmp_path / "ctl.gguf", all_control)
+    res = tmp_path / "results"
+    st = run.execute("leak", "ctl", {"vocab_path": str(ctl)}, out_root=tmp_path / "r", results_dir=res)
+    assert st["status"] == "ok", st
+    r = json.loads((res / "leak" / "ctl.json").read_text())
+    assert results.check("leak", "ctl", r) == ""
+    rows = {x["bridge"]: x for x in r["rows"]}
+    assert sorted(rows) == ["fixed", "sentinel", "upstream"]
+    for b in ("upstream", "fixed"):
+        assert rows[b]["error"] == "its mask failed: no token of this vocab can continue the grammar (llguidance stopped: NoExtensionBias)"
+    assert rows["sentinel"]["build_error"] == "sentinel bridge: could not find a good sentinel token in the range 1..32"
+    assert all("\n" not in str(v) for x in r["rows"] for v in x.values())
+    from llgbridge import report
+
+    from llgbridge.paths import RESULTS
+
+    spm = json.loads((RESULTS / "leak" / "llama-spm.json").read_text())
+    spm.pop("provenance")  # a result that records none stands (results._stale): this copy is not stale
+    (res / "leak" / "llama-spm.json").write_text(json.dumps(spm))
+    sec = report.leak_section(res)  # the report takes the rows as they are, beside another vocab's
+    assert sec is not None
+    assert sorted(sec.raw[0].df[sec.raw[0].df.vocab == "ctl"].bridge) == ["fixed", "sentinel", "upstream"]

