@@ -21,28 +21,23 @@ VOCABS := $(shell PYTHONPATH=lib $(PYTHON) -m llgbridge.fixtures --names)
 # the real models' vocabs (llgbridge.models, `make models`): every per-vocab analysis after the
 # fixtures, and the matrix on the models themselves
 REAL_VOCABS := $(shell PYTHONPATH=lib $(PYTHON) -m llgbridge.models --names)
-# what a result depends on: the shared core, and its analysis's own modules, as `results.CORE` and
-# `results.MODULES` list them (the one list: a result's code version hashes the same files). The
-# pipeline (run, report and its templates, whatif, bench, gguf_fuzz) is in neither, so editing it
-# reruns no analysis, and editing one analysis reruns only its notebooks
-DEPS_LISTS := $(shell PYTHONPATH=lib $(PYTHON) -m llgbridge.results --make)
-CORE := $(addprefix lib/llgbridge/,$(patsubst core/%,%,$(filter core/%,$(DEPS_LISTS))))
-modules_of = $(patsubst $(1)/%,%,$(filter $(1)/%,$(DEPS_LISTS)))
-$(foreach a,$(filter-out core,$(sort $(foreach w,$(DEPS_LISTS),$(firstword $(subst /, ,$(w)))))),$(eval MODULES_$(a) := $(call modules_of,$(a))))
 NOTEBOOKS := census leak forced probe exactness soundness
 # the matrix runs on synthetic models made from these fixtures' tokenizers
 MATRIX_VOCABS := llama-spm phi-3 baichuan llama-bpe gemma-4 qwen35
-# every per-input analysis of every input, the matrix on the synthetic models and the corpus
-# sample run in one pooled target (llgbridge.batch: long-lived workers, one kernel each, an input
-# at a time, as many as `-j` allows through Make's jobserver); the pool runs only the runs whose
-# result is out of date (each result's provenance), so editing one analysis reruns only its runs.
-# data/results/NOTEBOOK/VOCAB.json targets stay for one analysis by hand
+# One graph for the results: every per-input analysis of every input, the matrix on the synthetic
+# and the real models, the server and the corpus sample run in one pooled target (llgbridge.batch:
+# long-lived workers, one kernel each, an input at a time, as many as `-j` allows through Make's
+# jobserver). Make only orders it after what it builds (fixtures, models, the native builds); which
+# runs must run is the pool's call alone, from what each result records (`results.why_stale`: its
+# input bytes, parameters, code and binaries), so no per-result rule here could disagree with it.
+# One analysis by hand: `python -m llgbridge.run NOTEBOOK VOCAB` (README, "Run one notebook by hand")
 BATCH := $(NOTEBOOKS) native
 # the SchemaStore corpus's seeded sample (40 schemas) on the guide's four vocabs; `make corpus`
 # runs every schema on every vocab, outside the report
 CORPUS_SAMPLE_VOCABS := llama-spm llama-bpe gemma-4 bert-bge
+# the real llama-server on the models the matrix runs on (the synthetic ones and the real ones)
+SERVER_VOCABS = $(MATRIX_VOCABS) $(REAL_VOCABS)
 POOL_STAMP := data/results/.batch/pool
-RESULT_FILES := $(POOL_STAMP) $(foreach v,$(REAL_VOCABS),data/results/matrix/$(v).json)
 # the compiled code: common/llguidance.cpp as shipped and with patches/, llama.cpp's own test, the harness
 NATIVE_SRC := $(filter-out native/schema_to_gbnf.cpp native/llg_layout.cpp,$(wildcard native/*.cpp native/*.h patches/*.patch)) \
               $(wildcard patches/candidates/*.patch) native/Makefile
@@ -53,6 +48,13 @@ N_GPU_LAYERS ?= 0
 # split by Python (shlex) where it is a list: never parsed by the recipe's shell, so a file name
 # with a space, a quote or `; rm …` is only a name
 export VOCAB NAME PARAMS MODELS N_GPU_LAYERS
+# Make repeats every command-line variable in MAKEFLAGS, each space escaped: a long PARAMS (a 99 KB
+# grammar of short words) took that past the kernel's 128 KiB per string, and no recipe's shell
+# could start ("/bin/bash: Argument list too long"). whatif's recipe reads PARAMS from the
+# environment (exported above), so its MAKEFLAGS need not repeat the variables (MAKEOVERRIDES)
+ifneq ($(filter whatif,$(MAKECMDGOALS)),)
+MAKEOVERRIDES :=
+endif
 
 FORCE:
 .PHONY: FORCE all setup data models corpus-data corpus native server report matrix whatif gguf-fuzz bench test test-swapped lab clean distclean help
@@ -105,47 +107,16 @@ models: data/models/.fetched
 data/models/.fetched: lib/llgbridge/models.sha256 | $(STAMP)
 	@$(BIN)/python -m llgbridge.models data/models
 
-nb_of = $(word 1,$(subst /, ,$(1)))
-vocab_of = $(word 2,$(subst /, ,$(1)))
-
-data/results/%.json: $(CORE) data/vocabs/.complete | $(STAMP)
-	@$(BIN)/python -m llgbridge.run $(call nb_of,$*) $(call vocab_of,$*)
-
-# each result also depends on its notebook, its analysis's modules and its fixture
-define result_deps
-data/results/$(1)/$(2).json: notebooks/$(1).ipynb $(addprefix lib/llgbridge/,$(MODULES_$(1))) data/vocabs/ggml-vocab-$(2).gguf
-endef
-$(foreach n,$(NOTEBOOKS),$(foreach v,$(VOCABS),$(eval $(call result_deps,$(n),$(v)))))
-$(foreach v,$(MATRIX_VOCABS),$(eval $(call result_deps,matrix,$(v))))
-$(foreach v,$(VOCABS),$(eval $(call result_deps,native,$(v))))
-$(foreach v,$(CORPUS_SAMPLE_VOCABS),$(eval $(call result_deps,corpus,$(v))))
-$(foreach v,$(CORPUS_SAMPLE_VOCABS),$(eval data/results/corpus/$(v).json: data/schemas/.complete))
-$(foreach v,$(VOCABS),$(eval data/results/native/$(v).json: data/native/.built))
-# a real model's vocab: its analyses depend on the fetched model instead of a fixture
-define real_deps
-data/results/$(1)/$(2).json: notebooks/$(1).ipynb $(addprefix lib/llgbridge/,$(MODULES_$(1))) data/models/.fetched
-endef
-$(foreach n,$(NOTEBOOKS) native,$(foreach v,$(REAL_VOCABS),$(eval $(call real_deps,$(n),$(v)))))
-$(foreach v,$(REAL_VOCABS),$(eval data/results/native/$(v).json: data/native/.built))
-# the matrix on a real model takes N_GPU_LAYERS (a placement, not a setting: it stays in the main report)
-define real_matrix
-data/results/matrix/$(1).json: notebooks/matrix.ipynb $(CORE) $(addprefix lib/llgbridge/,$(MODULES_matrix)) data/models/.fetched | $(STAMP)
-	@$$(BIN)/python -m llgbridge.run matrix $(1) -p n_gpu_layers "$$$$N_GPU_LAYERS"
-endef
-$(foreach v,$(REAL_VOCABS),$(eval $(call real_matrix,$(v))))
-
 # the pool's recipe always runs (FORCE): Make's mtimes cannot see a deleted result, a file copied in
 # with an old date or a rebuilt binary, so the pool plans from each result's recorded bytes every
 # time (about a second when nothing is to do) and touches its stamp only when it ran something,
 # so the page is re-rendered only then. The prerequisites below still order it after what it needs
-POOL_CODE := $(CORE) $(foreach n,$(BATCH) matrix corpus server,notebooks/$(n).ipynb $(addprefix lib/llgbridge/,$(MODULES_$(n))))
-$(POOL_STAMP): $(POOL_CODE) $(foreach v,$(VOCABS),data/vocabs/ggml-vocab-$(v).gguf) \
-               $(foreach v,$(MATRIX_VOCABS),data/models/synthetic-$(v).gguf) \
+$(POOL_STAMP): $(foreach v,$(MATRIX_VOCABS),data/models/synthetic-$(v).gguf) \
                $(if $(REAL_VOCABS),data/models/.fetched) $(if $(CORPUS_SAMPLE_VOCABS),data/schemas/.complete) \
                data/native/.built data/native/server/.built data/vocabs/.complete FORCE | $(STAMP)
 	+@$(BIN)/python -m llgbridge.batch --vocabs $(VOCABS) $(REAL_VOCABS) --analyses $(BATCH) \
-	  --also "matrix=$(MATRIX_VOCABS)" --also "corpus=$(CORPUS_SAMPLE_VOCABS)" \
-	  --also "server=$(MATRIX_VOCABS) $(REAL_VOCABS)" --stamp $@
+	  --also "matrix=$(MATRIX_VOCABS) $(REAL_VOCABS)" --also "corpus=$(CORPUS_SAMPLE_VOCABS)" \
+	  --also "server=$(SERVER_VOCABS)" --stamp $@
 
 native: data/native/.built
 
@@ -154,7 +125,6 @@ native: data/native/.built
 data/native/.built: $(NATIVE_SRC) data/vocabs/.complete | $(STAMP)
 	@$(BIN)/python -m llgbridge.native build
 	@touch $@
-$(foreach v,$(MATRIX_VOCABS),$(eval data/results/matrix/$(v).json: data/models/synthetic-$(v).gguf))
 
 server: data/native/server/.built
 
@@ -166,11 +136,6 @@ SERVER_SRC := native/server.mk native/schema_to_gbnf.cpp native/llg_layout.cpp n
 data/native/server/.built: $(SERVER_SRC) data/native/.built | $(STAMP)
 	@$(BIN)/python -m llgbridge.server build
 	@touch $@
-# the server results, one per model the matrix runs on, for a run by hand (the pool makes them in make report)
-$(foreach v,$(MATRIX_VOCABS),$(eval $(call result_deps,server,$(v))))
-$(foreach v,$(MATRIX_VOCABS),$(eval data/results/server/$(v).json: data/models/synthetic-$(v).gguf data/native/server/.built))
-$(foreach v,$(REAL_VOCABS),$(eval $(call real_deps,server,$(v))))
-$(foreach v,$(REAL_VOCABS),$(eval data/results/server/$(v).json: data/native/server/.built))
 
 data/models/synthetic-%.gguf: data/vocabs/ggml-vocab-%.gguf | $(STAMP)
 	$(BIN)/python -c "from llgbridge import synth; synth.ensure_model('$*')"
@@ -179,13 +144,14 @@ matrix: data/vocabs/.complete | $(STAMP)
 	@$(BIN)/python -m llgbridge.run matrix --models="$$MODELS" -p n_gpu_layers "$$N_GPU_LAYERS"
 	$(BIN)/python -m llgbridge.report
 
-# the page is remade when a result or the code that renders it changed; a run with failed inputs
-# leaves no stamp, so the next `make report` says them again (and exits non-zero again)
-REPORT_SRC := $(addprefix lib/llgbridge/,report.py show.py results.py guide.py models.py native.py paths.py serving.py server.py generate.py) \
-              $(wildcard lib/llgbridge/templates/*) $(wildcard reports/bench.csv)
+# the page is remade when the pool ran something or any of the library changed (the report imports
+# constants from several analyses' modules; a hand-kept list of them went stale twice, and a
+# render is seconds); a run with failed inputs leaves no stamp, so the next `make report` says
+# them again (and exits non-zero again)
+REPORT_SRC := $(wildcard lib/llgbridge/*.py lib/llgbridge/*/*.py lib/llgbridge/report/*.j2 lib/llgbridge/templates/*) $(wildcard reports/bench.csv)
 report: reports/.built
 
-reports/.built: $(RESULT_FILES) $(REPORT_SRC) | $(STAMP)
+reports/.built: $(POOL_STAMP) $(REPORT_SRC) | $(STAMP)
 	$(BIN)/python -m llgbridge.report
 	@touch $@
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 from llgbridge import results, run
 from llgbridge.paths import RESULTS, ROOT
 
-PIPELINE = ("report.py", "run.py", "batch.py", "whatif.py", "bench.py", "gguf_fuzz.py", "templates/")
+PIPELINE = ("report/", "run.py", "batch.py", "whatif.py", "bench.py", "gguf_fuzz.py", "templates/")
 
 
 def _prerequisites(target: str) -> list[str]:
@@ -20,26 +21,48 @@ def _prerequisites(target: str) -> list[str]:
     return line.split(":", 1)[1].split("|")[0].split()
 
 
-@pytest.mark.parametrize("analysis", ["census", "leak", "forced", "probe", "exactness", "soundness", "native"])
+ANALYSES = ("census", "leak", "forced", "probe", "exactness", "soundness", "native", "matrix", "corpus", "server")
+LIB = ROOT / "lib" / "llgbridge"
+
+
+def _import_closure(analysis: str) -> set[Path]:
+    nb = json.loads((ROOT / "notebooks" / f"{analysis}.ipynb").read_text())
+    code = "\n".join(line for c in nb["cells"] if c["cell_type"] == "code" for line in "".join(c["source"]).splitlines()
+                     if not line.lstrip().startswith(("%", "!")))
+    return results.import_closure([LIB / "__init__.py"], code)
+
+
+@pytest.mark.parametrize("analysis", ANALYSES)
+def test_a_results_code_version_covers_every_module_its_notebook_reaches(analysis: str) -> None:
+    """Every llgbridge module the notebook imports, directly or through others (lazily too), is
+    hashed into the result's code version: editing any of them makes the result stale."""
+    missing = _import_closure(analysis) - set(results.code_files(analysis)) - {LIB / m for m in results.DISPLAY_ONLY}
+    assert not missing, sorted(str(f.relative_to(LIB)) for f in missing)
+
+
+@pytest.mark.parametrize("analysis", ANALYSES)
 def test_editing_the_pipeline_or_the_report_reruns_no_analysis(analysis: str) -> None:
-    deps = _prerequisites(f"data/results/{analysis}/llama-bpe.json")
-    assert f"notebooks/{analysis}.ipynb" in deps
-    assert not [d for d in deps if any(p in d for p in PIPELINE)]
-
-
-def test_the_pool_depends_on_every_analysis_code_and_input_and_not_on_the_pipeline() -> None:
-    deps = _prerequisites("data/results/.batch/pool")
-    for analysis in ("census", "leak", "forced", "probe", "exactness", "soundness", "native", "matrix", "corpus"):
-        assert f"notebooks/{analysis}.ipynb" in deps
-    assert "lib/llgbridge/masks.py" in deps and "data/vocabs/ggml-vocab-llama-bpe.gguf" in deps
-    assert "data/models/synthetic-gemma-4.gguf" in deps and "data/schemas/.complete" in deps
-    assert not [d for d in deps if any(p in d for p in PIPELINE)]
+    files = [str(f.relative_to(ROOT)) for f in results.code_files(analysis)]
+    assert f"notebooks/{analysis}.ipynb" in files
+    assert not [f for f in files if any(p in f for p in PIPELINE)]
 
 
 def test_editing_one_analysis_reruns_only_its_notebooks() -> None:
-    assert "lib/llgbridge/masks.py" in _prerequisites("data/results/leak/llama-bpe.json")
+    assert LIB / "masks.py" in results.code_files("leak")
     for other in ("census", "probe", "exactness", "soundness", "native"):
-        assert "lib/llgbridge/masks.py" not in _prerequisites(f"data/results/{other}/llama-bpe.json")
+        assert LIB / "masks.py" not in results.code_files(other)
+
+
+def test_the_makefile_keeps_no_second_list_of_what_a_result_depends_on() -> None:
+    """One graph: the pool decides what reruns from each result's bytes; Make only orders the pool
+    after what it builds, so it names no analysis module and has no per-result rule."""
+    makefile = (ROOT / "Makefile").read_text()
+    named = sorted({m for mods in results.MODULES.values() for m in mods if m.endswith(".py")} | set(results.CORE))
+    assert not [m for m in named if re.search(rf"\b{re.escape(m)}\b", makefile)], named
+    assert "data/results/%.json" not in makefile and "$(eval" not in makefile.split("$(POOL_STAMP):")[0].split("BATCH :=")[1]
+    deps = _prerequisites("data/results/.batch/pool")
+    assert "FORCE" in deps and "data/models/synthetic-gemma-4.gguf" in deps and "data/schemas/.complete" in deps
+    assert "data/native/.built" in deps and "data/native/server/.built" in deps and "data/models/.fetched" in deps
 
 
 def test_reading_the_makefile_changes_nothing(tmp_path: Path) -> None:

@@ -15,8 +15,10 @@ pipeline reruns none.
 The runs go to workers (`run.Worker`, one process and one kernel each), an input at a time, the
 largest first: a worker keeps its interpreter, imports and kernel from one input to the next, and
 an input's analyses share its vocab and bridges. A crash inside native code ends only its own run
-(the kernel is started again for the next); a worker that dies ends its input's remaining runs,
-each a failed result naming the cause, and the others go on.
+(the kernel is started again for the next). A worker that dies, or stops answering (`pool.STALL`:
+a stopped process, one wedged outside a cell's time limit), is killed, and its input's remaining
+runs go once more to a fresh worker; lost twice, they fail naming the cause, and the others go on
+(`pool`, the same pool the corpus runs on).
 
 How many workers: under `make -jN`, as many as Make's job slots allow, taken and given back
 through Make's jobserver while the pool runs (the recipe is marked `+` so Make hands the slots
@@ -36,21 +38,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import select
 import signal
-import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from .paths import RESULTS, ROOT, vocab_path, write_json
+from . import pool
+from .errors import InputError
+from .jobserver import Jobserver, make_flags
+from .paths import RESULTS, name_problem, vocab_path, write_json
+from .pool import Handle
+from .results import check, why_stale
+from .run import NOTEBOOKS, RunStatus, Worker, fast_imports, status_line, write_failed
 
 
 def out_of_date(analysis: str, vocab: str, results: Path = RESULTS) -> str:
     """Why `analysis`'s result for `vocab` must be made again, or "" when it is current."""
-    from .results import check, why_stale
-
     p = results / analysis / f"{vocab}.json"
     if not p.exists():
         return "no result yet"
@@ -87,244 +93,65 @@ def order(jobs: dict[str, list[str]]) -> list[tuple[str, list[str]]]:
     return sorted(((v, a) for v, a in jobs.items() if a), key=cost)
 
 
-# -- Make's jobserver: the job slots `make -jN` shares with the commands it runs ---------------------
-class Jobserver:
-    """The slots beyond the one this command holds: taken without blocking, always given back.
-
-    Make passes its slots as a pipe (`--jobserver-auth=R,W`, Make 4.3) or a fifo
-    (`--jobserver-auth=fifo:PATH`, Make 4.4) in MAKEFLAGS. The pipe is reopened through /proc
-    with O_NONBLOCK, a file description of its own, so Make's own blocking reads are untouched.
-    """
-
-    def __init__(self, makeflags: str) -> None:
-        self.rfd = self.wfd = -1
-        self.held: list[bytes] = []
-        auth = next((w.split("=", 1)[1] for w in makeflags.split() if w.startswith(("--jobserver-auth=", "--jobserver-fds="))), "")
-        try:
-            if auth.startswith("fifo:"):
-                self.rfd = os.open(auth[5:], os.O_RDONLY | os.O_NONBLOCK)
-                self.wfd = os.open(auth[5:], os.O_WRONLY)
-            elif "," in auth:
-                r, w = (int(x) for x in auth.split(",", 1))
-                os.fstat(r), os.fstat(w)  # closed when the recipe is not marked `+`: then no extra slot
-                self.rfd = os.open(f"/proc/self/fd/{r}", os.O_RDONLY | os.O_NONBLOCK)
-                self.wfd = w
-        except (OSError, ValueError):
-            self.rfd = self.wfd = -1
-
-    @property
-    def usable(self) -> bool:
-        return self.rfd >= 0
-
-    def take(self) -> bool:
-        if self.rfd < 0:
-            return False
-        try:
-            got = os.read(self.rfd, 1)
-        except BlockingIOError:
-            return False
-        if not got:
-            return False
-        self.held.append(got)
-        return True
-
-    def give(self) -> None:
-        if self.held:
-            os.write(self.wfd, self.held.pop())
-
-    def close(self) -> None:
-        while self.held:
-            self.give()
-        if self.rfd >= 0:
-            os.close(self.rfd)
-            self.rfd = -1
-
-
-def make_flags() -> tuple[bool, int | None, str]:
-    """(dry run, `-jN` or None, MAKEFLAGS) from the environment Make gives a recipe."""
-    flags = os.environ.get("MAKEFLAGS", "")
-    words = flags.split()
-    # -n, -q and -t run a `+` recipe all the same: the pool then only says what it would run
-    dry = bool(words) and not words[0].startswith("-") and any(c in words[0] for c in "nqt")
-    jobs: int | None = None
-    for w in words:
-        if w.startswith("-j"):
-            jobs = int(w[2:]) if w[2:].isdigit() else (os.cpu_count() or 1)
-    return dry, jobs, flags
-
-
-# -- the worker process ------------------------------------------------------------------------------
-def serve(reply_fd: int, out_root: Path | None = None, results: Path | None = None, notebooks: Path | None = None) -> int:
-    """A worker: inputs in as JSON lines on stdin, a reply line per run and per input on `reply_fd`."""
-    from .errors import InputError
-    from .run import NOTEBOOKS, Worker, fast_imports
-
+# -- the worker ---------------------------------------------------------------------------------------
+@contextmanager
+def notebook_worker(out_root: Path | None, results: Path | None, notebooks: Path | None) -> Iterator[Handle]:
+    """What a pool worker runs (`pool.run`): one `run.Worker` (one kernel) for every input it is
+    handed, each input's analyses in turn, each run's status sent as it ends."""
     fast_imports()
     import nbclient, nbconvert, papermill  # noqa: F401, E401 - counted as the worker's start-up
 
+    os.environ["MAKEFLAGS"] = ""  # the kernels run no Make, and must not see its job slots
     # stopped by the pool (an interrupted make): leave through Worker.__exit__, which stops the kernel
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-
-    cmds = os.fdopen(os.dup(0), "r")
-    # the kernels must not read the pool's instructions
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    reply = os.fdopen(reply_fd, "w", buffering=1)
-    reply.write(json.dumps({"ready": _process_age()}) + "\n")
     with Worker(out_root, results, notebooks_dir=notebooks or NOTEBOOKS, progress=False) as w:  # the pool says each run's line
-        for line in cmds:
-            job = json.loads(line)
+
+        def handle(job: dict[str, Any], emit: Callable[[Any], None]) -> None:
             try:
-                statuses = w.run_vocab(job["vocab"], job["analyses"])
+                w.run_vocab(job["vocab"], job["analyses"], on_status=emit)
             except InputError as e:
-                statuses = [{"notebook": a, "vocab": job["vocab"], "status": "failed", "error": str(e)} for a in job["analyses"]]
-            for st in statuses:
-                reply.write(json.dumps({"run": st}) + "\n")
-            reply.write(json.dumps({"done": job["vocab"]}) + "\n")
-    return 0
+                for a in job["analyses"]:
+                    emit({"notebook": a, "vocab": job["vocab"], "status": "failed", "error": str(e)})
 
-
-def _process_age() -> float:
-    """Seconds since this process started (Linux /proc; 0 where it cannot be told)."""
-    try:
-        start = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-        return max(uptime - start / os.sysconf("SC_CLK_TCK"), 0.0)
-    except (OSError, ValueError, IndexError):
-        return 0.0
-
-
-@dataclass
-class _Proc:
-    p: subprocess.Popen[str]
-    reply: int  # the read end of the worker's reply pipe
-    buf: bytes = b""
-    job: tuple[str, list[str]] | None = None
-    done: list[str] = field(default_factory=list)
-    token: bool = False  # holds a slot taken from Make's jobserver
-    ready: float | None = None
-    spawned: float = 0.0
+        yield handle
 
 
 def run_pool(jobs: list[tuple[str, list[str]]], workers: int, server: Jobserver | None = None,
-             results: Path = RESULTS, say=print, out_root: Path | None = None,  # type: ignore[no-untyped-def]
-             notebooks: Path | None = None) -> tuple[list[dict[str, object]], list[dict[str, float]]]:
-    """Run `jobs` ((input, its analyses), in order) on at most `workers` workers; the first is
-    this command's own slot, each other one takes a slot from `server` first. Returns every run's
-    status and each worker's start-up."""
-    from .run import status_line, write_timing
-
-    queue = list(jobs)
+             results: Path = RESULTS, say: Callable[[str], None] = print, out_root: Path | None = None,
+             notebooks: Path | None = None, stall: float = pool.STALL) -> tuple[list[RunStatus], list[dict[str, float]]]:
+    """Run `jobs` ((input, its analyses), in order) on at most `workers` workers (`pool.run`); the
+    first is this command's own slot, each other one takes a slot from `server` first. A worker
+    lost mid-input runs that input's remaining analyses once more on a fresh worker; lost again,
+    they fail naming the cause. Returns every run's status and each worker's start-up."""
     total = sum(len(a) for _, a in jobs)
-    procs: list[_Proc] = []
-    statuses: list[dict[str, object]] = []
-    starts: list[dict[str, float]] = []
+    statuses: list[RunStatus] = []
+    done: list[list[str]] = [[] for _ in jobs]
 
-    def spawn(token: bool) -> None:
-        r, w = os.pipe()
-        where = [f"--results={results}", *([f"--out-root={out_root}"] if out_root else []),
-                 *([f"--notebooks={notebooks}"] if notebooks else [])]
-        p = subprocess.Popen([sys.executable, "-m", "llgbridge.batch", "--serve", str(w), *where], stdin=subprocess.PIPE,
-                             text=True, pass_fds=(w,), cwd=ROOT, env={**os.environ, "MAKEFLAGS": ""})
-        os.close(w)
-        os.set_blocking(r, False)
-        procs.append(_Proc(p, r, token=token, spawned=time.monotonic()))
+    def emitted(i: int, st: RunStatus) -> None:
+        statuses.append(st)
+        done[i].append(str(st["notebook"]))
+        say(f"{status_line(st)}  ({len(statuses)}/{total})")
 
-    def hand(w: _Proc) -> bool:
-        if not queue:
-            return False
-        w.job = queue.pop(0)
-        w.done = []
-        assert w.p.stdin is not None
-        try:
-            w.p.stdin.write(json.dumps({"vocab": w.job[0], "analyses": w.job[1]}) + "\n")
-            w.p.stdin.flush()
-        except OSError:
-            pass  # it died: its job is failed when its end is read
-        return True
+    def left(i: int) -> dict[str, object] | None:
+        rest = [a for a in jobs[i][1] if a not in done[i]]
+        return {"vocab": jobs[i][0], "analyses": rest} if rest else None
 
-    def fail(vocab: str, analyses: list[str], done: list[str], why: str) -> None:
+    def lost(i: int, why: str, tries: int) -> None:
+        vocab, analyses = jobs[i]
+        why = f"the worker process was lost ({why}{', twice' if tries > 1 else ''}) before this run"
         for a in analyses:
-            if a not in done:
-                st: dict[str, object] = {"notebook": a, "vocab": vocab, "status": "failed", "error": why}
+            if a not in done[i]:
+                st: RunStatus = {"notebook": a, "vocab": vocab, "status": "failed", "error": why}
                 _write_failed(results, st)
-                statuses.append(st)
-                say(f"[{a}] {vocab} FAILED: {why}  ({len(statuses)}/{total})")
+                emitted(i, st)
 
-    def finish(w: _Proc, why: str) -> None:
-        """A worker gone: whatever of its input had not run fails with `why`."""
-        if w.job:
-            fail(*w.job, w.done, why)
-            w.job = None
-        if w.token and server:
-            server.give()
-        os.close(w.reply)
-        procs.remove(w)
-
-    spawn(False)
-    try:
-        while procs or queue:
-            # one more worker while inputs wait and Make has a free slot
-            want = len(queue) - sum(1 for w in procs if w.job is None)
-            if want > 0 and len(procs) < workers and (server is None or server.take()):
-                spawn(server is not None)
-            if not procs:
-                spawn(False)
-            for w in procs:
-                if w.ready is not None and w.job is None and not hand(w) and w.p.stdin and not w.p.stdin.closed:
-                    w.p.stdin.close()  # nothing left for it: let it go, and its slot
-            fds = [w.reply for w in procs]
-            extra = [server.rfd] if server and server.usable and len(procs) < workers and queue else []
-            readable, _, _ = select.select(fds + extra, [], [], 0.5 if extra else 5)
-            for w in list(procs):
-                if w.reply not in readable:
-                    continue
-                try:
-                    chunk = os.read(w.reply, 1 << 16)
-                except BlockingIOError:
-                    continue
-                if not chunk:  # the worker ended: by itself when there was nothing left, or it died
-                    code = w.p.wait()
-                    if w.ready is None and not starts:  # none could even start: no other would either
-                        while queue:
-                            fail(*queue.pop(0), [], f"the worker process could not start (exit {code})")
-                    finish(w, f"the worker process died (exit {code}) before this run")
-                    continue
-                w.buf += chunk
-                while b"\n" in w.buf:
-                    line, w.buf = w.buf.split(b"\n", 1)
-                    msg = json.loads(line)
-                    if "ready" in msg:
-                        w.ready = msg["ready"]
-                        starts.append({"process": round(msg["ready"], 4), "wait": round(time.monotonic() - w.spawned, 4)})
-                    elif "run" in msg:
-                        st = msg["run"]
-                        statuses.append(st)
-                        w.done.append(str(st["notebook"]))
-                        write_timing(results, st)
-                        say(f"{status_line(st)}  ({len(statuses)}/{total})")
-                    elif "done" in msg:
-                        w.job = None  # the next turn hands it an input, or lets it go
-    finally:
-        # only left running when this loop was interrupted (Ctrl-C, an error): a worker stops its
-        # kernel on SIGTERM (`serve`); one that does not within 10 s is killed
-        for w in list(procs):
-            if w.p.poll() is None:
-                w.p.terminate()
-                try:
-                    w.p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    w.p.kill()
-                    w.p.wait()
-            if w.token and server:
-                server.give()
-    return statuses, starts
+    stats = pool.run([{"vocab": v, "analyses": a} for v, a in jobs], notebook_worker, (out_root, results, notebooks),
+                     workers=workers, slots=server, stall=stall, on_emit=emitted, again=left, on_lost=lost,
+                     on_done=lambda i, value, tries: None)
+    return statuses, stats.starts
 
 
-def _write_failed(results: Path, st: dict[str, object]) -> None:
-    from .run import write_failed
-
+def _write_failed(results: Path, st: RunStatus) -> None:
     try:
         write_failed(results / str(st["notebook"]) / f"{st['vocab']}.json", st, None)
     except OSError:
@@ -339,15 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="an analysis on some inputs only (the matrix on the synthetic models, the corpus sample)")
     ap.add_argument("--workers", type=int, default=None, help="at most this many (default: Make's -j, else 1)")
     ap.add_argument("--stamp", type=Path, default=None, help="written when every run ends ok (dated 1970 otherwise)")
-    ap.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--results", type=Path, default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--out-root", type=Path, default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--notebooks", type=Path, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
-    if a.serve is not None:
-        return serve(a.serve, a.out_root, a.results, a.notebooks)
-    from .paths import name_problem
-
     wanted: dict[str, list[str]] = {v: list(a.analyses) for v in a.vocabs}
     for spec in a.also:
         analysis, _, names = spec.partition("=")
@@ -368,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     if dry:
         return 0
     failed = 0
-    statuses: list[dict[str, object]] = []
+    statuses: list[RunStatus] = []
     if todo:
         server = Jobserver(flags)
         limit = a.workers or jobs or 1
@@ -398,4 +217,4 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["out_of_date", "plan", "order", "run_pool", "Jobserver"]
+__all__ = ["out_of_date", "plan", "order", "run_pool", "notebook_worker"]

@@ -18,9 +18,9 @@ in-process as a `LocalCluster` for the tests, talks plain TCP to a scheduler sta
 per task (`KilledWorker`, with a configurable number of retries). Ray brings a large native
 runtime (its own object store and control plane) for features this does not use.
 
-The local pool is not `concurrent.futures.ProcessPoolExecutor`: when one of its workers dies it
-breaks every pending future, so the job that crashed cannot be told from its neighbours. Here each
-worker runs one job at a time over its own pipe, so a death is charged to the job it was running.
+The local engine is `pool.run`, the pool `make report`'s notebook workers run on: each worker runs
+one job at a time, so a death is charged to the job it was running, and a worker that stops
+answering is given up on like one that died.
 
 But:
 - on a real cluster the scheduler's own `distributed.scheduler.allowed-failures` (default 3) is
@@ -34,21 +34,18 @@ But:
 from __future__ import annotations
 
 import os
-import signal
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from multiprocessing import get_context
-from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from tqdm.auto import tqdm
 
+from . import pool
 from .errors import first_line
+from .pool import ATTEMPTS
 
 ENGINES = ("serial", "pool", "dask")
-ATTEMPTS = 2  # a job whose worker dies is run once more, then recorded failed
 
 
 @dataclass
@@ -91,97 +88,26 @@ def run_jobs(fn: Callable[[Any], Any], jobs: Sequence[Any], engine: str = "seria
 
 
 # -- local pool ---------------------------------------------------------------------------------
-def _worker(conn: Connection, fn: Callable[[Any], Any]) -> None:
-    # the parent's Ctrl-C reaches the whole process group; the parent alone decides to stop
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    while True:
-        msg = conn.recv()
-        if msg is None:
-            return
-        i, job = msg
-        conn.send((i, _call(fn, job)))
-
-
-def _death(exitcode: int | None) -> str:
-    if exitcode is not None and exitcode < 0:
-        try:
-            return f"killed by {signal.Signals(-exitcode).name}"
-        except ValueError:
-            return f"killed by signal {-exitcode}"
-    return f"exited with status {exitcode}"
+@contextmanager
+def _calls(fn: Callable[[Any], Any]) -> Iterator[Callable[[Any, Callable[[Any], None]], tuple[str, Any]]]:
+    """What a pool worker runs: `fn` on each job it is handed."""
+    yield lambda job, emit: _call(fn, job)
 
 
 def _run_pool(fn: Callable[[Any], Any], jobs: Sequence[Any], workers: int, desc: str) -> list[Outcome]:
-    # spawn, not fork: the parent may hold llama.cpp and llguidance state that must not be copied
-    ctx = get_context("spawn")
     out: list[Outcome | None] = [None] * len(jobs)
-    attempts = [0] * len(jobs)
-    todo = deque(range(len(jobs)))
-    slots: list[dict[str, Any]] = []
-    done = [0]  # jobs with an outcome (the bar's own count stops when a bar is disabled)
+    with tqdm(total=len(jobs), desc=desc, unit="job") as bar:
 
-    def start() -> dict[str, Any]:
-        parent, child = ctx.Pipe()
-        p = ctx.Process(target=_worker, args=(child, fn), daemon=True)
-        p.start()
-        child.close()
-        return {"proc": p, "conn": parent, "job": None}
-
-    def died(slot: dict[str, Any], bar: Any) -> None:
-        slot["proc"].join(5)
-        i = slot["job"]
-        cause = _death(slot["proc"].exitcode)
-        slot["conn"].close()
-        slot.update(start())
-        if i is None:
-            return
-        if attempts[i] < ATTEMPTS:
-            todo.appendleft(i)  # retried next, on a fresh worker
-        else:
-            out[i] = Outcome(error=f"the worker died twice running it ({cause})", attempts=attempts[i])
-            done[0] += 1
+        def done(i: int, res: tuple[str, Any], tries: int) -> None:
+            out[i] = _outcome(res, tries)
             bar.update()
 
-    try:
-        slots = [start() for _ in range(min(workers, len(jobs)))]
-        with tqdm(total=len(jobs), desc=desc, unit="job") as bar:
-            while sum(done) < len(jobs):
-                for s in slots:
-                    if s["job"] is None and todo:
-                        i = todo.popleft()
-                        attempts[i] += 1
-                        s["job"] = i
-                        try:
-                            s["conn"].send((i, jobs[i]))
-                        except (BrokenPipeError, OSError):
-                            died(s, bar)
-                busy = [s for s in slots if s["job"] is not None]
-                if not busy:
-                    continue
-                ready = set(wait([s["conn"] for s in busy] + [s["proc"].sentinel for s in busy]))
-                for s in busy:
-                    if s["conn"] in ready:
-                        try:
-                            i, res = s["conn"].recv()
-                        except (EOFError, OSError):
-                            died(s, bar)
-                            continue
-                        out[i] = _outcome(res, attempts[i])
-                        s["job"] = None
-                        done[0] += 1
-                        bar.update()
-                    elif s["proc"].sentinel in ready:
-                        died(s, bar)
-    finally:
-        for s in slots:
-            try:
-                s["conn"].send(None)
-            except (BrokenPipeError, OSError):
-                pass
-        for s in slots:
-            s["proc"].join(5)
-            if s["proc"].is_alive():
-                s["proc"].kill()
+        def lost(i: int, cause: str, tries: int) -> None:
+            why = "the worker died twice running it" if tries > 1 else "the worker was lost running it"
+            out[i] = Outcome(error=f"{why} ({cause})", attempts=tries)
+            bar.update()
+
+        pool.run(jobs, _calls, (fn,), workers=min(workers, len(jobs)), on_done=done, on_lost=lost, attempts=ATTEMPTS)
     return [o for o in out if o is not None]
 
 

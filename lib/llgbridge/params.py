@@ -153,3 +153,17 @@ def parse_value(v: str) -> Any:
         return json.loads(v)
     except ValueError:
         return v
+
+
+def gpu_layers(given: int) -> int:
+    """The layers to offload: `given`, or else `make report N_GPU_LAYERS=99`, which reaches the
+    pool's matrix and server runs through the environment (a placement, not a setting: their
+    results stay in the main report). 0 when neither says, or the variable is not a number."""
+    import os
+
+    if given:
+        return given
+    try:
+        return max(-1, int(os.environ.get("N_GPU_LAYERS") or 0))
+    except ValueError:
+        return 0

@@ -30,56 +30,97 @@ from .paths import DATA, RESULTS, ROOT, vocab_path
 # where a run with non-default settings goes (never the main results)
 BYHAND = DATA / "byhand"
 # what an analysis's result depends on: the code version a result records is their hash with its
-# notebook's. The one list: the Makefile reads it (`python -m llgbridge.results --make`)
+# notebook's (`code_files`). The one list: the pool judges "current" by it, and nothing else keeps
+# one (tests/test_pipeline.py checks that it holds every module an analysis's notebook imports,
+# and that the Makefile lists none). A name ending in "/" is every module of that subpackage.
 CORE = ("__init__.py", "llg.py", "vocab.py", "gguf_meta.py", "errors.py", "paths.py", "bridges.py", "sentinel.py",
-        "probe.py", "grammars.py", "guide.py", "nb.py", "show.py", "results.py", "params.py")
+        "probe.py", "grammars.py", "guide.py", "nb.py", "show.py", "results.py", "params.py", "fixtures.py", "models.py")
 MODULES: dict[str, tuple[str, ...]] = {
     "census": ("census.py",), "leak": ("masks.py",), "forced": ("masks.py",), "probe": (),
-    "exactness": ("exactness.py", "fixtures.py"), "soundness": ("soundness.py",),
-    "matrix": ("generate.py", "synth.py", "models.py"), "native": ("native.py", "soundness.py", "fixtures.py"),
-    "corpus": ("corpus.py", "cluster.py", "schemas.py", "schemas.tsv", "soundness.py", "fixtures.py"),
-    "server": ("serving.py", "server.py", "generate.py", "synth.py", "models.py"),
+    "exactness": ("exactness.py",), "soundness": ("soundness.py",),
+    "matrix": ("generate.py", "synth.py"),
+    "native": ("native/", "soundness.py"),
+    "corpus": ("corpus.py", "corpus_job.py", "cluster.py", "pool.py", "jobserver.py", "schemas.py", "schemas.tsv", "soundness.py"),
+    "server": ("serving.py", "server.py", "generate.py", "synth.py", "native/", "soundness.py"),
 }
+# modules a notebook imports only to draw (colours): no result depends on them, so a new colour
+# reruns nothing; the code-version test allows these and no others outside the lists above
+DISPLAY_ONLY = ("palette.py",)
 # the compiled programs a result ran, by directory and glob: their bytes are part of its code
-# version, so a rebuilt binary (a changed harness, a patch, another llguidance) makes it stale
+# version, so a rebuilt binary (a changed harness, a patch, another llguidance) makes it stale.
+# The corpus sample's schemas too: a result reads them beside its vocab, so an edited (or a
+# restored) schema makes the corpus results stale, and their rerun recomputes that schema's jobs
 BUILT: dict[str, tuple[tuple[str, str], ...]] = {
     "native": (("data/native/bin", "*"),),
     "server": (("data/native/server/bin", "*"),),
+    "corpus": (("data/schemas", "*.json"),),
 }
+
+
+Kind = type | tuple[type, ...]  # a JSON type, or several (`isinstance`'s second argument)
 
 
 @dataclass(frozen=True)
 class Schema:
-    keys: dict[str, type]  # top-level key -> JSON type (list, dict, str, int, float)
-    tables: dict[str, tuple[str, ...]]  # key holding a list of rows (or one row) -> columns each row has
+    keys: dict[str, Kind]  # top-level key -> JSON type (list, dict, str, int, float)
+    tables: dict[str, dict[str, Kind]]  # key holding a list of rows (or one row) -> column each row has -> its JSON type
 
 
-_BRIDGE_ROW = ("vocab", "bridge")
+_NUM = (int, float)
+_BRIDGE_ROW: dict[str, Kind] = {"vocab": str, "bridge": str}
+_MS = (int, float, type(None))  # a timing: none where nothing was timed
+_BLANK_INT = (int, str)  # a count, or "" where it was not measured (the native differential that did not run)
 SCHEMAS: dict[str, Schema] = {
-    "census": Schema({"summary": dict, "diffs": list}, {"summary": ("vocab", "differing", "n_tokens", "lost_leading_space")}),
+    "census": Schema({"summary": dict, "diffs": list},
+                     {"summary": {"vocab": str, "differing": int, "n_tokens": int, "lost_leading_space": int}}),
     "leak": Schema({"grammar": str, "rows": list, "leaked": dict}, {"rows": _BRIDGE_ROW}),
     "forced": Schema({"literal": str, "rows": list}, {"rows": _BRIDGE_ROW}),
-    "probe": Schema({"probe": dict, "cases": list}, {"probe": ("vocab", "tokenize_exact", "greedy")}),
-    "native": Schema({"rows": list, "differences": list, "tests": list}, {"rows": ("vocab", "sampler", "diff_cells", "diff_differ")}),
+    "probe": Schema({"probe": dict, "cases": list}, {"probe": {"vocab": str, "tokenize_exact": bool, "greedy": bool}}),
+    "native": Schema({"rows": list, "differences": list, "tests": list},
+                     {"rows": {"vocab": str, "sampler": str, "diff_cells": _BLANK_INT, "diff_differ": _BLANK_INT}}),
     "server": Schema({"rows": list, "tokens": list, "load": list, "llguidance": list, "port_llguidance": str, "builds": dict,
-                      "cases": dict, "temperature": (int, float), "seed": int},  # type: ignore[dict-item]
-                     {"rows": ("model", "vocab", "llguidance", "sampler", "case", "http_status", "error_field", "outcome"),
-                      "load": ("model", "llguidance", "sampler", "requests", "violations", "healthy_after")}),
-    "matrix": Schema({"rows": list, "device": str, "n_gpu_layers": int, "temperature": (int, float), "seed": int,  # type: ignore[dict-item]
-                      "max_tokens": int}, {"rows": ("model", "vocab", "case", "bridge", "outcome")}),
+                      "cases": dict, "temperature": _NUM, "seed": int},
+                     {"rows": {"model": str, "vocab": str, "llguidance": str, "sampler": str, "case": str, "http_status": int,
+                               "error_field": bool, "outcome": str},
+                      "load": {"model": str, "llguidance": str, "sampler": str, "requests": int, "violations": int,
+                               "healthy_after": bool}}),
+    "matrix": Schema({"rows": list, "device": str, "n_gpu_layers": int, "temperature": _NUM, "seed": int, "max_tokens": int},
+                     {"rows": {"model": str, "vocab": str, "case": str, "bridge": str, "outcome": str}}),
     "exactness": Schema({"n_inputs": int, "bridges": list, "exactness": list, "probe_vs_exactness": dict},
-                        {"bridges": _BRIDGE_ROW, "exactness": _BRIDGE_ROW, "probe_vs_exactness": ("vocab", "cell")}),
+                        {"bridges": _BRIDGE_ROW, "exactness": _BRIDGE_ROW, "probe_vs_exactness": {"vocab": str, "cell": str}}),
     "soundness": Schema({"soundness": list}, {"soundness": _BRIDGE_ROW}),
     "corpus": Schema({"schemas": int, "params": dict, "rows": list, "failures": list, "rejected": list, "timing": list, "hist": dict,
                       "hist_edges_us": list},
-                     {"rows": (*_BRIDGE_ROW, "schemas", "compiled", "under", "over"), "failures": (*_BRIDGE_ROW, "schema", "status"),
-                      "rejected": ("schema", "status", "error", "vocabs", "bridges"),
-                      "timing": (*_BRIDGE_ROW, "masks", "mask_us_p50", "mask_us_p99")}),
+                     {"rows": {**_BRIDGE_ROW, "schemas": int, "compiled": int, "under": int, "over": int},
+                      "failures": {**_BRIDGE_ROW, "schema": str, "status": str},
+                      "rejected": {"schema": str, "status": str, "error": str, "vocabs": str, "bridges": str},
+                      "timing": {**_BRIDGE_ROW, "masks": int, "mask_us_p50": _MS, "mask_us_p99": _MS}}),
 }
 
 
-def check(analysis: str, stem: str, r: Any) -> str:
-    """Why result `r` (from file `stem`.json) cannot be used, or "" when it can."""
+def _is(value: Any, kind: Kind) -> bool:
+    """`isinstance`, as JSON means it: true and false are not numbers."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, bool):
+        return bool in kinds
+    return isinstance(value, kinds)
+
+
+def _kind_name(kind: Kind) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
+
+
+def _mistyped(field: str, value: Any, kind: Kind, path: str) -> str:
+    """One line naming the file, the field, the type it has and the type it should have."""
+    where = f"{path}: " if path else ""
+    return f"{where}{field} is {_kind_name(type(value))} ({json.dumps(value)[:40]}), expected {_kind_name(kind)}"
+
+
+def check(analysis: str, stem: str, r: Any, path: str = "") -> str:
+    """Why result `r` (from file `stem`.json, shown as `path` where given) cannot be used, or ""
+    when it can. A field of the wrong type is refused here, for this one file, before the report
+    computes with it (where it would cost the whole section)."""
     if not isinstance(r, dict):
         return f"not a result object (a JSON {type(r).__name__})"
     if r.get("vocab") != stem:
@@ -92,16 +133,21 @@ def check(analysis: str, stem: str, r: Any) -> str:
     for key, kind in schema.keys.items():
         if key not in r:
             return f"missing {key!r}"
-        if not isinstance(r[key], kind) or isinstance(r[key], bool) and kind in (int, float):
-            return f"{key!r} is a {type(r[key]).__name__}"
+        if not _is(r[key], kind):
+            return _mistyped(key, r[key], kind, path)
     for key, cols in schema.tables.items():
-        rows = r[key] if isinstance(r[key], list) else [r[key]]
+        one = not isinstance(r[key], list)
+        rows = [r[key]] if one else r[key]
         for i, row in enumerate(rows):
+            at = key if one else f"{key}[{i}]"
             if not isinstance(row, dict):
-                return f"{key}[{i}] is not a row"
+                return f"{at} is not a row"
             missing = [c for c in cols if c not in row and not (key == "rows" and "build_error" in row)]
             if missing:
-                return f"{key}[{i}] has no {missing[0]!r}"
+                return f"{at} has no {missing[0]!r}"
+            for c, kind in cols.items():
+                if c in row and not _is(row[c], kind):
+                    return _mistyped(f"{at}.{c}", row[c], kind, path)
     return ""
 
 
@@ -141,11 +187,59 @@ def code_version(analysis: str) -> str:
     return _VERSIONS[analysis]
 
 
+def _imported(source: str, package: tuple[str, ...]) -> set[Path]:
+    """The llgbridge modules `source` (in subpackage `package`) imports, at the top or inside a
+    function, as files."""
+    import ast
+
+    lib = Path(__file__).parent
+    found: set[Path] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("llgbridge")):
+            base = [*package[:len(package) - node.level + 1], *(node.module or "").split(".")] if node.level else \
+                (node.module or "").split(".")[1:]
+            base = [p for p in base if p]
+            candidates = [base, *([*base, a.name] for a in node.names)]
+        elif isinstance(node, ast.Import):
+            candidates = [a.name.split(".")[1:] for a in node.names if a.name.startswith("llgbridge.")]
+        else:
+            continue
+        for parts in candidates:
+            f = lib.joinpath(*parts)
+            if parts and f.with_suffix(".py").is_file():
+                found.add(f.with_suffix(".py"))
+            elif (f / "__init__.py").is_file():
+                found.add(f / "__init__.py")
+    return found
+
+
+def import_closure(files: list[Path], source: str = "") -> set[Path]:
+    """`files` (llgbridge modules) and every llgbridge module they reach through imports, lazy
+    ones included; `source` is more code to start from (a notebook's cells)."""
+    lib = Path(__file__).parent
+    todo = [*files, *(_imported(source, ()) if source else ())]
+    seen: set[Path] = set()
+    while todo:
+        f = todo.pop()
+        if f not in seen:
+            seen.add(f)
+            todo += _imported(f.read_text(encoding="utf-8"), f.relative_to(lib).parent.parts)
+    return seen
+
+
+def code_files(analysis: str) -> list[Path]:
+    """The source files `analysis`'s code version hashes: its notebook, CORE and its MODULES."""
+    lib = Path(__file__).parent
+    files = [ROOT / "notebooks" / f"{analysis}.ipynb"]
+    for m in (*CORE, *MODULES.get(analysis, ())):
+        files += sorted((lib / m).glob("*.py")) if m.endswith("/") else [lib / m]
+    return files
+
+
 def _code_version(analysis: str) -> str:
     h = hashlib.sha256()
-    lib = Path(__file__).parent
-    for f in [ROOT / "notebooks" / f"{analysis}.ipynb", *(lib / m for m in (*CORE, *MODULES.get(analysis, ())))]:
-        h.update(f.name.encode() + b"\0" + (f.read_bytes() if f.exists() else b"(missing)") + b"\0")
+    for f in code_files(analysis):
+        h.update(str(f.relative_to(ROOT)).encode() + b"\0" + (f.read_bytes() if f.exists() else b"(missing)") + b"\0")
     for folder, pattern in BUILT.get(analysis, ()):
         for f in sorted((ROOT / folder).glob(pattern)):
             if f.is_file():
@@ -255,7 +349,7 @@ def load(results: Path, analysis: str, gone: list[str] | None = None) -> tuple[l
         if isinstance(r, dict) and r.get("status") not in (None, "ok"):
             failed.append({"notebook": analysis, "vocab": p.stem, "error": str(r.get("error") or "failed"), **({"log": r["log"]} if "log" in r else {})})
             continue
-        why = check(analysis, p.stem, r) or _stale(results, analysis, r)
+        why = check(analysis, p.stem, r, _shown(p)) or _stale(results, analysis, r)
         if why:
             failed.append({"notebook": analysis, "vocab": p.stem, "error": why if why.startswith("stale") else f"unusable result: {why}"})
         else:
@@ -271,20 +365,4 @@ def dropped(results: Path) -> list[str]:
     return out
 
 
-def make_lists() -> str:
-    """The lists for the Makefile, one word each: `core/FILE` for CORE, `ANALYSIS/FILE` for its
-    MODULES (stdlib only: Make reads this while it parses, before the venv exists)."""
-    words = [f"core/{m}" for m in CORE]
-    words += [f"{a}/{m}" for a, mods in MODULES.items() for m in mods]
-    return " ".join(words)
-
-
-if __name__ == "__main__":
-    import sys
-
-    if sys.argv[1:] != ["--make"]:
-        raise SystemExit("usage: python -m llgbridge.results --make")
-    print(make_lists())
-
-
-__all__ = ["BYHAND", "SCHEMAS", "Schema", "check", "code_version", "dropped", "load", "provenance"]
+__all__ = ["BYHAND", "SCHEMAS", "Schema", "check", "code_files", "code_version", "dropped", "load", "provenance"]

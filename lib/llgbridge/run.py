@@ -1,4 +1,4 @@
-"""Execute one analysis notebook for one vocab with papermill, and render it for reviewers.
+"""Execute one analysis notebook for one vocab, and render it for reviewers.
 
     python -m llgbridge.run census llama-spm [-p name value ...] [--out-root DIR]
 
@@ -22,21 +22,37 @@ import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Literal, TypedDict
 
 from . import params as P
 from .errors import InputError, cause_line, first_line
 from .paths import REPORTS, RESULTS, ROOT, name_problem, usable_name, write_atomic, write_json
+from .native.logs import crash_cause, says_crash
+from .results import BYHAND, provenance
 
 NOTEBOOKS = P.NOTEBOOKS
+
+
+class RunStatus(TypedDict, total=False):
+    """One run's outcome, as the runner returns it, the pool relays it (JSON) and `whatif` reads it."""
+
+    notebook: str
+    vocab: str
+    status: Literal["ok", "failed"]
+    error: str  # one line, when failed
+    seconds: float
+    log: str  # the kernel's output for a failed run, relative to the run's out_root
+    unwritten: str  # set when even the failed result could not be written: why, naming the path
+    timing: dict[str, float]  # wall, kernel start, cells, vocab load, the analysis's own compute
 
 
 def _one_line(e: BaseException) -> str:
     name = type(e).__name__
     text = str(e).strip()
-    # papermill's PapermillExecutionError carries the kernel's exception name and message
+    # nbclient's CellExecutionError carries the kernel's exception name and message
     ename = getattr(e, "ename", None)
     evalue = getattr(e, "evalue", None)
     if ename:
@@ -83,38 +99,29 @@ def execute(
     results_dir: Path | None = None,
     timeout: int = 1800,
     notebooks_dir: Path = NOTEBOOKS,
-) -> dict[str, object]:
-    """Run `notebook` for `vocab`; a failure while it runs becomes a failed result.
+) -> RunStatus:
+    """Run `notebook` for `vocab` (a `Worker` of its own); a failure while it runs becomes a failed result.
 
     A notebook that does not exist, a vocab name that cannot name a file or a parameter the
     notebook refuses (`params.check`) is the caller's mistake, not an input's failure: those
-    raise InputError before anything runs. `timeout` is the per-cell limit in seconds (papermill
-    stops the kernel past it). An environment error (a full disk, a read-only folder) is the
-    run's failure, one line naming the path; `status["unwritten"]` is set when even the failed
-    result could not be written.
+    raise InputError before anything runs. `timeout` is the per-cell limit in seconds (the kernel
+    is stopped past it). An environment error (a full disk, a read-only folder) is the run's
+    failure, one line naming the path; `status["unwritten"]` is set when even the failed result
+    could not be written.
     """
-    out_root = out_root or REPORTS
-    results_dir = results_dir or RESULTS
-    parameters, full, src, result = _prepare(notebook, vocab, params or {}, results_dir, notebooks_dir)
-
+    _, full, _, result = _prepare(notebook, vocab, params or {}, results_dir or RESULTS, notebooks_dir)
     t0 = time.monotonic()
-    status: dict[str, object] = {"notebook": notebook, "vocab": vocab}
     try:
-        _run(src, notebook, vocab, parameters, out_root, timeout, status)
-    except OSError as e:  # the environment, not the input: say which path and why
-        status.update(status="failed", error=env_error(e))
-    status["seconds"] = round(time.monotonic() - t0, 2)
-    write_timing(results_dir, status)
-    if status["status"] == "ok" and not result.exists():
-        status.update(status="failed", error=f"the notebook wrote no result at {_rel(result)}")
-    if status["status"] != "ok":
+        with Worker(out_root, results_dir, timeout, notebooks_dir, progress=False) as w:
+            return w.run_vocab(vocab, [notebook], {notebook: params or {}})[0]
+    except OSError as e:  # the environment, not the input (the worker's own folders): say which path and why
+        status: RunStatus = {"notebook": notebook, "vocab": vocab, "status": "failed", "error": env_error(e),
+                             "seconds": round(time.monotonic() - t0, 2)}
         try:
-            from .results import provenance
-
             write_failed(result, status, provenance(notebook, full) if notebooks_dir == NOTEBOOKS else None)
-        except OSError as e:
-            status["unwritten"] = env_error(e)
-    return status
+        except OSError as e2:
+            status["unwritten"] = env_error(e2)
+        return status
 
 
 # what every notebook imports, imported once when a kernel starts, so the import is counted as the
@@ -270,30 +277,34 @@ class Worker:
         if self._progress is not None:
             os.write(self._progress, (line + "\n").encode())
 
-    def run_vocab(self, vocab: str, notebooks: list[str], params: dict[str, dict[str, object]] | None = None) -> list[dict[str, object]]:
-        """Each of `notebooks` on `vocab`, with its defaults or `params[notebook]`."""
+    def run_vocab(self, vocab: str, notebooks: list[str], params: dict[str, dict[str, object]] | None = None,
+                  on_status: Callable[[RunStatus], None] | None = None) -> list[RunStatus]:
+        """Each of `notebooks` on `vocab`, with its defaults or `params[notebook]`; `on_status`
+        hears each run's status as it ends."""
+        from nbclient.exceptions import CellExecutionError
         from papermill.iorw import load_notebook_node
         from papermill.parameterize import parameterize_notebook
 
         plans = [_prepare(n, vocab, (params or {}).get(n, {}), self.results_dir, self.notebooks_dir)
                  for n in notebooks]  # every check before any kernel
-        out: list[dict[str, object]] = []
+        out: list[RunStatus] = []
         tmp, log = self._tmp.name, self.log
         for notebook, (parameters, full, src, result) in zip(notebooks, plans):
-            status: dict[str, object] = {"notebook": notebook, "vocab": vocab}
+            status: RunStatus = {"notebook": notebook, "vocab": vocab, "status": "ok"}
             t0 = time.monotonic()
             starts = self.kernel.start_seconds
             mark = log.stat().st_size if log.exists() else 0
             nb = parameterize_notebook(load_notebook_node(str(src)), parameters, kernel_name="python3", language="python")
             try:
                 nb = self.kernel.run(nb, self.timeout)
-                status["status"] = "ok"
             except (KeyboardInterrupt, SystemExit):  # stopped (Ctrl-C, the pool's SIGTERM): leave, the kernel with us
                 self.kernel.shutdown()
                 raise
             except BaseException as e:  # noqa: BLE001 - every failure becomes a result
-                _failed(status, e, log.read_bytes()[mark:] if log.exists() else b"", self.out_root)
-                if not self.kernel.alive():
+                status.update(failure(notebook, vocab, e, log.read_bytes()[mark:] if log.exists() else b"", self.out_root))
+                # only a cell that raised leaves an idle kernel to reuse: one past its time limit is
+                # still busy (the next notebook would wait for it, the time limit undone)
+                if not isinstance(e, CellExecutionError) or not self.kernel.alive():
                     self.kernel.shutdown()
             t1 = time.monotonic()
             times = self.kernel.between()
@@ -303,9 +314,7 @@ class Worker:
                 if status["status"] == "ok" and not result.exists():
                     status.update(status="failed", error=f"the notebook wrote no result at {_rel(result)}")
                 if status["status"] != "ok":
-                    from .results import provenance
-
-                    write_failed(result, status, provenance(notebook, full) if self.notebooks_dir == NOTEBOOKS else None)
+                            write_failed(result, status, provenance(notebook, full) if self.notebooks_dir == NOTEBOOKS else None)
             except OSError as e:
                 status.update(status="failed", error=env_error(e), unwritten=env_error(e))
             wall = time.monotonic() - t0
@@ -315,8 +324,11 @@ class Worker:
             status["timing"] = {"wall": round(wall, 4), "kernel_start": round(self.kernel.start_seconds - starts, 4),
                                 "cells": round(cells, 4), "load": round(load, 4), "analysis": round(max(cells - load, 0.0), 4),
                                 "between": round(t2 - t1, 4), "publish": round(time.monotonic() - t2, 4)}
+            write_timing(self.results_dir, status)
             out.append(status)
             self.say(status_line(status))
+            if on_status is not None:
+                on_status(status)
         return out
 
 
@@ -327,13 +339,13 @@ def execute_batch(
     results_dir: Path | None = None,
     timeout: int = 1800,
     notebooks_dir: Path = NOTEBOOKS,
-) -> list[dict[str, object]]:
+) -> list[RunStatus]:
     """Run several analyses of one vocab, with their default parameters, in one kernel (`Worker`)."""
     with Worker(out_root, results_dir, timeout, notebooks_dir) as w:
         return w.run_vocab(vocab, notebooks)
 
 
-def write_timing(results_dir: Path, st: dict[str, object]) -> None:
+def write_timing(results_dir: Path, st: RunStatus) -> None:
     """A run's timing, beside the results (`RESULTS/.timing/NOTEBOOK/VOCAB.json`): run metadata
     that `bench.report_regeneration` reads, never a result or a table."""
     timing = st.get("timing")
@@ -386,65 +398,28 @@ def _rel(p: Path) -> str:
     return str(p.relative_to(ROOT)) if p.is_absolute() and p.is_relative_to(ROOT) else str(p)
 
 
-def _run(src: Path, notebook: str, vocab: str, parameters: dict[str, object], out_root: Path, timeout: int,
-         status: dict[str, object]) -> None:
-    import nbformat
-    import papermill as pm
-
-    executed = out_root / "notebooks" / notebook / f"{vocab}.ipynb"
-    executed.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=executed.parent) as tmp:
-        tmp_nb = Path(tmp) / executed.name
-        log = Path(tmp) / "kernel.log"
-        try:
-            with _output_to(log):
-                pm.execute_notebook(
-                    str(src),
-                    str(tmp_nb),
-                    parameters=parameters,
-                    kernel_name="python3",
-                    language="python",
-                    cwd=str(ROOT),
-                    progress_bar=False,
-                    execution_timeout=timeout,
-                )
-            status["status"] = "ok"
-        except BaseException as e:  # noqa: BLE001 - every failure becomes a result
-            if isinstance(e, KeyboardInterrupt):
-                raise
-            if isinstance(e, OSError) and e.filename:
-                raise
-            _failed(status, e, log.read_bytes() if log.exists() else b"", out_root)
-        if tmp_nb.exists():
-            nb = nbformat.read(str(tmp_nb), as_version=4)
-            cells = cell_seconds(nb)
-            # one process and one kernel for this run alone: its start, imports and loads are all
-            # inside the wall or the cells, so the cells count as the analysis, loads included
-            status["timing"] = {"cells": round(cells, 4), "load": 0.0, "analysis": round(cells, 4)}
-            _publish(nb, src, notebook, vocab, parameters, out_root, [str(tmp) + "/"])
-
-
-def _failed(status: dict[str, object], e: BaseException, log: bytes, out_root: Path) -> None:
-    """A run's failure into its status: the cause in one line (where the kernel died, the line
-    native code aborted with), and the kernel's output for this run kept as its log."""
-    status.update(status="failed", error=_one_line(e))
+def failure(notebook: str, vocab: str, e: BaseException, log: bytes, out_root: Path) -> RunStatus:
+    """A run's failure: the cause in one line (where the kernel died, the line native code aborted
+    with), and the kernel's output for this run kept as its log."""
+    st: RunStatus = {"status": "failed", "error": _one_line(e)}
     cause = native_cause(log)
-    if cause and "kernel died" in str(status["error"]):
-        status["error"] = f"the kernel died: {cause}"
+    if cause and "kernel died" in st["error"]:
+        st["error"] = f"the kernel died: {cause}"
     if log.strip():
-        kept = out_root / "logs" / str(status["notebook"]) / f"{status['vocab']}.log"
+        kept = out_root / "logs" / notebook / f"{vocab}.log"
         write_atomic(kept, log)
-        status["log"] = str(kept.relative_to(out_root))
+        st["log"] = str(kept.relative_to(out_root))
+    return st
 
 
-def write_failed(result: Path, status: dict[str, object], provenance: object) -> None:
+def write_failed(result: Path, status: RunStatus, provenance: object) -> None:
     """A failed run's result, dated 1970: older than any dependency, so the next `make report`
     runs it again, and nothing has to be deleted while the Makefile is read."""
     write_json(result, {**{k: v for k, v in status.items() if k != "timing"}, "provenance": provenance})
     os.utime(result, (0, 0))
 
 
-def status_line(st: dict[str, object]) -> str:
+def status_line(st: RunStatus) -> str:
     """A run's progress line: `[leak] gpt-2 ok in 0.91s` or `[leak] gpt-2 FAILED: <cause>`."""
     tail = f"ok in {st['seconds']}s" if st["status"] == "ok" else f"FAILED: {st['error']}"
     return f"[{st['notebook']}] {st['vocab']} {tail}"
@@ -510,13 +485,11 @@ def _scrub(nb: object, prefixes: list[str]) -> None:
 
 
 def native_cause(log: bytes) -> str:
-    """The last line of a kernel's output that says why native code aborted, if any."""
-    lines = log.decode("utf-8", "replace").splitlines()
-    keys = ("GGML_ASSERT", "GGML_ABORT", "terminate called", "what():", "Assertion", "panicked at", "Segmentation fault")
-    said = [ln.strip() for ln in lines if any(k in ln for k in keys)]
-    # `/tmp/pip-install-…/vendor/llama.cpp/src/llama-vocab.cpp:2544: GGML_ASSERT(…)`: the build
-    # machine's directories say nothing, and no report may carry them
-    return re.sub(r"(?:/[^\s:/]+)+/([^\s:/]+:\d+)", r"\1", said[-1])[:300] if said else ""
+    """Why native code died, from a kernel's output (`native.logs.crash_cause`: an out-of-memory
+    named as such, else the GGML_ASSERT or exception line, without directories or pids), or ""
+    when the output says nothing about it."""
+    text = log.decode("utf-8", "replace")
+    return crash_cause(text)[:300] if says_crash(text) else ""
 
 
 def _header_cell(nbformat, src: Path, notebook: str, vocab: str, parameters: dict[str, object], out_root: Path):  # type: ignore[no-untyped-def]
@@ -549,7 +522,7 @@ def _header_cell(nbformat, src: Path, notebook: str, vocab: str, parameters: dic
 BYHAND_REPORTS = REPORTS / "byhand"
 
 
-def _print_status(label: str, vocab: str, st: dict[str, object]) -> None:
+def _print_status(label: str, vocab: str, st: RunStatus) -> None:
     print(status_line(st), flush=True, file=sys.stdout if st["status"] == "ok" else sys.stderr)
     if "unwritten" in st:
         print(f"{label}{vocab} its result could not be written: {st['unwritten']}", file=sys.stderr, flush=True)
@@ -599,8 +572,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{label}{vocab}: {e}", file=sys.stderr)
             return 2
         if changed and results is None:
-            from .results import BYHAND
-
             out_root, results = out_root or BYHAND_REPORTS, BYHAND
             print(f"{label}{vocab}: non-default parameters ({', '.join(changed)}): the result goes to "
                   f"{_rel(results)}, the pages to {_rel(out_root)}; the main report is left alone", flush=True)

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from . import generate as G
+from . import params as P
 from . import server as S
 from .native import special_text
 from .errors import InputError, first_line
@@ -167,8 +168,13 @@ class ServerRow:
     tok_s: float = 0.0  # timings.predicted_per_second
 
     def row(self) -> dict[str, Any]:
-        """The tidy, deterministic columns (tokens and timings are kept apart)."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("tokens", "tok_s")}
+        """The tidy, deterministic columns (tokens and timings are kept apart). A real model's text
+        and length vary across CPUs of one kind (`generate.MatrixRow.row`): its row keeps the
+        outcome, and the text goes to the result's `outputs`."""
+        row = {k: v for k, v in self.__dict__.items() if k not in ("tokens", "tok_s")}
+        if not self.synthetic:
+            row.update(output="", n_tokens=0)
+        return row
 
 
 def show_text_of(text: str, limit: int = 80) -> str:
@@ -341,7 +347,7 @@ def payload(model: Path, run: "Run", settings: dict[str, Any]) -> dict[str, Any]
                       "sent_as": request_for(c, run.prompts[c], 1, 0, 0.0)[1],
                       **({"grammar": run.special_grammar} if c == SPECIAL_CASE else {})} for c in cases},
         "builds": {b.name: file_sha256(b) for b in S.builds() if b.exists()},
-        "rows": [r.row() for r in run.rows], "tokens": [r.tokens for r in run.rows], "load": [x.row() for x in run.loads],
+        "rows": [r.row() for r in run.rows], "tokens": [r.tokens for r in run.rows], "outputs": [r.output for r in run.rows], "load": [x.row() for x in run.loads],
         "timing": {"constrained_tok_s": [{"llguidance": r.llguidance, "sampler": r.sampler, "case": r.case, "tok_s": r.tok_s}
                                          for r in run.rows],
                    "unconstrained_tok_s": run.baseline,
@@ -388,17 +394,6 @@ def prompts_for(llm: Any, cases: list[str], style: str) -> dict[str, G.Prompt]:
 LOG_DIR = S.SERVER / "logs"  # each server's log, per input and build (generated, not a result)
 
 
-def gpu_layers_from_env() -> int:
-    """`make report N_GPU_LAYERS=99` reaches the pool's server runs through the environment (a
-    placement, not a setting: the result stays in the main report). 0 when unset or not a number."""
-    import os
-
-    try:
-        return max(-1, int(os.environ.get("N_GPU_LAYERS") or 0))
-    except ValueError:
-        return 0
-
-
 @dataclass
 class Run:
     """One model through every server build."""
@@ -424,7 +419,7 @@ def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: l
     status, why = S.built()
     if why:
         raise InputError(f"server for {name}", why)
-    n_gpu_layers = n_gpu_layers or gpu_layers_from_env()
+    n_gpu_layers = P.gpu_layers(n_gpu_layers)
     unknown = [c for c in cases if c not in G.CASES and c not in EXTRA_CASES]
     if unknown:
         raise InputError("parameter cases", f"unknown case(s) {unknown}; choose from {[*G.CASES, *EXTRA_CASES]}")

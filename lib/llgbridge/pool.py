@@ -1,0 +1,264 @@
+"""One small crash-isolating process pool, for `make report`'s notebook workers (`batch`) and the
+corpus's jobs (`cluster`'s local engine).
+
+Its promises:
+- each worker process runs one job at a time, so a crash (an abort or a segfault inside llama.cpp
+  or llguidance) is charged to the job it was running and to no other;
+- a worker that dies, or stops answering for `stall` seconds (stopped with SIGSTOP, wedged outside
+  any cell's time limit), is killed and its job runs once more on a fresh worker; a second loss
+  records the job lost, with the cause, and the pool goes on;
+- at most `workers` processes, and each beyond the first holds one of Make's job slots
+  (`jobserver.Jobserver`) while it lives, so `make -jN` is honoured beside Make's other jobs.
+
+`concurrent.futures.ProcessPoolExecutor` breaks every pending future when one worker dies, so the
+job that crashed cannot be told from its neighbours, and it has no notion of a stalled worker.
+
+A worker runs `service(*args)`, a context manager (entered once per process, for what a worker
+keeps from one job to the next: a Jupyter kernel, imports) yielding a function
+`handle(job, emit) -> value`. `emit(x)` sends a partial result while the job runs (a notebook's
+status, in `batch`); a busy worker also sends a sign of life every `HEARTBEAT` seconds from a
+thread of its own. Workers are started with `spawn`, not `fork`: the parent may hold llama.cpp
+and llguidance state that must not be copied.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from .jobserver import Jobserver
+
+ATTEMPTS = 2  # a job whose worker is lost runs once more, then is recorded lost
+HEARTBEAT = 2.0  # seconds between a worker's signs of life
+STALL = 120.0  # seconds without one after which a worker is given up on
+START_FAILURES = 3  # workers in a row that end before they are ready: the pool stops starting more
+
+Handle = Callable[[Any, Callable[[Any], None]], Any]
+Service = Callable[..., AbstractContextManager[Handle]]
+
+
+def death(exitcode: int | None) -> str:
+    """How a worker ended, in words: `killed by SIGKILL`, `exited with status 3`."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exited with status {exitcode}"
+
+
+def process_age() -> float:
+    """Seconds since this process started (Linux /proc; 0 where it cannot be told)."""
+    try:
+        start = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(uptime - start / os.sysconf("SC_CLK_TCK"), 0.0)
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _child(conn: Connection, service: Service, args: tuple[Any, ...], heartbeat: float) -> None:
+    # the terminal's Ctrl-C reaches the whole process group; the parent alone decides to stop
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    lock = threading.Lock()
+
+    def send(msg: tuple[Any, ...]) -> None:
+        with lock:
+            conn.send(msg)
+
+    def beat() -> None:
+        while True:
+            time.sleep(heartbeat)
+            try:
+                send(("alive",))
+            except (OSError, ValueError):
+                return
+
+    threading.Thread(target=beat, daemon=True).start()
+    with service(*args) as handle:
+        send(("ready", process_age()))
+        while True:
+            job = conn.recv()
+            if job is None:
+                return
+            send(("done", handle(job, lambda x: send(("emit", x)))))
+
+
+@dataclass
+class _Proc:
+    proc: Any  # multiprocessing's SpawnProcess
+    conn: Connection
+    slot: bool  # holds a slot taken from Make's jobserver
+    spawned: float
+    last: float  # when it last said anything
+    ready: bool = False
+    job: int | None = None
+    quit: bool = False  # told there is nothing more
+
+
+@dataclass
+class Stats:
+    """Each worker's start-up: seconds its process took to be ready, and the wait seen here."""
+    starts: list[dict[str, float]] = field(default_factory=list)
+
+
+def run(
+    jobs: Sequence[Any],
+    service: Service,
+    args: tuple[Any, ...] = (),
+    *,
+    workers: int,
+    on_done: Callable[[int, Any, int], None],
+    on_lost: Callable[[int, str, int], None],
+    on_emit: Callable[[int, Any], None] | None = None,
+    again: Callable[[int], Any] | None = None,
+    slots: Jobserver | None = None,
+    stall: float = STALL,
+    heartbeat: float = HEARTBEAT,
+    attempts: int = ATTEMPTS,
+) -> Stats:
+    """Run every job of `jobs`; each ends in `on_done(i, value, attempts)` or, its worker lost
+    `attempts` times, `on_lost(i, cause, attempts)`.
+
+    `again(i)` is what to send when job i runs again after a lost worker (default: the same job;
+    None: nothing of it is left to run, and it counts as done with the value None).
+    """
+    ctx = get_context("spawn")
+    tries = [0] * len(jobs)
+    payload: list[Any] = list(jobs)
+    todo = deque(range(len(jobs)))
+    procs: list[_Proc] = []
+    stats = Stats()
+    start_failures = 0
+    ever_ready = False
+
+    def spawn(slot: bool) -> None:
+        parent, child = ctx.Pipe()
+        p = ctx.Process(target=_child, args=(child, service, args, heartbeat), daemon=True)
+        p.start()
+        child.close()
+        now = time.monotonic()
+        procs.append(_Proc(p, parent, slot, now, now))
+
+    def release(w: _Proc) -> None:
+        w.conn.close()
+        if w.slot and slots is not None:
+            slots.give()
+        procs.remove(w)
+
+    def lose(w: _Proc, cause: str) -> None:
+        """A worker gone while it ran job `w.job` (or while it started): charge that job alone."""
+        nonlocal start_failures
+        if w.proc.is_alive():
+            w.proc.kill()
+        w.proc.join(5)
+        release(w)
+        if not w.ready:
+            start_failures += 1
+            if not ever_ready and start_failures >= START_FAILURES or start_failures >= START_FAILURES * 2:
+                while todo:  # none can start: no later one would either
+                    i = todo.popleft()
+                    on_lost(i, f"could not start: {cause}", tries[i])
+        if w.job is None:
+            return
+        i = w.job
+        if tries[i] < attempts:
+            nxt = again(i) if again else payload[i]
+            if nxt is None:
+                on_done(i, None, tries[i])
+            else:
+                payload[i] = nxt
+                todo.appendleft(i)  # run again next, on a fresh worker
+        else:
+            on_lost(i, cause, tries[i])
+
+    finished = False
+    try:
+        while todo or any(w.job is not None for w in procs):
+            now = time.monotonic()
+            idle = [w for w in procs if w.job is None and not w.quit]
+            # one more worker while jobs wait for one, and Make has a free slot
+            if len(todo) > len(idle) and len(procs) < workers and (not procs or slots is None or slots.take()):
+                spawn(bool(procs) and slots is not None)
+                continue
+            if not procs and todo:
+                spawn(False)
+                continue
+            for w in procs:
+                if w.ready and w.job is None and not w.quit:
+                    if todo:
+                        i = todo.popleft()
+                        tries[i] += 1
+                        w.job = i
+                        w.last = now
+                        try:
+                            w.conn.send(payload[i])
+                        except OSError:
+                            pass  # it died: charged when its end is seen
+                    else:
+                        w.quit = True
+                        try:
+                            w.conn.send(None)  # nothing left for it: let it go, and its slot
+                        except OSError:
+                            pass
+            want_slot = slots is not None and slots.usable and len(procs) < workers and len(todo) > len(idle)
+            ready = set(wait([w.conn for w in procs] + [w.proc.sentinel for w in procs] + ([slots.rfd] if want_slot else []),
+                             timeout=min(heartbeat, 0.5 if want_slot else heartbeat)))
+            now = time.monotonic()
+            for w in list(procs):
+                gone = False
+                while w.conn in ready or w.conn.poll():
+                    ready.discard(w.conn)
+                    try:
+                        msg = w.conn.recv()
+                    except (EOFError, OSError):
+                        gone = True
+                        break
+                    w.last = now
+                    if msg[0] == "ready":
+                        w.ready = ever_ready = True
+                        stats.starts.append({"process": round(msg[1], 4), "wait": round(now - w.spawned, 4)})
+                    elif msg[0] == "emit" and on_emit is not None and w.job is not None:
+                        on_emit(w.job, msg[1])
+                    elif msg[0] == "done" and w.job is not None:
+                        i, w.job = w.job, None
+                        on_done(i, msg[1], tries[i])
+                if gone or w.proc.sentinel in ready or not w.proc.is_alive():
+                    w.proc.join(5)
+                    if w.quit and w.job is None:
+                        release(w)  # let go: it left by itself
+                    else:
+                        lose(w, death(w.proc.exitcode))
+                elif now - w.last > stall:
+                    lose(w, f"stopped answering for {stall:.0f} s, then killed")
+        finished = True
+    finally:
+        # every job ended: the workers are let go; the loop interrupted (Ctrl-C, an error): SIGTERM
+        # (a notebook worker stops its kernel on it); either way a kill past 10 s
+        for w in procs:
+            if w.quit or not w.proc.is_alive():
+                continue
+            if finished:
+                try:
+                    w.conn.send(None)
+                except OSError:
+                    pass
+            else:
+                w.proc.terminate()
+        for w in list(procs):
+            w.proc.join(10)
+            if w.proc.is_alive():
+                w.proc.kill()
+                w.proc.join()
+            release(w)
+    return stats
