@@ -2,12 +2,13 @@
  *
  * For every token: llama_token_to_piece(lstrip=0, special=false) vs
  * llama_detokenize(&t, 1, remove_special=false, unparse_special=false), with the same 1024-byte
- * buffers the Python side uses. Prints one line per GGUF path:
+ * buffers the Python side uses. Prints `ready T` once llama.cpp is initialised (T: CLOCK_MONOTONIC
+ * seconds, so the caller can tell the process's start from its vocabs), then one line per GGUF path:
  *
- *     name n_tokens differing lost_leading_space seconds load_seconds
+ *     name n_tokens differing lost_leading_space seconds load_seconds free_seconds
  *
  * `seconds` covers load + loop + free, the work the Python census also does per vocab;
- * `load_seconds` is the llama_model_load_from_file part of it.
+ * `load_seconds` is the llama_model_load_from_file part of it, `free_seconds` the llama_model_free part.
  * Build: cc -O2 -I<include> census.c -L<lib> -Wl,-rpath,<lib> -lllama -o census
  * (python -m llgbridge.bench does this against the installed llama-cpp-python).
  */
@@ -47,6 +48,7 @@ int main(int argc, char **argv) {
     }
     llama_log_set(quiet, NULL);
     llama_backend_init();
+    printf("ready %.6f\n", now());
 
     static char piece[MAX_PIECE], detok[MAX_PIECE];
     int status = 0;
@@ -78,10 +80,12 @@ int main(int argc, char **argv) {
                 if (np > 0 && piece[0] == ' ' && !(nd > 0 && detok[0] == ' ')) lost++;
             }
         }
+        double looped = now();
         llama_model_free(model);
+        double end = now();
         char name[256];
         vocab_name(argv[a], name, sizeof name);
-        printf("%s %d %ld %ld %.6f %.6f\n", name, n_tokens, differing, lost, now() - t0, loaded);
+        printf("%s %d %ld %ld %.6f %.6f %.6f\n", name, n_tokens, differing, lost, end - t0, loaded, end - looped);
         fflush(stdout);
     }
     llama_backend_free();

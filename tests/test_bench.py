@@ -1,11 +1,20 @@
-"""The C census loop of `make bench` agrees with the Python census, token for token counts."""
+"""The C census loop of `make bench` agrees with the Python census, token for token counts; the
+bench's parts of a census process add up to its wall; the fast walk of a GGUF's string arrays
+names the same byte as the format's own reader where a file is cut."""
 from __future__ import annotations
 
 import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from gguf import GGUFReader
 
 from conftest import vocab
 from llgbridge import bench, census
-from llgbridge.paths import VOCABS
+from llgbridge.errors import InputError
+from llgbridge.gguf_meta import read_kv
+from llgbridge.paths import ROOT, VOCABS
 
 
 def test_c_loop_agrees_with_python_census() -> None:
@@ -17,3 +26,64 @@ def test_c_loop_agrees_with_python_census() -> None:
         c = census.run_census(vocab(n))
         line = got[n]
         assert (line.n_tokens, line.differing, line.lost) == (c.n_tokens, c.differing, c.lost_leading_space)
+
+
+def test_both_census_processes_in_parts_add_up_to_their_wall() -> None:
+    paths = [str(VOCABS / f"ggml-vocab-{n}.gguf") for n in ("llama-spm", "bert-bge")]
+    c = bench.run_child([str(bench.compile_c()), *paths])
+    py = bench.run_child([sys.executable, "-m", "llgbridge.bench", "--worker", *paths])
+    bench.check_agree(py, c)  # raises where the counts differ
+    for run in (py, c):
+        parts = run.parts()
+        assert list(parts) == [k for k, _ in bench.PARTS]
+        assert 0 < run.start < run.wall and parts["write"] > 0
+        assert abs(sum(parts.values()) - run.wall) < 1e-9
+        for line in run.lines.values():
+            assert 0 < line.load < line.seconds and 0 <= line.free < line.seconds and line.compute > 0
+    page = bench.render({"meta": bench.meta_context({"machine": "m", "nproc": "2", "loadavg": "0", "repeat": "1"}),
+                         "census": bench.census_context(c.lines, [py], [c], 0.0)})
+    assert page.startswith("# Census: Python vs C\n") and "## " not in page  # the census section alone
+    wall_row = next(row for row in page.splitlines() if row.startswith("| **process wall**"))
+    assert [x.strip() for x in wall_row.split("|")[2:4]] == [f"{py.wall:.3f}", f"{c.wall:.3f}"]
+
+
+def test_the_census_worker_imports_only_the_census() -> None:
+    # the worker's start is timed against the C program's: the bench's own tools stay out of it
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "llgbridge.bench", "--worker", str(VOCABS / "ggml-vocab-bert-bge.gguf")],
+                       capture_output=True, text=True, cwd=ROOT, check=True)
+    imported = {row.rsplit("|", 1)[-1].strip() for row in p.stderr.splitlines() if row.startswith("import time:")}
+    assert {"llgbridge.census", "llgbridge.vocab"} <= imported
+    assert not imported & {"tqdm", "llgbridge.maskpath", "llgbridge.llg", "llguidance", "pandas", "llgbridge.report"}, imported
+
+
+def _cut_messages(src: Path, key: str, elements: list[int]) -> list[tuple[int, str]]:
+    """(cut, message) pairs where a cut inside element j's length field or its bytes must end the
+    walk, each element's offset taken from gguf's own reader."""
+    r = GGUFReader(src)
+    base = r.data.__array_interface__["data"][0]
+    f = r.fields[key]
+    out = []
+    for j in elements:
+        data = f.parts[f.data[j]]
+        length = f.parts[f.data[j] - 1]
+        at = data.__array_interface__["data"][0] - base
+        length_at = length.__array_interface__["data"][0] - base
+        out.append((length_at + 3, f"truncated GGUF: length of {key}[{j}] at byte {length_at} needs 8 bytes, file has {length_at + 3}"))
+        assert data.nbytes > 0  # a cut inside an empty string's bytes would be inside its length field
+        cut = at + data.nbytes - 1
+        out.append((cut, f"truncated GGUF: {key}[{j}] at byte {at} needs {data.nbytes} bytes, file has {cut}"))
+    return out
+
+
+@pytest.mark.parametrize("name, key", [("bert-bge", "tokenizer.ggml.tokens"), ("gpt-2", "tokenizer.ggml.merges")])
+def test_a_cut_string_array_names_the_element_and_byte_the_reader_sees(tmp_path: Path, name: str, key: str) -> None:
+    src = VOCABS / f"ggml-vocab-{name}.gguf"
+    data = src.read_bytes()
+    n = read_kv(src)[0][key].count
+    assert n == len(GGUFReader(src).fields[key].data)
+    for cut, says in _cut_messages(src, key, [0, 1, 1000, n - 1]):
+        p = tmp_path / f"cut{cut}.gguf"
+        p.write_bytes(data[:cut])
+        with pytest.raises(InputError) as e:
+            read_kv(p)
+        assert str(e.value) == f"{p}: {says}"

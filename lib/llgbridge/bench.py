@@ -1,13 +1,15 @@
 """Benchmark the Python census against the same loop in C, and time the bridge builds.
 
     python -m llgbridge.bench [--out reports] [--repeat 3]
+    python -m llgbridge.bench --only census [--repeat 5]   # just Python vs C, printed, nothing written
 
 `bench/census.c` is compiled with `cc` against the libllama that llama-cpp-python installed (so
 both sides run the same native code) into `data/bench/`. Each repetition then runs, as two
 child processes over all the fixtures, the C loop and `run_census` (this module's `--worker`
 mode), in alternating order so that a noisy machine slows both alike; per-vocab seconds
 (load + census + free, timed inside each process) and the processes' wall and CPU seconds are
-medians over the repetitions. Both sides must agree on every vocab's differing and
+medians over the repetitions, and so is each part of a process's wall (start, load, compute, free,
+write and exit; both programs print a `ready` line after their start-up). Both sides must agree on every vocab's differing and
 lost-leading-space counts, or nothing is written. Then, in this process: the optimisation
 ablation (each census stage once over all vocabs), `bridges.build` per vocab and variant, the mask
 in generation on synthetic models, and the real decode step: on each real model (`models`), per
@@ -15,14 +17,13 @@ bridge, llama.cpp's forward pass and the mask per token, and tokens per second w
 the grammar, all from the same runs. Last, the report's regeneration: the real `make report`,
 serial and -j2, from empty results, on today's content and on everything (`regen`), with its
 overhead split from the analyses' own compute. Writes `reports/bench.csv` (tidy rows) and
-`reports/bench.md`.
+`reports/bench.md` (through `templates/bench.md.j2`, its tables the report's `Table`s).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import importlib.metadata
 import io
 import os
 import platform
@@ -36,15 +37,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
-from . import maskpath
+# tqdm, maskpath (numpy, llguidance), importlib.metadata and the report are imported where they
+# are used: this module is also the census's worker process (`--worker`), whose start-up is timed
+# against the C program's, and none of them is part of the census
 from .paths import DATA, REPORTS, ROOT, VOCABS, vocab_path, write_atomic
 
 SOURCE = ROOT / "bench" / "census.c"
 BUILD = DATA / "bench"
 TIMED_BRIDGES = ("upstream", "fixed")  # the two the PR changes between; sentinel is not timed
 GOAL = 1.5  # the issue's target for python/C over all fixtures
+
+
+def now() -> float:
+    """CLOCK_MONOTONIC seconds: the clock census.c and the worker print `ready` in."""
+    return time.clock_gettime(time.CLOCK_MONOTONIC)
 
 
 @dataclass(frozen=True)
@@ -55,8 +61,23 @@ class Line:
     n_tokens: int
     differing: int
     lost: int
-    seconds: float
-    load: float  # the part of `seconds` spent in llama_model_load_from_file
+    seconds: float  # load + census + free
+    load: float  # the part of `seconds` spent loading (C: llama_model_load_from_file; Python: `Vocab(path)`)
+    free: float  # the part spent in llama_model_free
+
+    @property
+    def compute(self) -> float:
+        return self.seconds - self.load - self.free
+
+
+# a census process in parts: (key, label); `start` and `write` are what lies outside the per-vocab timing
+PARTS = (
+    ("start", "process start to the first vocab: interpreter and imports (C: exec, libllama, backend init)"),
+    ("load", "vocab load: llama_model_load_from_file (Python: `Vocab`, with its checks before the load)"),
+    ("compute", "census compute (C: the loop)"),
+    ("free", "free: llama_model_free"),
+    ("write", "write and exit: the result lines, process teardown"),
+)
 
 
 @dataclass(frozen=True)
@@ -64,10 +85,20 @@ class Run:
     lines: dict[str, Line]
     wall: float
     cpu: float
+    start: float  # from the spawn to the process's `ready` line
+
+    def parts(self) -> dict[str, float]:
+        """Seconds per part (PARTS); they add up to `wall`."""
+        lines = self.lines.values()
+        timed = sum(x.seconds for x in lines)
+        return {"start": self.start, "load": sum(x.load for x in lines), "compute": sum(x.compute for x in lines),
+                "free": sum(x.free for x in lines), "write": self.wall - self.start - timed}
 
 
 def llama_dirs() -> tuple[Path, Path]:
     """(include dir with llama.h, lib dir with libllama.so) of the installed llama-cpp-python."""
+    import importlib.metadata
+
     import llama_cpp  # deferred: the worker and the census import it through Vocab anyway
 
     lib = Path(llama_cpp.__file__).parent / "lib"
@@ -91,38 +122,63 @@ def compile_c() -> Path:
 
 
 def parse(out: str) -> dict[str, Line]:
+    """The per-vocab lines of a census program's output (its `ready` line left out)."""
     lines = {}
     for row in out.splitlines():
-        name, n, d, lost, s, load = row.split()
-        lines[name] = Line(name, int(n), int(d), int(lost), float(s), float(load))
+        if row.startswith("ready "):
+            continue
+        name, n, d, lost, s, load, free = row.split()
+        lines[name] = Line(name, int(n), int(d), int(lost), float(s), float(load), float(free))
     return lines
+
+
+def ready_at(out: str) -> float:
+    """The CLOCK_MONOTONIC time of a census program's `ready` line."""
+    return next(float(row.split()[1]) for row in out.splitlines() if row.startswith("ready "))
 
 
 def run_child(cmd: list[str]) -> Run:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
+    t0 = now()
     p = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
+    wall = now() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0:
         raise SystemExit(f"{cmd[0]} failed ({p.returncode}):\n{p.stderr[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Run(parse(p.stdout), wall, cpu)
+    return Run(parse(p.stdout), wall, cpu, ready_at(p.stdout) - t0)
 
 
 def worker(paths: list[str]) -> None:
-    """The Python side of the comparison: print the C program's line format per vocab."""
+    """The Python side of the comparison: print the C program's lines (`ready`, then one per vocab)."""
     from .census import run_census
     from .vocab import Vocab
 
+    print(f"ready {now():.6f}")
     for p in paths:
-        t0 = time.perf_counter()
+        t0 = now()
         v = Vocab(p)
-        load = time.perf_counter() - t0
+        t1 = now()
         c = run_census(v)
+        t2 = now()
         del v  # frees the llama model, as the C loop does inside its timing
-        s = time.perf_counter() - t0
-        print(f"{c.vocab} {c.n_tokens} {c.differing} {c.lost_leading_space} {s:.6f} {load:.6f}", flush=True)
+        t3 = now()
+        print(f"{c.vocab} {c.n_tokens} {c.differing} {c.lost_leading_space} {t3 - t0:.6f} {t1 - t0:.6f} {t3 - t2:.6f}")
+    sys.stdout.flush()
+
+
+def check_seconds(paths: list[Path], repeat: int) -> float:
+    """Median seconds, over all `paths`, of the checks `Vocab` runs before llama.cpp's load
+    (`read_kv` + `check_tokenizer`), timed apart in this process: the worker times the load whole."""
+    from .gguf_meta import check_tokenizer, read_kv
+
+    times = []
+    for _ in range(repeat):
+        t0 = now()
+        for p in paths:
+            check_tokenizer(p, read_kv(p)[0])
+        times.append(now() - t0)
+    return statistics.median(times)
 
 
 def check_agree(py: Run, c: Run) -> None:
@@ -142,6 +198,8 @@ def ablation(paths: list[Path]) -> list[tuple[str, float]]:
     The earlier stages are rebuilt here from the public API, so the table measures what each
     change bought on this machine today rather than quoting old numbers.
     """
+    from tqdm import tqdm
+
     from .census import classify, detokenize_mechanisms, loaded_meta, observed_add_space_prefix, run_census
     from .gguf_meta import read_meta
     from .vocab import Vocab
@@ -178,6 +236,8 @@ def ablation(paths: list[Path]) -> list[tuple[str, float]]:
 
 
 def bridge_builds(paths: list[Path], repeat: int) -> dict[tuple[str, str], float]:
+    from tqdm import tqdm
+
     from . import bridges
     from .vocab import Vocab
 
@@ -195,6 +255,8 @@ def bridge_builds(paths: list[Path], repeat: int) -> dict[tuple[str, str], float
 
 
 def versions() -> dict[str, str]:
+    import importlib.metadata
+
     cc = subprocess.run(["cc", "--version"], capture_output=True, text=True).stdout.splitlines()
     out = {"python": platform.python_version(), "cc": cc[0] if cc else "?"}
     for dist in ("llama_cpp_python", "llguidance"):
@@ -208,29 +270,111 @@ def median_run(runs: list[Run]) -> tuple[dict[str, float], float, float]:
     return per, statistics.median(r.wall for r in runs), statistics.median(r.cpu for r in runs)
 
 
-def write_reports(
-    out: Path, ref: dict[str, Line], py: list[Run], c: list[Run], stages: list[tuple[str, float]],
-    builds: dict[tuple[str, str], float], meta: dict[str, str], paths: list[dict[str, Any]],
-    real: list[dict[str, Any]], mask: list[dict[str, Any]], regens: dict[str, Any] | None = None,
-) -> None:
+def median_parts(runs: list[Run]) -> dict[str, float]:
+    """Each part's median over the runs (so the medians need not add up to the median wall)."""
+    return {k: statistics.median(r.parts()[k] for r in runs) for k, _ in PARTS}
+
+
+def _frame(columns: list[str], rows: list[list[object]]) -> Any:
+    import pandas as pd
+
+    return pd.DataFrame([[str(x) for x in r] for r in rows], columns=columns)
+
+
+def _table(columns: list[str], rows: list[list[object]]) -> Any:
+    from .report import Table
+
+    return Table(_frame(columns, rows))
+
+
+def census_context(ref: dict[str, Line], py: list[Run], c: list[Run], checks: float) -> dict[str, Any]:
+    """The census section's figures and tables, for templates/bench.md.j2."""
+    py_per, py_wall, py_cpu = median_run(py)
+    c_per, c_wall, c_cpu = median_run(c)
+    py_sum, c_sum = sum(py_per.values()), sum(c_per.values())
+    total_tokens = sum(x.n_tokens for x in ref.values())
+    ratio = py_wall / c_wall
+    # repetition i's Python run against its C run (they ran back to back): the spread of the ratio
+    ratios = sorted(p.wall / q.wall for p, q in zip(py, c))
+    vocabs = [[n, x.n_tokens, x.differing, x.lost, f"{py_per[n]:.3f}", f"{c_per[n]:.3f}", f"{py_per[n] / c_per[n]:.2f}"]
+              for n, x in ref.items()]
+    vocabs.append(["**all**", total_tokens, "", "", f"{py_sum:.3f}", f"{c_sum:.3f}", f"{py_sum / c_sum:.2f}"])
+    pp, cp = median_parts(py), median_parts(c)
+    parts = []
+    for key, label in PARTS:
+        parts.append([label, f"{pp[key]:.3f}", f"{cp[key]:.3f}", f"{pp[key] - cp[key]:+.3f}",
+                      f"{pp[key] / cp[key]:.2f}" if cp[key] > 0.0005 else ""])
+        if key == "load":
+            parts.append(["(of which Python's checks before the load: read_kv + check_tokenizer, timed apart)",
+                          f"{checks:.3f}", "", "", ""])
+    parts.append(["**process wall**", f"{py_wall:.3f}", f"{c_wall:.3f}", f"{py_wall - c_wall:+.3f}", f"{ratio:.2f}"])
+    return {
+        "goal": GOAL, "met": ratio <= GOAL, "ratio": f"{ratio:.2f}", "py_wall": f"{py_wall:.2f}", "c_wall": f"{c_wall:.2f}",
+        "ratio_min": f"{ratios[0]:.2f}", "ratio_max": f"{ratios[-1]:.2f}", "n_runs": len(ratios),
+        "py_sum": f"{py_sum:.2f}", "c_sum": f"{c_sum:.2f}", "sum_ratio": f"{py_sum / c_sum:.2f}",
+        "py_cpu": f"{py_cpu:.2f}", "c_cpu": f"{c_cpu:.2f}", "cpu_ratio": f"{py_cpu / c_cpu:.2f}",
+        "parts": _table(["part", "Python s", "C s", "Python - C s", "Python/C"], parts),
+        "vocabs": _table(["vocab", "n_tokens", "differing", "lost space", "Python s", "C s", "Python/C"], vocabs),
+    }
+
+
+def census_rows(ref: dict[str, Line], py: list[Run], c: list[Run], checks: float) -> list[dict[str, object]]:
+    """The census's rows of bench.csv."""
     py_per, py_wall, py_cpu = median_run(py)
     c_per, c_wall, c_cpu = median_run(c)
     total_tokens = sum(x.n_tokens for x in ref.values())
     rows: list[dict[str, object]] = []
+    for n, line in ref.items():
+        rows.append(_row("census", n, line.n_tokens, "c", c_per[n]))
+        rows.append(_row("census", n, line.n_tokens, "python", py_per[n], py_per[n] / c_per[n]))
+    py_sum, c_sum = sum(py_per.values()), sum(c_per.values())
+    rows.append(_row("census", "ALL", total_tokens, "c", c_sum))
+    rows.append(_row("census", "ALL", total_tokens, "python", py_sum, py_sum / c_sum))
+    for bench, p, q in (("census_process_wall", py_wall, c_wall), ("census_process_cpu", py_cpu, c_cpu)):
+        rows.append(_row(bench, "ALL", total_tokens, "c", q))
+        rows.append(_row(bench, "ALL", total_tokens, "python", p, p / q))
+    pp, cp = median_parts(py), median_parts(c)
+    for key, _ in PARTS:
+        rows.append(_row("census_part", "ALL", total_tokens, f"c: {key}", cp[key]))
+        rows.append(_row("census_part", "ALL", total_tokens, f"python: {key}", pp[key], pp[key] / cp[key] if cp[key] > 0 else None))
+    rows.append(_row("census_part", "ALL", total_tokens, "python: load checks", checks))
+    return rows
+
+
+def _row(bench: str, vocab: str, n: int, variant: str, s: float, ratio: float | None = None) -> dict[str, object]:
+    return {"benchmark": bench, "vocab": vocab, "n_tokens": n, "variant": variant, "seconds": round(s, 6),
+            "ratio": "" if ratio is None else round(ratio, 3), "us_per_token": round(1e6 * s / max(n, 1), 4)}
+
+
+def render(context: dict[str, Any]) -> str:
+    """templates/bench.md.j2 with `context`; a section whose key is None is left out."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("llgbridge", "templates"), keep_trailing_newline=True,
+                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    sections = ("census", "ablation", "builds", "mask_path", "generation", "decode", "regen")
+    # every section ends in a blank line; the page does not
+    return env.get_template("bench.md.j2").render({k: None for k in sections} | context).rstrip("\n") + "\n"
+
+
+def meta_context(meta: dict[str, str]) -> dict[str, str]:
+    return {**meta, "versions": ", ".join(f"{k} {v}" for k, v in meta.items() if k not in ("machine", "nproc", "loadavg", "repeat"))}
+
+
+def write_reports(
+    out: Path, ref: dict[str, Line], py: list[Run], c: list[Run], checks: float, stages: list[tuple[str, float]],
+    builds: dict[tuple[str, str], float], meta: dict[str, str], paths: list[dict[str, Any]],
+    real: list[dict[str, Any]], mask: list[dict[str, Any]], regens: dict[str, Any] | None = None,
+) -> None:
+    from . import maskpath
+    from .regen import GOALS
+
+    total_tokens = sum(x.n_tokens for x in ref.values())
+    rows = census_rows(ref, py, c, checks)
 
     def row(bench: str, vocab: str, n: int, variant: str, s: float, ratio: float | None = None) -> None:
-        rows.append({"benchmark": bench, "vocab": vocab, "n_tokens": n, "variant": variant, "seconds": round(s, 6),
-                     "ratio": "" if ratio is None else round(ratio, 3), "us_per_token": round(1e6 * s / max(n, 1), 4)})
+        rows.append(_row(bench, vocab, n, variant, s, ratio))
 
-    for n, line in ref.items():
-        row("census", n, line.n_tokens, "c", c_per[n])
-        row("census", n, line.n_tokens, "python", py_per[n], py_per[n] / c_per[n])
-    py_sum, c_sum = sum(py_per.values()), sum(c_per.values())
-    row("census", "ALL", total_tokens, "c", c_sum)
-    row("census", "ALL", total_tokens, "python", py_sum, py_sum / c_sum)
-    for bench, p, q in (("census_process_wall", py_wall, c_wall), ("census_process_cpu", py_cpu, c_cpu)):
-        row(bench, "ALL", total_tokens, "c", q)
-        row(bench, "ALL", total_tokens, "python", p, p / q)
     c_work = statistics.median(sum(x.seconds - x.load for x in r.lines.values()) for r in c)
     row("census_no_load", "ALL", total_tokens, "c", c_work)
     for label, s in stages:
@@ -274,132 +418,56 @@ def write_reports(
     w.writerows(rows)
     write_atomic(out / "bench.csv", buf.getvalue())
 
-    ratio = py_wall / c_wall
-    md = [
-        "# Census: Python vs C",
-        "",
-        f"Machine: {meta['machine']}, nproc {meta['nproc']}, load average at start {meta['loadavg']}.",
-        "Versions: " + ", ".join(f"{k} {v}" for k, v in meta.items() if k not in ("machine", "nproc", "loadavg", "repeat")) + ".",
-        f"Median of {meta['repeat']} repetitions; each vocab's seconds are load + census + free, timed inside its process.",
-        "",
-        f"**Overall (process wall, incl. interpreter start and imports): Python {py_wall:.2f} s, C {c_wall:.2f} s, "
-        f"ratio {ratio:.2f}** (goal <= {GOAL}: {'met' if ratio <= GOAL else 'NOT met'}). "
-        f"Sum of per-vocab seconds: Python {py_sum:.2f} s, C {c_sum:.2f} s, ratio {py_sum / c_sum:.2f}. "
-        f"Process CPU: Python {py_cpu:.2f} s, C {c_cpu:.2f} s, ratio {py_cpu / c_cpu:.2f}.",
-        "",
-        "| vocab | n_tokens | differing | lost space | Python s | C s | Python/C |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for n, line in ref.items():
-        md.append(f"| {n} | {line.n_tokens} | {line.differing} | {line.lost} | {py_per[n]:.3f} | {c_per[n]:.3f} | {py_per[n] / c_per[n]:.2f} |")
-    md.append(f"| **all** | {total_tokens} | | | {py_sum:.3f} | {c_sum:.3f} | {py_sum / c_sum:.2f} |")
-    md += [
-        "",
-        "## What each optimisation bought",
-        "",
-        "Each stage once over all vocabs in one process, vocab load excluded (the load is the same native call "
-        f"on both sides); against the C loop's non-load seconds (loop + free), {c_work:.2f} s. Earlier stages are "
-        "rebuilt from the public API, so the first row already has the cheaper `string_at` copy in "
-        "`Vocab.token_to_piece`/`detokenize`.",
-        "",
-        "| stage | seconds | vs C loop |",
-        "|---|---:|---:|",
-        f"| C loop (bench/census.c) | {c_work:.2f} | 1.00 |",
-        *[f"| {label} | {s:.2f} | {s / c_work:.2f} |" for label, s in stages],
-        "",
-        "## Building each bridge's tokenizer",
-        "",
-        "`bridges.build(vocab, variant)` on an already loaded vocab, median seconds.",
-        "",
-        "| vocab | n_tokens | " + " | ".join(f"{v} s" for v in TIMED_BRIDGES) + " | " + " | ".join(f"{v} us/token" for v in TIMED_BRIDGES) + " |",
-        "|---|---:|" + "---:|" * (2 * len(TIMED_BRIDGES)),
-    ]
-    for n, line in sorted(ref.items(), key=lambda kv: kv[1].n_tokens):
-        s = [builds[n, v] for v in TIMED_BRIDGES]
-        md.append(f"| {n} | {line.n_tokens} | " + " | ".join(f"{x:.3f}" for x in s) + " | "
-                  + " | ".join(f"{1e6 * x / line.n_tokens:.2f}" for x in s) + " |")
-    if paths:
-        md += [
-            "",
-            "## The mask path, in parts, against llama.cpp's own sampler",
-            "",
-            f"One walk of `{maskpath.GRAMMAR}` per vocab ({maskpath.STEPS} steps, the compiled fixed sampler choosing), "
-            "timed per step: llguidance's `llg_matcher_compute_mask` alone; applying its mask to a float32 logits "
-            "buffer, the old way (a copy, then `llguidance.numpy.apply_token_bitmask_inplace`, whose kernel expands each "
-            "32-bit word into 32 int32s) and the new one (`maskpath.apply_mask`: bits unpacked once, logits changed in "
-            "place); llama.cpp's `llama_sampler_apply` on the same steps through the compiled sampler (it computes "
-            "and applies); and the synthetic model's forward pass (llama.cpp's perf counters). *ratio* is the port's "
-            "compute + apply over llama.cpp's, at the median (goal: at most 1.2).",
-            "",
-            "| vocab | n_vocab | compute µs p50 / p99 | apply, old, µs p50 / p99 | apply µs p50 / p99 | llama.cpp apply µs p50 / p99 | ratio | forward ms p50 / p99 |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|",
-            *[f"| {r['vocab']} | {r['n_vocab']} | {r['compute_p50_us']} / {r['compute_p99_us']} | {r['apply_old_p50_us']} / "
-              f"{r['apply_old_p99_us']} | {r['apply_p50_us']} / {r['apply_p99_us']} | {r['llama_apply_p50_us']} / "
-              f"{r['llama_apply_p99_us']} | {r['ratio_to_llama']} | {r['forward_p50_ms']} / {r['forward_p99_ms']} |" for r in paths],
-        ]
-    if mask:
-        md += [
-            "",
-            "## The mask in generation (timed here, one run at a time)",
-            "",
-            "Computing and applying the mask per generated token, and constrained vs unconstrained tokens per "
-            "second on the same synthetic model (random weights: the model itself costs almost nothing, so this "
-            f"is close to the mask's whole cost). Grammar `{GEN_GRAMMAR}`, {GEN_TOKENS} tokens, medians of 3 runs.",
-            "",
-            "| vocab | n_vocab | bridge | mask ms/token | constrained tok/s | unconstrained tok/s |",
-            "|---|---:|---|---:|---:|---:|",
-            *[f"| {m['vocab']} | {m['n_vocab']} | {m['bridge']} | {1000 * m['mask_s']:.2f} | {m['constrained_tok_s']:.0f} | "
-              f"{m['unconstrained_tok_s']:.0f} |" for m in mask],
-        ]
-    md += real_decode_md(real)
-    md += regen_md(regens)
-    write_atomic(out / "bench.md", "\n".join(md) + "\n")
+    by_size = sorted(ref.items(), key=lambda kv: kv[1].n_tokens)
+    context: dict[str, Any] = {
+        "meta": meta_context(meta),
+        "census": census_context(ref, py, c, checks),
+        "ablation": {"c_work": f"{c_work:.2f}", "table": _table(
+            ["stage", "seconds", "vs C loop"],
+            [["C loop (bench/census.c)", f"{c_work:.2f}", "1.00"], *[[label, f"{s:.2f}", f"{s / c_work:.2f}"] for label, s in stages]])},
+        "builds": _table(
+            ["vocab", "n_tokens", *(f"{v} s" for v in TIMED_BRIDGES), *(f"{v} us/token" for v in TIMED_BRIDGES)],
+            [[n, line.n_tokens, *(f"{builds[n, v]:.3f}" for v in TIMED_BRIDGES),
+              *(f"{1e6 * builds[n, v] / line.n_tokens:.2f}" for v in TIMED_BRIDGES)] for n, line in by_size]),
+        "mask_path": None if not paths else {"grammar": maskpath.GRAMMAR, "steps": maskpath.STEPS, "table": _table(
+            ["vocab", "n_vocab", "compute µs p50 / p99", "apply, old, µs p50 / p99", "apply µs p50 / p99",
+             "llama.cpp apply µs p50 / p99", "ratio", "forward ms p50 / p99"],
+            [[r["vocab"], r["n_vocab"], f"{r['compute_p50_us']} / {r['compute_p99_us']}", f"{r['apply_old_p50_us']} / {r['apply_old_p99_us']}",
+              f"{r['apply_p50_us']} / {r['apply_p99_us']}", f"{r['llama_apply_p50_us']} / {r['llama_apply_p99_us']}",
+              r["ratio_to_llama"], f"{r['forward_p50_ms']} / {r['forward_p99_ms']}"] for r in paths])},
+        "generation": None if not mask else {"grammar": maskpath.GRAMMAR, "tokens": GEN_TOKENS, "table": _table(
+            ["vocab", "n_vocab", "bridge", "mask ms/token", "constrained tok/s", "unconstrained tok/s"],
+            [[m["vocab"], m["n_vocab"], m["bridge"], f"{1000 * m['mask_s']:.2f}", f"{m['constrained_tok_s']:.0f}",
+              f"{m['unconstrained_tok_s']:.0f}"] for m in mask])},
+        "decode": {"threads": DECODE_THREADS, "grammar": maskpath.GRAMMAR, "tokens": DECODE_TOKENS, "table": None if not real else _table(
+            ["model", "n_vocab", "prompt", "bridge", "tokens", "forward ms/token", "mask ms/token", "step ms", "mask share",
+             "tok/s", "unconstrained tok/s"],
+            [[r["vocab"], r["n_vocab"], r["prompt"], r["bridge"], f"{r['n_tokens']:.0f}", f"{r['forward_ms']:.1f}",
+              f"{r['mask_ms']:.2f}", f"{r['step_ms']:.1f}", f"{100 * r['mask_share']:.1f}%", f"{r['constrained_tok_s']:.1f}",
+              f"{r['unconstrained_tok_s']:.1f}"] for r in real])},
+        "regen": regen_context(regens, GOALS),
+    }
+    write_atomic(out / "bench.md", render(context))
 
 
-def regen_md(regens: dict[str, Any]) -> list[str]:
-    from .regen import GOALS
-
+def regen_context(regens: dict[str, Any], goals: dict[str, float]) -> dict[str, Any] | None:
     rs = regens["regens"]
     if not rs:
-        return []
-    md = [
-        "",
-        "## Regenerating the report",
-        "",
-        "The real `make report`, from empty results, in a copy of the tree that shares the venv, the fixtures, the "
-        "models and the native build (`llgbridge.regen`), one regeneration after the other in this run. *today*: "
-        "the 19 fixtures, the six per-vocab analyses and the matrix on the six synthetic models (issue 15's "
-        "yardstick); *full*: everything the report holds (with the native differential, the real models and the corpus "
-        "sample). *analysis*: the seconds the kernels spent in the notebooks' cells, the vocab's load left out; "
-        "*overhead*: wall x jobs - analysis, everything else (its parts below). Goals for *today*: serial at most "
-        f"{GOALS['serial']:.0f} s, -j2 at most {GOALS['j2']:.0f} s, overhead at most {100 * GOALS['overhead_share']:.0f}% "
-        "of the wall.",
-        "",
-        "| content | make | runs | wall s | analysis s | overhead s | overhead share |",
-        "|---|---|---:|---:|---:|---:|---:|",
-        *[f"| {r.content} | -j{r.jobs} | {len(r.runs)} | {r.wall:.1f} | {r.analysis:.1f} | {r.overhead:.1f} | "
-          f"{100 * r.share:.0f}% |" for r in rs],
-    ]
-    for (content, j), (n, differ) in regens["identity"].items():
-        md.append("")
-        md.append(f"*{content}*, serial against -j{j}: {n} files of `reports/` compared (the executed `.ipynb`, which "
-                  "carry their cells' timestamps, and the matrix's and the corpus's pages, which plot their own timings, left out): "
-                  + ("all byte-identical." if not differ else f"{len(differ)} differ: " + ", ".join(differ[:10])))
-    parts = list(rs)
-    names = list(parts[0].parts())
-    md += ["", "Where the overhead goes (seconds, summed over the runs; on -j2, core-seconds):", "",
-           "| part | " + " | ".join(f"{r.content} -j{r.jobs}" for r in parts) + " |",
-           "|---|" + "---:|" * len(parts)]
-    for name in names:
-        md.append(f"| {name} | " + " | ".join(f"{r.parts()[name]:.1f}" for r in parts) + " |")
-    for r in rs:
-        if r.jobs != 1:
-            continue
-        md += ["", f"Per analysis, *{r.content}*, serial (each run's wall, its cells less the load, the rest):", "",
-               "| analysis | runs | wall s | compute s | overhead s | overhead share |", "|---|---:|---:|---:|---:|---:|",
-               *[f"| {x['analysis']} | {x['runs']} | {x['wall']:.1f} | {x['compute']:.1f} | {x['overhead']:.1f} | "
-                 f"{100 * x['share']:.0f}% |" for x in r.by_analysis()]]
-    return md
+        return None
+    return {
+        "goals": {"serial": f"{goals['serial']:.0f}", "j2": f"{goals['j2']:.0f}", "overhead": f"{100 * goals['overhead_share']:.0f}"},
+        "table": _table(["content", "make", "runs", "wall s", "analysis s", "overhead s", "overhead share"],
+                        [[r.content, f"-j{r.jobs}", len(r.runs), f"{r.wall:.1f}", f"{r.analysis:.1f}", f"{r.overhead:.1f}",
+                          f"{100 * r.share:.0f}%"] for r in rs]),
+        "identity": [{"content": content, "jobs": j, "n": n, "differ": ", ".join(differ[:10]), "n_differ": len(differ)}
+                     for (content, j), (n, differ) in regens["identity"].items()],
+        "parts": _table(["part", *(f"{r.content} -j{r.jobs}" for r in rs)],
+                        [[name, *(f"{r.parts()[name]:.1f}" for r in rs)] for name in rs[0].parts()]),
+        "by_analysis": [{"content": r.content, "table": _table(
+            ["analysis", "runs", "wall s", "compute s", "overhead s", "overhead share"],
+            [[x["analysis"], x["runs"], f"{x['wall']:.1f}", f"{x['compute']:.1f}", f"{x['overhead']:.1f}",
+              f"{100 * x['share']:.0f}%"] for x in r.by_analysis()])} for r in rs if r.jobs == 1],
+    }
 
 
 MASK_PATH_VOCABS = ("llama-spm", "llama-bpe", "gemma-4")  # 32k, 128k and 262k tokens
@@ -407,7 +475,9 @@ MASK_PATH_VOCABS = ("llama-spm", "llama-bpe", "gemma-4")  # 32k, 128k and 262k t
 
 def mask_path_timing(vocabs: tuple[str, ...] = MASK_PATH_VOCABS) -> list[dict[str, Any]]:
     """`maskpath.measure` per vocab; empty (and said once) where the native parts are not built."""
-    from . import native
+    from tqdm import tqdm
+
+    from . import maskpath, native
 
     why = native.unavailable()
     if why:
@@ -417,7 +487,7 @@ def mask_path_timing(vocabs: tuple[str, ...] = MASK_PATH_VOCABS) -> list[dict[st
 
 
 GEN_VOCABS = ("llama-spm", "phi-3", "baichuan", "llama-bpe", "qwen35", "gemma-4")
-GEN_GRAMMAR = maskpath.GRAMMAR  # open-ended, so every step computes a real mask
+# the grammar is maskpath.GRAMMAR: open-ended, so every step computes a real mask
 GEN_TOKENS = 48
 
 
@@ -428,7 +498,10 @@ def generation_timing(vocabs: tuple[str, ...] = GEN_VOCABS, repeat: int = 3) -> 
     the prompt), in this process, one run at a time: the matrix's own timings share the
     machine with parallel notebooks and are too noisy to quote.
     """
+    from tqdm import tqdm
+
     from . import bridges, generate, synth
+    from .maskpath import GRAMMAR
     from .vocab import Vocab
 
     out = []
@@ -449,13 +522,13 @@ def generation_timing(vocabs: tuple[str, ...] = GEN_VOCABS, repeat: int = 3) -> 
         free, _ = median_rate(lambda: None)
         for variant in TIMED_BRIDGES:
             b = bridges.build(v, variant)
-            rate, mask = median_rate(lambda: b.new_matcher(GEN_GRAMMAR))
+            rate, mask = median_rate(lambda: b.new_matcher(GRAMMAR))
             out.append({"vocab": name, "n_vocab": v.n_tokens, "bridge": variant, "mask_s": mask,
                         "constrained_tok_s": rate, "unconstrained_tok_s": free})
     return out
 
 
-# the real decode step: an open grammar (GEN_GRAMMAR), so every step computes a real mask, and a prompt
+# the real decode step: an open grammar (maskpath.GRAMMAR), so every step computes a real mask, and a prompt
 # that asks for a long answer (an instruct model through its chat template, a pretrained one as text)
 DECODE_ASK = "Describe the sea in forty lowercase words, with no punctuation."
 DECODE_COMPLETION = "a description of the sea in lowercase words with no punctuation: "
@@ -471,8 +544,11 @@ def real_decode_timing(repeat: int = 3, n_threads: int = DECODE_THREADS) -> list
     step (mask / (forward + mask + the rest: sampling, the matcher's consume, Python)), and
     constrained vs unconstrained tokens per second, each from the same runs; medians over
     `repeat`. A model that is not fetched is left out (with a line on stderr)."""
+    from tqdm import tqdm
+
     from . import bridges, generate, models
     from .errors import InputError
+    from .maskpath import GRAMMAR
     from .vocab import Vocab
 
     out = []
@@ -483,7 +559,7 @@ def real_decode_timing(repeat: int = 3, n_threads: int = DECODE_THREADS) -> list
             print(f"bench: real decode step skipped: {e}", file=sys.stderr)
             continue
         llm, v = generate.load_model(path, n_threads=n_threads), Vocab(path, name)
-        case = generate.Case("decode", GEN_GRAMMAR, lambda s: True, "", instruction=DECODE_ASK, completion=DECODE_COMPLETION)
+        case = generate.Case("decode", GRAMMAR, lambda s: True, "", instruction=DECODE_ASK, completion=DECODE_COMPLETION)
         prompt = generate.case_prompt(llm, case, m.instruct)
         generate.generate(llm, v, None, prompt, max_tokens=8)  # warm-up
 
@@ -505,33 +581,11 @@ def real_decode_timing(repeat: int = 3, n_threads: int = DECODE_THREADS) -> list
                     **free, "mask_share": 0.0, "constrained_tok_s": free["tok_s"], "unconstrained_tok_s": free["tok_s"]})
         for variant in TIMED_BRIDGES:
             b = bridges.build(v, variant)
-            c = medians(lambda: b.new_matcher(GEN_GRAMMAR))
+            c = medians(lambda: b.new_matcher(GRAMMAR))
             out.append({"vocab": name, "model": path.name, "n_vocab": v.n_tokens, "bridge": variant, "prompt": prompt.kind, **c,
                         "mask_share": c["mask_ms"] / c["step_ms"] if c["step_ms"] else 0.0,
                         "constrained_tok_s": c["tok_s"], "unconstrained_tok_s": free["tok_s"]})
     return out
-
-
-def real_decode_md(real: list[dict[str, Any]]) -> list[str]:
-    if not real:
-        return ["", "## The mask in a real decode step", "", "(no real model fetched: run `make models`)"]
-    return [
-        "",
-        "## The mask in a real decode step",
-        "",
-        "On the real models (`make models`), loaded as the matrix loads them (no AMX or repack buffers), "
-        f"{DECODE_THREADS} threads. Grammar `{GEN_GRAMMAR}`, up to {DECODE_TOKENS} tokens at temperature 0, "
-        "each figure the median over 3 runs of that run's mean per token; every figure of a row comes from the same "
-        "runs. *forward*: llama.cpp's own timing of its one-token decodes; *mask*: computing the mask and applying it "
-        "to the logits; *step*: one token's arrival to the next (forward, mask, sampling, the matcher's consume, "
-        "Python); *share*: mask / step. `none` is the same prompt unconstrained.",
-        "",
-        "| model | n_vocab | prompt | bridge | tokens | forward ms/token | mask ms/token | step ms | mask share | tok/s | unconstrained tok/s |",
-        "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|",
-        *[f"| {r['vocab']} | {r['n_vocab']} | {r['prompt']} | {r['bridge']} | {r['n_tokens']:.0f} | {r['forward_ms']:.1f} | "
-          f"{r['mask_ms']:.2f} | {r['step_ms']:.1f} | {100 * r['mask_share']:.1f}% | {r['constrained_tok_s']:.1f} | "
-          f"{r['unconstrained_tok_s']:.1f} |" for r in real],
-    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -541,11 +595,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vocabs", help="comma-separated fixture names (default: all in data/vocabs)")
     ap.add_argument("--regen", nargs="*", default=["today", "full"], metavar="CONTENT", choices=["today", "full"],
                     help="the report regenerations to time, serial and -j2 (default: today full; none: --regen)")
+    ap.add_argument("--only", choices=["census"],
+                    help="run only this part and print its section of bench.md; writes nothing (census: Python vs C)")
     ap.add_argument("--worker", nargs="+", metavar="GGUF", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         worker(args.worker)
         return 0
+    from tqdm import tqdm
 
     paths = sorted(VOCABS.glob("ggml-vocab-*.gguf"))
     if args.vocabs:
@@ -567,12 +624,16 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 py_runs.append(run_child(py_cmd))
         check_agree(py_runs[-1], c_runs[-1])
+    checks = check_seconds(paths, args.repeat)
+    if args.only == "census":
+        print(render({"meta": meta_context(meta), "census": census_context(c_runs[0].lines, py_runs, c_runs, checks)}), end="")
+        return 0
     stages = ablation(paths)
     builds = bridge_builds(paths, args.repeat)
     from . import regen
 
     regens = regen.measure(tuple(args.regen)) if args.regen else None
-    write_reports(args.out, c_runs[0].lines, py_runs, c_runs, stages, builds, meta,
+    write_reports(args.out, c_runs[0].lines, py_runs, c_runs, checks, stages, builds, meta,
                   mask_path_timing(), real_decode_timing(), generation_timing(), regens)
     print(f"wrote {args.out / 'bench.csv'} and {args.out / 'bench.md'}")
     return 0

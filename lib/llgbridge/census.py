@@ -196,8 +196,8 @@ def observed_add_space_prefix(vocab: Vocab) -> bool:
 def loaded_meta(vocab: Vocab) -> VocabMeta:
     """`read_meta(vocab.path)`, from what llama.cpp parsed when it loaded the vocab.
 
-    Why: `read_meta` walks every token and merge string in Python, which cost more than the
-    whole per-token census. Loading succeeded, so llama.cpp has already checked the types this
+    Why: `read_meta` walks every token and merge string in Python, a second time after `Vocab`'s
+    check before the load. Loading succeeded, so llama.cpp has already checked the types this
     reads (`general.architecture`, `tokenizer.ggml.model`/`pre` strings, `bos`/`eos` uint32,
     `add_space_prefix` bool) and that the token list is an array of `n_tokens` strings;
     version and tensor count sit in the fixed 24-byte header. A `no_vocab` model skips those

@@ -204,19 +204,25 @@ class Vocab:
         One pass, no per-token allocation: piece and detok land in two reused buffers that are
         kept byte-identical between tokens, so when both calls return the same length the
         whole-buffer comparison (one memcmp) compares exactly the bytes just written.
+
+        Every pointer argument is a `byref` made once: ctypes passes one as it is, where a
+        ctypes object (`c_void_p`, an array) is converted into a new one on every call (a tenth
+        of this loop's time).
         """
-        tp, dt, vp = _raw_token_to_piece, _raw_detokenize, self._vocab_ptr
+        tp, dt = _raw_token_to_piece, _raw_detokenize
+        vp = ctypes.byref(ctypes.c_char.from_address(self.llama_vocab))  # the pointer's value itself
         piece, detok = bytearray(MAX_PIECE), bytearray(MAX_PIECE)
-        piece_c = (ctypes.c_char * MAX_PIECE).from_buffer(piece)
-        detok_c = (ctypes.c_char * MAX_PIECE).from_buffer(detok)
+        piece_c = ctypes.byref((ctypes.c_char * MAX_PIECE).from_buffer(piece))
+        detok_c = ctypes.byref((ctypes.c_char * MAX_PIECE).from_buffer(detok))
         lstripped = bytearray(MAX_PIECE)
-        lstripped_c = (ctypes.c_char * MAX_PIECE).from_buffer(lstripped)
+        lstripped_c = ctypes.byref((ctypes.c_char * MAX_PIECE).from_buffer(lstripped))
         pv, dv, lv = memoryview(piece), memoryview(detok), memoryview(lstripped)
-        one = (llama_cpp.llama_token * 1)()
+        one_t = (llama_cpp.llama_token * 1)()
+        one = ctypes.byref(one_t)
         out: list[tuple[int, bytes, bytes, bytes]] = []
         for t in range(self.n_tokens):
             n = tp(vp, t, piece_c, MAX_PIECE, 0, 0)
-            one[0] = t
+            one_t[0] = t
             m = dt(vp, one, 1, detok_c, MAX_PIECE, 0, 0)
             # n < 0 is tested because two equal error lengths would otherwise compare equal
             if n != m or n < 0 or piece != detok:
