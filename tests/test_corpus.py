@@ -278,6 +278,30 @@ def test_the_report_section_shows_counts_in_its_tables_and_timing_only_in_its_fi
     assert "schema too large" in sec.raw[2].markdown and "Unimplemented keys (1)" in sec.text
 
 
+def test_a_build_writes_each_sections_figures_and_drops_the_tables_it_did_not_write(tmp_path: Path) -> None:
+    """The report's build writes every section's assets (the corpus's mask-time figure) and, outside
+    the committed report, links every section's executed pages; a table left by an earlier build
+    whose section has no results now is removed."""
+    from conftest import vocab
+
+    from llgbridge import census, nb, report
+
+    res, out = tmp_path / "res", tmp_path / "out"
+    r = corpus.run([VOCAB], TINY, BRIDGES, cache_dir=None)
+    nb.write_result(str(res), "corpus", "llama-spm", corpus.payload(r, len(TINY), corpus.Params()))
+    nb.write_result(str(res), "census", "llama-spm", census.run_census(vocab("llama-spm")).to_json())
+    for page in ("census", "corpus"):
+        (out / "html" / page).mkdir(parents=True)
+        (out / "html" / page / "llama-spm.html").write_text("<html></html>")
+    (out / "tables").mkdir(parents=True)
+    (out / "tables" / "leak.csv").write_text("an earlier build's rows\n")
+    report.build(res, out)
+    assert (out / "corpus" / "mask-time.svg").read_text().startswith('<?xml version="1.0" encoding="utf-8"?>\n<svg')
+    index = (out / "index.html").read_text()
+    assert 'href="html/census/llama-spm.html"' in index and 'href="html/corpus/llama-spm.html"' in index
+    assert (out / "tables" / "corpus.csv").exists() and not (out / "tables" / "leak.csv").exists()
+
+
 def test_an_edited_schema_makes_the_corpus_results_stale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # issue 24.7: the corpus sample's result named only its vocab, so with a schema rewritten the
     # pool kept the report's corpus rows as current

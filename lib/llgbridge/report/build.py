@@ -170,11 +170,6 @@ def build(results: Path = RESULTS, out: Path = REPORTS) -> list[dict[str, Any]]:
         for t in sec.raw:
             write_atomic(out / "tables" / f"{t.name}.csv", t.csv)
             written.add(f"{t.name}.csv")
-    # a table this build did not write (its section failed, or has no results now) must not stay
-    # behind with an earlier build's rows, beside a page that says the section failed
-    for old in (out / "tables").glob("*.csv"):
-        if old.name not in written:
-            old.unlink()
         for rel, text in sec.assets.items():
             svg_head = rel.endswith(".svg") and not text.startswith("<?xml")
             write_atomic(out / rel, '<?xml version="1.0" encoding="utf-8"?>\n' + text if svg_head else text)
@@ -187,6 +182,11 @@ def build(results: Path = RESULTS, out: Path = REPORTS) -> list[dict[str, Any]]:
             # clean checkout every such link would be dead; the page names the folder instead
             if not committed:
                 sec.notebooks = [(p.stem, f"html/{sec.notebook}/{p.name}") for p in sorted(d.glob("*.html")) if p.stem in have]
+    # a table this build did not write (its section failed, or has no results now) must not stay
+    # behind with an earlier build's rows, beside a page that says the section failed
+    for old in (out / "tables").glob("*.csv"):
+        if old.name not in written:
+            old.unlink()
     vocabs = guide_order(sorted({str(x) for sec in sections for t in sec.raw for x in (t.df["vocab"] if "vocab" in t.df else [])}))
     v = versions()
     code = code_block(v)
