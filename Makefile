@@ -12,8 +12,8 @@ LLAMA_CMAKE_ARGS := $(if $(filter 1,$(CUDA)),-DGGML_CUDA=on,)
 PIN_HASH := $(shell (cat pyproject.toml; pwd) | sha256sum | cut -c1-12)-cuda$(CUDA)
 STAMP := $(VENV)/.installed-$(PIN_HASH)
 
-# a failed (notebook, vocab) run leaves its result marked failed and dated 1970 (llgbridge.run),
-# so Make sees it out of date and the next run retries it; nothing is deleted here
+# a failed (notebook, vocab) run leaves its result marked failed (llgbridge.run), and the pool's
+# plan reruns it on the next `make report`; nothing is deleted here
 
 # the manifest's fixtures, plus any other ggml-vocab-NAME.gguf dropped into data/vocabs/ (stdlib
 # only, so it runs before the venv exists)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shlex
 import sys
 import tempfile
@@ -118,7 +117,7 @@ def execute(
         status: RunStatus = {"notebook": notebook, "vocab": vocab, "status": "failed", "error": env_error(e),
                              "seconds": round(time.monotonic() - t0, 2)}
         try:
-            write_failed(result, status, provenance(notebook, full) if notebooks_dir == NOTEBOOKS else None)
+            write_failed(result, status, _provenance(notebook, full, notebooks_dir))
         except OSError as e2:
             status["unwritten"] = env_error(e2)
         return status
@@ -314,7 +313,7 @@ class Worker:
                 if status["status"] == "ok" and not result.exists():
                     status.update(status="failed", error=f"the notebook wrote no result at {_rel(result)}")
                 if status["status"] != "ok":
-                            write_failed(result, status, provenance(notebook, full) if self.notebooks_dir == NOTEBOOKS else None)
+                            write_failed(result, status, _provenance(notebook, full, self.notebooks_dir))
             except OSError as e:
                 status.update(status="failed", error=env_error(e), unwritten=env_error(e))
             wall = time.monotonic() - t0
@@ -412,9 +411,15 @@ def failure(notebook: str, vocab: str, e: BaseException, log: bytes, out_root: P
     return st
 
 
+def _provenance(notebook: str, params: dict[str, object], notebooks_dir: Path) -> object:
+    """What a failed result records as its provenance: none for a notebook outside notebooks/
+    (a test's), whose code version the suite does not know."""
+    return provenance(notebook, params) if notebooks_dir == NOTEBOOKS else None
+
+
 def write_failed(result: Path, status: RunStatus, provenance: object) -> None:
-    """A failed run's result, dated 1970: older than any dependency, so the next `make report`
-    runs it again, and nothing has to be deleted while the Makefile is read."""
+    """A failed run's result: the next `make report`'s plan runs it again ("failed last time").
+    Dated 1970 too, so no file's date can make it look newer than its inputs."""
     write_json(result, {**{k: v for k, v in status.items() if k != "timing"}, "provenance": provenance})
     os.utime(result, (0, 0))
 

@@ -154,7 +154,7 @@ def bug_d_everywhere(res: Results, sec: Section) -> dict[str, Any] | None:
     example = None
     if not limits.empty:
         fc, fx = limits[limits.bridge == "failclosed"], limits[limits.bridge == "fixed"]
-        both = sorted(set(fc.vocab) & set(fx.vocab), key=lambda v: guide_order(sorted(set(limits.vocab))).index(v))
+        both = [v for v in guide_order(sorted(set(limits.vocab))) if v in set(fc.vocab) & set(fx.vocab)]
         if both:
             v = both[0]
             example = {"vocab": v, "failclosed": int(fc[fc.vocab == v].then_allowed.iloc[0]),

@@ -107,8 +107,9 @@ def environment() -> Any:
 
 
 def vocab_pages(out: Path, sections: list[Section], vocabs: list[str], vt: Verdict | None, res: Results,
-                link_notebooks: bool = True) -> None:
+                link_notebooks: bool) -> None:
     env = environment()
+    rows = {x: i for i, x in reversed(list(enumerate(vt.df["input"])))} if vt is not None else {}  # first row wins
     for v in vocabs:
         parts = []
         for sec in sections:
@@ -126,9 +127,8 @@ def vocab_pages(out: Path, sections: list[Section], vocabs: list[str], vt: Verdi
                               "notebook": f"../html/{sec.notebook}/{v}.html" if linked else "",
                               "notebook_path": f"html/{sec.notebook}/{v}.html" if sec.notebook and not linked else ""})
         row = ""
-        if vt is not None and v in set(vt.df["input"]):
-            i = int(vt.df.index[vt.df["input"] == v][0])
-            row = html_table(vt.df.iloc[[i]].reset_index(drop=True))
+        if v in rows:
+            row = html_table(vt.df.iloc[[rows[v]]].reset_index(drop=True))
         story = vocab_story(res, v)
         write_atomic(out / "vocab" / f"{v}.html", env.get_template("vocab.html.j2").render(vocab=v, parts=parts, verdict_row=row,
                                                                                           story=story))

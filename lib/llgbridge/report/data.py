@@ -42,9 +42,6 @@ class Results:
         ok, failed, _ = self._get(analysis)
         return ok, failed
 
-    def ok(self, analysis: str) -> list[dict[str, Any]]:
-        return self._get(analysis)[0]
-
     def dropped(self) -> list[str]:
         """`results.dropped`: one line per result left out because its input file is gone."""
         return [line for analysis in SCHEMAS for line in self._get(analysis)[2]]

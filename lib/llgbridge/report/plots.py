@@ -42,7 +42,7 @@ def bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str, steps: st
         return ""  # every row is an error row (a bridge that could not be built or masked): nothing to draw
     df = df[df[col].notna()]
     plt = pyplot()
-    vocabs = sorted(df.vocab.unique(), key=lambda v: guide_order(list(df.vocab.unique())).index(v))
+    vocabs = guide_order(list(df.vocab.unique()))
     present = [b for b in BRIDGE_ORDER if b in set(df["bridge"])] or sorted(df["bridge"].unique())
 
     def num(x: pd.DataFrame, c: str) -> int:

@@ -36,7 +36,8 @@ def sentinel_examples(soundness_ok: list[dict[str, Any]]) -> list[dict[str, Any]
     bytes: the walk's grammar and string, the step, the prefix before it, the token and why it
     is illegal there. From the stored worst steps, their first under-constrained token."""
     out = []
-    for r in sorted(soundness_ok, key=lambda r: guide_order([x["vocab"] for x in soundness_ok]).index(r["vocab"])):
+    order = guide_order([x["vocab"] for x in soundness_ok])
+    for r in sorted(soundness_ok, key=lambda r: order.index(r["vocab"])):
         w = next((x for x in r.get("worst", []) if x.get("bridge") == "sentinel" and x.get("n_under")), None)
         if w is None:
             continue

@@ -8,6 +8,7 @@ import pandas as pd
 
 from .. import guide
 from .. import serving
+from ..native import version_key
 from ..server import LLG_PINNED
 from ..show import show_text
 from .data import Results, takes_results
@@ -55,7 +56,7 @@ def server_section(res: Results) -> Section | None:
     if not ok:
         return None
     df = server_frame(ok)
-    versions_run = sorted({v for r in ok for v in r["llguidance"]}, key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit()))
+    versions_run = sorted({v for r in ok for v in r["llguidance"]}, key=version_key)
     pinned = LLG_PINNED if LLG_PINNED in versions_run else versions_run[0]
     sec = Section("server", "Server level: the real llama-server (guide 8)", notebook="server")
     main = df[~df.case.isin(SERVER_CONTROLS)]
