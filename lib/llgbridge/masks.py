@@ -50,9 +50,11 @@ class LeakResult:
 
 def leak_test(bridge: Bridge, truth: Bridge, grammar: str) -> LeakResult:
     """Allowed tokens at position 0 of `grammar`, judged by their real bytes."""
+    return _leak_result(bridge, grammar, bridge.new_matcher(grammar).allowed(), set(truth.new_matcher(grammar).allowed()))
+
+
+def _leak_result(bridge: Bridge, grammar: str, allowed: list[int], legal: set[int]) -> LeakResult:
     v = bridge.vocab
-    allowed = bridge.new_matcher(grammar).allowed()
-    legal = set(truth.new_matcher(grammar).allowed())
     return LeakResult(
         vocab=v.name,
         bridge=bridge.name,
@@ -68,24 +70,25 @@ def leak_test(bridge: Bridge, truth: Bridge, grammar: str) -> LeakResult:
 def leak_tests(built: dict[str, Bridge], truth: Bridge, grammar: str) -> tuple[list[LeakResult], dict[str, str]]:
     """`leak_test` for each built bridge, in order, and the one-line error of each whose mask
     llguidance refused: one bridge's error costs its row (`error_rows`), never the other
-    bridges' results (on an all-control vocab no token can start any text: every mask fails)."""
+    bridges' results (on an all-control vocab no token can start any text: every mask fails).
+    The truth's mask is computed once for all the bridges, each bridge's once."""
     try:
-        truth.new_matcher(grammar).allowed()
+        legal = set(truth.new_matcher(grammar).allowed())
         judge = ""
     except LlgError as e:
-        judge = f"the truth's mask failed, so nothing it allows can be judged: {cause_line(str(e))}"
+        legal, judge = set(), f"the truth's mask failed, so nothing it allows can be judged: {cause_line(str(e))}"
     out: list[LeakResult] = []
     errors: dict[str, str] = {}
     for name, b in built.items():
         try:
-            b.new_matcher(grammar).allowed()
+            allowed = b.new_matcher(grammar).allowed()
         except LlgError as e:
             errors[name] = f"its mask failed: {cause_line(str(e))}"
             continue
         if judge:
             errors[name] = judge
             continue
-        out.append(leak_test(b, truth, grammar))
+        out.append(_leak_result(b, grammar, allowed, legal))
     return out, errors
 
 

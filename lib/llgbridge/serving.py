@@ -45,7 +45,7 @@ from typing import Any
 from . import generate as G
 from . import params as P
 from . import server as S
-from .native import special_text
+from .native import special_literal, special_text
 from .errors import InputError, first_line
 from .grammars import json_grammar, literal_grammar
 from .vocab import Vocab
@@ -86,10 +86,10 @@ def special_case(vocab: Vocab) -> G.Case | None:
     text. `tokenize_fn` passes parse_special=true, so where it is kept (upstream; the fixed bridge
     on vocabs its probe calls exact) the forced bytes become the control token itself, and a
     decoder ends the turn there."""
-    text = special_text(vocab)
-    if not text:
+    literal = special_literal(vocab)  # the native harness's bug C job walks the same string
+    if not literal:
         return None
-    literal = f"say {text} now"
+    text = special_text(vocab)
     return G.Case(SPECIAL_CASE, literal_grammar(literal), lambda s, lit=literal: s == lit,
                   f"a literal spelling the special token {text!r} as text", lambda s, lit=literal: lit.startswith(s))
 
