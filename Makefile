@@ -11,6 +11,10 @@ LLAMA_CMAKE_ARGS := $(if $(filter 1,$(CUDA)),-DGGML_CUDA=on,)
 # lib/, and would run, and write into, the original; the stamp hashes this checkout's path too
 PIN_HASH := $(shell (cat pyproject.toml; pwd) | sha256sum | cut -c1-12)-cuda$(CUDA)
 STAMP := $(VENV)/.installed-$(PIN_HASH)
+# the compiled binding of llama.h's per-token vocab calls (lib/llgbridge/_llamacall.c says why),
+# built against the venv's libllama: part of setup, rebuilt when its source or the venv changes
+LLAMACALL := lib/llgbridge/_llamacall.so
+SETUP := $(STAMP) $(LLAMACALL)
 
 # a failed (notebook, vocab) run leaves its result marked failed (llgbridge.run), and the pool's
 # plan reruns it on the next `make report`; nothing is deleted here
@@ -80,7 +84,7 @@ help:
 	@echo "make lab      JupyterLab on notebooks/"
 	@echo "make clean    remove generated results and executed notebooks (keeps .venv and data/vocabs)"
 
-setup: $(STAMP)
+setup: $(SETUP)
 
 $(STAMP): pyproject.toml
 	@echo "== setting up $(VENV) (llama-cpp-python is compiled from source: a few minutes on 2 cores)"
@@ -91,9 +95,12 @@ $(STAMP): pyproject.toml
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
+$(LLAMACALL): lib/llgbridge/_llamacall.c lib/llgbridge/cbuild.py $(STAMP)
+	$(BIN)/python -m llgbridge.cbuild
+
 data: data/vocabs/.complete
 
-data/vocabs/.complete: lib/llgbridge/vocabs.sha256 | $(STAMP)
+data/vocabs/.complete: lib/llgbridge/vocabs.sha256 | $(SETUP)
 	$(BIN)/python -m llgbridge.fixtures data/vocabs
 	@touch $@
 
@@ -104,7 +111,7 @@ models: data/models/.fetched
 # the module writes the stamp only when every model is there and verified; a fetch that failed is
 # recorded in one line (data/models/NAME.fetch-error), that model's results fail with it, the rest
 # of the report is made, and the next run tries the fetch again
-data/models/.fetched: lib/llgbridge/models.sha256 | $(STAMP)
+data/models/.fetched: lib/llgbridge/models.sha256 | $(SETUP)
 	@$(BIN)/python -m llgbridge.models data/models
 
 # the pool's recipe always runs (FORCE): Make's mtimes cannot see a deleted result, a file copied in
@@ -113,7 +120,7 @@ data/models/.fetched: lib/llgbridge/models.sha256 | $(STAMP)
 # so the page is re-rendered only then. The prerequisites below still order it after what it needs
 $(POOL_STAMP): $(foreach v,$(MATRIX_VOCABS),data/models/synthetic-$(v).gguf) \
                $(if $(REAL_VOCABS),data/models/.fetched) $(if $(CORPUS_SAMPLE_VOCABS),data/schemas/.complete) \
-               data/native/.built data/native/server/.built data/vocabs/.complete FORCE | $(STAMP)
+               data/native/.built data/native/server/.built data/vocabs/.complete FORCE | $(SETUP)
 	+@$(BIN)/python -m llgbridge.batch --vocabs $(VOCABS) $(REAL_VOCABS) --analyses $(BATCH) \
 	  --also "matrix=$(MATRIX_VOCABS) $(REAL_VOCABS)" --also "corpus=$(CORPUS_SAMPLE_VOCABS)" \
 	  --also "server=$(SERVER_VOCABS)" --stamp $@
@@ -122,7 +129,7 @@ native: data/native/.built
 
 # one line and no stamp-less failure: a machine without a C++ compiler records why, and the
 # native results say so
-data/native/.built: $(NATIVE_SRC) data/vocabs/.complete | $(STAMP)
+data/native/.built: $(NATIVE_SRC) data/vocabs/.complete | $(SETUP)
 	@$(BIN)/python -m llgbridge.native build
 	@touch $@
 
@@ -133,14 +140,14 @@ server: data/native/server/.built
 # server results say so
 SERVER_SRC := native/server.mk native/schema_to_gbnf.cpp native/llg_layout.cpp native/llguidance.h $(wildcard patches/*.patch) \
               $(wildcard patches/candidates/*.patch)
-data/native/server/.built: $(SERVER_SRC) data/native/.built | $(STAMP)
+data/native/server/.built: $(SERVER_SRC) data/native/.built | $(SETUP)
 	@$(BIN)/python -m llgbridge.server build
 	@touch $@
 
-data/models/synthetic-%.gguf: data/vocabs/ggml-vocab-%.gguf | $(STAMP)
+data/models/synthetic-%.gguf: data/vocabs/ggml-vocab-%.gguf | $(SETUP)
 	$(BIN)/python -c "from llgbridge import synth; synth.ensure_model('$*')"
 
-matrix: data/vocabs/.complete | $(STAMP)
+matrix: data/vocabs/.complete | $(SETUP)
 	@$(BIN)/python -m llgbridge.run matrix --models="$$MODELS" -p n_gpu_layers "$$N_GPU_LAYERS"
 	$(BIN)/python -m llgbridge.report
 
@@ -151,12 +158,12 @@ matrix: data/vocabs/.complete | $(STAMP)
 REPORT_SRC := $(wildcard lib/llgbridge/*.py lib/llgbridge/*/*.py lib/llgbridge/report/*.j2 lib/llgbridge/templates/*) $(wildcard reports/bench.csv)
 report: reports/.built
 
-reports/.built: $(POOL_STAMP) $(REPORT_SRC) | $(STAMP)
+reports/.built: $(POOL_STAMP) $(REPORT_SRC) | $(SETUP)
 	$(BIN)/python -m llgbridge.report
 	@touch $@
 
 # make whatif VOCAB=path/to/file.gguf [NAME=mine] [PARAMS="-p literal 'hi there'"]
-whatif: data/vocabs/.complete | $(STAMP)
+whatif: data/vocabs/.complete | $(SETUP)
 	@test -n "$$VOCAB" || { echo "usage: make whatif VOCAB=path/to/file.gguf [NAME=name] [PARAMS=\"-p grammar 'start: /[a-z]+/'\"]"; exit 2; }
 	$(BIN)/python -m llgbridge.whatif --name="$$NAME" --params="$$PARAMS" -- "$$VOCAB"
 
@@ -164,13 +171,13 @@ whatif: data/vocabs/.complete | $(STAMP)
 N ?= 300
 SEED ?= 0
 export N SEED
-gguf-fuzz: data/vocabs/.complete | $(STAMP)
+gguf-fuzz: data/vocabs/.complete | $(SETUP)
 	$(BIN)/python -m llgbridge.gguf_fuzz --n "$$N" --seed "$$SEED"
 
 # the SchemaStore corpus (issue 16): the schemas, verified against lib/llgbridge/schemas.tsv
 corpus-data: data/schemas/.complete
 
-data/schemas/.complete: lib/llgbridge/schemas.tsv | $(STAMP)
+data/schemas/.complete: lib/llgbridge/schemas.tsv | $(SETUP)
 	$(BIN)/python -m llgbridge.schemas data/schemas
 	@touch $@
 
@@ -182,7 +189,7 @@ ENGINE ?= pool
 WORKERS ?=
 CLUSTER ?=
 export CORPUS_VOCABS ENGINE WORKERS CLUSTER
-corpus: data/schemas/.complete data/vocabs/.complete | $(STAMP)
+corpus: data/schemas/.complete data/vocabs/.complete | $(SETUP)
 	$(BIN)/python -m llgbridge.corpus --vocabs="$$CORPUS_VOCABS" --engine="$$ENGINE" --workers="$$WORKERS" --cluster="$$CLUSTER"
 
 # the census through llgbridge against the same loop in C, bridge build times, the mask path, the
@@ -190,16 +197,16 @@ corpus: data/schemas/.complete data/vocabs/.complete | $(STAMP)
 # results in a copy of the tree: REGEN="today full", REGEN= for none): reports/bench.*
 REGEN ?= today full
 export REGEN
-bench: data/vocabs/.complete data/native/.built data/models/.fetched data/schemas/.complete | $(STAMP)
+bench: data/vocabs/.complete data/native/.built data/models/.fetched data/schemas/.complete | $(SETUP)
 	$(BIN)/python -m llgbridge.bench --out reports --regen $$REGEN
 
-test: data/vocabs/.complete data/native/.built data/native/server/.built data/models/.fetched data/schemas/.complete | $(STAMP)
+test: data/vocabs/.complete data/native/.built data/native/server/.built data/models/.fetched data/schemas/.complete | $(SETUP)
 	$(BIN)/python -m pytest
 
-test-swapped: data/vocabs/.complete data/native/.built data/schemas/.complete | $(STAMP)
+test-swapped: data/vocabs/.complete data/native/.built data/schemas/.complete | $(SETUP)
 	$(BIN)/python tools/swapped.py
 
-lab: data/vocabs/.complete | $(STAMP)
+lab: data/vocabs/.complete | $(SETUP)
 	$(BIN)/jupyter lab notebooks/
 
 clean:

@@ -57,7 +57,8 @@ def test_the_makefile_keeps_no_second_list_of_what_a_result_depends_on() -> None
     """One graph: the pool decides what reruns from each result's bytes; Make only orders the pool
     after what it builds, so it names no analysis module and has no per-result rule."""
     makefile = (ROOT / "Makefile").read_text()
-    named = sorted({m for mods in results.MODULES.values() for m in mods if m.endswith(".py")} | set(results.CORE))
+    # a compiled module's C source is Make's to build, so the Makefile names that one
+    named = sorted({m for mods in (*results.MODULES.values(), results.CORE) for m in mods if m.endswith(".py")})
     assert not [m for m in named if re.search(rf"\b{re.escape(m)}\b", makefile)], named
     assert "data/results/%.json" not in makefile and "$(eval" not in makefile.split("$(POOL_STAMP):")[0].split("BATCH :=")[1]
     deps = _prerequisites("data/results/.batch/pool")

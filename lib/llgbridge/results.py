@@ -33,7 +33,7 @@ BYHAND = DATA / "byhand"
 # notebook's (`code_files`). The one list: the pool judges "current" by it, and nothing else keeps
 # one (tests/test_pipeline.py checks that it holds every module an analysis's notebook imports,
 # and that the Makefile lists none). A name ending in "/" is every module of that subpackage.
-CORE = ("__init__.py", "llg.py", "vocab.py", "gguf_meta.py", "errors.py", "paths.py", "bridges.py", "sentinel.py",
+CORE = ("__init__.py", "llg.py", "vocab.py", "_llamacall.c", "gguf_meta.py", "errors.py", "paths.py", "bridges.py", "sentinel.py",
         "probe.py", "grammars.py", "guide.py", "nb.py", "show.py", "results.py", "params.py", "fixtures.py", "models.py")
 MODULES: dict[str, tuple[str, ...]] = {
     "census": ("census.py",), "leak": ("masks.py",), "forced": ("masks.py",), "probe": (),
@@ -208,6 +208,8 @@ def _imported(source: str, package: tuple[str, ...]) -> set[Path]:
             f = lib.joinpath(*parts)
             if parts and f.with_suffix(".py").is_file():
                 found.add(f.with_suffix(".py"))
+            elif parts and f.with_suffix(".c").is_file():  # a compiled module: its source is what changes
+                found.add(f.with_suffix(".c"))
             elif (f / "__init__.py").is_file():
                 found.add(f / "__init__.py")
     return found
@@ -223,7 +225,8 @@ def import_closure(files: list[Path], source: str = "") -> set[Path]:
         f = todo.pop()
         if f not in seen:
             seen.add(f)
-            todo += _imported(f.read_text(encoding="utf-8"), f.relative_to(lib).parent.parts)
+            if f.suffix == ".py":
+                todo += _imported(f.read_text(encoding="utf-8"), f.relative_to(lib).parent.parts)
     return seen
 
 

@@ -13,6 +13,7 @@ import ctypes
 import os
 import sys
 import weakref
+from array import array
 from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
@@ -27,18 +28,13 @@ VOCAB_TYPES = {0: "NONE", 1: "SPM", 2: "BPE", 3: "WPM", 4: "UGM", 5: "RWKV", 6: 
 # mirrors the size that common/llguidance.cpp gives one token's piece
 MAX_PIECE = 1024
 
-# llama-cpp-python's bindings carry `argtypes`, whose per-argument conversion costs more than the
-# C call itself when a loop makes millions of them (the census pass took 3x as long through
-# them). These private handles take only plain ints and ctypes objects; only the whole-vocab
-# passes below use them, with ints they make themselves, so a caller's numpy integer never
-# reaches them. PyDLL: the calls take well under a microsecond, and releasing and retaking the
-# GIL around each one cost another tenth. (`lib[name]` makes new function objects, leaving
-# the bindings' argtypes untouched.)
-_pylib = ctypes.PyDLL(llama_cpp.llama_cpp._lib._name)
-_raw_token_to_piece = _pylib["llama_token_to_piece"]
-_raw_token_to_piece.restype = ctypes.c_int32
-_raw_detokenize = _pylib["llama_detokenize"]
-_raw_detokenize.restype = ctypes.c_int32
+# the per-token calls (token_to_piece, detokenize) go through a compiled binding: llama-cpp-python's
+# ctypes bindings cost about 0.2 us of marshalling per call, eight times the call itself, and a
+# whole-vocab pass makes millions (_llamacall.c says more; `make bench` measures both)
+try:
+    from . import _llamacall as _call
+except ImportError as e:  # pragma: no cover - make setup builds it
+    raise ImportError(f"llgbridge._llamacall is not built ({e}): run `make setup` (python -m llgbridge.cbuild)") from None
 
 
 # llama.cpp's own error lines from the last load, so a refusal can say why in one line
@@ -128,11 +124,8 @@ class Vocab:
         # the `const llama_vocab *` every llama.h vocab call takes
         self.llama_vocab = llama_cpp.llama_model_get_vocab(model)
         self.n_tokens = int(llama_cpp.llama_vocab_n_tokens(self.llama_vocab))
-        self._buf = ctypes.create_string_buffer(MAX_PIECE)
-        self._tok_buf = (llama_cpp.llama_token * 1)()
-        # the bindings return the pointer as a bare int, which the argtype-less handles would
-        # pass as a 32-bit C int
-        self._vocab_ptr = ctypes.c_void_p(self.llama_vocab)
+        self._buf = bytearray(MAX_PIECE)
+        self._one = array("i", [0])  # detokenize's one token
 
     def __repr__(self) -> str:
         return f"Vocab({self.name!r}, {self.vocab_type}, n_tokens={self.n_tokens})"
@@ -155,43 +148,42 @@ class Vocab:
         return int(llama_cpp.llama_vocab_eot(self.llama_vocab))
 
     # -- conversions -------------------------------------------------------------------------
-    def _buffer(self, max_len: int) -> ctypes.Array[ctypes.c_char]:
+    def _buffer(self, max_len: int) -> bytearray:
         # llama.cpp writes up to `max_len` bytes: a larger ask must not overrun the shared buffer
-        return self._buf if max_len <= MAX_PIECE else ctypes.create_string_buffer(max_len)
+        return self._buf if max_len <= MAX_PIECE else bytearray(max_len)
 
     def token_to_piece(self, token: int, lstrip: int = 0, special: bool = False, max_len: int = MAX_PIECE) -> bytes:
-        """`llama_token_to_piece`; a piece longer than `max_len` raises ValueError."""
+        """`llama_token_to_piece`; a piece longer than `max_len` raises InputError."""
         buf = self._buffer(max_len)
-        n = llama_cpp.llama_token_to_piece(self.llama_vocab, token, buf, max_len, lstrip, special)
+        n = _call.token_to_piece(self.llama_vocab, token, buf, max_len, lstrip, special)
         if n < 0:
             raise InputError(self.path, f"token {token} piece is {-n} bytes, longer than the bridge's {max_len}-byte buffer (upstream aborts)")
-        # string_at copies n bytes; `.raw` would copy the whole buffer first
-        return ctypes.string_at(buf, n)
+        return bytes(buf[:n])
 
     def detokenize(
         self, tokens: list[int], remove_special: bool = False, unparse_special: bool = False, max_len: int = MAX_PIECE
     ) -> bytes:
         """`llama_detokenize` on a token sequence (the bridge calls it on one token)."""
         if len(tokens) == 1:
-            arr = self._tok_buf
+            arr = self._one
             arr[0] = tokens[0]
         else:
-            arr = (llama_cpp.llama_token * len(tokens))(*tokens)
+            arr = array("i", tokens)
         buf = self._buffer(max_len)
-        n = llama_cpp.llama_detokenize(self.llama_vocab, arr, len(tokens), buf, max_len, remove_special, unparse_special)
+        n = _call.detokenize(self.llama_vocab, arr, len(tokens), buf, max_len, remove_special, unparse_special)
         if n < 0:
             raise InputError(self.path, f"detokenize needs {-n} bytes, longer than the bridge's {max_len}-byte buffer (upstream aborts)")
-        return ctypes.string_at(buf, n)
+        return bytes(buf[:n])
 
     def iter_pieces(self, lstrip: int = 0, special: bool = False) -> Iterator[bytes]:
         """`token_to_piece(t, lstrip, special)` for t = 0, 1, ... in order, at a fraction of the cost
         of calling it per token; for scans that may stop early."""
-        tp, vp = _raw_token_to_piece, self._vocab_ptr
+        tp, vp = _call.token_to_piece, self.llama_vocab
         buf = bytearray(MAX_PIECE)
-        buf_c, view = (ctypes.c_char * MAX_PIECE).from_buffer(buf), memoryview(buf)
-        lstrip, special_c = int(lstrip), int(bool(special))
+        view = memoryview(buf)
+        lstrip, special = int(lstrip), bool(special)
         for t in range(self.n_tokens):
-            n = tp(vp, t, buf_c, MAX_PIECE, lstrip, special_c)
+            n = tp(vp, t, buf, MAX_PIECE, lstrip, special)
             if n < 0:
                 raise InputError(self.path, f"token {t} piece is {-n} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream aborts)")
             yield bytes(view[:n])
@@ -199,38 +191,28 @@ class Vocab:
     def piece_detok_differences(self) -> list[tuple[int, bytes, bytes, bytes]]:
         """(token, piece, detok, lstripped) for every token whose `token_to_piece(t, 0, False)`
         differs from `detokenize([t], False, False)`, in token order, with its
-        `token_to_piece(t, 1, False)`; raises ValueError as those calls do.
+        `token_to_piece(t, 1, False)`; raises InputError as those calls do.
 
         One pass, no per-token allocation: piece and detok land in two reused buffers that are
         kept byte-identical between tokens, so when both calls return the same length the
         whole-buffer comparison (one memcmp) compares exactly the bytes just written.
-
-        Every pointer argument is a `byref` made once: ctypes passes one as it is, where a
-        ctypes object (`c_void_p`, an array) is converted into a new one on every call (a tenth
-        of this loop's time).
         """
-        tp, dt = _raw_token_to_piece, _raw_detokenize
-        vp = ctypes.byref(ctypes.c_char.from_address(self.llama_vocab))  # the pointer's value itself
-        piece, detok = bytearray(MAX_PIECE), bytearray(MAX_PIECE)
-        piece_c = ctypes.byref((ctypes.c_char * MAX_PIECE).from_buffer(piece))
-        detok_c = ctypes.byref((ctypes.c_char * MAX_PIECE).from_buffer(detok))
-        lstripped = bytearray(MAX_PIECE)
-        lstripped_c = ctypes.byref((ctypes.c_char * MAX_PIECE).from_buffer(lstripped))
+        tp, dt, vp = _call.token_to_piece, _call.detokenize, self.llama_vocab
+        piece, detok, lstripped = bytearray(MAX_PIECE), bytearray(MAX_PIECE), bytearray(MAX_PIECE)
         pv, dv, lv = memoryview(piece), memoryview(detok), memoryview(lstripped)
-        one_t = (llama_cpp.llama_token * 1)()
-        one = ctypes.byref(one_t)
+        one = array("i", [0])
         out: list[tuple[int, bytes, bytes, bytes]] = []
         for t in range(self.n_tokens):
-            n = tp(vp, t, piece_c, MAX_PIECE, 0, 0)
-            one_t[0] = t
-            m = dt(vp, one, 1, detok_c, MAX_PIECE, 0, 0)
+            n = tp(vp, t, piece, MAX_PIECE, 0, False)
+            one[0] = t
+            m = dt(vp, one, 1, detok, MAX_PIECE, False, False)
             # n < 0 is tested because two equal error lengths would otherwise compare equal
             if n != m or n < 0 or piece != detok:
                 if n < 0:
                     raise InputError(self.path, f"token {t} piece is {-n} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream aborts)")
                 if m < 0:
                     raise InputError(self.path, f"detokenize needs {-m} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream aborts)")
-                k = tp(vp, t, lstripped_c, MAX_PIECE, 1, 0)
+                k = tp(vp, t, lstripped, MAX_PIECE, 1, False)
                 if k < 0:
                     raise InputError(self.path, f"token {t} piece is {-k} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream aborts)")
                 out.append((t, bytes(pv[:n]), bytes(dv[:m]), bytes(lv[:k])))
