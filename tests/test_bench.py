@@ -31,7 +31,7 @@ def test_c_loop_agrees_with_python_census() -> None:
 def test_both_census_processes_in_parts_add_up_to_their_wall() -> None:
     paths = [str(VOCABS / f"ggml-vocab-{n}.gguf") for n in ("llama-spm", "bert-bge")]
     c = bench.run_child([str(bench.compile_c()), *paths])
-    py = bench.run_child([sys.executable, "-m", "llgbridge.bench", "--worker", *paths])
+    py = bench.run_child([sys.executable, "-m", "llgbridge.census_worker", *paths])
     bench.check_agree(py, c)  # raises where the counts differ
     for run in (py, c):
         parts = run.parts()
@@ -49,11 +49,12 @@ def test_both_census_processes_in_parts_add_up_to_their_wall() -> None:
 
 def test_the_census_worker_imports_only_the_census() -> None:
     # the worker's start is timed against the C program's: the bench's own tools stay out of it
-    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "llgbridge.bench", "--worker", str(VOCABS / "ggml-vocab-bert-bge.gguf")],
+    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "llgbridge.census_worker", str(VOCABS / "ggml-vocab-bert-bge.gguf")],
                        capture_output=True, text=True, cwd=ROOT, check=True)
     imported = {row.rsplit("|", 1)[-1].strip() for row in p.stderr.splitlines() if row.startswith("import time:")}
     assert {"llgbridge.census", "llgbridge.vocab"} <= imported
-    assert not imported & {"tqdm", "llgbridge.maskpath", "llgbridge.llg", "llguidance", "pandas", "llgbridge.report"}, imported
+    assert not imported & {"tqdm", "llgbridge.bench", "llgbridge.maskpath", "llgbridge.llg", "llguidance", "pandas", "llgbridge.report",
+                           "argparse", "statistics", "subprocess"}, imported
 
 
 def _cut_messages(src: Path, key: str, elements: list[int]) -> list[tuple[int, str]]:

@@ -5,12 +5,12 @@
 
 `bench/census.c` is compiled with `cc` against the libllama that llama-cpp-python installed (so
 both sides run the same native code) into `data/bench/`. Each repetition then runs, as two
-child processes over all the fixtures, the C loop and `run_census` (this module's `--worker`
-mode), in alternating order so that a noisy machine slows both alike; per-vocab seconds
-(load + census + free, timed inside each process) and the processes' wall and CPU seconds are
-medians over the repetitions, and so is each part of a process's wall (start, load, compute, free,
-write and exit; both programs print a `ready` line after their start-up). Both sides must agree on every vocab's differing and
-lost-leading-space counts, or nothing is written. Then, in this process: the optimisation
+child processes over all the fixtures, the C loop and `run_census` (`census_worker`), in
+alternating order so that a noisy machine slows both alike; per-vocab seconds (load + census +
+free, timed inside each process) and the processes' wall and CPU seconds are medians over the
+repetitions, and so is each part of a process's wall (start, load, compute, free, write and
+exit; both programs print a `ready` line after their start-up). Both sides must agree on every
+vocab's differing and lost-leading-space counts, or nothing is written. Then, in this process: the optimisation
 ablation (each census stage once over all vocabs), `bridges.build` per vocab and variant, the mask
 in generation on synthetic models, and the real decode step: on each real model (`models`), per
 bridge, llama.cpp's forward pass and the mask per token, and tokens per second with and without
@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import ctypes
+import importlib.metadata
 import io
 import os
 import platform
@@ -37,20 +39,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# tqdm, maskpath (numpy, llguidance), importlib.metadata and the report are imported where they
-# are used: this module is also the census's worker process (`--worker`), whose start-up is timed
-# against the C program's, and none of them is part of the census
+import jinja2
+import llama_cpp
+import pandas as pd
+from tqdm import tqdm
+
+from . import _llamacall, bridges, generate, maskpath, models, native, regen, synth
+from .census import classify, detokenize_mechanisms, loaded_meta, observed_add_space_prefix, run_census
+from .cbuild import llama_dirs
+from .census_worker import now
+from .errors import InputError
+from .gguf_meta import check_tokenizer, read_kv, read_meta
+from .maskpath import GRAMMAR
 from .paths import DATA, REPORTS, ROOT, VOCABS, vocab_path, write_atomic
+from .regen import GOALS
+from .report import Table
+from .vocab import MAX_PIECE, Vocab
 
 SOURCE = ROOT / "bench" / "census.c"
 BUILD = DATA / "bench"
 TIMED_BRIDGES = ("upstream", "fixed")  # the two the PR changes between; sentinel is not timed
 GOAL = 1.5  # the issue's target for python/C over all fixtures
-
-
-def now() -> float:
-    """CLOCK_MONOTONIC seconds: the clock census.c and the worker print `ready` in."""
-    return time.clock_gettime(time.CLOCK_MONOTONIC)
 
 
 @dataclass(frozen=True)
@@ -95,22 +104,6 @@ class Run:
                 "free": sum(x.free for x in lines), "write": self.wall - self.start - timed}
 
 
-def llama_dirs() -> tuple[Path, Path]:
-    """(include dir with llama.h, lib dir with libllama.so) of the installed llama-cpp-python."""
-    import importlib.metadata
-
-    import llama_cpp  # deferred: the worker and the census import it through Vocab anyway
-
-    lib = Path(llama_cpp.__file__).parent / "lib"
-    dist = importlib.metadata.distribution("llama_cpp_python")
-    headers = [Path(str(f.locate())) for f in dist.files or [] if f.name == "llama.h"]
-    include = headers[0].parent if headers else Path(llama_cpp.__file__).parents[1] / "include"
-    for need in (include / "llama.h", lib / "libllama.so"):
-        if not need.exists():
-            raise SystemExit(f"{need}: not installed by llama-cpp-python; reinstall it from source (make setup)")
-    return include, lib
-
-
 def compile_c() -> Path:
     include, lib = llama_dirs()
     BUILD.mkdir(parents=True, exist_ok=True)
@@ -149,29 +142,9 @@ def run_child(cmd: list[str]) -> Run:
     return Run(parse(p.stdout), wall, cpu, ready_at(p.stdout) - t0)
 
 
-def worker(paths: list[str]) -> None:
-    """The Python side of the comparison: print the C program's lines (`ready`, then one per vocab)."""
-    from .census import run_census
-    from .vocab import Vocab
-
-    print(f"ready {now():.6f}")
-    for p in paths:
-        t0 = now()
-        v = Vocab(p)
-        t1 = now()
-        c = run_census(v)
-        t2 = now()
-        del v  # frees the llama model, as the C loop does inside its timing
-        t3 = now()
-        print(f"{c.vocab} {c.n_tokens} {c.differing} {c.lost_leading_space} {t3 - t0:.6f} {t1 - t0:.6f} {t3 - t2:.6f}")
-    sys.stdout.flush()
-
-
 def check_seconds(paths: list[Path], repeat: int) -> float:
     """Median seconds, over all `paths`, of the checks `Vocab` runs before llama.cpp's load
     (`read_kv` + `check_tokenizer`), timed apart in this process: the worker times the load whole."""
-    from .gguf_meta import check_tokenizer, read_kv
-
     times = []
     for _ in range(repeat):
         t0 = now()
@@ -198,12 +171,6 @@ def ablation(paths: list[Path]) -> list[tuple[str, float]]:
     The earlier stages are rebuilt here from the public API, so the table measures what each
     change bought on this machine today rather than quoting old numbers.
     """
-    from tqdm import tqdm
-
-    from .census import classify, detokenize_mechanisms, loaded_meta, observed_add_space_prefix, run_census
-    from .gguf_meta import read_meta
-    from .vocab import Vocab
-
     def per_token(v: Vocab) -> None:
         lstrip, clean = detokenize_mechanisms(v)
         read_meta(v.path), observed_add_space_prefix(v)
@@ -218,12 +185,36 @@ def ablation(paths: list[Path]) -> list[tuple[str, float]]:
         for _t, piece, detok, lstripped in v.piece_detok_differences():
             classify(piece, lstripped, detok, lstrip, clean)
 
+    # the compute's floor, split by how a call reaches llama.cpp: one llama_token_to_piece per token
+    raw = ctypes.PyDLL(llama_cpp.llama_cpp._lib._name)["llama_token_to_piece"]  # a new handle: the bindings' stays
+    raw.restype = ctypes.c_int32
+
+    def via_bindings(v: Vocab) -> None:
+        buf, f = ctypes.create_string_buffer(MAX_PIECE), llama_cpp.llama_token_to_piece
+        for t in range(v.n_tokens):
+            f(v.llama_vocab, t, buf, MAX_PIECE, 0, False)
+
+    def via_ctypes(v: Vocab) -> None:
+        # argtype-less, the GIL kept, every pointer a byref made once: the census's way before the binding
+        vp, buf = ctypes.byref(ctypes.c_char.from_address(v.llama_vocab)), bytearray(MAX_PIECE)
+        buf_c = ctypes.byref((ctypes.c_char * MAX_PIECE).from_buffer(buf))
+        for t in range(v.n_tokens):
+            raw(vp, t, buf_c, MAX_PIECE, 0, 0)
+
+    def via_binding(v: Vocab) -> None:
+        buf, f = bytearray(MAX_PIECE), _llamacall.token_to_piece
+        for t in range(v.n_tokens):
+            f(v.llama_vocab, t, buf, MAX_PIECE, 0, False)
+
     stages: list[tuple[str, Callable[[Vocab], object]]] = [
         ("per-token Vocab methods + read_meta walk", per_token),
-        ("one raw-ctypes pass (piece_detok_differences, iter_pieces) + read_meta walk", one_pass),
+        ("one pass (piece_detok_differences, iter_pieces) + read_meta walk", one_pass),
         ("+ metadata from the loaded model (loaded_meta): run_census", run_census),
         ("(metadata only: read_meta walk)", lambda v: read_meta(v.path)),
         ("(metadata only: loaded_meta)", loaded_meta),
+        ("(one token_to_piece per token: llama-cpp-python's bindings)", via_bindings),
+        ("(one token_to_piece per token: ctypes, no argtypes, byref pointers)", via_ctypes),
+        ("(one token_to_piece per token: llgbridge._llamacall)", via_binding),
     ]
     vocabs = [Vocab(p) for p in paths]
     out = []
@@ -236,11 +227,6 @@ def ablation(paths: list[Path]) -> list[tuple[str, float]]:
 
 
 def bridge_builds(paths: list[Path], repeat: int) -> dict[tuple[str, str], float]:
-    from tqdm import tqdm
-
-    from . import bridges
-    from .vocab import Vocab
-
     out = {}
     for p in tqdm(paths, desc="bridge builds", leave=False):
         v = Vocab(p)
@@ -255,8 +241,6 @@ def bridge_builds(paths: list[Path], repeat: int) -> dict[tuple[str, str], float
 
 
 def versions() -> dict[str, str]:
-    import importlib.metadata
-
     cc = subprocess.run(["cc", "--version"], capture_output=True, text=True).stdout.splitlines()
     out = {"python": platform.python_version(), "cc": cc[0] if cc else "?"}
     for dist in ("llama_cpp_python", "llguidance"):
@@ -276,14 +260,10 @@ def median_parts(runs: list[Run]) -> dict[str, float]:
 
 
 def _frame(columns: list[str], rows: list[list[object]]) -> Any:
-    import pandas as pd
-
     return pd.DataFrame([[str(x) for x in r] for r in rows], columns=columns)
 
 
 def _table(columns: list[str], rows: list[list[object]]) -> Any:
-    from .report import Table
-
     return Table(_frame(columns, rows))
 
 
@@ -348,8 +328,6 @@ def _row(bench: str, vocab: str, n: int, variant: str, s: float, ratio: float | 
 
 def render(context: dict[str, Any]) -> str:
     """templates/bench.md.j2 with `context`; a section whose key is None is left out."""
-    import jinja2
-
     env = jinja2.Environment(loader=jinja2.PackageLoader("llgbridge", "templates"), keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     sections = ("census", "ablation", "builds", "mask_path", "generation", "decode", "regen")
@@ -366,9 +344,6 @@ def write_reports(
     builds: dict[tuple[str, str], float], meta: dict[str, str], paths: list[dict[str, Any]],
     real: list[dict[str, Any]], mask: list[dict[str, Any]], regens: dict[str, Any] | None = None,
 ) -> None:
-    from . import maskpath
-    from .regen import GOALS
-
     total_tokens = sum(x.n_tokens for x in ref.values())
     rows = census_rows(ref, py, c, checks)
 
@@ -475,10 +450,6 @@ MASK_PATH_VOCABS = ("llama-spm", "llama-bpe", "gemma-4")  # 32k, 128k and 262k t
 
 def mask_path_timing(vocabs: tuple[str, ...] = MASK_PATH_VOCABS) -> list[dict[str, Any]]:
     """`maskpath.measure` per vocab; empty (and said once) where the native parts are not built."""
-    from tqdm import tqdm
-
-    from . import maskpath, native
-
     why = native.unavailable()
     if why:
         print(f"mask path: skipped ({why})", file=sys.stderr)
@@ -498,12 +469,6 @@ def generation_timing(vocabs: tuple[str, ...] = GEN_VOCABS, repeat: int = 3) -> 
     the prompt), in this process, one run at a time: the matrix's own timings share the
     machine with parallel notebooks and are too noisy to quote.
     """
-    from tqdm import tqdm
-
-    from . import bridges, generate, synth
-    from .maskpath import GRAMMAR
-    from .vocab import Vocab
-
     out = []
     for name in tqdm(vocabs, desc="generation", file=sys.stderr):
         path = synth.ensure_model(name)
@@ -544,13 +509,6 @@ def real_decode_timing(repeat: int = 3, n_threads: int = DECODE_THREADS) -> list
     step (mask / (forward + mask + the rest: sampling, the matcher's consume, Python)), and
     constrained vs unconstrained tokens per second, each from the same runs; medians over
     `repeat`. A model that is not fetched is left out (with a line on stderr)."""
-    from tqdm import tqdm
-
-    from . import bridges, generate, models
-    from .errors import InputError
-    from .maskpath import GRAMMAR
-    from .vocab import Vocab
-
     out = []
     for name, m in tqdm(models.REAL_MODELS.items(), desc="real decode step", file=sys.stderr):
         try:
@@ -597,13 +555,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="the report regenerations to time, serial and -j2 (default: today full; none: --regen)")
     ap.add_argument("--only", choices=["census"],
                     help="run only this part and print its section of bench.md; writes nothing (census: Python vs C)")
-    ap.add_argument("--worker", nargs="+", metavar="GGUF", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.worker:
-        worker(args.worker)
-        return 0
-    from tqdm import tqdm
-
     paths = sorted(VOCABS.glob("ggml-vocab-*.gguf"))
     if args.vocabs:
         paths = [vocab_path(n) for n in args.vocabs.split(",")]
@@ -613,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"machine": f"{platform.platform()} {platform.machine()}", "nproc": str(os.cpu_count()),
             "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()), "repeat": str(args.repeat), **versions()}
     c_cmd = [str(exe), *map(str, paths)]
-    py_cmd = [sys.executable, "-m", "llgbridge.bench", "--worker", *map(str, paths)]
+    py_cmd = [sys.executable, "-m", "llgbridge.census_worker", *map(str, paths)]
     py_runs: list[Run] = []
     c_runs: list[Run] = []
     for i in tqdm(range(args.repeat), desc="census python vs C"):
@@ -630,8 +582,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     stages = ablation(paths)
     builds = bridge_builds(paths, args.repeat)
-    from . import regen
-
     regens = regen.measure(tuple(args.regen)) if args.regen else None
     write_reports(args.out, c_runs[0].lines, py_runs, c_runs, checks, stages, builds, meta,
                   mask_path_timing(), real_decode_timing(), generation_timing(), regens)

@@ -13,8 +13,9 @@ tree) that explains it:
 - `lstrip+clean_spaces`: both; `other`: neither explains it (reported, never hidden).
 
 Costs two C calls per token (a third for each differing one), made through
-`Vocab.piece_detok_differences`, and no walk of the GGUF file: about 0.2 s for a 256k vocab on
-top of loading it (`python -m llgbridge.bench` measures it against the same loop in C).
+`Vocab.piece_detok_differences` and the compiled binding, and no walk of the GGUF file beyond
+`Vocab`'s check before the load (`python -m llgbridge.bench` measures it against the same loop
+in C, in parts).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any
 
 from gguf import Keys
@@ -69,7 +71,7 @@ def clean_spaces(text: bytes) -> bytes:
     return bytes(out)
 
 
-@dataclass
+@dataclass(slots=True)  # a census makes up to 155k of them: slots make each cheaper to build
 class Diff:
     token: int
     piece: bytes
@@ -96,7 +98,7 @@ class Census:
     def differing(self) -> int:
         return len(self.diffs)
 
-    @property
+    @cached_property  # the summary and the bench both ask; `run_census` builds a census whole
     def lost_leading_space(self) -> int:
         return sum(d.lost_leading_space for d in self.diffs)
 
@@ -229,7 +231,7 @@ def loaded_meta(vocab: Vocab) -> VocabMeta:
 def run_census(vocab: Vocab) -> Census:
     """Compare every token's raw piece with its single-token detokenize."""
     lstrip, clean = detokenize_mechanisms(vocab)
-    c = Census(
+    return Census(
         vocab=vocab.name,
         meta=loaded_meta(vocab),
         vocab_type=vocab.vocab_type,
@@ -237,9 +239,8 @@ def run_census(vocab: Vocab) -> Census:
         add_space_prefix_observed=observed_add_space_prefix(vocab),
         detok_lstrip=lstrip,
         detok_clean_spaces=clean,
+        diffs=[
+            Diff(t, piece, detok, classify(piece, lstripped, detok, lstrip, clean))
+            for t, piece, detok, lstripped in vocab.piece_detok_differences()
+        ],
     )
-    c.diffs = [
-        Diff(t, piece, detok, classify(piece, lstripped, detok, lstrip, clean))
-        for t, piece, detok, lstripped in vocab.piece_detok_differences()
-    ]
-    return c
