@@ -155,7 +155,8 @@ matrix: data/vocabs/.complete | $(SETUP)
 # constants from several analyses' modules; a hand-kept list of them went stale twice, and a
 # render is seconds); a run with failed inputs leaves no stamp, so the next `make report` says
 # them again (and exits non-zero again)
-REPORT_SRC := $(wildcard lib/llgbridge/*.py lib/llgbridge/*/*.py lib/llgbridge/report/*.j2 lib/llgbridge/templates/*) $(wildcard reports/bench.csv)
+REPORT_SRC := $(wildcard lib/llgbridge/*.py lib/llgbridge/*/*.py lib/llgbridge/report/*.j2 lib/llgbridge/templates/*) \
+              $(wildcard reports/bench.csv reports/bench-server-load.csv)
 report: reports/.built
 
 reports/.built: $(POOL_STAMP) $(REPORT_SRC) | $(SETUP)
@@ -193,11 +194,13 @@ corpus: data/schemas/.complete data/vocabs/.complete | $(SETUP)
 	$(BIN)/python -m llgbridge.corpus --vocabs="$$CORPUS_VOCABS" --engine="$$ENGINE" --workers="$$WORKERS" --cluster="$$CLUSTER"
 
 # the census through llgbridge against the same loop in C, bridge build times, the mask path, the
-# decode step, and the report's own regeneration (the real `make report`, serial and -j2, from empty
-# results in a copy of the tree: REGEN="today full", REGEN= for none): reports/bench.*
+# decode step, llama-server under load on the synthetic models, and the report's own regeneration
+# (the real `make report`, serial and -j2, from empty results in a copy of the tree: REGEN="today
+# full", REGEN= for none): reports/bench.* and reports/bench-server-load.csv
 REGEN ?= today full
 export REGEN
-bench: data/vocabs/.complete data/native/.built data/models/.fetched data/schemas/.complete | $(SETUP)
+bench: data/vocabs/.complete data/native/.built data/native/server/.built data/models/.fetched data/schemas/.complete \
+       $(foreach v,$(MATRIX_VOCABS),data/models/synthetic-$(v).gguf) | $(SETUP)
 	$(BIN)/python -m llgbridge.bench --out reports --regen $$REGEN
 
 test: data/vocabs/.complete data/native/.built data/native/server/.built data/models/.fetched data/schemas/.complete | $(SETUP)

@@ -410,12 +410,15 @@ class Run:
 
 def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: list[str], prompt: str = "auto",
         samplers: tuple[str, ...] = S.SAMPLERS, temperature: float = 0.0, seed: int = 0, max_tokens: int = 64,
-        load_requests: int = 32, parallel: int = 4, n_gpu_layers: int = 0, say: Any = print,
+        load_requests: int = 0, parallel: int = 4, n_gpu_layers: int = 0, say: Any = print,
         candidates: tuple[str, ...] = S.CANDIDATES) -> Run:
-    """Every case on every built server (`server.built`), one request at a time, then the load test
-    (synthetic models only: a real model on 2 cores would take minutes per build). The candidate
-    patches' servers (`candidates`) answer the same cases on llguidance as llama.cpp pins it, with no
-    load test. Raises InputError with the build's reason when no server is built."""
+    """Every case on every built server (`server.built`), one request at a time, then, when
+    `load_requests`, the load test (synthetic models only: a real model on 2 cores would take
+    minutes per build). The load test is `make bench`'s (`bench.server_load`), not the report's: how
+    a server batches concurrent requests changes from run to run, and so, on some runs, does the
+    outcome. The candidate patches' servers (`candidates`) answer the same cases on llguidance as
+    llama.cpp pins it, with no load test. Raises InputError with the build's reason when no server
+    is built."""
     status, why = S.built()
     if why:
         raise InputError(f"server for {name}", why)

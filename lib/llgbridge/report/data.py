@@ -16,14 +16,18 @@ from ..results import SCHEMAS
 from ..results import load as _load
 
 
+# `make bench`'s load test through the server, beside bench.csv (bench.server_load writes it)
+SERVER_LOAD_CSV = "bench-server-load.csv"
+
+
 @dataclass
 class Results:
     """The results under `root`, each analysis parsed and checked once (`results.load`, the only
     reader of result files) the first time a section asks for it, then shared.
 
     `out` is the folder the pages go to, so that a page can link what lies beside it in the
-    repository (`link`); `bench_csv` is the committed `make bench` snapshot the verdict and the
-    matrix quote."""
+    repository (`link`); `bench_csv` is the committed `make bench` snapshot the verdict, the
+    matrix and the server section quote."""
 
     root: Path = RESULTS
     out: Path = REPORTS
@@ -64,6 +68,13 @@ class Results:
         """The `make bench` snapshot (empty where there is none): the one source of every timing
         the report quotes outside the corpus's own figure."""
         return pd.read_csv(self.bench_csv) if self.bench_csv.exists() else pd.DataFrame()
+
+    @cached_property
+    def server_load(self) -> pd.DataFrame:
+        """The same snapshot's load test through llama-server (empty where there is none): its
+        outcomes vary from run to run, so it is measured there and quoted here."""
+        p = self.bench_csv.with_name(SERVER_LOAD_CSV)
+        return pd.read_csv(p, keep_default_na=False) if p.exists() else pd.DataFrame()
 
 
 T = TypeVar("T")

@@ -109,8 +109,11 @@ def server_section(res: Results) -> Section | None:
             cells += [c.row() for c in serving.differential(m, r)]
     dd = pd.DataFrame(cells)
     n_cells, n_diff = len(dd), int((~dd.same).sum()) if len(dd) else 0
-    # the load test
-    load = pd.DataFrame([row for r in ok for row in r["load"]])
+    # the load test: `make bench`'s snapshot (its outcomes vary from run to run), not the results',
+    # on the models served here (a what-if report serves others)
+    load = res.server_load
+    if not load.empty:
+        load = load[load.model.isin(set(df.model))].reset_index(drop=True)
     quotes = main[(main.sampler == "upstream") & (main.outcome != "pass") & (main.llguidance == pinned)]
     silent_up = quotes[(quotes.http_status == 200) & ~quotes.error_field.astype(bool)]
     fixed_bad = main[(main.sampler == "fixed") & (main.outcome == "violation")]
@@ -128,8 +131,11 @@ def server_section(res: Results) -> Section | None:
         under_load = [f"{r.model} on llguidance {r.llguidance}, {r.violations} of {r.requests} requests ({r.violating})"
                       for r in fx_load.itertuples()]
         load_on_gbnf = bool(fx_load.violating.str.contains("json_enum_gbnf").any()) if len(fx_load) else False
-        sec.views.append(Table(load, caption="Load: 32 constrained requests over 4 slots at once, every output judged "
-                                             "(differ from sequential: the same case's outcome one request at a time)"))
+        sec.views.append(Table(load, caption=f"Load: {load.requests.iloc[0]} constrained requests over {load.parallel.iloc[0]} slots at once, "
+                                             "every output judged (differ from sequential: the same case's outcome one request at a time)",
+                               note=f"Measured by `make bench` ({res.link(res.bench_csv.with_suffix('.md'), 'bench.md')}), not by `make report`: "
+                                    "how the server batches concurrent requests changes from run to run, and with it, on some runs, the "
+                                    "outcome; this is that run's snapshot."))
     bug_c: dict[str, int] | None = None
     special = df[(df.case == "special_literal") & (df.llguidance == pinned)]
     if not special.empty:

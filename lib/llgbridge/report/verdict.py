@@ -190,7 +190,8 @@ def verdict(res: Results) -> Verdict | None:
         bug_c = {"hit": c_hit, "vocab": ex["vocab"], "literal": ex["literal"], "spelled": ex["spelled"],
                  "allowed": ex["stop_allowed_pieces"], "repaired": len(c_fix)}
     d_hit = sorted(v for v in info if "Too many items" in str((native.get((v, "fixed")) or {}).get("pr_test_llg_error", "")))
-    loads = [row for r in server_ok for row in r.get("load", [])]
+    # make bench's snapshot, on the models served here
+    loads = [x for x in res.server_load.to_dict("records") if not served.empty and x["model"] in set(served.model)]
     server = None
     if not served.empty:
         up = served[served.bridge == "upstream"]
