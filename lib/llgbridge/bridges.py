@@ -30,7 +30,6 @@ from functools import lru_cache
 from collections.abc import Callable
 from typing import Any
 
-import llama_cpp
 import numpy as np
 
 from .errors import InputError
@@ -227,11 +226,6 @@ def special_probe(vocab: Vocab) -> bytes | None:
 
 
 @lru_cache(maxsize=1)  # one vocab: a long-lived kernel must not keep every model it saw alive
-def eog_tokens(vocab: Vocab) -> np.ndarray:
-    """The ids `llama_vocab_is_eog` says end a generation, ascending."""
-    return np.array([t for t in range(vocab.n_tokens) if llama_cpp.llama_vocab_is_eog(vocab.llama_vocab, t)], dtype=np.int64)
-
-
 class NoSpecial(Fixed):
     """Candidate 0004 on top of the PR (patches/candidates/0004-…): bug C's repair.
 
@@ -264,7 +258,7 @@ class FailClosed(Fixed):
     fails_closed = True
 
     def after_mask_error(self) -> np.ndarray:
-        return eog_tokens(self.vocab)
+        return np.array(self.vocab.eog_tokens, dtype=np.int64)
 
 
 class Truth(Bridge):

@@ -147,6 +147,12 @@ class Vocab:
     def eot(self) -> int:
         return int(llama_cpp.llama_vocab_eot(self.llama_vocab))
 
+    @cached_property
+    def eog_tokens(self) -> tuple[int, ...]:
+        """The ids `llama_vocab_is_eog` says end a generation, ascending (a call per token, once)."""
+        is_eog, v = llama_cpp.llama_vocab_is_eog, self.llama_vocab
+        return tuple(t for t in range(self.n_tokens) if is_eog(v, t))
+
     # -- conversions -------------------------------------------------------------------------
     def _buffer(self, max_len: int) -> bytearray:
         # llama.cpp writes up to `max_len` bytes: a larger ask must not overrun the shared buffer

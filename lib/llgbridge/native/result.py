@@ -135,7 +135,6 @@ def mask_error_rows(vocab: Any, sampler: str, llg: str, jobs: list[Job], traces:
     rows (the grammar is the job's id) plus `llguidance`; what the sampler did next is measured, the
     count it allowed at the failed step. The item count comes from the port's error at the same
     step (the sampler logs only the first line), so it is given on the venv's llguidance only."""
-    from .. import bridges
     from ..soundness import mask_error
 
     out = []
@@ -150,7 +149,7 @@ def mask_error_rows(vocab: Any, sampler: str, llg: str, jobs: list[Job], traces:
         allowed = t.allowed[t.error_step]
         n = len(allowed)
         then = ("grammar dropped" if n == vocab.n_tokens else
-                "end of generation only" if np.isin(allowed, bridges.eog_tokens(vocab)).all() else f"{n} tokens allowed")
+                "end of generation only" if np.isin(allowed, vocab.eog_tokens).all() else f"{n} tokens allowed")
         out.append({**asdict(e), "bridge": sampler, "then": then, "then_allowed": n, "llguidance": llg})
     return out
 
