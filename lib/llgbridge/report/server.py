@@ -126,7 +126,12 @@ def server_section(res: Results) -> Section | None:
                                                            "a schema llguidance cannot compile"))
     under_load: list[str] = []
     load_on_gbnf = False
+    load_said: dict[str, Any] | None = None
     if not load.empty:
+        models = load.model.nunique()
+        load_said = {"requests": int(load.requests.iloc[0]), "parallel": int(load.parallel.iloc[0]), "models": models,
+                     "builds": len(load) // models,
+                     "healthy": bool(load.healthy_after.astype(str).eq("True").all())}
         fx_load = load[(load.sampler == "fixed") & (pd.to_numeric(load.violations, errors="coerce").fillna(0) > 0)]
         under_load = [f"{r.model} on llguidance {r.llguidance}, {r.violations} of {r.requests} requests ({r.violating})"
                       for r in fx_load.itertuples()]
@@ -174,7 +179,7 @@ def server_section(res: Results) -> Section | None:
     sec.claim, sec.text = prose(
         "server", patches=res.patches_link, versions=versions_run, pinned_llg=LLG_PINNED, silent=len(silent_up), failing=len(quotes),
         fixed_bad=len(fixed_bad), agree=n_cells - n_diff, n_cells=n_cells, vdiff=bool(vdiff), ignored=ignored_summary(df, pinned),
-        under_load=under_load, load_on_gbnf=load_on_gbnf, bug_c=bug_c, cands=cands_said, pinned_run=pinned)
+        under_load=under_load, load_on_gbnf=load_on_gbnf, load=load_said, bug_c=bug_c, cands=cands_said, pinned_run=pinned)
     sec.raw_table("server", df)
     if not load.empty:
         sec.raw_table("server_load", load)

@@ -198,7 +198,7 @@ def verdict(res: Results) -> Verdict | None:
         silent = up[(up.outcome != "pass") & (up.http_status == 200) & ~up.error_field.astype(bool)]
         server = {"silent": len(silent), "failing": int((up.outcome != "pass").sum()),
                   "fixed_bad": len(served[(served.bridge == "fixed") & (served.outcome == "violation")]),
-                  "load_bad": sum(int(x.get("violations") or 0) for x in loads if x.get("sampler") == "fixed")}
+                  "load_bad": sum(int(x.get("violations") or 0) for x in loads if x.get("sampler") == "fixed"), "load_run": bool(loads)}
     said = blocks("verdict", n=n, hit_a=hit_a, hit_b=hit_b, beyond=[f"{x} ({info[x].get('vocab_type')})" for x in beyond],
                   broken=broken, repaired=repaired, costs=costs,
                   time=time_cost(res.bench, res.link(res.bench_csv.with_suffix(".md"), "bench.md")),
