@@ -71,40 +71,35 @@ static int nargs_are(Py_ssize_t nargs, Py_ssize_t want, const char *name) {
     return 0;
 }
 
-PyDoc_STRVAR(token_to_piece_doc,
-"token_to_piece(vocab, token, buf, length, lstrip, special) -> int\n\n"
-"llama_token_to_piece(vocab, token, buf, length, lstrip, special): `vocab` the pointer as an int,\n"
-"`buf` a bytearray of at least `length` bytes. Returns the piece's length, or minus the length it needs.");
+/* what both calls take first: the argument count, the vocab (args[0]), and a text buffer with its
+   length (args[text_at], args[text_at + 1]) */
+static int common_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want, const char *name, int text_at,
+                       const struct llama_vocab **vocab, char **buf, long *len) {
+    if (nargs_are(nargs, want, name) < 0 || vocab_arg(args[0], vocab) < 0) return -1;
+    return text_arg(args[text_at], args[text_at + 1], buf, len);
+}
 
 static PyObject *token_to_piece(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     const struct llama_vocab *vocab;
-    long token, len, lstrip;
     char *buf;
-    if (nargs_are(nargs, 6, "token_to_piece") < 0 || vocab_arg(args[0], &vocab) < 0 || int_arg(args[1], "token", &token) < 0 ||
-        text_arg(args[2], args[3], &buf, &len) < 0 || int_arg(args[4], "lstrip", &lstrip) < 0)
+    long len, token, lstrip;
+    int special;
+    if (common_args(args, nargs, 6, "token_to_piece", 2, &vocab, &buf, &len) < 0 || int_arg(args[1], "token", &token) < 0 ||
+        int_arg(args[4], "lstrip", &lstrip) < 0 || (special = PyObject_IsTrue(args[5])) < 0 || token_in_vocab(vocab, token) < 0)
         return NULL;
-    int special = PyObject_IsTrue(args[5]);
-    if (special < 0 || token_in_vocab(vocab, token) < 0) return NULL;
     return PyLong_FromLong(llama_token_to_piece(vocab, (llama_token)token, buf, (int32_t)len, (int32_t)lstrip, special));
 }
-
-PyDoc_STRVAR(detokenize_doc,
-"detokenize(vocab, tokens, n_tokens, text, text_len_max, remove_special, unparse_special) -> int\n\n"
-"llama_detokenize(...): `tokens` a buffer of int32 (array('i')) holding at least `n_tokens`,\n"
-"`text` a bytearray of at least `text_len_max` bytes. Returns the text's length, or minus the length it needs.");
 
 static PyObject *detokenize(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     (void)self;
     const struct llama_vocab *vocab;
-    long n_tokens, len;
     char *buf;
-    if (nargs_are(nargs, 7, "detokenize") < 0 || vocab_arg(args[0], &vocab) < 0 || int_arg(args[2], "n_tokens", &n_tokens) < 0 ||
-        text_arg(args[3], args[4], &buf, &len) < 0)
+    long len, n_tokens;
+    int remove_special, unparse_special;
+    if (common_args(args, nargs, 7, "detokenize", 3, &vocab, &buf, &len) < 0 || int_arg(args[2], "n_tokens", &n_tokens) < 0 ||
+        (remove_special = PyObject_IsTrue(args[5])) < 0 || (unparse_special = PyObject_IsTrue(args[6])) < 0)
         return NULL;
-    int remove_special = PyObject_IsTrue(args[5]);
-    int unparse_special = PyObject_IsTrue(args[6]);
-    if (remove_special < 0 || unparse_special < 0) return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(args[1], &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
     PyObject *result = NULL;
@@ -126,6 +121,16 @@ static PyObject *detokenize(PyObject *self, PyObject *const *args, Py_ssize_t na
     PyBuffer_Release(&view);
     return result;
 }
+
+PyDoc_STRVAR(token_to_piece_doc,
+"token_to_piece(vocab, token, buf, length, lstrip, special) -> int\n\n"
+"llama_token_to_piece(vocab, token, buf, length, lstrip, special): `vocab` the pointer as an int,\n"
+"`buf` a bytearray of at least `length` bytes. Returns the piece's length, or minus the length it needs.");
+
+PyDoc_STRVAR(detokenize_doc,
+"detokenize(vocab, tokens, n_tokens, text, text_len_max, remove_special, unparse_special) -> int\n\n"
+"llama_detokenize(...): `tokens` a buffer of int32 (array('i')) holding at least `n_tokens`,\n"
+"`text` a bytearray of at least `text_len_max` bytes. Returns the text's length, or minus the length it needs.");
 
 static PyMethodDef methods[] = {
     {"token_to_piece", (PyCFunction)(void (*)(void))token_to_piece, METH_FASTCALL, token_to_piece_doc},
