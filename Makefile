@@ -156,7 +156,7 @@ matrix: data/vocabs/.complete | $(SETUP)
 # render is seconds); a run with failed inputs leaves no stamp, so the next `make report` says
 # them again (and exits non-zero again)
 REPORT_SRC := $(wildcard lib/llgbridge/*.py lib/llgbridge/*/*.py lib/llgbridge/report/*.j2 lib/llgbridge/templates/*) \
-              $(wildcard reports/bench.csv reports/bench-server-load.csv)
+              $(wildcard reports/bench.csv reports/bench-server-load.csv reports/bench-corpus-timing.json)
 report: reports/.built
 
 reports/.built: $(POOL_STAMP) $(REPORT_SRC) | $(SETUP)
@@ -196,12 +196,13 @@ corpus: data/schemas/.complete data/vocabs/.complete | $(SETUP)
 # the census through llgbridge against the same loop in C, bridge build times, the mask path, the
 # decode step, llama-server under load on the synthetic models, and the report's own regeneration
 # (the real `make report`, serial and -j2, from empty results in a copy of the tree: REGEN="today
-# full", REGEN= for none): reports/bench.* and reports/bench-server-load.csv
+# full", REGEN= for none): reports/bench.*; the corpus sample timed afresh (the report's mask-time
+# figure draws it): reports/bench-corpus-timing.json
 REGEN ?= today full
 export REGEN
 bench: data/vocabs/.complete data/native/.built data/native/server/.built data/models/.fetched data/schemas/.complete \
        $(foreach v,$(MATRIX_VOCABS),data/models/synthetic-$(v).gguf) | $(SETUP)
-	$(BIN)/python -m llgbridge.bench --out reports --regen $$REGEN
+	$(BIN)/python -m llgbridge.bench --out reports --regen $$REGEN --corpus-vocabs "$(CORPUS_SAMPLE_VOCABS)"
 
 test: data/vocabs/.complete data/native/.built data/native/server/.built data/models/.fetched data/schemas/.complete | $(SETUP)
 	$(BIN)/python -m pytest

@@ -261,12 +261,23 @@ def test_an_unknown_schema_or_bridge_is_one_line() -> None:
         corpus.sample_ids(0)
 
 
+def _bench_snapshot(folder: Path, r: corpus.CorpusRun) -> Path:
+    """A `make bench` snapshot of `r`'s timing, as bench.corpus_mask_time writes it; its bench.csv path."""
+    from llgbridge.report.data import CORPUS_TIMING_JSON
+
+    snap = {"schemas": len(TINY), "seed": 0, "hist_edges_us": corpus.HIST_EDGES, "hist": corpus.histograms(r), "timing": corpus.timing_rows(r)}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / CORPUS_TIMING_JSON).write_text(json.dumps(snap))
+    return folder / "bench.csv"
+
+
 def test_the_report_section_shows_counts_in_its_tables_and_timing_only_in_its_figure(tmp_path: Path) -> None:
     from llgbridge import nb, report
+    from llgbridge.report.data import Results
 
     r = corpus.run([VOCAB], TINY, BRIDGES, cache_dir=None)
     nb.write_result(str(tmp_path), "corpus", "llama-spm", corpus.payload(r, len(TINY), corpus.Params()))
-    sec = report.corpus_section(tmp_path)
+    sec = report.corpus_section(Results(root=tmp_path, bench_csv=_bench_snapshot(tmp_path / "bench", r)))
     assert sec is not None and [t.name for t in sec.raw] == ["corpus", "corpus_failures", "corpus_rejected"]
     assert sec.raw[0].df.to_csv(index=False, lineterminator="\n") == serial()[0]
     text = sec.text + "".join(t.markdown for t in sec.views + sec.raw)
@@ -276,6 +287,27 @@ def test_the_report_section_shows_counts_in_its_tables_and_timing_only_in_its_fi
     svg = sec.assets["corpus/mask-time.svg"]
     assert svg.startswith("<svg") and "MaskBench p99 533" in svg and "corpus/mask-time.svg" in sec.figure
     assert "schema too large" in sec.raw[2].markdown and "Unimplemented keys (1)" in sec.text
+
+
+def test_the_mask_time_figure_is_make_benchs_snapshot_not_the_results_timing(tmp_path: Path) -> None:
+    """`make report` takes no timing: two results that differ only in their timing draw the same
+    figure and legend table, the bench snapshot's, so the committed report regenerates byte for byte."""
+    from llgbridge import nb, report
+    from llgbridge.report.data import Results
+
+    r = corpus.run([VOCAB], TINY, BRIDGES, cache_dir=None)
+    bench_csv = _bench_snapshot(tmp_path / "bench", r)
+    assets = []
+    for k, scale in enumerate((1.0, 3.0)):
+        payload = corpus.payload(r, len(TINY), corpus.Params())
+        payload["timing"] = [{**t, "mask_us_avg": (t["mask_us_avg"] or 0) * scale + k} for t in payload["timing"]]
+        payload["hist"] = {key: counts[1:] + counts[:1] for key, counts in payload["hist"].items()} if k else payload["hist"]
+        nb.write_result(str(tmp_path / f"res{k}"), "corpus", "llama-spm", payload)
+        sec = report.corpus_section(Results(root=tmp_path / f"res{k}", bench_csv=bench_csv))
+        assets.append(sec.assets)
+    assert assets[0] == assets[1] and set(assets[0]) == {"corpus/mask-time.svg", "corpus/mask-time.csv"}
+    snap_rows = corpus.timing_rows(r)
+    assert assets[0]["corpus/mask-time.csv"].splitlines()[1].startswith(f"{snap_rows[0]['vocab']},{snap_rows[0]['bridge']},")
 
 
 def test_a_build_writes_each_sections_figures_and_drops_the_tables_it_did_not_write(tmp_path: Path) -> None:
@@ -295,7 +327,7 @@ def test_a_build_writes_each_sections_figures_and_drops_the_tables_it_did_not_wr
         (out / "html" / page / "llama-spm.html").write_text("<html></html>")
     (out / "tables").mkdir(parents=True)
     (out / "tables" / "leak.csv").write_text("an earlier build's rows\n")
-    report.build(res, out)
+    report.build(res, out, bench_csv=_bench_snapshot(tmp_path / "bench", r))
     assert (out / "corpus" / "mask-time.svg").read_text().startswith('<?xml version="1.0" encoding="utf-8"?>\n<svg')
     index = (out / "index.html").read_text()
     assert 'href="html/census/llama-spm.html"' in index and 'href="html/corpus/llama-spm.html"' in index

@@ -27,6 +27,7 @@ import csv
 import ctypes
 import importlib.metadata
 import io
+import json
 import os
 import platform
 import resource
@@ -44,17 +45,17 @@ import llama_cpp
 import pandas as pd
 from tqdm import tqdm
 
-from . import _llamacall, bridges, generate, maskpath, models, native, params, regen, server, serving, synth
+from . import _llamacall, bridges, corpus, generate, maskpath, models, native, params, regen, server, serving, synth
 from .census import classify, detokenize_mechanisms, loaded_meta, observed_add_space_prefix, run_census
 from .cbuild import llama_dirs
 from .census_worker import now
 from .errors import InputError
 from .gguf_meta import check_tokenizer, read_kv, read_meta
 from .maskpath import GRAMMAR
-from .paths import DATA, REPORTS, ROOT, VOCABS, vocab_path, write_atomic
+from .paths import DATA, REPORTS, RESULTS, ROOT, VOCABS, vocab_path, write_atomic
 from .regen import GOALS
 from .report import Table
-from .report.data import SERVER_LOAD_CSV
+from .report.data import CORPUS_TIMING_JSON, SERVER_LOAD_CSV
 from .vocab import MAX_PIECE, Vocab
 
 SOURCE = ROOT / "bench" / "census.c"
@@ -332,7 +333,7 @@ def render(context: dict[str, Any]) -> str:
     """templates/bench.md.j2 with `context`; a section whose key is None is left out."""
     env = jinja2.Environment(loader=jinja2.PackageLoader("llgbridge", "templates"), keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
-    sections = ("census", "ablation", "builds", "mask_path", "generation", "decode", "server_load", "regen")
+    sections = ("census", "ablation", "builds", "mask_path", "generation", "decode", "server_load", "corpus_time", "regen")
     # every section ends in a blank line; the page does not
     return env.get_template("bench.md.j2").render({k: None for k in sections} | context).rstrip("\n") + "\n"
 
@@ -345,7 +346,7 @@ def write_reports(
     out: Path, ref: dict[str, Line], py: list[Run], c: list[Run], checks: float, stages: list[tuple[str, float]],
     builds: dict[tuple[str, str], float], meta: dict[str, str], paths: list[dict[str, Any]],
     real: list[dict[str, Any]], mask: list[dict[str, Any]], regens: dict[str, Any] | None = None,
-    load: list[dict[str, Any]] | None = None,
+    load: list[dict[str, Any]] | None = None, corpus_time: dict[str, Any] | None = None,
 ) -> None:
     total_tokens = sum(x.n_tokens for x in ref.values())
     rows = census_rows(ref, py, c, checks)
@@ -425,7 +426,10 @@ def write_reports(
               f"{r['unconstrained_tok_s']:.1f}"] for r in real])},
         "regen": regen_context(regens, GOALS),
         "server_load": server_load_context(load or []),
+        "corpus_time": corpus_mask_time_context(corpus_time),
     }
+    if corpus_time:
+        write_atomic(out / CORPUS_TIMING_JSON, json.dumps(corpus_time, indent=1, sort_keys=True) + "\n")
     if load:
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=list(load[0]), lineterminator="\n")
@@ -592,6 +596,28 @@ def server_load_context(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
             "on_gbnf": any("json_enum_gbnf" in r["violating"] for r in bad)}
 
 
+def corpus_mask_time(vocabs: list[str]) -> dict[str, Any] | None:
+    """The report's corpus sample (the corpus notebook's schemas, seed and bridges) on `vocabs`,
+    walked afresh (no job cache) and timed: `llg_matcher_compute_mask` per step, as
+    `corpus.timing_rows` and `corpus.histograms`. Here and not in the report, like every timing:
+    the report's corpus section draws its figure from this snapshot. No vocab: None."""
+    if not vocabs:
+        return None
+    p = params.declared("corpus")
+    ids = corpus.sample_ids(p["schemas"], p["seed"])
+    run = corpus.run([(v, corpus.repo_path(vocab_path(v))) for v in vocabs], ids, list(p["bridges"]), corpus.Params(seed=p["seed"]),
+                     cache_dir=None)
+    return {"schemas": len(ids), "seed": p["seed"], "hist_edges_us": corpus.HIST_EDGES, "hist": corpus.histograms(run),
+            "timing": corpus.timing_rows(run)}
+
+
+def corpus_mask_time_context(snap: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not snap:
+        return None
+    rows = snap["timing"]
+    return {"schemas": snap["schemas"], "table": _table(list(rows[0]), [["" if v is None else v for v in r.values()] for r in rows])}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m llgbridge.bench", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=REPORTS, help="where bench.csv and bench.md go (default: reports)")
@@ -599,6 +625,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vocabs", help="comma-separated fixture names (default: all in data/vocabs)")
     ap.add_argument("--regen", nargs="*", default=["today", "full"], metavar="CONTENT", choices=["today", "full"],
                     help="the report regenerations to time, serial and -j2 (default: today full; none: --regen)")
+    ap.add_argument("--corpus-vocabs", metavar="NAMES",
+                    help="the corpus sample's vocabs, space-separated, for its mask-time figure (default: those with a corpus result)")
     ap.add_argument("--only", choices=["census"],
                     help="run only this part and print its section of bench.md; writes nothing (census: Python vs C)")
     args = ap.parse_args(argv)
@@ -630,7 +658,9 @@ def main(argv: list[str] | None = None) -> int:
     builds = bridge_builds(paths, args.repeat)
     regens = regen.measure(tuple(args.regen)) if args.regen else None
     write_reports(args.out, c_runs[0].lines, py_runs, c_runs, checks, stages, builds, meta,
-                  mask_path_timing(), real_decode_timing(), generation_timing(), regens, server_load())
+                  mask_path_timing(), real_decode_timing(), generation_timing(), regens, server_load(),
+                  corpus_mask_time(args.corpus_vocabs.split() if args.corpus_vocabs is not None else
+                                   sorted(f.stem for f in (RESULTS / "corpus").glob("*.json"))))
     print(f"wrote {args.out / 'bench.csv'} and {args.out / 'bench.md'}")
     return 0
 

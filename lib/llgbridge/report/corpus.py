@@ -65,31 +65,34 @@ def corpus_section(res: Results) -> Section | None:
                         disagreements=int(rows.drop_duplicates("vocab").jsonschema_invalid.sum()),
                         reasons=[f"{k} ({n})" for k, n in reasons.most_common(6)])
 
-    timing = {(t["vocab"], t["bridge"]): t for r in ok for t in r["timing"]}
+    # the timing is `make bench`'s snapshot (timings vary from run to run), on the vocabs sampled here
+    snap = res.corpus_timing or {"hist": {}, "timing": [], "hist_edges_us": []}
+    sampled = {r["vocab"] for r in ok}
+    timing = {(t["vocab"], t["bridge"]): t for t in snap["timing"] if t["vocab"] in sampled}
+    hist = {k: c for k, c in snap["hist"].items() if k.split("/")[0] in sampled}
 
     def figure(maskbench: dict[str, int]) -> str:
         """Mask time per step: one panel per bridge, one line per vocab, MaskBench's avg/p50/p99 marked."""
         import numpy as np
 
         plt = pyplot()
-        bridges = [b for b in BRIDGE_ORDER if any(k.endswith("/" + b) for r in ok for k in r["hist"])]
+        bridges = [b for b in BRIDGE_ORDER if any(k.endswith("/" + b) for k in hist)]
         if not bridges:
             return ""
         fig, axes = plt.subplots(1, len(bridges), figsize=(4.4 * len(bridges), 5.0), sharey=True, squeeze=False)
-        edges = np.array(ok[0]["hist_edges_us"])
+        edges = np.array(snap["hist_edges_us"])
         # the x range the data covers (the bins run to 1 s, most masks take microseconds)
-        used = [i for r in ok for c in r["hist"].values() for i, n in enumerate(c) if n]
+        used = [i for c in hist.values() for i, n in enumerate(c) if n]
         hi = max(float(edges[max(used) + 1]) if used else 1e3, maskbench["p99"] * 2.0)
         styles = {"p50": "--", "avg": ":", "p99": "-."}
-        drawn = guide_order([x["vocab"] for x in ok])
+        drawn = guide_order(sorted(sampled))
         for ax, b in zip(axes[0], bridges):
-            for r in sorted(ok, key=lambda r: drawn.index(r["vocab"])):
-                counts = r["hist"].get(f"{r['vocab']}/{b}")
-                t = timing.get((r["vocab"], b), {})
+            for v in drawn:
+                counts = hist.get(f"{v}/{b}")
+                t = timing.get((v, b), {})
                 if counts and sum(counts):
                     # the legend's figures are the rows of corpus/mask-time.csv, from the same walks as the curve
-                    ax.stairs(counts, np.array(r["hist_edges_us"]),
-                              label=f"{r['vocab']}: avg {t.get('mask_us_avg')}, p50 {t.get('mask_us_p50')}, p99 {t.get('mask_us_p99')}")
+                    ax.stairs(counts, edges, label=f"{v}: avg {t.get('mask_us_avg')}, p50 {t.get('mask_us_p50')}, p99 {t.get('mask_us_p99')}")
             for name, us in maskbench.items():
                 ax.axvline(us, color=REFERENCE, ls=styles.get(name, ":"), lw=1, label=f"MaskBench {name} {us}")
             ax.set_xscale("log")
@@ -99,7 +102,7 @@ def corpus_section(res: Results) -> Section | None:
             # below the panel, not over the curves: at 9 pt it would hide them
             ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(0, -0.22), frameon=False)
         axes[0][0].set_ylabel("masks")
-        fig.suptitle("llg_matcher_compute_mask time per step along the sample's walks (this machine, this run)", fontsize=11)
+        fig.suptitle("llg_matcher_compute_mask time per step along the sample's walks (make bench's run)", fontsize=11)
         fig.subplots_adjust(top=0.86, bottom=0.5, left=0.06, right=0.99, wspace=0.06)
         out = svg(fig)
         plt.close(fig)

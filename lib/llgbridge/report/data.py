@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,8 +17,10 @@ from ..results import SCHEMAS
 from ..results import load as _load
 
 
-# `make bench`'s load test through the server, beside bench.csv (bench.server_load writes it)
+# `make bench`'s load test through the server, and its timing of the corpus sample's masks, beside
+# bench.csv (bench.server_load and bench.corpus_mask_time make them)
 SERVER_LOAD_CSV = "bench-server-load.csv"
+CORPUS_TIMING_JSON = "bench-corpus-timing.json"
 
 
 @dataclass
@@ -75,6 +78,14 @@ class Results:
         outcomes vary from run to run, so it is measured there and quoted here."""
         p = self.bench_csv.with_name(SERVER_LOAD_CSV)
         return pd.read_csv(p, keep_default_na=False) if p.exists() else pd.DataFrame()
+
+    @cached_property
+    def corpus_timing(self) -> dict[str, Any] | None:
+        """The same snapshot's mask time along the corpus sample's walks (None where there is none):
+        `hist_edges_us`, `hist` ("vocab/bridge" -> counts) and `timing` (rows), as
+        `corpus.payload` holds them."""
+        p = self.bench_csv.with_name(CORPUS_TIMING_JSON)
+        return json.loads(p.read_text(encoding="utf-8")) if p.exists() else None
 
 
 T = TypeVar("T")
