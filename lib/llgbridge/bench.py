@@ -564,8 +564,9 @@ def server_load(models_dir: Path = DATA / "models") -> list[dict[str, Any]]:
     what a random-weight model samples, changes from run to run, and so, on some runs, does the
     outcome; the report quotes this run's table as the snapshot it is. A model whose servers fail
     is left out with a line on stderr; no server built: no rows."""
-    if server.built()[1]:
-        print(f"bench: server load test skipped: {server.built()[1]}", file=sys.stderr)
+    _, why = server.built()
+    if why:
+        print(f"bench: server load test skipped: {why}", file=sys.stderr)
         return []
     p = params.declared("server")
     rows: list[dict[str, Any]] = []

@@ -191,7 +191,8 @@ def verdict(res: Results) -> Verdict | None:
                  "allowed": ex["stop_allowed_pieces"], "repaired": len(c_fix)}
     d_hit = sorted(v for v in info if "Too many items" in str((native.get((v, "fixed")) or {}).get("pr_test_llg_error", "")))
     # make bench's snapshot, on the models served here
-    loads = [x for x in res.server_load.to_dict("records") if not served.empty and x["model"] in set(served.model)]
+    served_models = set() if served.empty else set(served.model)
+    loads = [x for x in res.server_load.to_dict("records") if x["model"] in served_models]
     server = None
     if not served.empty:
         up = served[served.bridge == "upstream"]
