@@ -153,3 +153,13 @@ def test_the_failclosed_port_allows_only_the_end_after_too_many_items() -> None:
 def test_the_pr_port_drops_the_grammar_on_a_mask_error() -> None:
     b = bridge("gemma-4", "fixed")
     assert len(b.after_mask_error()) == vocab("gemma-4").n_tokens and not b.fails_closed
+
+
+def test_each_vocab_gets_a_nospecial_bridge_of_its_own() -> None:
+    """A leftover `@lru_cache(maxsize=1)` decorated the class itself: `build(v, "nospecial")` returned
+    one shared instance, `isinstance(x, NoSpecial)` raised TypeError, and it kept the last vocab alive."""
+    from llgbridge import bridges as B
+
+    a, b = B.build(vocab("llama-bpe"), "nospecial"), B.build(vocab("llama-spm"), "nospecial")
+    assert isinstance(a, B.NoSpecial) and isinstance(b, B.NoSpecial) and a is not b
+    assert (a.vocab.name, b.vocab.name) == ("llama-bpe", "llama-spm")

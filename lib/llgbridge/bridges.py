@@ -25,8 +25,8 @@ Building a tokenizer walks the whole vocab (about a second for 256k tokens): cac
 from __future__ import annotations
 
 import ctypes
+import threading
 import weakref
-from functools import lru_cache
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +37,7 @@ from .llg import LlgTokenizeFn, LlgTokenizerInit, Matcher, lib
 from .probe import PROBES, ProbeResult, probe_tokenize_exact
 from .vocab import MAX_PIECE, Vocab
 
+_FAILURES = threading.Lock()
 SPECIAL_MARKER = b"\xff"  # llguidance's prefix for special tokens (common/llguidance.cpp:179)
 LLAMA_TOKEN_NULL = -1
 
@@ -143,7 +144,8 @@ class Bridge:
         try:
             toks = self.tokenize_fn(ctypes.string_at(data, n))
         except Exception:  # noqa: BLE001 - an exception must not cross into Rust
-            self.callback_failures += 1
+            with _FAILURES:  # matchers of one bridge may run on several threads
+                self.callback_failures += 1
             return 0
         for i in range(min(len(toks), out_len)):
             out[i] = toks[i]
@@ -225,7 +227,6 @@ def special_probe(vocab: Vocab) -> bytes | None:
     return b"a" + text + b"b" if text else None
 
 
-@lru_cache(maxsize=1)  # one vocab: a long-lived kernel must not keep every model it saw alive
 class NoSpecial(Fixed):
     """Candidate 0004 on top of the PR (patches/candidates/0004-…): bug C's repair.
 

@@ -30,16 +30,17 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from . import loaded
 from .bridges import Bridge
 from .errors import InputError, LlgError, first_line
 from .gguf_meta import read_meta
@@ -208,6 +209,7 @@ def load_model(path: Path, n_gpu_layers: int = 0, seed: int = 0, n_ctx: int = 51
 
     check_generative(path)
     _LOAD_ERRORS.clear()
+    loaded.note(path)
     try:
         with _no_extra_bufts():
             llm = llama_cpp.Llama(
@@ -217,6 +219,7 @@ def load_model(path: Path, n_gpu_layers: int = 0, seed: int = 0, n_ctx: int = 51
         # llama.cpp's own reason (an architecture it cannot run, ...), not llama-cpp-python's
         # "Failed to load model from file: <absolute path>"
         raise _load_failure(path) from None
+    loaded.confirm(path)
     if llm.model_params.use_extra_bufts:  # a llama-cpp-python that builds its parameters another way
         raise InputError(path, "use_extra_bufts could not be turned off: decoding a quantized model may crash in ggml's AMX kernels")
     return llm
@@ -401,11 +404,19 @@ class MatrixRow:
 TAIL_TOKENS = 8  # kept after the first violation, marked as a tail
 
 
-@lru_cache(maxsize=1)  # one model at a time: the previous vocab and its bridge are freed
+_TRUTH: list[tuple[Vocab, Bridge]] = []  # one vocab at a time: the previous vocab and its bridge are freed
+_TRUTH_LOCK = threading.Lock()
+
+
 def _truth(vocab: Vocab) -> Bridge:
+    """The truth bridge of `vocab`, built once and shared: a bridge is not changed by use (each
+    caller walks a matcher of its own), and the load test's threads ask for it at once."""
     from .bridges import build
 
-    return build(vocab, "truth")
+    with _TRUTH_LOCK:
+        if not _TRUTH or _TRUTH[0][0] is not vocab:
+            _TRUTH[:] = [(vocab, build(vocab, "truth"))]
+        return _TRUTH[0][1]
 
 
 def first_violation(vocab: Vocab, grammar: str, tokens: list[int]) -> int | None:

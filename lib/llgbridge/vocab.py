@@ -20,6 +20,7 @@ from pathlib import Path
 
 import llama_cpp
 
+from . import loaded
 from .errors import InputError
 from .paths import vocab_name
 
@@ -116,16 +117,20 @@ class Vocab:
         params = llama_cpp.llama_model_default_params()
         params.vocab_only = True
         _LOAD_ERRORS.clear()
+        loaded.note(self.path)
         model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), params)
         if not model:
             raise _load_failure(self.path, checked=True)
+        try:
+            loaded.confirm(self.path)
+        except InputError:
+            llama_cpp.llama_model_free(model)
+            raise
         self._model = model
         weakref.finalize(self, llama_cpp.llama_model_free, model)
         # the `const llama_vocab *` every llama.h vocab call takes
         self.llama_vocab = llama_cpp.llama_model_get_vocab(model)
         self.n_tokens = int(llama_cpp.llama_vocab_n_tokens(self.llama_vocab))
-        self._buf = bytearray(MAX_PIECE)
-        self._one = array("i", [0])  # detokenize's one token
 
     def __repr__(self) -> str:
         return f"Vocab({self.name!r}, {self.vocab_type}, n_tokens={self.n_tokens})"
@@ -153,14 +158,26 @@ class Vocab:
         is_eog, v = llama_cpp.llama_vocab_is_eog, self.llama_vocab
         return tuple(t for t in range(self.n_tokens) if is_eog(v, t))
 
-    # -- conversions -------------------------------------------------------------------------
-    def _buffer(self, max_len: int) -> bytearray:
-        # llama.cpp writes up to `max_len` bytes: a larger ask must not overrun the shared buffer
-        return self._buf if max_len <= MAX_PIECE else bytearray(max_len)
+    @cached_property
+    def has_text(self) -> bool:
+        """Some token's piece has bytes (`token_to_piece(t, 0, false)` is not empty); False for a
+        vocab whose every token is a control or unknown token, which no grammar can be followed on."""
+        return any(self.iter_pieces())
 
+    def require_text(self) -> None:
+        """InputError, in one line, for a vocab on which no token has text."""
+        if not self.has_text:
+            raise InputError(self.path, f"no token has text: all {self.n_tokens} tokens are control or unknown tokens "
+                                        "(every piece is empty), so no grammar can be followed and no bridge judged")
+
+    # -- conversions -------------------------------------------------------------------------
+    # Every call writes into a buffer of its own. The server's load test judges answers from
+    # several threads on one Vocab: with one buffer per object, a thread copied the piece out after
+    # another thread's call had written its own piece there, and one byte of a judged output came
+    # from another answer (tests/test_threads.py). A fresh 1 KiB buffer costs about 0.1 us.
     def token_to_piece(self, token: int, lstrip: int = 0, special: bool = False, max_len: int = MAX_PIECE) -> bytes:
         """`llama_token_to_piece`; a piece longer than `max_len` raises InputError."""
-        buf = self._buffer(max_len)
+        buf = bytearray(max_len)
         n = _call.token_to_piece(self.llama_vocab, token, buf, max_len, lstrip, special)
         if n < 0:
             raise InputError(self.path, f"token {token} piece is {-n} bytes, longer than the bridge's {max_len}-byte buffer (upstream aborts)")
@@ -170,12 +187,8 @@ class Vocab:
         self, tokens: list[int], remove_special: bool = False, unparse_special: bool = False, max_len: int = MAX_PIECE
     ) -> bytes:
         """`llama_detokenize` on a token sequence (the bridge calls it on one token)."""
-        if len(tokens) == 1:
-            arr = self._one
-            arr[0] = tokens[0]
-        else:
-            arr = array("i", tokens)
-        buf = self._buffer(max_len)
+        arr = array("i", tokens)
+        buf = bytearray(max_len)
         n = _call.detokenize(self.llama_vocab, arr, len(tokens), buf, max_len, remove_special, unparse_special)
         if n < 0:
             raise InputError(self.path, f"detokenize needs {-n} bytes, longer than the bridge's {max_len}-byte buffer (upstream aborts)")

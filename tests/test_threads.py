@@ -1,0 +1,103 @@
+"""Objects the server's load test uses from several threads share nothing mutable.
+
+`serving.load` judges concurrent answers on a thread pool that shares one `Vocab`. When `Vocab`
+kept one piece buffer per object, a thread could copy another thread's piece out of it between
+llama.cpp's write and its own copy: `real_bytes` came back with one byte of another piece, and
+the suite published those corrupted judgements as "the fixed build breaks its grammar under load".
+
+Each test here calls one function from 8 threads on many inputs and compares every answer with
+the same call made serially. Python's switch interval is forced down meanwhile, so that a thread
+is interrupted between any two bytecodes, as a loaded machine interrupts it now and then: on the
+shared-buffer code the first test fails on every run (a few hundred of 3,200 answers differ).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import pytest
+from conftest import vocab
+
+from llgbridge import generate as G
+from llgbridge import serving
+
+T = TypeVar("T")
+THREADS = 8
+
+
+@contextmanager
+def _switch_often() -> Iterator[None]:
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(old)
+
+
+def _differ(fn: Callable[[Any], T], inputs: Sequence[Any], rounds: int = 4) -> list[int]:
+    """The indexes of `inputs` whose answer from 8 threads is not the serial one."""
+    serial = [fn(x) for x in inputs]
+    bad: set[int] = set()
+    with _switch_often(), ThreadPoolExecutor(max_workers=THREADS) as pool:
+        for _ in range(rounds):
+            got = list(pool.map(fn, inputs))
+            bad |= {i for i, (a, b) in enumerate(zip(serial, got, strict=True)) if a != b}
+    return sorted(bad)
+
+
+def _sequences(n_tokens: int, count: int, length: int, seed: int = 0) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[rng.randrange(n_tokens) for _ in range(length)] for _ in range(count)]
+
+
+@pytest.mark.parametrize("name", ["llama-spm", "llama-bpe"])
+def test_real_bytes_from_threads_is_the_serial_answer(name: str) -> None:
+    v = vocab(name)
+    seqs = _sequences(v.n_tokens, 800, 64)
+    assert _differ(v.real_bytes, seqs) == []
+
+
+def test_detokenize_from_threads_is_the_serial_answer() -> None:
+    """One token at a time, as the upstream bridge's table is built (its own one-token buffer)."""
+    v = vocab("llama-spm")
+    tokens = [[t] for t in random.Random(1).sample(range(v.n_tokens), 6000)]
+    assert _differ(lambda t: v.detokenize(t), tokens) == []
+
+
+def test_token_to_piece_from_threads_is_the_serial_answer() -> None:
+    v = vocab("gemma-4")
+    tokens = random.Random(2).sample(range(v.n_tokens), 3000)
+    assert _differ(lambda t: (v.token_to_piece(t), v.token_to_piece(t, 1, True)), tokens) == []
+
+
+def test_the_server_judge_from_threads_is_the_serial_answer() -> None:
+    """What `serving.load`'s threads run on each answer: the judged text (`judge_tokens`, which
+    decodes, finds the first violation with the truth bridge's matcher and applies the case's
+    check), on every case the load test sends."""
+    v = vocab("llama-spm")
+    cases = ["forced_literal", "half_free", "dots", "json_enum", serving.GBNF_CASE]
+    hello = v.tokenize(b"hello world", parse_special=False)
+    answers = [(cases[i % len(cases)], toks) for i, toks in enumerate(
+        _sequences(v.n_tokens, 150, 24, seed=3) + [hello] * 10)]
+
+    def judged(a: tuple[str, list[int]]) -> tuple[Any, ...]:
+        case, toks = a
+        j = serving.judge_tokens(v, case, toks, "limit")
+        return (j.outcome, j.shown, j.first_violation, j.output)
+
+    assert _differ(judged, answers, rounds=1) == []
+
+
+def test_first_violation_from_threads_is_the_serial_answer() -> None:
+    """The truth bridge is built once and shared; each call walks a matcher of its own."""
+    v = vocab("llama-bpe")
+    grammar = G.CASES["half_free"].grammar
+    legal = v.tokenize(b"BEGIN[abc] END", parse_special=False)
+    seqs = [legal] * 20 + _sequences(v.n_tokens, 60, 12, seed=4) + [legal[:k] + [t] for k in range(len(legal)) for t in (220, 13)]
+    assert _differ(lambda s: G.first_violation(v, grammar, s), seqs, rounds=1) == []
