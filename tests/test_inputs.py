@@ -146,3 +146,30 @@ def test_fuzzed_fixtures_never_hang_or_escape(tmp_path: Path) -> None:
     outcomes = {m.outcome for m in mutants}
     assert outcomes <= {"ok", "error", "crash"}, [(m.path.name, m.outcome, m.message) for m in mutants if m.outcome not in ("ok", "error", "crash")]
     assert all("\n" not in m.message for m in mutants)
+
+
+def test_a_timeout_raised_inside_a_cell_is_named_as_itself(tmp_path: Path) -> None:
+    """Only nbclient's own time limit is "a cell ran past the per-input time limit"; a TimeoutError
+    that a cell raises (a server that stopped answering) was once reported as that limit too."""
+    write_notebook(tmp_path, "sock", "raise TimeoutError('timed out')")
+    st = run.execute("sock", "x", out_root=tmp_path / "r", results_dir=tmp_path / "res", notebooks_dir=tmp_path)
+    assert (st["status"], st["error"]) == ("failed", "TimeoutError: timed out")
+
+
+def test_an_input_replaced_while_its_analysis_ran_is_not_recorded(tmp_path: Path) -> None:
+    """The input's sha256 was taken when the result was written: a file replaced mid-run gave the old
+    file's result under the new file's sha256, current by every check. The hash is the one taken
+    when the file was loaded, and a result whose input changed since is refused in one line."""
+    import shutil
+
+    from llgbridge import census, nb
+
+    mine = tmp_path / "ggml-vocab-mine.gguf"
+    shutil.copy(vocab_path("bert-bge"), mine)
+    v = nb.load_vocab("mine", str(mine))
+    payload = census.run_census(v).to_json()
+    shutil.copy(vocab_path("llama-spm"), mine)  # another vocab's bytes, while the analysis "ran"
+    params = {"vocab": "mine", "vocab_path": str(mine)}
+    with pytest.raises(InputError, match="changed while the analysis ran"):
+        nb.write_result(str(tmp_path / "res"), "census", "mine", payload, params)
+    assert not (tmp_path / "res" / "census" / "mine.json").exists()

@@ -30,7 +30,10 @@ def check_params(notebook: str, namespace: dict[str, Any]) -> dict[str, Any]:
     return P.check(notebook, given)
 
 
-def load_vocab(vocab: str, path: str = "") -> Vocab:
+def load_vocab(vocab: str, path: str = "", needs_text: bool = True) -> Vocab:
+    """The vocab an analysis runs on, loaded once per kernel; InputError in one line for a vocab on
+    which no token has text (`Vocab.require_text`), unless the analysis does not `needs_text` (the
+    census: it measures the two conversions, which such a vocab has too)."""
     check_param("vocab", vocab, str)
     check_param("vocab_path", path, str)
     why = name_problem(vocab)
@@ -52,6 +55,8 @@ def load_vocab(vocab: str, path: str = "") -> Vocab:
         t0 = time.perf_counter()
         _VOCABS[key] = Vocab(p, name=vocab)
         TIMES["load"] += time.perf_counter() - t0
+    if needs_text:
+        _VOCABS[key].require_text()
     return _VOCABS[key]
 
 

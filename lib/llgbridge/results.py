@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import loaded
+from .errors import InputError
 from .paths import DATA, RESULTS, ROOT, vocab_path
 
 # where a run with non-default settings goes (never the main results)
@@ -34,7 +36,8 @@ BYHAND = DATA / "byhand"
 # one (tests/test_pipeline.py checks that it holds every module an analysis's notebook imports,
 # and that the Makefile lists none). A name ending in "/" is every module of that subpackage.
 CORE = ("__init__.py", "llg.py", "vocab.py", "_llamacall.c", "gguf_meta.py", "errors.py", "paths.py", "bridges.py", "sentinel.py",
-        "probe.py", "grammars.py", "guide.py", "nb.py", "show.py", "results.py", "params.py", "fixtures.py", "models.py")
+        "probe.py", "grammars.py", "guide.py", "nb.py", "show.py", "results.py", "params.py", "fixtures.py", "models.py",
+        "loaded.py")
 MODULES: dict[str, tuple[str, ...]] = {
     "census": ("census.py",), "leak": ("masks.py",), "forced": ("masks.py",), "probe": (),
     "exactness": ("exactness.py",), "soundness": ("soundness.py",),
@@ -264,9 +267,24 @@ def _resolve(p: str) -> Path:
     return q if q.is_absolute() else ROOT / q
 
 
+def _input_sha256(f: Path) -> str | None:
+    """The sha256 `f` had when this process loaded it (`loaded`), which must still be its sha256
+    now: a result computed from bytes that are gone would otherwise stand as current for the new
+    ones. None for a file that is not there."""
+    if not f.is_file():
+        return None
+    now = file_sha256(f)
+    then = loaded.at_load(f)
+    if then is not None and then != now:
+        raise InputError(f, f"changed while the analysis ran (sha256 {then[:12]}… when loaded, {now[:12]}… now): "
+                            "its result is not written; run it again")
+    return now
+
+
 def provenance(analysis: str, params: dict[str, Any]) -> dict[str, Any]:
-    """What produced a result: the analysis, its parameters, its inputs' sha256, the code version."""
-    inputs = [{"path": _shown(f), "sha256": file_sha256(f) if f.is_file() else None} for f in input_files(params)]
+    """What produced a result: the analysis, its parameters, its inputs' sha256 (as loaded), the
+    code version."""
+    inputs = [{"path": _shown(f), "sha256": _input_sha256(f)} for f in input_files(params)]
     return {"analysis": analysis, "params": {k: v for k, v in params.items() if k != "results_dir"},
             "inputs": inputs, "code": code_version(analysis)}
 
