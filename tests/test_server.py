@@ -163,6 +163,131 @@ def test_bug_c_a_special_token_spelled_in_a_literal_ends_the_turn_on_the_fixed_s
     assert (spm.outcome, spm.output) == ("pass", "say </s> now")  # greedy: llguidance spells the text out
 
 
+def test_bug_c_by_a_json_schema_pattern_on_the_fixed_server_and_nospecial_repairs_it(tmp_path: Path) -> None:
+    """Bug C by another road: a `json_schema` string whose `pattern` spells the end-of-turn token
+    (`^<\\|eot_id\\|>x$` on llama-bpe). The server's own schema-to-grammar forces the string's bytes,
+    `tokenize_fn` parses them into the control token, and the answer is `"` with stop_type eos and
+    HTTP 200 (checked by hand with curl); candidate 0004 (`nospecial`) spells the text out."""
+    row, _ = _ask(variant("fixed"), "llama-bpe", serving.SPECIAL_PATTERN_CASE, tmp_path)
+    assert (row.http_status, row.error_field, row.stop_type, row.output, row.outcome) == (200, False, "eos", '"', "violation")
+    assert row.content_match == "same"  # the server's own content says so too
+    fixed, _ = _ask(variant("nospecial"), "llama-bpe", serving.SPECIAL_PATTERN_CASE, tmp_path)
+    assert (fixed.outcome, fixed.output) == ("pass", '"<|eot_id|>x"')
+
+
+# -- the product's own words: every judged answer against the server's `content` -----------------
+def test_every_judged_answer_is_the_servers_own_content(tmp_path: Path) -> None:
+    """The judge decodes an answer from the tokens the server returns; the server says what it
+    produced in `content`. On every case of both builds, on a SentencePiece and a BPE vocab, the
+    two are one text (`serving.CONTENT_RULES`: pieces joined with special=false, so the
+    end-of-turn token that ended bug C's answer adds nothing)."""
+    for name in ("llama-spm", "llama-bpe"):
+        path, v = _model(name)
+        for sampler in S.SAMPLERS:
+            rows, _ = serving.run_build(S.binary(sampler, PIN), path, v, True, PIN, sampler, list(G.CASES) + [serving.SPECIAL_CASE],
+                                        {c: G.PLAIN for c in [*G.CASES, serving.SPECIAL_CASE]}, tmp_path / f"{sampler}-{name}.log",
+                                        64, 0, 0.0)
+            assert [(r.case, r.content_match) for r in rows if r.content_match != "same"] == [], (name, sampler)
+            assert all(r.outcome != serving.DISAGREES for r in rows)
+
+
+def test_replayed_answers_judged_from_threads_are_the_servers_content(tmp_path: Path) -> None:
+    """The load test's false finding, caught by the product's own words: real answers, judged again
+    and again from 8 threads with Python's switch interval forced down (as a loaded machine
+    interrupts a thread now and then). Every judgement is the server's `content`. When `Vocab` kept
+    one piece buffer per object, 16 of these 280 judgements differed from the content ("differs at
+    byte 268: judge '}:ntn environ…', server 'från environ…'") and were counted as violations."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    path, v = _model("llama-spm")
+    cases = [*G.CASES, serving.GBNF_CASE, ""]
+    with S.serve(S.binary("upstream", PIN), path, tmp_path / "replay.log") as srv:
+        replies = [(c, *serving.request_for(c, G.PLAIN, 64, 0, 0.0, v)[:2],
+                    S.post(srv, *serving.request_for(c, G.PLAIN, 64, 0, 0.0, v)[::2])) for c in cases]
+
+        def judged(a: tuple[str, str, str, S.Reply]) -> str:
+            return serving.answered(srv, v, path.name, True, PIN, "upstream", a[0], a[1], a[2], a[3], [], False).content_match
+
+        old = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)
+        try:
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                got = list(pool.map(judged, replies * 40))
+        finally:
+            sys.setswitchinterval(old)
+    assert sorted(set(got)) == ["same"]
+
+
+def test_a_judge_that_reads_other_bytes_disagrees_with_the_server(tmp_path: Path) -> None:
+    """The cross-check itself: the server's content against bytes that are not its tokens' (as a
+    corrupted judge would read them) is a disagreement naming the first differing byte, and the row
+    is counted neither as a pass nor as a violation; invalid UTF-8 the server replaced is not."""
+    path, v = _model("llama-spm")
+    with S.serve(S.binary("fixed", PIN), path, tmp_path / "x.log") as srv:
+        endpoint, sent_as, body = serving.request_for("forced_literal", G.PLAIN, 64, 0, 0.0, v)
+        reply = S.post(srv, endpoint, body)
+        good = serving.answered(srv, v, path.name, True, PIN, "fixed", "forced_literal", endpoint, sent_as, reply, [], False)
+        assert (good.outcome, good.output, good.content_match) == ("pass", "hello world", "same")
+        assert reply.body is not None
+        reply.body["content"] = "hello workd"  # one byte of another piece, as the shared buffer gave it
+        bad = serving.answered(srv, v, path.name, True, PIN, "fixed", "forced_literal", endpoint, sent_as, reply, [], False)
+    assert bad.outcome == serving.DISAGREES
+    assert bad.content_match == "differs at byte 9: judge 'ld', server 'kd'"
+    # <0xE4> alone is not UTF-8: the server's JSON carries U+FFFD for it (nlohmann's replace)
+    e4 = [next(t for t in range(v.n_tokens) if v.token_to_piece(t) == b"\xe4")]  # the byte token <0xE4>
+    assert v.real_bytes(e4) == b"\xe4"
+    assert serving.content_match(v, e4, "\ufffd") == "same after utf8"
+    assert serving.content_match(v, e4, "").startswith("differs at byte 0")
+
+
+# -- the server answering is ours, its log is kept, its health is asked safely --------------------
+def test_a_server_that_cannot_bind_is_never_taken_for_the_one_started(tmp_path: Path) -> None:
+    """A stolen port: with another llama-server already listening, the one started there could not
+    bind and died, but the first `/health` reached the other and answered 200, and every row was
+    recorded as this build's with the other's outputs. The server now binds a port of its own and
+    names it in its log, and /props must name its model: here it is told the other's port, dies,
+    and is reported as dead, never as answering."""
+    spm, _ = _model("llama-spm")
+    bpe, _ = _model("llama-bpe")
+    with S.serve(S.binary("upstream", PIN), spm, tmp_path / "other.log") as other:
+        with pytest.raises(S.ServerError) as e:
+            with S.serve(S.binary("fixed", PIN), bpe, tmp_path / "ours.log", extra=("--port", str(other.port))):
+                pass
+        assert "exited" in str(e.value) and "couldn't bind" in str(e.value)
+        with S.serve(S.binary("fixed", PIN), bpe, tmp_path / "ours.log") as ours:
+            assert ours.port != other.port
+            assert S.http_status(ours.base + "/health", 5) == 200
+            assert Path(S._get_json(ours.base + "/props", 5)["model_path"]).resolve() == bpe.resolve()
+
+
+def test_a_log_that_cannot_be_written_fails_its_rows_in_one_line(tmp_path: Path) -> None:
+    """A full disk under the server's logs: the server's own writes failed without a word, and the
+    rows the log feeds changed (upstream's llg_errors 1 -> 0) while the run said ok. /dev/full
+    stands for the full disk: every row fails, naming the log."""
+    path, v = _model("llama-spm")
+    log = tmp_path / "full.log"
+    log.symlink_to("/dev/full")
+    rows, _ = serving.run_build(S.binary("upstream", PIN), path, v, True, PIN, "upstream", ["forced_literal", "dots"],
+                                {"forced_literal": G.PLAIN, "dots": G.PLAIN}, log, 64, 0, 0.0)
+    assert [r.outcome for r in rows] == ["error", "error"]
+    assert all("could not be written" in r.error and "No space left on device" in r.error and "\n" not in r.error for r in rows)
+
+
+def test_a_stopped_server_is_unhealthy_not_an_exception(tmp_path: Path) -> None:
+    """The health check after the load test, on a server that stopped answering (SIGSTOP): a
+    TimeoutError escaped it, the run lost every row it had collected for the input, and the runner
+    called it "a cell ran past the per-input time limit". Now it is one False."""
+    path, _ = _model("llama-spm")
+    with S.serve(S.binary("fixed", PIN), path, tmp_path / "s.log") as srv:
+        os.kill(srv.proc.pid, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            assert S.answers_health(srv, 1.0) is False
+            assert time.monotonic() - t0 < 10
+        finally:
+            os.kill(srv.proc.pid, signal.SIGCONT)
+
+
 def _servers() -> list[int]:
     """Pids of every running process whose executable is one of the built servers."""
     ours = {str(b.resolve()) for b in S.builds()}

@@ -14,9 +14,10 @@ whose `grammar` starts with `%llguidance` or that carries a `json_schema`
   what llama.cpp pins (`common/CMakeLists.txt`, `GIT_TAG` "v1.0.1"), from its wheel fetched with
   `pip download --no-deps` and checked by sha256 (never installed), or the venv's (what the port
   drives). About 5 minutes on 2 cores the first time; nothing when up to date.
-- `serve()` starts one binary on one model at 127.0.0.1 on a free port, in its own process group,
-  waits for `/health` within a bounded time, and stops the group on every way out (including
-  the parent's death: the child has `PR_SET_PDEATHSIG`).
+- `serve()` starts one binary on one model at 127.0.0.1 on a port it binds itself and names in
+  its log, in its own process group, reads its log through a pipe (`ServerLog`), waits for
+  `/health` within a bounded time, checks that the server answering is the one started, and stops
+  the group on every way out (including the parent's death: the child has `PR_SET_PDEATHSIG`).
 - `post()` is a client's request: the HTTP status and the body, with a bounded timeout.
 
 But:
@@ -35,11 +36,12 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -156,6 +158,69 @@ class ServerError(Exception):
     """The server could not be started or stopped answering; the message ends with its log's last lines."""
 
 
+class ServerLog:
+    """A server's stdout and stderr, read through a pipe: kept here for the rows that read it (its
+    `llg error` lines, the greedy warning, the listening line) and copied to its log file.
+
+    The server once wrote its log file itself: on a full disk its writes failed without a word, and
+    rows fed by the log changed (upstream's `llg_errors` 1 -> 0, fixed's `greedy` True -> False)
+    while the run said ok. Here a copy that cannot be written is known: `text` then raises
+    ServerError naming the file, so those rows fail in one line instead."""
+
+    def __init__(self, stream: Any, path: Path) -> None:
+        self.path = path
+        self._buf = bytearray()
+        self._lock = threading.Lock()
+        self.unwritten = ""  # why the copy could not be written, once it could not
+        try:
+            self._file: Any = path.open("wb")
+        except OSError as e:
+            self._file, self.unwritten = None, f"{path}: {e.strerror or e}"
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: Any) -> None:
+        fd = stream.fileno()
+        while chunk := os.read(fd, 1 << 16):
+            with self._lock:
+                self._buf += chunk
+            if self._file is not None:
+                try:
+                    self._file.write(chunk)
+                    self._file.flush()
+                except OSError as e:
+                    self.unwritten = f"{self.path}: {e.strerror or e}"
+                    self._close()
+        self._close()
+
+    def _close(self) -> None:
+        f, self._file = self._file, None
+        if f is not None:
+            try:
+                f.close()
+            except OSError as e:
+                self.unwritten = self.unwritten or f"{self.path}: {e.strerror or e}"
+
+    def size(self) -> int:
+        with self._lock:
+            return len(self._buf)
+
+    def text(self, start: int = 0) -> str:
+        """The log from byte `start`; ServerError when it could not be kept in its file."""
+        if self.unwritten:
+            raise ServerError(f"the server's log could not be written ({self.unwritten}): the rows it feeds are not recorded")
+        return self.peek(start)
+
+    def peek(self, start: int = 0) -> str:
+        """The log from byte `start`, whether or not its file could be written (for error messages)."""
+        with self._lock:
+            return bytes(self._buf[start:]).decode("utf-8", "replace")
+
+    def finish(self, timeout: float = 5.0) -> None:
+        """After the process ended: the rest of its output read."""
+        self._thread.join(timeout)
+
+
 @dataclass
 class Server:
     binary: Path
@@ -163,6 +228,7 @@ class Server:
     port: int
     log_path: Path
     proc: subprocess.Popen[bytes]
+    output: ServerLog
     said_greedy: bool = False  # its log has said "not byte exact" (once per vocab, at the first grammar)
 
     @property
@@ -170,13 +236,8 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def log(self, start: int = 0) -> str:
-        """The server's log from byte `start`."""
-        try:
-            with self.log_path.open("rb") as f:
-                f.seek(start)
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
+        """The server's log from byte `start` (ServerError when its file could not be written)."""
+        return self.output.text(start)
 
     def settled_log(self, start: int, quiet: float = 0.05, limit: float = 1.0) -> str:
         """The log from byte `start`, once the server has stopped writing for `quiet` seconds (at most
@@ -192,23 +253,14 @@ class Server:
         return self.log(start)
 
     def log_size(self) -> int:
-        try:
-            return self.log_path.stat().st_size
-        except OSError:
-            return 0
+        return self.output.size()
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
     def last_lines(self, n: int = 3) -> str:
-        lines = [ln.strip() for ln in self.log().splitlines() if ln.strip()]
+        lines = [ln.strip() for ln in self.output.peek().splitlines() if ln.strip()]
         return " | ".join(lines[-n:])
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _die_with_parent() -> None:
@@ -246,47 +298,87 @@ def http_status(url: str, timeout: float) -> int:
         return int(e.code)
 
 
+def answers_health(srv: Server, timeout: float) -> bool:
+    """`/health` answers 200 within `timeout`; False, never an exception, when it does not (a
+    stopped server times out)."""
+    try:
+        return http_status(srv.base + "/health", timeout) == 200
+    except (OSError, ValueError):
+        return False
+
+
+LISTENING = re.compile(rb"listening on http://127\.0\.0\.1:(\d+)")
+
+
+def _get_json(url: str, timeout: float) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return json.loads(r.read().decode("utf-8", "replace"))
+
+
+def _is_ours(srv: Server) -> str:
+    """Why the server answering on `srv.port` is not the one started (or "" when it is): it must be
+    alive, and `/props` must name our model file."""
+    if not srv.alive():
+        return f"{srv.binary.name} exited with {srv.proc.returncode}"
+    try:
+        said = str(_get_json(srv.base + "/props", 5.0).get("model_path", ""))
+    except (OSError, ValueError, AttributeError) as e:
+        return f"/props did not answer ({type(e).__name__})"
+    return "" if said and Path(said).resolve() == srv.model.resolve() else f"/props names another model ({said!r})"
+
+
 @contextmanager
 def serve(exe: Path, model: Path, log_path: Path, *, parallel: int = 1, n_ctx: int = 512, threads: int = 1,
           n_gpu_layers: int = 0, startup_timeout: float = STARTUP_TIMEOUT, extra: tuple[str, ...] = ()) -> Iterator[Server]:
     """A running `exe` on `model`; stopped (with its whole process group) when the block ends.
 
-    A port taken between choosing it and binding it costs one more try, up to three; a server
-    that exits or does not answer `/health` in time raises ServerError with its log's last lines.
+    The server binds a port the kernel chooses (`--port 0`) and says which in its own log
+    ("listening on http://127.0.0.1:PORT"): a port chosen here and bound there could meanwhile go
+    to another server, whose answers were once recorded as this build's. Before the block runs,
+    the server on that port must be ours (alive, and `/props` names our model). A server that
+    exits, does not answer `/health` in time or is not ours raises ServerError with its log's last
+    lines.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    for attempt in range(3):
-        port = free_port()
-        cmd = [str(exe), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", str(n_ctx * parallel),
-               "-np", str(parallel), "-t", str(threads), "-tb", str(threads), "-ngl", str(n_gpu_layers),
-               "--no-warmup", "--no-repack", "--log-colors", "off", *extra]
-        with log_path.open("wb") as log:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True, preexec_fn=_die_with_parent)
-        srv = Server(exe, model, port, log_path, proc)
-        try:
-            deadline = time.monotonic() + startup_timeout
-            while True:
-                if not srv.alive():
-                    text = srv.log()
-                    if "bind" in text.lower() and attempt < 2:
-                        break  # the port went to someone else: try another
-                    raise ServerError(f"{exe.name} exited with {proc.returncode} while loading {model.name}: {srv.last_lines()}")
+    cmd = [str(exe), "-m", str(model), "--host", "127.0.0.1", "--port", "0", "-c", str(n_ctx * parallel),
+           "-np", str(parallel), "-t", str(threads), "-tb", str(threads), "-ngl", str(n_gpu_layers),
+           "--no-warmup", "--no-repack", "--log-colors", "off", *extra]
+    try:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True, preexec_fn=_die_with_parent)
+    except OSError as e:  # a binary that is gone or not executable: that build's rows, in one line
+        raise ServerError(f"{exe.name} cannot be started: {e.strerror or e}") from None
+    out = ServerLog(proc.stdout, log_path)
+    srv = Server(exe, model, 0, log_path, proc, out)
+    try:
+        if out.unwritten:
+            raise ServerError(f"{exe.name}: cannot write its log ({out.unwritten})")
+        deadline = time.monotonic() + startup_timeout
+        while True:
+            if not srv.alive():
+                out.finish()
+                raise ServerError(f"{exe.name} exited with {proc.returncode} while loading {model.name}: {srv.last_lines()}")
+            if not srv.port:
+                m = LISTENING.search(out.peek().encode())
+                srv.port = int(m.group(1)) if m else 0
+            if srv.port:
                 try:
                     if http_status(srv.base + "/health", 2.0) == 200:
                         break
                 except (OSError, urllib.error.URLError):
                     pass
-                if time.monotonic() > deadline:
-                    raise ServerError(f"{exe.name} did not answer /health within {startup_timeout:.0f} s: {srv.last_lines()}")
-                time.sleep(0.1)
-            if not srv.alive():
-                continue
-            yield srv
-            return
-        finally:
-            stop(proc)
-    raise ServerError(f"{exe.name}: no free port after 3 tries")
+            if time.monotonic() > deadline:
+                raise ServerError(f"{exe.name} did not answer /health within {startup_timeout:.0f} s: {srv.last_lines()}")
+            time.sleep(0.05)
+        why = _is_ours(srv)
+        if why:
+            raise ServerError(f"{exe.name}: the server on port {srv.port} is not the one started: {why}")
+        yield srv
+    finally:
+        stop(proc)
+        out.finish()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 @dataclass(frozen=True)

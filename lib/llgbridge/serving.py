@@ -26,8 +26,11 @@ tokens up to the first violation.
 
 But:
 - the output is judged from the tokens the server returns (`return_tokens`), as real bytes
-  (`Vocab.token_to_piece`), the way `generate` judges the port's: the server's `content` is
-  UTF-8 text that can hold back or replace bytes; it is kept beside them;
+  (`Vocab.token_to_piece`), the way `generate` judges the port's. The server's own `content` is
+  the cross-check: every answer's judged bytes are compared with it (`content_match`, under the
+  rules of `CONTENT_RULES`), and where the two disagree the row says so (`judge disagrees`) and
+  is counted neither as a pass nor as a violation: a finding about the server must be the
+  server's own words, not only this suite's decoding of them;
 - the recorded text keeps a short tail after the first violation (`generate.recorded_output`).
 """
 
@@ -54,7 +57,9 @@ GBNF_CASE = "json_enum_gbnf"
 CHAT_CASE = "json_enum_chat"
 REJECTED_CASE = "rejected_schema"
 SPECIAL_CASE = "special_literal"
-EXTRA_CASES = (GBNF_CASE, CHAT_CASE, REJECTED_CASE, SPECIAL_CASE)
+SPECIAL_PATTERN_CASE = "special_pattern"  # bug C by another road: a json_schema `pattern` spelling the token
+SPECIAL_CASES = (SPECIAL_CASE, SPECIAL_PATTERN_CASE)
+EXTRA_CASES = (GBNF_CASE, CHAT_CASE, REJECTED_CASE, SPECIAL_CASE, SPECIAL_PATTERN_CASE)
 # a schema llguidance cannot compile (a $ref to nothing): llama_sampler_llg_new logs the error and
 # returns no matcher (common/llguidance.cpp:25-30), and the sampler it belongs to then lets every
 # token through. A client should be told; `refused` when it is, `ignored` when the answer is
@@ -62,6 +67,20 @@ EXTRA_CASES = (GBNF_CASE, CHAT_CASE, REJECTED_CASE, SPECIAL_CASE)
 REJECTED_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"colour": {"$ref": "#/$defs/missing"}}, "required": ["colour"]}
 LLG_ERROR = re.compile(r"llg error: (.*)")
 GREEDY_LINE = "tokenizer is not byte exact"
+DISAGREES = "judge disagrees"  # the outcome of an answer whose tokens and content do not agree
+
+# What llama-server does between the tokens it returns and the `content` it returns, read in the
+# vendored tools/server (server-context.cpp `process_token`, `send_final_response`; common/json.cpp
+# `dump_safe`). The judge's bytes are the tokens' real pieces; the content must be those bytes after
+# these rules, or the judge and the server disagree.
+CONTENT_RULES: dict[str, str] = {
+    "pieces": "the content is every returned token's piece joined, as common_token_to_piece(ctx, token, special=false) "
+              "spells it: llama_token_to_piece with lstrip 0, the judge's own call",
+    "control": "a control or unknown token (the end-of-generation token that stopped the answer among them) adds no "
+               "bytes: the server renders pieces with special=false",
+    "utf8": "bytes that are not valid UTF-8 reach the client as U+FFFD, one per maximal invalid sequence "
+            "(nlohmann::json's error_handler_t::replace in dump_safe), as Python's errors='replace' decodes them",
+}
 
 
 def gbnf_of(schema: dict[str, Any]) -> str:
@@ -94,11 +113,37 @@ def special_case(vocab: Vocab) -> G.Case | None:
                   f"a literal spelling the special token {text!r} as text", lambda s, lit=literal: lit.startswith(s))
 
 
+def special_pattern_schema(vocab: Vocab) -> dict[str, Any] | None:
+    """Bug C by another road: a JSON string whose `pattern` spells the end-of-turn token's text and
+    then `x` (`^<\\|eot_id\\|>x$` on llama-bpe). The server's schema-to-grammar forces the string's
+    bytes, so where `tokenize_fn` parses special tokens the forced bytes become the control token.
+    None where the vocab has no such text."""
+    text = special_text(vocab)
+    return {"type": "string", "pattern": "^" + re.escape(text) + "x$"} if text else None
+
+
+def special_pattern_case(vocab: Vocab) -> G.Case | None:
+    schema = special_pattern_schema(vocab)
+    if schema is None:
+        return None
+    want = json.dumps(special_text(vocab) + "x")
+
+    def check(s: str) -> bool:
+        try:
+            return json.loads(s) == special_text(vocab) + "x"
+        except ValueError:
+            return False
+
+    return G.Case(SPECIAL_PATTERN_CASE, json_grammar(schema), check,
+                  f"a json_schema string whose pattern spells the special token {special_text(vocab)!r}",
+                  lambda s, w=want: w.startswith(s))
+
+
 def case_spec(case: str, vocab: Vocab | None = None) -> G.Case:
     """The `generate.Case` of a server case: the matrix's own, the JSON case for the extra JSON
-    cases, the vocab's special literal for `special_literal`."""
-    if case == SPECIAL_CASE:
-        spec = special_case(vocab) if vocab is not None else None
+    cases, the vocab's special literal or pattern for the two bug C cases."""
+    if case in SPECIAL_CASES:
+        spec = (special_case if case == SPECIAL_CASE else special_pattern_case)(vocab) if vocab is not None else None
         if spec is None:
             raise InputError(f"case {case}", "the vocab has no end-of-turn token with printable text")
         return spec
@@ -110,6 +155,8 @@ def judge_case(case: str) -> G.Case:
     rejected schema is judged by whether the server said so, in `ask`)."""
     if case == SPECIAL_CASE:
         return G.CASES["forced_literal"]  # its prompt: the special literal is judged by `case_spec`
+    if case == SPECIAL_PATTERN_CASE:
+        return G.CASES["json_enum"]  # its prompt: the pattern is judged by `case_spec`
     return G.CASES["json_enum" if case in EXTRA_CASES else case]
 
 
@@ -129,12 +176,18 @@ def request_for(case: str, prompt: G.Prompt, n_predict: int, seed: int, temperat
         c = G.CASES["json_enum"]
         return "/v1/chat/completions", "response_format", {
             "messages": [{"role": "user", "content": c.instruction}], "max_tokens": n_predict, "temperature": temperature,
-            "seed": seed, "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": {**G.JSON_SCHEMA, **G.JSON_OPTIONS}}}}
+            "seed": seed, "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": {**G.JSON_SCHEMA, **G.JSON_OPTIONS}}},
+            # the chat endpoint returns its tokens only with their probabilities: they are the
+            # cross-check of its text (`content_match`)
+            "logprobs": True, "top_logprobs": 0}
     body = {"prompt": prompt.text, **common}
     if case == REJECTED_CASE:
         return "/completion", "json_schema", {**body, "json_schema": REJECTED_SCHEMA}
     if case == "json_enum":
         return "/completion", "json_schema", {**body, "json_schema": {**G.JSON_SCHEMA, **G.JSON_OPTIONS}}
+    if case == SPECIAL_PATTERN_CASE:
+        schema = special_pattern_schema(vocab) if vocab is not None else None
+        return "/completion", "json_schema", {**body, "json_schema": schema or {}}
     if case == GBNF_CASE:
         return "/completion", "grammar (GBNF)", {**body, "grammar": gbnf_of(G.JSON_SCHEMA)}
     if case == "":
@@ -164,6 +217,9 @@ class ServerRow:
     stop_type: str = ""
     error: str = ""  # the body's error message, or the first llg error, verbatim first line
     first_violation: int | None = None  # the first token the grammar does not allow (truth bridge), None: none
+    # the judge's bytes against the server's own `content` (`content_match`): "same", "same after
+    # RULE", "differs ..." (then the outcome is DISAGREES), "no tokens returned"; "" with no answer
+    content_match: str = ""
     tokens: list[int] = field(default_factory=list)
     tok_s: float = 0.0  # timings.predicted_per_second
 
@@ -172,8 +228,8 @@ class ServerRow:
         and length vary across CPUs of one kind (`generate.MatrixRow.row`): its row keeps the
         outcome, and the text goes to the result's `outputs`."""
         row = {k: v for k, v in self.__dict__.items() if k not in ("tokens", "tok_s")}
-        if not self.synthetic:
-            row.update(output="", n_tokens=0)
+        if not self.synthetic:  # where in its text a real model broke the grammar varies with its text
+            row.update(output="", n_tokens=0, first_violation=None)
         return row
 
 
@@ -183,36 +239,86 @@ def show_text_of(text: str, limit: int = 80) -> str:
 
 
 def _strip_eog(vocab: Vocab, tokens: list[int]) -> tuple[list[int], bool]:
-    import llama_cpp
-
+    eog = set(vocab.eog_tokens)
     for i, t in enumerate(tokens):
-        if llama_cpp.llama_vocab_is_eog(vocab.llama_vocab, t):
+        if t in eog:
             return tokens[:i], True
     return tokens, False
 
 
-def _content(body: dict[str, Any], endpoint: str) -> tuple[str, list[int], str, float]:
-    """(text, tokens, stop type, tokens/s) from a response body."""
+def _content(body: dict[str, Any], endpoint: str) -> tuple[str, list[int] | None, str, float]:
+    """(text, tokens, stop type, tokens/s) from a response body; tokens None where the body has none
+    (the chat endpoint gives them only through `logprobs`)."""
     timings = body.get("timings") or {}
     tps = float(timings.get("predicted_per_second") or 0.0)
     if endpoint == "/completion":
-        return str(body.get("content", "")), [int(t) for t in body.get("tokens") or []], str(body.get("stop_type", "")), tps
+        toks = body.get("tokens")
+        return (str(body.get("content", "")), [int(t) for t in toks] if isinstance(toks, list) else None,
+                str(body.get("stop_type", "")), tps)
     choice = (body.get("choices") or [{}])[0]
     text = str((choice.get("message") or {}).get("content") or "")
-    return text, [], str(choice.get("finish_reason", "")), tps
+    probs = (choice.get("logprobs") or {}).get("content")
+    toks = [int(p["id"]) for p in probs if isinstance(p, dict) and "id" in p] if isinstance(probs, list) else None
+    return text, toks, str(choice.get("finish_reason", "")), tps
+
+
+def content_match(vocab: Vocab, tokens: list[int] | None, content: str) -> str:
+    """The judge's bytes for `tokens` (every returned token's real piece) against the server's own
+    `content`: "same" when they are one text, "same after utf8" when they are one text once invalid
+    UTF-8 is replaced as the server replaces it (`CONTENT_RULES`), "no tokens returned", or
+    "differs at byte N: judge ..., server ..." naming the first difference."""
+    if tokens is None:
+        return "no tokens returned"
+    judged = vocab.real_bytes(tokens)  # rules "pieces" and "control": the judge's own call
+    said = content.encode("utf-8", "surrogatepass")
+    if judged == said:
+        return "same"
+    if judged.decode("utf-8", "replace") == content:
+        return "same after utf8"
+    at = next((i for i, (a, b) in enumerate(zip(judged, said)) if a != b), min(len(judged), len(said)))
+    return (f"differs at byte {at}: judge {show_text_of(judged[at:at + 24].decode('utf-8', 'backslashreplace'), 24)!r}, "
+            f"server {show_text_of(said[at:at + 24].decode('utf-8', 'backslashreplace'), 24)!r}")
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One answer's tokens as the checks see them."""
+
+    outcome: str  # pass, violation, truncated
+    shown: str  # the text recorded (`generate.recorded_output`)
+    first_violation: int | None  # the first token the grammar does not allow there (truth bridge)
+    output: bytes  # the real bytes of the tokens up to the end-of-generation token
+
+
+def judge_tokens(vocab: Vocab, case: str, tokens: list[int], stop: str) -> Judged:
+    """Judge one `/completion` answer from its tokens: decoded as real pieces, checked by the
+    case's own check, its first violation found by the truth bridge. Shares nothing mutable between
+    calls (the load test calls it from several threads on one `Vocab`)."""
+    c = case_spec(case, vocab)
+    kept, eog = _strip_eog(vocab, tokens)
+    g = G.Generation(tokens=kept, output=vocab.real_bytes(kept), stop="eog" if eog or stop == "eos" else "limit" if stop == "limit" else stop)
+    judged_by = c.grammar if case in SPECIAL_CASES else violation_grammar(case)
+    shown = G.recorded_output(vocab, G.Case(case, judged_by, c.check, c.description), g)
+    return Judged(G.judge(c, g), shown, G.first_violation(vocab, judged_by, kept), g.output)
 
 
 def ask(srv: S.Server, vocab: Vocab, model: str, synthetic: bool, llg: str, sampler: str, case: str, prompt: G.Prompt,
         max_tokens: int, seed: int, temperature: float, timeout: float = S.REQUEST_TIMEOUT) -> ServerRow:
-    """One case, one request, judged."""
+    """One case, one request, judged, with the `llg error` lines the server logged meanwhile
+    (requests are sent one at a time, so the log between two is that request's)."""
     endpoint, sent_as, body = request_for(case, prompt, max_tokens, seed, temperature, vocab)
     start = srv.log_size()
     reply = S.post(srv, endpoint, body, timeout)
     log = srv.settled_log(start)
-    llg_errs = LLG_ERROR.findall(log)
     # the warning comes once per vocab, so it is remembered rather than the whole log read again
     srv.said_greedy = srv.said_greedy or GREEDY_LINE in log
-    greedy = srv.said_greedy
+    return answered(srv, vocab, model, synthetic, llg, sampler, case, endpoint, sent_as, reply, LLG_ERROR.findall(log), srv.said_greedy)
+
+
+def answered(srv: S.Server, vocab: Vocab, model: str, synthetic: bool, llg: str, sampler: str, case: str, endpoint: str,
+             sent_as: str, reply: S.Reply, llg_errs: list[str], greedy: bool) -> ServerRow:
+    """The row of one reply. Reads the server's state (is it alive, its last log lines) and changes
+    nothing: the load test calls it from several threads."""
 
     def row(outcome: str, text: str = "", tokens: list[int] | None = None, stop: str = "", error: str = "", tps: float = 0.0) -> ServerRow:
         return ServerRow(model, vocab.name, synthetic, llg, sampler, case, endpoint, sent_as, reply.status,
@@ -229,21 +335,27 @@ def ask(srv: S.Server, vocab: Vocab, model: str, synthetic: bool, llg: str, samp
                    error=reply.error or (llg_errs[0] if llg_errs else ""))
     if reply.status != 200 or reply.error or reply.body is None:
         return row("error", error=reply.error or reply.text[:300])
-    text, tokens, stop, tps = _content(reply.body, endpoint)
+    return judged_row(row, vocab, case, endpoint, reply.body)
+
+
+def judged_row(row: Any, vocab: Vocab, case: str, endpoint: str, body: dict[str, Any]) -> ServerRow:
+    """An answered request's row: judged from its tokens (`judge_tokens`), its bytes compared with
+    the server's `content`; `row(outcome, text, tokens, stop, tps=...)` makes the row."""
+    text, got, stop, tps = _content(body, endpoint)
+    tokens = got or []
+    match = content_match(vocab, got, text)
     if case == "":  # the unconstrained baseline: only its speed is wanted
-        return row("unconstrained", text, tokens, stop, tps=tps)
-    c = case_spec(case, vocab)
-    if endpoint == "/completion":
-        tokens, eog = _strip_eog(vocab, tokens)
-        g = G.Generation(tokens=tokens, output=vocab.real_bytes(tokens), stop="eog" if eog or stop == "eos" else "limit" if stop == "limit" else stop)
-        judged_by = c.grammar if case == SPECIAL_CASE else violation_grammar(case)
-        shown = G.recorded_output(vocab, G.Case(case, judged_by, c.check, c.description), g)
-        at = G.first_violation(vocab, judged_by, tokens)
-    else:
+        r = row("unconstrained", text, tokens, stop, tps=tps)
+    elif endpoint == "/completion":
+        j = judge_tokens(vocab, case, tokens, stop)
+        r = row(j.outcome, j.shown, _strip_eog(vocab, tokens)[0], stop, tps=tps)
+        r.first_violation = j.first_violation
+    else:  # the chat endpoint: its message text is judged (its tokens, where given, are only the cross-check)
         g = G.Generation(output=text.encode(), stop="limit" if stop == "length" else "eog")
-        shown, at = text, None
-    r = row(G.judge(c, g), shown, tokens, stop, tps=tps)
-    r.first_violation = at
+        r = row(G.judge(case_spec(case, vocab), g), text, _strip_eog(vocab, tokens)[0], stop, tps=tps)
+    r.content_match = match
+    if match.startswith("differs"):
+        r.outcome = DISAGREES
     return r
 
 
@@ -255,12 +367,14 @@ class LoadResult:
     requests: int
     parallel: int
     passed: int
-    violations: int
+    violations: int  # the judge's, each confirmed by the server's own content (content_match "same...")
     other: int  # truncated, errors, no answer
     differ_from_sequential: int  # requests whose outcome is not the same case's sequential outcome
     healthy_after: bool
     llg_errors: int
     seconds: float
+    round: int = 1  # which repetition of the load test on this build
+    judge_disagrees: int = 0  # answers whose tokens and content disagree: a bug of this suite's until shown otherwise
     violating: str = ""  # each violation: case, stop type and the text's start, for a reader to check
 
     def row(self) -> dict[str, Any]:
@@ -269,29 +383,43 @@ class LoadResult:
 
 def load(exe: Path, model: Path, vocab: Vocab, synthetic: bool, llg: str, sampler: str, cases: list[str],
          prompts: dict[str, G.Prompt], sequential: dict[str, str], log_path: Path, requests: int = 32, parallel: int = 4,
-         max_tokens: int = 64, seed: int = 0, n_gpu_layers: int = 0) -> LoadResult:
+         max_tokens: int = 64, seed: int = 0, n_gpu_layers: int = 0) -> tuple[LoadResult, list[ServerRow]]:
     """`requests` constrained requests (the cases in turn) over `parallel` slots at once, every
     output judged; `sequential` holds each case's outcome from the one-at-a-time run, so a slot
-    whose matcher died touching another shows as an outcome that changed."""
+    whose matcher died touching another shows as an outcome that changed. Returns the summary and
+    each request's row (its `content_match` the server's own word on its bytes).
+
+    The threads share the server handle and the vocab, and change neither: each posts, then
+    judges its own reply (`answered`); the log is read once, after every answer is in."""
     t0 = time.perf_counter()
     order = [cases[i % len(cases)] for i in range(requests)]
+
+    def one(srv: S.Server, case: str) -> ServerRow:
+        endpoint, sent_as, body = request_for(case, prompts[case], max_tokens, seed, 0.0, vocab)
+        return answered(srv, vocab, model.name, synthetic, llg, sampler, case, endpoint, sent_as, S.post(srv, endpoint, body), [], False)
+
     # one thread: ggml's threads spin while they wait, and on 2 shared cores two of them beside the
     # client's judging threads made each request 60 times slower than one at a time
     with S.serve(exe, model, log_path, parallel=parallel, threads=1, n_gpu_layers=n_gpu_layers) as srv:
         with ThreadPoolExecutor(max_workers=parallel) as pool:
-            rows = list(pool.map(lambda c: ask(srv, vocab, model.name, synthetic, llg, sampler, c, prompts[c], max_tokens, seed, 0.0),
-                                 order))
-        healthy = srv.alive() and S.http_status(srv.base + "/health", 5.0) == 200
+            rows = list(pool.map(lambda c: one(srv, c), order))
+        healthy = srv.alive() and S.answers_health(srv, 5.0)
         llg_total = len(LLG_ERROR.findall(srv.log()))
     outcomes = [r.outcome for r in rows]
-    return LoadResult(model.name, llg, sampler, requests, parallel, outcomes.count("pass"), outcomes.count("violation"),
-                      len(outcomes) - outcomes.count("pass") - outcomes.count("violation"),
-                      sum(1 for r in rows if r.outcome != sequential.get(r.case)), healthy, llg_total,
-                      round(time.perf_counter() - t0, 3),
-                      "; ".join(sorted({f"{r.case} ({r.stop_type}): {r.output[:40]!r}" for r in rows if r.outcome == "violation"})[:3]))
+    counted = ("pass", "violation", DISAGREES)
+    result = LoadResult(model.name, llg, sampler, requests, parallel, outcomes.count("pass"), outcomes.count("violation"),
+                        sum(1 for o in outcomes if o not in counted),
+                        sum(1 for r in rows if r.outcome != sequential.get(r.case)), healthy, llg_total,
+                        round(time.perf_counter() - t0, 3), judge_disagrees=outcomes.count(DISAGREES),
+                        violating="; ".join(sorted({f"{r.case} ({r.stop_type}): {r.output[:40]!r}" for r in rows if r.outcome == "violation"})[:3]))
+    return result, rows
 
 
 # -- the port against the server -------------------------------------------------------------
+REAL_COMPARED = "outcome"  # what a real model's cell compares (`differential`)
+SYNTHETIC_COMPARED = "outcome and tokens"
+
+
 @dataclass(frozen=True)
 class DiffCell:
     model: str
@@ -299,12 +427,15 @@ class DiffCell:
     sampler: str
     port_outcome: str
     server_outcome: str
-    compared_tokens: int  # up to the first violation of either (or all, when neither broke the grammar)
-    first_differing_token: int | None  # its index, None when the tokens agree that far
+    compared: str  # SYNTHETIC_COMPARED, or REAL_COMPARED for a real model
+    compared_tokens: int | None  # up to the first violation of either (or all, when neither broke the grammar); None: not compared
+    first_differing_token: int | None  # its index, None when the tokens agree that far (or were not compared)
     same: bool
 
     def row(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        """Integers stay integers in a table: "" where a count was not measured (a real model's
+        tokens) or there is no differing token."""
+        return {k: "" if v is None else v for k, v in self.__dict__.items()}
 
 
 def differential(matrix: dict[str, Any], served: dict[str, Any]) -> list[DiffCell]:
@@ -313,7 +444,13 @@ def differential(matrix: dict[str, Any], served: dict[str, Any]) -> list[DiffCel
 
     The tokens are compared up to the server's first violation (its row's `first_violation`,
     found by the truth bridge when it ran), or all of them when it has none: tokens equal that far
-    are equally legal on both sides, so no second judge is needed here."""
+    are equally legal on both sides, so no second judge is needed here.
+
+    A real model's cell compares the outcomes only, as the matrix keeps a real model's outcome and
+    not its text: its tokens come from quantized kernels built for this CPU (`-march=native`), and at
+    temperature 0 a near-tie breaks another way on another machine of the same kind (Gemma 3 270M's
+    `no_space` differed from its first token on one), so a committed count of equal tokens would not
+    regenerate there. Its tokens stay in the results."""
     port = {(r["model"], r["case"], r["bridge"]): (r, t) for r, t in zip(matrix["rows"], matrix.get("tokens") or [], strict=False)}
     out = []
     for r, toks in zip(served["rows"], served.get("tokens") or [], strict=False):
@@ -323,12 +460,16 @@ def differential(matrix: dict[str, Any], served: dict[str, Any]) -> list[DiffCel
         if hit is None:
             continue
         pr, ptoks = hit
+        if not r.get("synthetic", True):
+            out.append(DiffCell(r["model"], r["case"], r["sampler"], pr["outcome"], r["outcome"], REAL_COMPARED, None, None,
+                                pr["outcome"] == r["outcome"]))
+            continue
         fv = r.get("first_violation")
         n = len(toks) if fv is None else min(len(toks), fv + 1)
         diff = next((i for i in range(min(n, len(ptoks))) if ptoks[i] != toks[i]), None)
         if diff is None and (len(ptoks) < n or (fv is None and len(ptoks) != len(toks))):
             diff = min(len(ptoks), n)  # one stopped where the other went on
-        out.append(DiffCell(r["model"], r["case"], r["sampler"], pr["outcome"], r["outcome"], n, diff,
+        out.append(DiffCell(r["model"], r["case"], r["sampler"], pr["outcome"], r["outcome"], SYNTHETIC_COMPARED, n, diff,
                             pr["outcome"] == r["outcome"] and diff is None))
     return sorted(out, key=lambda d: (d.model, d.case, d.sampler))
 
@@ -345,9 +486,11 @@ def payload(model: Path, run: "Run", settings: dict[str, Any]) -> dict[str, Any]
         "n_gpu_layers": run.n_gpu_layers,
         "cases": {c: {"prompt": run.prompts[c].text, "prompt_kind": run.prompts[c].kind,
                       "sent_as": request_for(c, run.prompts[c], 1, 0, 0.0)[1],
-                      **({"grammar": run.special_grammar} if c == SPECIAL_CASE else {})} for c in cases},
+                      **({"grammar": run.special_grammar} if c == SPECIAL_CASE else {}),
+                      **({"json_schema": run.special_schema} if c == SPECIAL_PATTERN_CASE else {})} for c in cases},
         "builds": {b.name: file_sha256(b) for b in S.builds() if b.exists()},
         "rows": [r.row() for r in run.rows], "tokens": [r.tokens for r in run.rows], "outputs": [r.output for r in run.rows], "load": [x.row() for x in run.loads],
+        "load_violations": run.load_violations,
         "timing": {"constrained_tok_s": [{"llguidance": r.llguidance, "sampler": r.sampler, "case": r.case, "tok_s": r.tok_s}
                                          for r in run.rows],
                    "unconstrained_tok_s": run.baseline,
@@ -394,6 +537,16 @@ def prompts_for(llm: Any, cases: list[str], style: str) -> dict[str, G.Prompt]:
 LOG_DIR = S.SERVER / "logs"  # each server's log, per input and build (generated, not a result)
 
 
+def log_dir_for(results_dir: str) -> Path:
+    """Where a run writing its result to `results_dir` keeps its servers' logs: `LOG_DIR` for the
+    main results; beside any other results (a what-if's), so that a what-if named like a main input
+    never truncates the main run's logs."""
+    from .paths import RESULTS, resolve
+
+    where = resolve(results_dir)
+    return LOG_DIR if where.resolve() == RESULTS.resolve() else where.parent / "logs" / "server"
+
+
 @dataclass
 class Run:
     """One model through every server build."""
@@ -406,19 +559,37 @@ class Run:
     port_llguidance: str
     n_gpu_layers: int = 0  # as the servers ran (the parameter, or make's N_GPU_LAYERS)
     special_grammar: str = ""  # the special literal's grammar on this vocab
+    special_schema: dict[str, Any] = field(default_factory=dict)  # the special pattern's schema on this vocab
+    # each load-test violation the server's own content confirms, with the request that shows it
+    load_violations: list[dict[str, Any]] = field(default_factory=list)
+
+
+class JudgeDisagrees(InputError):
+    """The judge's bytes for a reply's tokens are not the server's `content`: a bug of this suite's
+    until shown otherwise, so the run publishes nothing."""
+
+
+def curl_for(endpoint: str, body: dict[str, Any], base: str = "http://127.0.0.1:8080") -> str:
+    """A request as a maintainer pastes it into a shell."""
+    import shlex
+
+    return f"curl -s {base}{endpoint} -H 'Content-Type: application/json' -d {shlex.quote(json.dumps(body, ensure_ascii=False))}"
 
 
 def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: list[str], prompt: str = "auto",
         samplers: tuple[str, ...] = S.SAMPLERS, temperature: float = 0.0, seed: int = 0, max_tokens: int = 64,
         load_requests: int = 0, parallel: int = 4, n_gpu_layers: int = 0, say: Any = print,
-        candidates: tuple[str, ...] = S.CANDIDATES) -> Run:
+        candidates: tuple[str, ...] = S.CANDIDATES, log_dir: Path | None = None, load_rounds: int = 1) -> Run:
     """Every case on every built server (`server.built`), one request at a time, then, when
     `load_requests`, the load test (synthetic models only: a real model on 2 cores would take
     minutes per build). The load test is `make bench`'s (`bench.server_load`), not the report's: how
     a server batches concurrent requests changes from run to run, and so, on some runs, does the
     outcome. The candidate patches' servers (`candidates`) answer the same cases on llguidance as
-    llama.cpp pins it, with no load test. Raises InputError with the build's reason when no server
-    is built."""
+    llama.cpp pins it, with no load test. `load_rounds` repeats the load test on each build (a
+    fresh server each time): an outcome that comes and goes shows as a spread. Each server's log goes
+    to `log_dir`/NAME (default `LOG_DIR`). Raises InputError with the build's reason when no server
+    is built, and JudgeDisagrees, naming the request, when the judge's bytes and a server's own
+    `content` disagree on any answer: a finding about the server is the server's own words."""
     status, why = S.built()
     if why:
         raise InputError(f"server for {name}", why)
@@ -428,9 +599,10 @@ def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: l
         raise InputError("parameter cases", f"unknown case(s) {unknown}; choose from {[*G.CASES, *EXTRA_CASES]}")
     G.check_generative(model)
     vocab = Vocab(model, name)
-    if SPECIAL_CASE in cases and special_case(vocab) is None:
-        say(f"{name}: no end-of-turn token with printable text: {SPECIAL_CASE} left out")
-        cases = [c for c in cases if c != SPECIAL_CASE]
+    vocab.require_text()
+    if special_case(vocab) is None and any(c in SPECIAL_CASES for c in cases):
+        say(f"{name}: no end-of-turn token with printable text: {', '.join(c for c in cases if c in SPECIAL_CASES)} left out")
+        cases = [c for c in cases if c not in SPECIAL_CASES]
     llm = G.load_model(model, n_ctx=64)  # only for the prompts: the chat template and the tokens of its text
     style = G.prompt_style(llm, prompt, synthetic, instruct)
     prompts = prompts_for(llm, cases, style)
@@ -438,6 +610,8 @@ def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: l
     versions = list(status["llguidance"])
     rows: list[ServerRow] = []
     loads: list[LoadResult] = []
+    disputed: list[ServerRow] = []
+    confirmed: list[dict[str, Any]] = []
     baseline: dict[str, float] = {}
     pin = S.LLG_PINNED if S.LLG_PINNED in versions else versions[0]
     for llg in versions:
@@ -446,7 +620,8 @@ def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: l
             if s in candidates and not exe.exists():
                 say(f"{exe.name}: not built, left out")
                 continue
-            got, base = run_build(exe, model, vocab, synthetic, llg, s, cases, prompts, LOG_DIR / name / f"{exe.name}.log",
+            logs = (log_dir or LOG_DIR) / name
+            got, base = run_build(exe, model, vocab, synthetic, llg, s, cases, prompts, logs / f"{exe.name}.log",
                                   max_tokens, seed, temperature, n_gpu_layers)
             rows += got
             baseline[f"{s}-{llg}"] = base
@@ -454,14 +629,29 @@ def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: l
             say(f"{exe.name}: {passed}/{len(got)} pass, {sum(r.llg_errors for r in got)} llg errors, "
                 f"{sum(r.error_field for r in got)} error fields")
             if synthetic and load_requests and s not in candidates:
-                loaded = [c for c in cases if c not in (CHAT_CASE, REJECTED_CASE, SPECIAL_CASE)]
-                try:
-                    x = load(exe, model, vocab, synthetic, llg, s, loaded, prompts, {r.case: r.outcome for r in got},
-                             LOG_DIR / name / f"{exe.name}-load.log", load_requests, parallel, max_tokens, seed, n_gpu_layers)
+                loaded = [c for c in cases if c not in (CHAT_CASE, REJECTED_CASE, *SPECIAL_CASES)]
+                for k in range(1, load_rounds + 1):
+                    try:
+                        x, answers = load(exe, model, vocab, synthetic, llg, s, loaded, prompts, {r.case: r.outcome for r in got},
+                                          logs / f"{exe.name}-load.log", load_requests, parallel, max_tokens, seed, n_gpu_layers)
+                    except Exception as e:  # noqa: BLE001 - the load test's failure costs its own row, never the rows above
+                        say(f"  load round {k}: {first_line(str(e)) or type(e).__name__}")
+                        continue
+                    x.round = k
                     loads.append(x)
-                    say(f"  load: {x.requests} requests over {x.parallel} slots: {x.violations} violations, "
-                        f"{x.differ_from_sequential} differ from one at a time, healthy after: {x.healthy_after}")
-                except S.ServerError as e:
-                    say(f"  load: {first_line(str(e))}")
+                    disputed += [r for r in answers if r.outcome == DISAGREES]
+                    confirmed += [{"round": k, "case": r.case, "output": r.output, "content_match": r.content_match,
+                                   "curl": curl_for(*request_for(r.case, prompts[r.case], max_tokens, seed, 0.0, vocab)[::2]),
+                                   "server": f"{exe.name} -m {model.name} --parallel {parallel} -t 1"}
+                                  for r in answers if r.outcome == "violation" and r.content_match.startswith("same")]
+                    say(f"  load round {k}: {x.requests} requests over {x.parallel} slots: {x.violations} violations, "
+                        f"{x.judge_disagrees} judge disagreements, {x.differ_from_sequential} differ from one at a time, "
+                        f"healthy after: {x.healthy_after}")
+    disputed = [r for r in rows if r.outcome == DISAGREES] + disputed
+    if disputed:
+        r = disputed[0]
+        raise JudgeDisagrees(f"server on {name}", f"the judge and the server disagree on {r.sampler}-{r.llguidance} {r.case} "
+                                                  f"({r.content_match}); {len(disputed)} answer(s) so, nothing of this run is published")
     spec = special_case(vocab) if SPECIAL_CASE in cases else None
-    return Run(rows, loads, baseline, prompts, versions, S.venv_llguidance(), n_gpu_layers, spec.grammar if spec else "")
+    return Run(rows, loads, baseline, prompts, versions, S.venv_llguidance(), n_gpu_layers, spec.grammar if spec else "",
+               (special_pattern_schema(vocab) or {}) if SPECIAL_PATTERN_CASE in cases else {}, confirmed)
