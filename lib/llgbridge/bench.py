@@ -45,7 +45,7 @@ import llama_cpp
 import pandas as pd
 from tqdm import tqdm
 
-from . import _llamacall, bridges, corpus, generate, maskpath, models, native, params, regen, server, serving, synth
+from . import _llamacall, bridges, corpus, generate, loadtest, maskpath, models, native, params, regen, synth
 from .census import classify, detokenize_mechanisms, loaded_meta, observed_add_space_prefix, run_census
 from .cbuild import llama_dirs
 from .census_worker import now
@@ -55,14 +55,13 @@ from .maskpath import GRAMMAR
 from .paths import DATA, REPORTS, RESULTS, ROOT, VOCABS, vocab_path, write_atomic
 from .regen import GOALS
 from .report import Table
-from .report.data import CORPUS_TIMING_JSON, SERVER_LOAD_CSV
+from .report.data import CORPUS_TIMING_JSON
 from .vocab import MAX_PIECE, Vocab
 
 SOURCE = ROOT / "bench" / "census.c"
 BUILD = DATA / "bench"
 TIMED_BRIDGES = ("upstream", "fixed")  # the two the PR changes between; sentinel is not timed
 GOAL = 1.5  # the issue's target for python/C over all fixtures
-LOAD_REQUESTS = 32  # the server load test's, over the server notebook's `parallel` slots
 
 
 @dataclass(frozen=True)
@@ -346,7 +345,7 @@ def write_reports(
     out: Path, ref: dict[str, Line], py: list[Run], c: list[Run], checks: float, stages: list[tuple[str, float]],
     builds: dict[tuple[str, str], float], meta: dict[str, str], paths: list[dict[str, Any]],
     real: list[dict[str, Any]], mask: list[dict[str, Any]], regens: dict[str, Any] | None = None,
-    load: list[dict[str, Any]] | None = None, corpus_time: dict[str, Any] | None = None,
+    load: loadtest.LoadRun | None = None, corpus_time: dict[str, Any] | None = None,
 ) -> None:
     total_tokens = sum(x.n_tokens for x in ref.values())
     rows = census_rows(ref, py, c, checks)
@@ -425,13 +424,16 @@ def write_reports(
               f"{r['mask_ms']:.2f}", f"{r['step_ms']:.1f}", f"{100 * r['mask_share']:.1f}%", f"{r['constrained_tok_s']:.1f}",
               f"{r['unconstrained_tok_s']:.1f}"] for r in real])},
         "regen": regen_context(regens, GOALS),
-        "server_load": server_load_context(load or []),
+        "server_load": None if load is None else {"md": loadtest.SERVER_LOAD_MD, "rounds": load.rounds,
+                                                  "fixed_violations": sum(r["violations"] for r in load.rows if r["sampler"] == "fixed"),
+                                                  "disagrees": sum(r["judge_disagrees"] for r in load.rows),
+                                                  "builds": len(load.rows)},
         "corpus_time": corpus_mask_time_context(corpus_time),
     }
     if corpus_time:
         write_atomic(out / CORPUS_TIMING_JSON, json.dumps(corpus_time, indent=1, sort_keys=True) + "\n")
-    if context["server_load"]:  # the table bench.md shows, as the report reads it back
-        write_atomic(out / SERVER_LOAD_CSV, context["server_load"]["table"].csv)
+    if load is not None:
+        loadtest.write(out, load)
     write_atomic(out / "bench.md", render(context))
 
 
@@ -556,43 +558,6 @@ def real_decode_timing(repeat: int = 3, n_threads: int = DECODE_THREADS) -> list
     return out
 
 
-def server_load(models_dir: Path = DATA / "models") -> list[dict[str, Any]]:
-    """The load test through the real llama-server (`serving.load`) on every synthetic model in
-    `models_dir`: on each build (upstream and fixed, each llguidance version), the server notebook's
-    cases one request at a time, then `LOAD_REQUESTS` constrained requests over its slots at once, each output
-    judged. Here and not in the report: how the server batches concurrent requests, and with it
-    what a random-weight model samples, changes from run to run, and so, on some runs, does the
-    outcome; the report quotes this run's table as the snapshot it is. A model whose servers fail
-    is left out with a line on stderr; no server built: no rows."""
-    _, why = server.built()
-    if why:
-        print(f"bench: server load test skipped: {why}", file=sys.stderr)
-        return []
-    p = params.declared("server")
-    rows: list[dict[str, Any]] = []
-    for path in tqdm(sorted(models_dir.glob("synthetic-*.gguf")), desc="server under load", file=sys.stderr):
-        name = path.stem.removeprefix("synthetic-")
-        try:
-            run = serving.run(name, path, True, None, list(p["cases"]), p["prompt"], tuple(p["samplers"]), p["temperature"],
-                              p["seed"], p["max_tokens"], LOAD_REQUESTS, p["parallel"], say=lambda _line: None, candidates=())
-        except InputError as e:
-            print(f"bench: server load test on {name} skipped: {e}", file=sys.stderr)
-            continue
-        rows += [x.row() for x in run.loads]
-    return rows
-
-
-def server_load_context(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    if not rows:
-        return None
-    bad = [r for r in rows if r["sampler"] == "fixed" and r["violations"]]
-    return {"table": _table(list(rows[0]), [list(r.values()) for r in rows]), "requests": rows[0]["requests"],
-            "parallel": rows[0]["parallel"],
-            "fixed_bad": [f"{r['model']} on llguidance {r['llguidance']}, {r['violations']} of {r['requests']} requests "
-                          f"({r['violating']})" for r in bad],
-            "on_gbnf": any("json_enum_gbnf" in r["violating"] for r in bad)}
-
-
 def corpus_mask_time(vocabs: list[str]) -> dict[str, Any] | None:
     """The report's corpus sample (the corpus notebook's schemas, seed and bridges) on `vocabs`,
     walked afresh (no job cache) and timed: `llg_matcher_compute_mask` per step, as
@@ -654,12 +619,15 @@ def main(argv: list[str] | None = None) -> int:
     stages = ablation(paths)
     builds = bridge_builds(paths, args.repeat)
     regens = regen.measure(tuple(args.regen)) if args.regen else None
+    load = loadtest.run()
     write_reports(args.out, c_runs[0].lines, py_runs, c_runs, checks, stages, builds, meta,
-                  mask_path_timing(), real_decode_timing(), generation_timing(), regens, server_load(),
+                  mask_path_timing(), real_decode_timing(), generation_timing(), regens, load,
                   corpus_mask_time(args.corpus_vocabs.split() if args.corpus_vocabs is not None else
                                    sorted(f.stem for f in (RESULTS / "corpus").glob("*.json"))))
     print(f"wrote {args.out / 'bench.csv'} and {args.out / 'bench.md'}")
-    return 0
+    for line in load.failures:
+        print(f"bench: load test: {line}", file=sys.stderr)
+    return 1 if loadtest.failed(load) else 0
 
 
 if __name__ == "__main__":
