@@ -4,6 +4,7 @@ the way one that dies is (issue 24, item 11), and its job alone pays for it."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -83,3 +84,45 @@ def test_a_stopped_notebook_worker_costs_its_input_one_retry(tmp_path: Path) -> 
     stopped = int(marker.read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(stopped, 0)
+
+
+CTRL_C_PARENT = """
+import json, os, signal, sys
+from pathlib import Path
+from llgbridge import batch
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a parent that ignores Ctrl-C: its workers must not die of it
+    os.environ["CTRL_C_GROUP"] = str(os.getpgrp())  # the group the notebooks signal, through the workers' environment
+    tmp = Path(sys.argv[1])
+    statuses, starts = batch.run_pool([("a", ["first", "second"])], 1, results=tmp / "res", say=lambda _: None,
+                                      out_root=tmp / "r", notebooks=tmp / "nbs")
+    print(json.dumps([[s["notebook"], s["status"], s.get("error", "")] for s in statuses] + [len(starts)]))
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_at_the_terminal_is_not_recorded_as_a_crash(tmp_path: Path) -> None:
+    """Ctrl-C at the terminal sends SIGINT to the whole foreground process group, `make`'s, which the
+    pool's workers were in: nbclient's own handler killed the kernel mid-notebook and the run was
+    recorded as "the kernel died (a crash inside native code)" (with a parent that ignores SIGINT,
+    published as such). Here each of two notebooks sends SIGINT to its pool's process group, as the
+    terminal would, and both finish as if nothing happened, on one worker."""
+    import subprocess
+    import sys
+
+    from helpers import write_notebook as _notebook
+
+    nbs = tmp_path / "nbs"
+    nbs.mkdir()
+    code = ("import json, os, pathlib, signal, time\nos.killpg(int(os.environ['CTRL_C_GROUP']), signal.SIGINT)\ntime.sleep(1.5)\n"
+            "p = pathlib.Path(results_dir) / NAME / (vocab + '.json')\np.parent.mkdir(parents=True, exist_ok=True)\n"
+            "p.write_text(json.dumps({'status': 'ok', 'notebook': NAME, 'vocab': vocab}))")
+    for name in ("first", "second"):
+        _notebook(nbs, name, f"NAME = {name!r}\n" + code)
+    script = tmp_path / "parent.py"
+    script.write_text(CTRL_C_PARENT)
+    # the parent leads a process group of its own, as `make` leads the terminal's
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True, cwd=Path(__file__).parents[1])
+    out, _ = proc.communicate(timeout=300)
+    assert json.loads(out.strip().splitlines()[-1]) == [["first", "ok", ""], ["second", "ok", ""], 1]

@@ -68,7 +68,14 @@ def process_age() -> float:
 
 
 def _child(conn: Connection, service: Service, args: tuple[Any, ...], heartbeat: float) -> None:
-    # the terminal's Ctrl-C reaches the whole process group; the parent alone decides to stop
+    # The parent alone decides to stop (it stops its workers with SIGTERM). The terminal's Ctrl-C
+    # goes to the foreground process group, so a worker leaves it: ignoring SIGINT was not enough,
+    # since nbclient installs a SIGINT handler of its own while a notebook runs (it kills the kernel,
+    # and the run was recorded as a crash inside native code) and puts Python's default handler back
+    # after it. A SIGINT sent to a worker itself still ends its run as an interruption (run.Interrupted),
+    # never as a crash.
+    if os.getsid(0) != os.getpid():
+        os.setsid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     lock = threading.Lock()
 

@@ -18,8 +18,10 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -60,7 +62,7 @@ def _one_line(e: BaseException) -> str:
         return f"{name}: {cause_line(text)}"
     if name == "DeadKernelError" or "Kernel died" in text:
         text = "the kernel died (a crash inside native code: llama.cpp or llguidance)"
-    elif name in ("CellTimeoutError", "TimeoutError") or "timed out" in text.lower():
+    elif name == "CellTimeoutError":  # nbclient's own: a TimeoutError raised inside a cell is that cell's error
         name, text = "Timeout", "a cell ran past the per-input time limit and was stopped"
     return f"{name}: {first_line(text)}".strip()
 
@@ -125,9 +127,17 @@ def execute(
 
 # what every notebook imports, imported once when a kernel starts, so the import is counted as the
 # kernel's start-up (overhead), not as the first notebook's analysis
-WARM_IMPORTS = ("import numpy, pandas, matplotlib, matplotlib.pyplot, llama_cpp, llguidance\n"
+# a kernel started by a pool worker inherits the worker's blocked SIGINT (pool._child): the kernel
+# (its own session, out of the terminal's reach) takes interrupts again
+WARM_IMPORTS = ("import signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n"
+                "import numpy, pandas, matplotlib, matplotlib.pyplot, llama_cpp, llguidance\n"
                 "import llgbridge.nb, llgbridge.bridges, llgbridge.show, llgbridge.results\n"
                 "%matplotlib inline")
+
+
+class Interrupted(KeyboardInterrupt):
+    """The run was stopped by a signal to this process (Ctrl-C, the pool's SIGTERM), not by its
+    input: nothing is recorded for it, and the next `make report` runs it again."""
 # after each notebook: what the kernel spent loading vocabs, then the notebook's names dropped
 BETWEEN = "from llgbridge import nb as _nb\n_nb.between_notebooks()"
 
@@ -162,12 +172,25 @@ class _Kernel:
         # the open client, set after construction (nbclient's __init__ sets kc to None): a new
         # client per notebook waits for the kernel's heartbeat, 0.2 s each time (measured here)
         client.kc = self.kc
+        # nbclient puts Python's default handlers back when it is done (SIGINT's raises
+        # KeyboardInterrupt, SIGTERM's ends the process at once): the ones set here stay
+        main = threading.current_thread() is threading.main_thread()
+        handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
         try:
             return client.execute(cleanup_kc=False)
+        except BaseException:
+            # nbclient's own signal handler shut the kernel down: the kernel did not crash, this
+            # process was asked to stop
+            if getattr(client, "_async_cleanup_kernel_future", None) is not None:
+                raise Interrupted("stopped by a signal while the notebook ran") from None
+            raise
         finally:
             self.km, self.kc = client.km, client.kc
             # nbclient registers a clean-up per client at exit; the worker shuts its kernel itself
             atexit.unregister(client._cleanup_kernel)
+            for sig, h in handlers.items():
+                if h is not None:
+                    signal.signal(sig, h)
 
     def start(self) -> None:
         import nbformat
