@@ -38,3 +38,29 @@ def test_whatif_refuses_an_unknown_parameter(tmp_path: Path) -> None:
 def test_whatif_refuses_a_missing_file(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="nope.gguf: no such file"):
         whatif.whatif(tmp_path / "nope.gguf", out=tmp_path / "r")
+
+
+def test_a_link_to_a_fixture_takes_the_links_name_and_its_own_log_folder(tmp_path: Path) -> None:
+    """`make whatif VOCAB=my-model.gguf` where the file is a link to a fixture took the fixture's
+    name: its report went to reports/whatif/llama-spm and its servers' logs into the main run's log
+    folder, opened with truncation. It is named by the link, and a what-if's logs stay beside its
+    own results."""
+    from llgbridge import serving
+
+    link = tmp_path / "my-model.gguf"
+    link.symlink_to(VOCABS / "ggml-vocab-llama-spm.gguf")
+    assert whatif.safe_name(link) == "my-model"
+    results = tmp_path / "reports" / "whatif" / "llama-spm" / "results"
+    logs = serving.log_dir_for(str(results))
+    assert logs != serving.LOG_DIR and logs.is_relative_to(tmp_path)
+    assert serving.log_dir_for("data/results") == serving.LOG_DIR
+
+
+def test_a_file_name_outside_ascii_is_made_usable() -> None:
+    """`make whatif VOCAB=模型.gguf` said "NAME: '__' is not a usable input name" although no NAME was
+    given and the README says a file's name is made usable."""
+    from llgbridge.paths import name_problem
+
+    name = whatif.safe_name(Path("模型.gguf"))
+    assert name == "u6a21u578b" and name_problem(name) == ""
+    assert whatif.safe_name(Path("ünï-2.gguf")) == "u00fcnu00ef-2"

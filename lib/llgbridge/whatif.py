@@ -34,9 +34,12 @@ def notebook_parameters(notebook: str) -> set[str]:
 
 
 def safe_name(path: Path) -> str:
-    """The report's name for a file given without --name: its name, every character an input
-    name cannot hold replaced (`my vocab:2.gguf` -> `my_vocab_2`)."""
-    name = usable_name(vocab_name(path)).lstrip("-.") or "vocab"
+    """The report's name for a file given without --name: the name it was given by (a link's own
+    name, not its target's: a link to a fixture must not take the fixture's name and write over its
+    report), every character an input name cannot hold replaced (`my vocab:2.gguf` ->
+    `my_vocab_2`), a letter outside ASCII spelled as its code point (`模型.gguf` -> `u6a21u578b`)."""
+    spelled = "".join(c if c.isascii() else f"u{ord(c):04x}" for c in vocab_name(path))
+    name = usable_name(spelled).lstrip("-._") or "vocab"
     return name[:128]
 
 
@@ -52,12 +55,13 @@ def whatif(
     InputError, before anything runs, for a file that is not GGUF, a NAME that could not name a
     folder (`../..`), or a parameter no notebook takes or one that takes it refuses.
     """
-    path = path.resolve()
     check_gguf_file(path)
+    given = bool(name)
     name = name or safe_name(path)
+    path = path.resolve()
     why = name_problem(name)
     if why:
-        raise InputError("NAME", why)
+        raise InputError("NAME" if given else path, why)
     out = out or REPORTS / "whatif" / name
     results = out / "results"
     params = params or {}
