@@ -152,7 +152,7 @@ def test_the_failclosed_port_allows_only_the_end_after_too_many_items() -> None:
 
 def test_the_pr_port_drops_the_grammar_on_a_mask_error() -> None:
     b = bridge("gemma-4", "fixed")
-    assert len(b.after_mask_error()) == vocab("gemma-4").n_tokens and not b.fails_closed
+    assert b.after_mask_error().tolist() == list(range(vocab("gemma-4").n_tokens))
 
 
 def test_each_vocab_gets_a_nospecial_bridge_of_its_own() -> None:

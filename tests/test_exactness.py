@@ -88,7 +88,7 @@ def test_sentinel_is_exact_on_llama_spm_and_canonical_on_valid_utf8() -> None:
     r = exact("llama-spm", "sentinel")
     assert (r.tokenizer, r.failures) == ("tokenize_fn", [])
     # it differs from llama.cpp in context only where llguidance's greedy fallback takes over
-    assert all(not ex.valid_utf8(x) for x in r.canon_differing)
+    assert r.canon_differing and all(not ex.valid_utf8(x) for x in r.canon_differing)
 
 
 def test_on_llama_bpe_only_parsed_special_text_is_inexact() -> None:

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -288,18 +289,27 @@ def test_a_stopped_server_is_unhealthy_not_an_exception(tmp_path: Path) -> None:
             os.kill(srv.proc.pid, signal.SIGCONT)
 
 
-def _servers() -> list[int]:
-    """Pids of every running process whose executable is one of the built servers."""
+def _servers(parent: int | None = None) -> list[int]:
+    """Pids of every running process whose executable is one of the built servers (started by
+    `parent`, when given: another run's servers on the same machine are not this one's)."""
     ours = {str(b.resolve()) for b in S.builds()}
     out = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                if os.readlink(d / "exe") in ours:
+                if os.readlink(d / "exe") in ours and (
+                        parent is None or int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent):
                     out.append(int(d.name))
-            except OSError:
+            except (OSError, ValueError, IndexError):
                 continue
     return out
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_server_outlives_the_tests() -> Iterator[None]:
+    """After every test of this module, whichever ran: no server this process started is left."""
+    yield
+    assert _servers(os.getpid()) == []
 
 
 def test_a_killed_parent_takes_its_server_with_it(tmp_path: Path) -> None:
@@ -325,8 +335,3 @@ def test_a_killed_parent_takes_its_server_with_it(tmp_path: Path) -> None:
         assert pid not in _servers()
     finally:
         parent.kill()
-
-
-def test_zz_no_server_outlives_the_tests() -> None:
-    """Runs last in this module (pytest keeps file order): every server started above is gone."""
-    assert _servers() == []

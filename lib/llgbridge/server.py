@@ -240,17 +240,27 @@ class Server:
         return self.output.text(start)
 
     def settled_log(self, start: int, quiet: float = 0.05, limit: float = 1.0) -> str:
-        """The log from byte `start`, once the server has stopped writing for `quiet` seconds (at most
-        `limit`): its log thread can write a request's `llg error` after the response is sent."""
+        """The log from byte `start` once it holds all of one request's lines: its log thread can
+        write a request's `llg error` after the response is sent, but always before the slot's
+        "stop processing" line (one queue, in order), so that line ends the wait. A request that
+        never reached a slot (refused up front) has none: then the log once the server has stopped
+        writing for `quiet` seconds. At most `limit` either way."""
         deadline = time.monotonic() + limit
         size = self.log_size()
         while time.monotonic() < deadline:
-            time.sleep(quiet)
-            now = self.log_size()
-            if now == size:
+            if SLOT_DONE in self.output.peek(start):
                 break
-            size = now
+            time.sleep(0.005)
+            now = self.log_size()
+            if now == size and not self._started_slot(start):
+                time.sleep(quiet)
+                if self.log_size() == size:
+                    break
+            size = self.log_size()
         return self.log(start)
+
+    def _started_slot(self, start: int) -> bool:
+        return SLOT_STARTED in self.output.peek(start)
 
     def log_size(self) -> int:
         return self.output.size()
@@ -307,6 +317,8 @@ def answers_health(srv: Server, timeout: float) -> bool:
         return False
 
 
+SLOT_DONE = "stop processing:"  # server-context.cpp, server_slot::release: a request's last line
+SLOT_STARTED = "processing task"  # launch_slot_with_task: a request reached a slot
 LISTENING = re.compile(rb"listening on http://127\.0\.0\.1:(\d+)")
 
 
