@@ -192,6 +192,15 @@ def test_every_judged_answer_is_the_servers_own_content(tmp_path: Path) -> None:
             assert all(r.outcome != serving.DISAGREES for r in rows)
 
 
+def test_the_chat_endpoints_message_is_part_of_its_own_tokens(tmp_path: Path) -> None:
+    """The chat endpoint gives its tokens only with their probabilities (`logprobs`); its message is
+    what the chat parser keeps of their text (`CONTENT_RULES["chat"]`: on llama-bpe the whitespace the
+    model wrote before the JSON is dropped), never text the tokens do not hold."""
+    row, _ = _ask("fixed", "llama-bpe", serving.CHAT_CASE, tmp_path)
+    assert (row.http_status, row.outcome, row.content_match) == (200, "pass", "same after chat")
+    assert row.tokens and row.output.startswith("{") and not row.output.startswith(" ")
+
+
 def test_replayed_answers_judged_from_threads_are_the_servers_content(tmp_path: Path) -> None:
     """The load test's false finding, caught by the product's own words: real answers, judged again
     and again from 8 threads with Python's switch interval forced down (as a loaded machine

@@ -80,6 +80,9 @@ CONTENT_RULES: dict[str, str] = {
                "bytes: the server renders pieces with special=false",
     "utf8": "bytes that are not valid UTF-8 reach the client as U+FFFD, one per maximal invalid sequence "
             "(nlohmann::json's error_handler_t::replace in dump_safe), as Python's errors='replace' decodes them",
+    "chat": "on /v1/chat/completions the message content is what llama.cpp's chat parser keeps of the generated "
+            "text (for a json_schema response_format, the JSON: whitespace before it and a ```json fence around it "
+            "are dropped), so it is a contiguous part of the tokens' text",
 }
 
 
@@ -179,7 +182,7 @@ def request_for(case: str, prompt: G.Prompt, n_predict: int, seed: int, temperat
             "seed": seed, "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": {**G.JSON_SCHEMA, **G.JSON_OPTIONS}}},
             # the chat endpoint returns its tokens only with their probabilities: they are the
             # cross-check of its text (`content_match`)
-            "logprobs": True, "top_logprobs": 0}
+            "logprobs": True, "top_logprobs": 1}
     body = {"prompt": prompt.text, **common}
     if case == REJECTED_CASE:
         return "/completion", "json_schema", {**body, "json_schema": REJECTED_SCHEMA}
@@ -262,11 +265,12 @@ def _content(body: dict[str, Any], endpoint: str) -> tuple[str, list[int] | None
     return text, toks, str(choice.get("finish_reason", "")), tps
 
 
-def content_match(vocab: Vocab, tokens: list[int] | None, content: str) -> str:
+def content_match(vocab: Vocab, tokens: list[int] | None, content: str, chat: bool = False) -> str:
     """The judge's bytes for `tokens` (every returned token's real piece) against the server's own
     `content`: "same" when they are one text, "same after utf8" when they are one text once invalid
-    UTF-8 is replaced as the server replaces it (`CONTENT_RULES`), "no tokens returned", or
-    "differs at byte N: judge ..., server ..." naming the first difference."""
+    UTF-8 is replaced as the server replaces it, "same after chat" when a chat message is a part of
+    the text as the chat parser keeps it (`CONTENT_RULES`), "no tokens returned", or "differs at
+    byte N: judge ..., server ..." naming the first difference."""
     if tokens is None:
         return "no tokens returned"
     judged = vocab.real_bytes(tokens)  # rules "pieces" and "control": the judge's own call
@@ -275,6 +279,8 @@ def content_match(vocab: Vocab, tokens: list[int] | None, content: str) -> str:
         return "same"
     if judged.decode("utf-8", "replace") == content:
         return "same after utf8"
+    if chat and content and content in judged.decode("utf-8", "replace"):
+        return "same after chat"
     at = next((i for i, (a, b) in enumerate(zip(judged, said)) if a != b), min(len(judged), len(said)))
     return (f"differs at byte {at}: judge {show_text_of(judged[at:at + 24].decode('utf-8', 'backslashreplace'), 24)!r}, "
             f"server {show_text_of(said[at:at + 24].decode('utf-8', 'backslashreplace'), 24)!r}")
@@ -343,7 +349,7 @@ def judged_row(row: Any, vocab: Vocab, case: str, endpoint: str, body: dict[str,
     the server's `content`; `row(outcome, text, tokens, stop, tps=...)` makes the row."""
     text, got, stop, tps = _content(body, endpoint)
     tokens = got or []
-    match = content_match(vocab, got, text)
+    match = content_match(vocab, got, text, chat=endpoint != "/completion")
     if case == "":  # the unconstrained baseline: only its speed is wanted
         r = row("unconstrained", text, tokens, stop, tps=tps)
     elif endpoint == "/completion":
