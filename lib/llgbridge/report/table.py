@@ -123,6 +123,9 @@ WORDS = {
 }
 
 
+_AUTHORED = re.compile(r"\*\*[^*]+\*\*|`[^`]+`")
+
+
 def header(col: object) -> str:
     return WORDS.get(str(col), str(col).replace("_", " "))
 
@@ -137,7 +140,8 @@ def md_table(df: pd.DataFrame) -> str:
         text = str(val)
         if col in BYTE_COLUMNS or col == "pieces":
             return gfm.cell_code(text)
-        return gfm.cell_prose(text) if col in PROSE_COLUMNS else gfm.cell_plain(text)
+        # a value the report wrote with **bold** or `code` in it (bench.md's rows) is its Markdown
+        return gfm.cell_prose(text) if col in PROSE_COLUMNS or _AUTHORED.search(text) else gfm.cell_plain(text)
 
     lines = ["| " + " | ".join(gfm.cell_plain(header(c)) for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     lines += ["| " + " | ".join(cell(c, v) for c, v in zip(cols, row)) + " |" for row in shown.itertuples(index=False)]
