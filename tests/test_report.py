@@ -71,8 +71,9 @@ def test_census_sits_beside_the_guides_figures(built: Path) -> None:
         assert (row.differing, row.lost_leading_space, row.n_tokens) == (differing, lost, n)
     md = (built / "pr-review-tables.md").read_text()
     # the guide's vocabs come first, in the guide's order (llama-bpe before bert-bge)
-    assert md.index("ggml-vocab-llama-bpe.gguf") < md.index("ggml-vocab-bert-bge.gguf")
-    assert "| 117 / 128256 " in md and "| 5 / 30522 " in md and "✗" not in md
+    t43 = md.split("Guide table 4.3", 1)[1]
+    assert t43.index("| llama-bpe |") < t43.index("| bert-bge |")
+    assert "| 117/128256 |" in t43 and "| 5/30522 |" in t43 and "| ✗ |" not in md
 
 
 def test_the_verdict_answers_from_the_results(results: Path) -> None:
@@ -82,15 +83,20 @@ def test_the_verdict_answers_from_the_results(results: Path) -> None:
     text = " ".join(vt.sentences)
     assert "so masks admit whitespace the grammar forbids) hits **2 of 2** vocabs: llama-bpe, bert-bge." in text
     # guide 7.2's mechanism on a WPM vocab: upstream's forced mask admits a token that is no prefix
-    assert "generation runs unconstrained) hits **1 of 2**: bert-bge. Beyond the guide, which names SentencePiece: bert-bge (WPM)." in text
+    assert "generation runs unconstrained) hits **1 of 2**: bert-bge. Beyond the guide, which names SentencePiece only: bert-bge (WPM)." in text
     assert "**The fix repairs all 2** affected vocabs" in text
     assert "on **1**: bert-bge" in text  # the probe fails on bert-bge, so the fix tokenizes greedily
     bge = vt.values.set_index("input").loc["bert-bge"]
-    assert (bge["A: wrong tokens"], bge["A: leaks"], bge["fix: leaks"]) == (5, 2, 0)  # guide 4.3, 4.4
-    assert bge["B: tokenize exact"] == "no" and bge["fix: byte forcing"] == "lost"
+    # guide 4.3 and 4.4: 5 wrong tokens, 2 illegal ones admitted without the fix, 0 with it
+    assert (bge["bug A: tokens with wrong bytes"], bge["bug A: illegal tokens admitted"], bge["with the fix: illegal admitted"]) == (5, 2, 0)
+    assert bge["bug B: llama_tokenize exact"] == "no" and bge["with the fix: tokenizer"] == "greedy"
     # each cell carries its colour: the leak shows upstream, the fix repairs it, greedy is its cost
     cells = vt.df.set_index("input").loc["bert-bge"]
-    assert (cells["A: leaks"].cls, cells["fix: leaks"].cls, cells["fix: byte forcing"].cls) == ("bad", "fixed", "cost")
+    assert (cells["bug A: illegal tokens admitted"].cls, cells["with the fix: illegal admitted"].cls,
+            cells["with the fix: tokenizer"].cls) == ("bad", "fixed", "cost")
+    # no native or server results here: what was not run says so, and no call is made on a rule not measured
+    assert bge["the PR's test: exit without → with"] == "not run" and bge["end to end: cases passed without → with"] == "not run"
+    assert vt.recommendation["call"].startswith("none yet")
     # every guide figure this small run recomputes is reproduced
     matched, compared = vt.reproduced
     assert compared >= 8 and matched == compared
@@ -253,3 +259,61 @@ def test_no_report_module_is_analysis_code() -> None:
 
     listed = {*results.CORE, *(m for mods in results.MODULES.values() for m in mods)}
     assert not [m for m in listed if m.startswith("report") or m == "palette.py"]
+
+
+# the compiled PR test's rows as native.csv holds them (llguidance 1.0.1), hand-checked against the
+# binaries' logs: command-r hits the item limit on both samplers, bert-bge has no end token
+_LIMIT = "parser error: Too many items (limit 50000; mask); try avoiding single-byte/short lexemes"
+_ROWS = {
+    "command-r": ({"pr_test_exit": 134, "no_space_bad": 0, "forced_bad": 0, "tok_eos": 255001, "pr_test_llg_error": _LIMIT,
+                   "shipped_test_llg_error": _LIMIT},
+                  {"pr_test_exit": 134, "no_space_bad": 0, "forced_bad": 0, "tok_eos": 255001, "pr_test_llg_error": _LIMIT,
+                   "shipped_test_llg_error": _LIMIT}),
+    "bert-bge": ({"pr_test_exit": 134, "no_space_bad": 2, "forced_bad": 1, "tok_eos": -1, "pr_test_llg_error": ""},
+                 {"pr_test_exit": 134, "no_space_bad": 0, "forced_bad": 0, "tok_eos": -1, "pr_test_llg_error": "NoExtensionBias",
+                  "pr_test_failure": "test-grammar-llguidance.cpp:1236: Assertion `cur[tok_arr.selected].id == tok_eos' failed."}),
+    "llama-spm": ({"pr_test_exit": 134, "no_space_bad": 6136, "forced_bad": 1, "tok_eos": 2},
+                  {"pr_test_exit": 0, "no_space_bad": 0, "forced_bad": 0, "tok_eos": 2}),
+}
+
+
+@pytest.mark.parametrize("name, text, cls", [
+    ("command-r", "134 → 134: bug D: item limit", "same"),
+    ("bert-bge", "134 (2 with a space, 1 not a prefix) → 134: no end token", "same"),
+    ("llama-spm", "134 (6136 with a space, 1 not a prefix) → 0", "fixed"),
+])
+def test_an_abort_after_the_fix_with_no_wrong_token_is_not_coloured_as_the_bug(name: str, text: str, cls: str) -> None:
+    """Issue 31: the PR test's cell says what its colour says. With the fix, command-r and
+    bert-bge still exit 134 with 0 wrong tokens (bug D; a vocab without an end token): not "bug
+    shows", and the cause is in the cell; the two counts llama-spm's 6137 added are shown apart."""
+    from llgbridge.report.verdict import pr_test_cell
+
+    cell = pr_test_cell(*_ROWS[name])
+    assert (cell.value, cell.cls) == (text, cls)
+
+
+def _committed_text(name: str) -> str:
+    import html as H
+
+    return H.unescape(re.sub(r"<[^>]+>", " ", (ROOT / "reports" / name).read_text(encoding="utf-8")))
+
+
+def test_the_first_screen_names_where_the_suite_finds_the_guide_wrong() -> None:
+    """Issue 31: the disagreements (question 4, section 4.5) stand beside the count of figures
+    reproduced, above the verdict's findings, not 30,000 px down."""
+    page = (ROOT / "reports" / "index.html").read_text(encoding="utf-8")
+    head = page[:page.index("<h2>Verdict</h2>")]
+    assert "of the guide's figures that this suite recomputes were reproduced exactly" in head
+    assert "question 4" in head and "(4.5)" in head and "Recommendation:" in head
+
+
+def test_the_committed_pages_show_bytes_not_python_reprs() -> None:
+    """Issue 31: a witness `b'\\xfe'` is shown as the bytes it is, `'\\xfe'`."""
+    for name in ("index.html", "pr-review-tables.md", "pr-comment.md"):
+        assert not re.search(r"""(?<![\w'])b'(?:\\x|<|The)""", _committed_text(name)), name
+
+
+def test_the_verdict_says_the_prs_ctest_entries_pass_and_what_was_not_run() -> None:
+    text = _committed_text("index.html")
+    assert "The PR's two ctest entries pass with the fix" in text
+    assert "not run" in text.split("end to end: cases passed", 1)[1].split("Words this report uses", 1)[0]

@@ -3,15 +3,18 @@
     python -m llgbridge.report [--results DIR] [--out DIR]
 
 Writes, each through a temporary name, under the output folder (default `reports/`):
-`index.html` (the verdict first, then the guide's tables in the guide's order), one page per
-vocab (`vocab/NAME.html`), `pr-review-tables.md`, `tables/*.csv`, and `run.json` (versions and
-failed inputs: run metadata never goes into a table). Tables are sorted and carry no timestamps,
+`index.html` (the recommendation and where the suite finds the guide wrong first, then the
+verdict, the repro commands, what was tested, and the guide's tables in the guide's order), one
+page per vocab (`vocab/NAME.html`), `pr-comment.md` (the review as one GitHub comment),
+`pr-review-tables.md`, `tables/*.csv`, and `run.json` (versions and failed inputs: run metadata
+never goes into a table). Both Markdown files go through `gfm`, so GitHub renders them as written. Tables are sorted and carry no timestamps,
 so two runs on the same results give the same bytes. Exits 1, naming each failed input, when
 any run failed.
 
 The flow is one way: `results.load` (the only reader of result files, which turns a bad file
 into a failed input), called once per analysis by one `Results` (`data.py`) -> one `Section` per
-analysis (a module each: `census.py` ... `review.py`, then `verdict.py` and `story.py`), built
+analysis (a module each: `census.py` ... `review.py`, then `verdict.py`, `story.py`, `repro.py`,
+`tested.py` and `comment.py`), built
 from `Table`s whose `Cell`s carry their colours (`table.py`) -> the templates in
 `llgbridge/templates/`, which render the HTML and the Markdown from the same `Table` objects, so
 the two cannot disagree (`build.py`). A section that raises becomes a failed input too; the

@@ -11,7 +11,7 @@ from ..native import version_key
 from ..show import show_text
 from ..soundness import bug_d_frame
 from .data import Results, takes_results
-from .prose import prose
+from .prose import blocks
 from .table import Cell, Section, Table, first_words, guide_order, names, shows
 
 
@@ -46,8 +46,15 @@ def beyond_section(res: Results) -> Section | None:
         walks = df[["vocab", "literal", *cols]].assign(**{c: [Cell(x, shows(not str(x).startswith("spelled"))) for x in df[c]] for c in cols})
         hit = [r["vocab"] for r in rows if not str(r.get("fixed", "")).startswith("spelled")]
         fixed_by = [r["vocab"] for r in rows if r["vocab"] in hit and str(r.get("nospecial", "")).startswith("spelled")]
-        c = {"llguidance": special.llguidance.iloc[0], "hit": hit, "n": len(rows), "fixed_by": fixed_by}
-        sec.views.append(Table(walks, caption="Bug C, compiled: where the walk of the literal stops, per sampler"))
+        same = [v for v in hit if piv[v].get("upstream") == piv[v].get("fixed")]
+        c = {"llguidance": special.llguidance.iloc[0], "hit": hit, "n": len(rows), "fixed_by": fixed_by, "same": len(same)}
+        summary = []
+        for col in cols:
+            stops = [r["vocab"] for r in rows if not str(r.get(col, "")).startswith("spelled")]
+            summary.append({"sampler": col, "spells the literal out on": f"{len(rows) - len(stops)} of {len(rows)}",
+                            "stops early on": Cell(names(stops), shows(stops))})
+        sec.views.append(Table(pd.DataFrame(summary), caption="Bug C, compiled: a literal spelling the end-of-turn token as text, per sampler"))
+        sec.views.append(Table(walks, caption="Bug C per vocab: where the walk of the literal stops", collapsed=True))
         sec.raw_table("beyond_special", special)
     # bug D: the PR's own test hitting llguidance's item limit, and what failing closed changes
     pr = pd.DataFrame([{**t, "vocab": r["vocab"]} for r in native_ok for t in r.get("tests", []) if t.get("test") == "pr"])
@@ -63,7 +70,8 @@ def beyond_section(res: Results) -> Section | None:
                              for c in CANDIDATE_NOTES if c in g.index}})
         d = [r["vocab"] for r in drows]
         if drows:
-            sec.views.append(Table(pd.DataFrame(drows), caption=f"Bug D: llama.cpp's own test where a mask exceeds the item limit (llguidance {pin})"))
+            sec.views.append(Table(pd.DataFrame(drows), caption=f"Bug D: llama.cpp's own test where a mask exceeds the item limit (llguidance {pin})",
+                                   collapsed=True))
         cand = pr[pr.sampler.isin(["fixed", *CANDIDATE_NOTES])]
         if not cand.empty:
             summary = []
@@ -71,14 +79,16 @@ def beyond_section(res: Results) -> Section | None:
                 summary.append({"sampler": smp, "what it is": CANDIDATE_NOTES.get(smp, "the PR"),
                                 "PR test passes on": f"{int((g.exit_code == 0).sum())} of {len(g)} vocabs",
                                 "aborts on": names(sorted(g[g.exit_code != 0].vocab))})
-            sec.views.append(Table(pd.DataFrame(summary), caption="The PR's own test on each candidate, every vocab"))
+            sec.views.append(Table(pd.DataFrame(summary), caption="The PR's own test on each candidate, every vocab", collapsed=True))
     if side is not None:
+        side.collapsed = True
         sec.views.append(side)
     everywhere = bug_d_everywhere(res, sec)
     candidates = pd.DataFrame([row for r in native_ok for row in r.get("candidates", [])])
     if not candidates.empty:
         sec.raw_table("native_candidates", candidates)
-    sec.claim, sec.text = prose("beyond", c=c, d=d, everywhere=everywhere, patches=res.patches_link)
+    said = blocks("beyond", c=c, d=d, everywhere=everywhere, patches=res.patches_link)
+    sec.claim, sec.text, sec.more = said["claim"], said["text"], said.get("more", "")
     return sec
 
 
@@ -143,7 +153,8 @@ def bug_d_everywhere(res: Results, sec: Section) -> dict[str, Any] | None:
         cols = ["where", "vocab", "bridge", *([c for c in ("llguidance",) if c in shown]), "grammar", "step", "error", "mask went to", "then"]
         shown = shown.assign(vocab=pd.Categorical(shown.vocab, guide_order(sorted(set(shown.vocab))), ordered=True))
         shown = shown.sort_values(["where", "vocab", "bridge"], kind="stable")[cols].astype({"vocab": str})
-        sec.views.append(Table(shown.reset_index(drop=True), caption="Bug D, searched for along every walk: each mask that hit a resource limit"))
+        sec.views.append(Table(shown.reset_index(drop=True), caption="Bug D, searched for along every walk: each mask that hit a resource limit",
+                               collapsed=True))
     others = every[every["limit"].isna()] if not every.empty else every
 
     def cause(r: Any) -> str:

@@ -31,8 +31,11 @@ from .review import review_section
 from .server import server_section
 from .soundness import soundness_section
 from .story import vocab_story
+from . import gfm, repro, tested
+from .comment import comment
+from .glossary import GLOSSARY
 from .table import PR_BASE, Section, Table, guide_order, html_table
-from .verdict import Verdict, verdict
+from .verdict import Verdict, recommendation_md, verdict
 
 # the page's order: the guide's tables in the guide's order, then what goes beyond it
 SECTIONS: list[tuple[str, Callable[[Results], Section | None]]] = [
@@ -73,7 +76,7 @@ def code_block(v: dict[str, str]) -> str:
         f"for field, driving the real llguidance {v['llguidance']} (its C API, from its wheel) and the real llama.cpp "
         f"(llama-cpp-python {v['llama-cpp-python']}). The section *The compiled code* runs the C++ itself: "
         "`common/llguidance.cpp` before the PR (the upstream sampler), the same file with the PR applied from `patches/`, and llama.cpp's own "
-        "`test-grammar-llguidance`, and checks the port against the compiled sampler cell by cell. "
+        "`test-grammar-llguidance`, and checks the port against the compiled sampler step by step. "
         f"llama.cpp is the tree that llama-cpp-python {v['llama-cpp-python']} vendors"
         + (f" (commit {commit[:12]})" if commit else "")
         + f"; the PR's base is {PR_BASE} (the guide). The end-to-end matrix uses synthetic models unless marked real. "
@@ -103,6 +106,7 @@ def environment() -> Any:
     md = mistune.create_markdown(escape=True, plugins=["table"])
     env.filters["md"] = lambda s: jinja2.utils.markupsafe.Markup(md(s) if s else "")
     env.filters["md_inline"] = lambda s: jinja2.utils.markupsafe.Markup(md(s).strip().removeprefix("<p>").removesuffix("</p>") if s else "")
+    env.filters["gfm"] = gfm.prose  # the Markdown files: what GitHub would read as HTML stays text
     return env
 
 
@@ -130,8 +134,11 @@ def vocab_pages(out: Path, sections: list[Section], vocabs: list[str], vt: Verdi
         if v in rows:
             row = html_table(vt.df.iloc[[rows[v]]].reset_index(drop=True))
         story = vocab_story(res, v)
+        # reports/html/ is git-ignored: a committed page names where its notebooks are written, once
+        note = "" if link_notebooks else (f"Executed notebooks for {v}, one per analysis, are written by `make report` under "
+                                          f"reports/html/ANALYSIS/{v}.html (not committed).")
         write_atomic(out / "vocab" / f"{v}.html", env.get_template("vocab.html.j2").render(vocab=v, parts=parts, verdict_row=row,
-                                                                                          story=story))
+                                                                                          story=story, notebooks_note=note))
 
 
 def build(results: Path = RESULTS, out: Path = REPORTS, bench_csv: Path = REPORTS / "bench.csv") -> list[dict[str, Any]]:
@@ -196,15 +203,28 @@ def build(results: Path = RESULTS, out: Path = REPORTS, bench_csv: Path = REPORT
     shown = vt or empty
     env = environment()
     title = "llama.cpp ↔ llguidance bridge audit"
+    rec = {"call": shown.recommendation["call"], "said": recommendation_md(shown.recommendation)} if shown.recommendation else None
+    repro_md = repro.markdown(res)
+    tested_md = tested.section_markdown()
+    # reports/html/ is generated and git-ignored: the committed page says so once instead of linking it
+    notebooks_note = "" if not committed else ("Each analysis's executed notebooks, one per input, are written by `make report` "
+                                               "under reports/html/ (not committed).")
     page = env.get_template("index.html.j2").render(
-        title=title, verdict={"sentences": shown.sentences, "table": shown.table(links).html if not shown.df.empty else ""},
-        failed=failed, code=code, sections=sections, vocabs=vocabs)
+        title=title, verdict={"sentences": shown.sentences, "table": shown.table(links).html if not shown.df.empty else "",
+                              "recommendation": rec, "disagreements": shown.disagreements,
+                              "reproduced": shown.reproduced if shown.reproduced[1] else None},
+        failed=failed, code=code, sections=sections, vocabs=vocabs, glossary=GLOSSARY, repro=repro_md, tested=tested_md,
+        notebooks_note=notebooks_note, comment=vt is not None)
     intro = ("Every table of the review guide for the llguidance token-bytes / tokenize_fn fix, measured by this suite "
              f"(`make report`) on the vocab fixtures vendored in llama-cpp-python {v['llama-cpp-python']}, through llguidance "
-             f"{v['llguidance']}. Section numbers are the guide's. The same tables, with plots and every raw table: index.html.")
+             f"{v['llguidance']}. Section numbers are the guide's. The same tables, with plots and every raw table: index.html; "
+             "the review in two minutes: pr-comment.md.")
     md = env.get_template("pr-review-tables.md.j2").render(
-        intro=intro, verdict={"sentences": shown.sentences, "markdown": shown.table().markdown if not shown.df.empty else ""},
-        failed=failed, code=code, sections=sections)
+        intro=intro, verdict={"sentences": shown.sentences, "markdown": shown.table().markdown if not shown.df.empty else "",
+                              "recommendation": rec, "disagreements": shown.disagreements, "reproduced": shown.reproduced},
+        failed=failed, code=code, sections=sections, glossary=GLOSSARY, repro=repro_md, tested=tested_md)
+    if vt is not None:
+        write_atomic(out / "pr-comment.md", comment(vt, res))
     write_atomic(out / "pr-review-tables.md", md)
     write_atomic(out / "index.html", page)
     vocab_pages(out, sections, vocabs, vt, res, link_notebooks=not committed)

@@ -11,7 +11,7 @@ from ..palette import ORDER as BRIDGE_ORDER
 from ..palette import REFERENCE
 from .data import Results, takes_results
 from .plots import pyplot, svg
-from .prose import prose
+from .prose import blocks
 from .table import Cell, Section, Table, guide_order, int_columns, result_rows, shows, vocab_key
 
 
@@ -60,10 +60,11 @@ def corpus_section(res: Results) -> Section | None:
             reasons[("$ref not resolvable" if msg.startswith(("Resource '", "Pointer '", "a $ref to a document")) else msg.split(":")[0].split(". ")[0])[:60]] += 1
     sec = Section("corpus", "Real-world schemas at corpus scale: SchemaStore through every bridge", notebook="corpus")
     cols = ("under", "over", "over_collapsed", "errors")
-    _, sec.text = prose("corpus", maskbench=MASKBENCH_US, maskbench_note=MASKBENCH_NOTE, n_schemas=n_schemas, seeds=seeds,
+    said = blocks("corpus", maskbench=MASKBENCH_US, maskbench_note=MASKBENCH_NOTE, n_schemas=n_schemas, seeds=seeds,
                         t={b: {c: total(b, c) for c in cols} for b in ("upstream", "fixed", "sentinel")},
                         disagreements=int(rows.drop_duplicates("vocab").jsonschema_invalid.sum()),
                         reasons=[f"{k} ({n})" for k, n in reasons.most_common(6)])
+    sec.text, sec.more = said["text"], said["more"]
 
     # the timing is `make bench`'s snapshot (timings vary from run to run), on the vocabs sampled here
     snap = res.corpus_timing or {"hist": {}, "timing": [], "hist_edges_us": []}
@@ -79,7 +80,7 @@ def corpus_section(res: Results) -> Section | None:
         bridges = [b for b in BRIDGE_ORDER if any(k.endswith("/" + b) for k in hist)]
         if not bridges:
             return ""
-        fig, axes = plt.subplots(1, len(bridges), figsize=(4.4 * len(bridges), 5.0), sharey=True, squeeze=False)
+        fig, axes = plt.subplots(1, len(bridges), figsize=(4.4 * len(bridges), 3.9), sharey=True, squeeze=False)
         edges = np.array(snap["hist_edges_us"])
         # the x range the data covers (the bins run to 1 s, most masks take microseconds)
         used = [i for c in hist.values() for i, n in enumerate(c) if n]
@@ -103,12 +104,12 @@ def corpus_section(res: Results) -> Section | None:
             ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(0, -0.22), frameon=False)
         axes[0][0].set_ylabel("masks")
         fig.suptitle("llg_matcher_compute_mask time per step along the sample's walks (make bench's run)", fontsize=11)
-        fig.subplots_adjust(top=0.86, bottom=0.5, left=0.06, right=0.99, wspace=0.06)
+        fig.subplots_adjust(top=0.86, bottom=0.55, left=0.06, right=0.99, wspace=0.06)
         out = svg(fig)
         plt.close(fig)
         return out
 
-    sec.views.append(Table(view))
+    sec.views.append(Table(view, "Per vocab and bridge", collapsed=True))
     plot = figure(MASKBENCH_US)
     if plot:
         sec.assets["corpus/mask-time.svg"] = plot
@@ -116,6 +117,9 @@ def corpus_section(res: Results) -> Section | None:
         sec.assets["corpus/mask-time.csv"] = pd.DataFrame([timing[k] for k in sorted(timing)]).to_csv(index=False, lineterminator="\n")
         sec.figure = ("<img src='corpus/mask-time.svg' alt='llg_matcher_compute_mask time per step along the walks, per "
                       "bridge and vocab, with MaskBench marked' style='max-width:100%'>")
+        sec.figure_caption = ("Read: how long each `llg_matcher_compute_mask` call took along the sample's walks, one panel "
+                              "per bridge and one line per vocab (log axis), beside MaskBench's published llguidance figures "
+                              "(dashed); the legend gives each line's average, p50 and p99 in µs. One `make bench` run.")
     sec.raw_table("corpus", rows)
     if not fails.empty:
         sec.raw_table("corpus_failures", fails)

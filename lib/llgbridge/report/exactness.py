@@ -3,13 +3,37 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections import Counter
 
 import pandas as pd
 
 from .data import Results, takes_results
-from .prose import prose
+from ..show import show_text
+from .prose import blocks
 from .table import Section, Table, vocab_key
+
+
+def witness_text(witness: str) -> str:
+    """A witness (stored as the repr of bytes, `b'\\xfe'`) as the stored text every byte column
+    holds (UTF-8, an invalid byte as `\\xNN`), so the page shows it as bytes, not as Python."""
+    if not witness:
+        return ""
+    try:
+        data = ast.literal_eval(witness)
+    except (ValueError, SyntaxError):
+        return witness
+    return data.decode("utf-8", "backslashreplace") if isinstance(data, bytes) else str(data)
+
+
+_BYTES_LITERAL = re.compile(r"b'(?:[^'\\]|\\.)*'" + r'|b"(?:[^"\\]|\\.)*"')
+
+
+def shown_inputs(minimized: object) -> object:
+    """The `minimized` column (Python reprs of bytes joined by " | ") as the page shows bytes."""
+    if not isinstance(minimized, str) or not minimized:
+        return minimized
+    return ", ".join(show_text(witness_text(x)) or "''" for x in _BYTES_LITERAL.findall(minimized))
 
 
 def witness_kind(witness: str) -> str:
@@ -40,8 +64,14 @@ def exactness_section(res: Results) -> Section | None:
             bridges_[name] = bridges_[name].astype("Int64")  # a bridge not built has no count, not NaN
     bridges_ = bridges_.sort_values(key, kind="stable", key=vocab_key).reset_index(drop=True)
     exact = pd.DataFrame([row for r in ok for row in r["exactness"]]).sort_values(key, kind="stable", key=vocab_key).reset_index(drop=True)
+    if "minimized" in exact:
+        exact = exact.assign(minimized=[shown_inputs(m) for m in exact.minimized])
     pvx = pd.DataFrame([r["probe_vs_exactness"] for r in ok]).sort_values("vocab", kind="stable", key=vocab_key).reset_index(drop=True)
     n_inputs = sorted({r["n_inputs"] for r in ok})
+    kinds = {r.vocab: witness_kind(r.witness) for r in pvx[pvx.cell.str.startswith("probe misses")].itertuples()}
+    # the inputs are stored as Python's repr of bytes: shown, and written, as every byte column is
+    pvx = pvx.assign(**{c: [witness_text(w) if isinstance(w, str) else w for w in pvx[c]]
+                        for c in ("witness", "witness_got", "failed_probe") if c in pvx})
 
     def exact_on(bridge: str) -> str:
         b = bridges_[(bridges_.bridge == bridge) & (bridges_.built == True)]  # noqa: E712
@@ -50,16 +80,21 @@ def exactness_section(res: Results) -> Section | None:
 
     not_built = bridges_[bridges_.built == False]  # noqa: E712
     misses = pvx[pvx.cell.str.startswith("probe misses")]
-    kinds = {r.vocab: witness_kind(r.witness) for r in misses.itertuples()}
     counts = ", ".join(f"{n} {k}" for k, n in sorted(Counter(kinds.values()).items()))
     sec = Section("exactness", "Tokenize exactness and the probe (guide 10, rows 2 and 4)", notebook="exactness")
-    sec.claim, sec.text = prose(
+    said = blocks(
         "exactness", n_inputs=n_inputs, exact={b: exact_on(b) for b in ("upstream", "fixed", "sentinel")},
         not_built=[f"{r.vocab} ({r.build_error})" for r in not_built[not_built.bridge == "sentinel"].itertuples()],
         agree=int(pvx.agree.sum()), n_vocabs=len(pvx), kinds=counts,
-        misses=[f"{r.vocab} ({r.witness} -> {r.witness_got})" for r in misses.itertuples()])
-    sec.views.append(Table(pvx[["vocab", "probe_exact", "failed_probe", "inputs_exact", "inputs_inexact", "cell", "witness", "witness_got"]],
-                           "The probe against the inputs"))
+        misses=[f"{r.vocab} ({show_text(r.witness)} -> {show_text(r.witness_got)})" for r in misses.itertuples()])
+    sec.claim, sec.text, sec.more = said["claim"], said["text"], said["more"]
+    shown = pvx[["vocab", "probe_exact", "failed_probe", "inputs_exact", "inputs_inexact", "cell", "witness", "witness_got"]].assign(
+        probe_exact=["yes" if x else "no" for x in pvx.probe_exact])
+    summary = [{"the probe says": "exact" if pe else "not exact", "the inputs say": kind, "vocabs": len(g),
+                "which": ", ".join(g.vocab)} for (pe, kind), g in
+               pvx.assign(kind=pvx.cell).groupby(["probe_exact", "kind"], sort=False)]
+    sec.views.append(Table(pd.DataFrame(summary), "The probe's verdict against the inputs'"))
+    sec.views.append(Table(shown, "Per vocab, with the shortest input that shows a disagreement", collapsed=True))
     sec.raw_table("bridges", bridges_)
     sec.raw_table("exactness", exact)
     sec.raw_table("probe_vs_exactness", pvx)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from .. import guide
 from ..show import show_list, show_text
 from .data import Results, takes_results
 from .prose import prose
-from .table import Cell, Section, Table, cell_value, guide_order, result_rows, shows
+from .table import GUIDE_VOCABS, Cell, Section, Table, cell_value, first_words, group_rows, guide_order, matched, result_rows, shows
 
 
 @takes_results
@@ -27,18 +29,31 @@ def forced_section(res: Results) -> Section | None:
         good = r["not_prefix"] == 0 and bool(r["output_ok"])
         return f"{'ok' if good else 'FAILS'}, {r['allowed']} allowed: {show_list(r['pieces'])}", "good" if good else "bad"
 
-    rows = []
+    def pieces(v: str, b: str) -> list[str] | None:
+        p = cell_value(df, v, b, "pieces")
+        return sorted(json.loads(p)) if p else None
+
+    rows, twins = [], []
     for v in order:
         (up, up_c), (fx, fx_c) = cell(v, "upstream"), cell(v, "fixed")
         g = guide.FORCED.get(v)
         err = cell_value(df, v, "upstream", "error") or ""
         fx_cls = "fixed" if up_c == "bad" and fx_c == "good" else ("bad" if fx_c == "bad" else "ok")
+        mark = ""
+        if g:  # guide 7.2 lists the allowed pieces as a multiset: compare them so, duplicates included
+            mark = "✓" if [pieces(v, "upstream"), pieces(v, "fixed")] == [sorted(p.decode() for p in side) for side in g] else "✗"
         rows.append({"vocab": v, "without fix": Cell(up, shows(up_c == "bad")), "with fix": Cell(fx, fx_cls),
-                     "guide: without": ", ".join(show_text(p.decode()) for p in g[0]) if g else "",
-                     "guide: with": ", ".join(show_text(p.decode()) for p in g[1]) if g else "",
-                     "llguidance's error without the fix": Cell(err, "bad" if err else "")})
+                     "guide 7.2: without / with": " / ".join(", ".join(show_text(p.decode()) for p in side) for side in g) if g else "",
+                     "match": Cell(mark, matched(mark)),
+                     "llguidance's error without the fix": Cell(first_words(err, 45), "bad" if err else "")})
+        # two allowed tokens that spell the same bytes (the guide's "h" twice): name their ids
+        allowed = {r["vocab"]: r.get("allowed", {}) for r in ok}.get(v, {}).get("fixed", [])
+        seen: dict[str, list[int]] = {}
+        for a in allowed:
+            seen.setdefault(a["piece"], []).append(a["token"])
+        twins += [{"vocab": v, "piece": p, "ids": ids} for p, ids in seen.items() if len(ids) > 1]
     sec = Section("forced", "Forced-mask test (guide 5.1, 7.2)", notebook="forced")
-    sec.claim, sec.text = prose("forced", literals=sorted({r["literal"] for r in ok}))
-    sec.views.append(Table(pd.DataFrame(rows)))
+    sec.claim, sec.text = prose("forced", literals=sorted({r["literal"] for r in ok}), twins=twins)
+    sec.views.append(Table(group_rows(pd.DataFrame(rows), keep=frozenset(GUIDE_VOCABS))))
     sec.raw_table("forced", df)
     return sec

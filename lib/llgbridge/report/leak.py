@@ -8,7 +8,7 @@ from .. import guide
 from .data import Results, takes_results
 from .plots import bar_by_bridge
 from .prose import prose
-from .table import Cell, Section, Table, after_fix, cell_value, guide_order, matched, result_rows, shows
+from .table import GUIDE_VOCABS, Cell, Section, Table, after_fix, cell_value, group_rows, guide_order, matched, result_rows, shows
 
 
 @takes_results
@@ -32,7 +32,10 @@ def leak_section(res: Results) -> Section | None:
     bpe = [x["piece"] for x in next((r["leaked"].get("upstream", []) for r in ok if r["vocab"] == "llama-bpe"), []) if x.get("space")]
     sec = Section("leak", "Leak test (guide 4.4, 7.1)", notebook="leak")
     sec.claim, sec.text = prose("leak", grammars=grammars, bpe=bpe)
-    sec.views.append(Table(pd.DataFrame(rows)))
+    sec.views.append(Table(group_rows(pd.DataFrame(rows), keep=frozenset(GUIDE_VOCABS))))
     sec.figure = bar_by_bridge(df, "allowed_illegal", "Tokens allowed at position 0 that the grammar forbids", "tokens (log axis; each count printed)")
+    sec.figure_caption = ("Read: each bar counts the tokens a bridge allows at the grammar's first position that the truth's "
+                          "mask does not (log axis, the count printed at the bar); a bridge at 0 on every vocab is named in "
+                          "the title instead of drawn.")
     sec.raw_table("leak", df)
     return sec

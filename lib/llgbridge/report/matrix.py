@@ -10,7 +10,7 @@ from ..models import REAL_MODELS
 from ..show import show_text
 from .data import Results, takes_results
 from .prose import blocks
-from .table import Cell, Section, Table, after_fix, shows
+from .table import Cell, Section, Table, after_fix, first_words, shows
 
 
 def mask_share(bench: pd.DataFrame) -> list[str]:
@@ -74,18 +74,19 @@ def matrix_section(res: Results) -> Section | None:
     sec = Section("matrix", "End-to-end model matrix (guide 8)", notebook="matrix")
     said = blocks("matrix", devices=devices, settings=[f"{t}, {s}, {m}" for t, s, m in settings], mask_share=mask_share(res.bench),
                   real={"up_bad": len(real_up_bad), "up_cases": int((real.bridge == "upstream").sum()),
-                        "differing": [f"{v} {n}" for v, n in differing.items()]} if len(real) else None,
-                  quotes=[{"model": r.model, "case": r.case, "output": r.output, "error": r.error} for r in quotes.itertuples()
-                          if r.synthetic])
-    sec.claim, sec.text, note = said["claim"], said["text"], said["note"]
+                        "differing": [f"{v} {n}" for v, n in differing.items()]} if len(real) else None)
+    sec.claim, sec.text, sec.more = said["claim"], said["text"], said["more"]
+    sec.views.append(Table(pd.DataFrame(synth_rows), caption="Synthetic models"))
     if real_rows:
-        sec.views.append(Table(pd.DataFrame(real_rows), caption="Real models"))
+        sec.views.append(Table(pd.DataFrame(real_rows), caption="Real models", collapsed=True))
+    sec.views.append(Table(pd.DataFrame([{"model": q.model, "case": q.case, "output": q.output[:100],
+                                          "llguidance's error": first_words(q.error, 80)} for q in quotes.itertuples() if q.synthetic]),
+                           caption="Outputs without the fix that are not a pass, as produced (synthetic models)", collapsed=True))
     if outputs:
-        sec.views.append(Table(pd.DataFrame(outputs), caption="Real models: every outcome, per case and bridge",
+        sec.views.append(Table(pd.DataFrame(outputs), caption="Real models: every outcome, per case and bridge", collapsed=True,
                                note="A real model's text is left out of the committed tables: its quantized kernels are chosen "
                                     "by the CPU, so at temperature 0 a near-tie can break another way on another machine of the "
                                     "same kind. What the grammar decides (the outcome) is kept; the text is in each result file "
                                     "(`data/results/matrix/NAME.json`, `outputs`)."))
-    sec.views.append(Table(pd.DataFrame(synth_rows), caption="Synthetic models", note=note))
     sec.raw_table("matrix", df)
     return sec

@@ -12,7 +12,20 @@ from ..native import LLG_PINNED as NATIVE_PIN
 from ..native import version_key
 from .data import Results, takes_results
 from .prose import blocks
-from .table import Cell, Section, Table, after_fix, guide_order, int_columns, matched, shows, vocab_key
+from .table import GUIDE_VOCABS, Cell, Section, Table, group_rows, guide_order, int_columns, matched, shows, vocab_key
+from .verdict import pr_test_cell
+
+
+def difference_causes(diffs: pd.DataFrame) -> pd.DataFrame:
+    """The differing steps, one row per (vocab, llguidance, what the C++ said, what the port said):
+    how many steps, on which samplers and walks. 55 steps of one panic are one row."""
+    d = diffs.assign(said=diffs["cpp"].astype(str).str.replace(r"^step \d+: ", "", regex=True),
+                     port_said=diffs["port"].astype(str).str.replace(r"^\d+ steps?$", "walks on to the end", regex=True))
+    rows = []
+    for (v, llg, said, port), g in d.groupby(["vocab", "llguidance", "said", "port_said"], sort=False):
+        rows.append({"vocab": v, "llguidance": llg, "steps": len(g), "samplers": ", ".join(dict.fromkeys(g.sampler)),
+                     "walks": len(set(g.job)), "the compiled sampler": said, "the port": port})
+    return pd.DataFrame(rows)
 
 
 @takes_results
@@ -40,8 +53,8 @@ def native_section(res: Results) -> Section | None:
 
     def pr_cell(r: dict[str, Any]) -> str:
         if not r or r.get("pr_test_exit", "") == "":
-            return ""
-        return f"exit {r['pr_test_exit']}, {r['no_space_bad']} bad / {r['forced_bad']} not prefix"
+            return "not run"
+        return f"exit {r['pr_test_exit']}: {r['no_space_bad']} with a space, {r['forced_bad']} not a prefix"
 
     def matches(v: str) -> str:
         if v not in guide.UNIT:
@@ -56,9 +69,12 @@ def native_section(res: Results) -> Section | None:
         g = guide.UNIT.get(v)
         up_bad = bool(up.get("no_space_bad") or up.get("forced_bad"))
         fx_bad = bool(fx.get("no_space_bad") or fx.get("forced_bad"))
+        # the fixed cell's colour and cause as the verdict's (an abort with no wrong token is not the bug)
+        verdict_cell = pr_test_cell(up, fx)
+        cause = str(verdict_cell.value).split(": ", 1)[1] if ": " in str(verdict_cell.value) else ""
         t7.append({"vocab": v, "PR test, upstream sampler": Cell(pr_cell(up), shows(up_bad)),
-                   "PR test, fixed sampler": Cell(pr_cell(fx), after_fix(up_bad, fx_bad)),
-                   "string tests (fixed)": fx.get("string_tests", ""),
+                   "PR test, fixed sampler": Cell(pr_cell(fx) + (f" ({cause})" if cause else ""), verdict_cell.cls),
+                   "string tests (fixed)": fx.get("string_tests", "") or "not run",
                    "guide: without / with": f"exit {g[0][0]}, {g[0][1]} bad / exit {g[1][0]}, {g[1][1]} bad" if g else "",
                    "match": Cell(match[v], matched(match[v]))})
 
@@ -98,20 +114,24 @@ def native_section(res: Results) -> Section | None:
     where = []
     if cross_differ and not diffs.empty:
         cd = diffs[diffs.llguidance != port_llg]
-        where = [f"{v} {smp} ({len(g)} cells; llguidance {g.llguidance.iloc[0]} said: {str(g.cpp.iloc[0]).split(': ', 1)[-1][:90]})"
-                 for (v, smp), g in cd.groupby(["vocab", "sampler"], sort=True)]
+        where = [f"{v}, {len(g)} steps on {g.sampler.nunique()} samplers (llguidance {llg} said: {said[:90]})"
+                 for (v, llg, said), g in cd.assign(said=cd.cpp.astype(str).str.split(": ", n=1).str[-1])
+                 .groupby(["vocab", "llguidance", "said"], sort=True)]
     said = blocks("native", patches=res.patches_link, built=built, pinned=pinned, port_llg=port_llg, reproduced=reproduced,
                   n_unit=len(guide.UNIT), n_vdiff=len(vdiff), others=[x for x in built if x != port_llg],
                   cross_cells=cross_cells, cross_differ=cross_differ, where=where, n_diffs=len(diffs), cells=cells,
                   n_vocabs=df.vocab.nunique(), differ=differ,
                   unfinished=[f"{r.vocab}/{r.sampler}" for r in harness_errors.itertuples()])
-    sec.claim, sec.text = said["claim"], said["text"]
-    sec.views.append(Table(pd.DataFrame(t7), f"Guide table 7, from the compiled code (llguidance {pinned})"))
+    sec.claim, sec.text, sec.more = said["claim"], said["text"], said.get("more", "")
+    sec.views.append(Table(group_rows(pd.DataFrame(t7), keep=frozenset(GUIDE_VOCABS)),
+                           f"Guide table 7, from the compiled code (llguidance {pinned})"))
     if len(built) > 1 and vdiff:
-        sec.views.append(Table(pd.DataFrame(vdiff), "Test cells that differ between the llguidance versions"))
+        sec.views.append(Table(pd.DataFrame(vdiff), "Test results that differ between the llguidance versions", collapsed=True))
     if not diffs.empty:
-        sec.views.append(Table(diffs, "Every differing cell", note=said["diff_note"]))
-    sec.views.append(Table(shipped, "The test as shipped (before the PR) on every vocab", note=said["shipped_note"]))
+        sec.views.append(Table(difference_causes(diffs), "Every step where the compiled sampler and the port differ, one row per cause",
+                               note=said["diff_note"], collapsed=True))
+    sec.views.append(Table(group_rows(shipped, keep=frozenset(GUIDE_VOCABS)), "The test before the PR, on every vocab",
+                           note=said["shipped_note"], collapsed=True))
     sec.raw_table("native", df)
     if not diffs.empty:
         sec.raw_table("native_differences", diffs)

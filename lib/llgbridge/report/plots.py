@@ -4,6 +4,7 @@ every section draws per bridge."""
 from __future__ import annotations
 
 import io
+import textwrap
 from typing import Any
 
 import pandas as pd
@@ -48,12 +49,17 @@ def bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str, steps: st
     def num(x: pd.DataFrame, c: str) -> int:
         return int(pd.to_numeric(x[c], errors="coerce").fillna(0).sum())
 
-    # a bridge that is 0 everywhere is said in the title rather than drawn as 19 empty bars
+    # a bridge that is 0 everywhere is said in the title rather than drawn as 19 empty bars, and so is
+    # a vocab at 0 on every bridge
     groups = [b for b in present if num(df[df["bridge"] == b], col)] or present[-1:]
     zero = [b for b in present if b not in groups]
     if zero:
         title += f"\n({', '.join(zero)}: 0 on every vocab)"
-    fig, ax = plt.subplots(figsize=(9, 0.24 * len(vocabs) * len(groups) + 1.6))
+    quiet = [v for v in vocabs if not num(df[df.vocab == v], col)]
+    if quiet and len(quiet) < len(vocabs):
+        vocabs = [v for v in vocabs if v not in quiet]
+        title += "\n" + textwrap.fill(f"(0 on every bridge, not drawn: {', '.join(quiet)})", 90)
+    fig, ax = plt.subplots(figsize=(7, 0.13 * len(vocabs) * len(groups) + 1.3))
     h = 0.8 / len(groups)
     top = max(1, int(pd.to_numeric(df[col], errors="coerce").fillna(0).max()))
     short = False
@@ -74,14 +80,14 @@ def bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str, steps: st
         ys = [-i - j * h for i in range(len(vocabs))]
         ax.barh(ys, vals, height=h, label=b, color=PALETTE.get(b))
         for y, x, label in zip(ys, vals, labels):
-            ax.text(max(x, 1), y, label, va="center", fontsize=9)
-    ax.set_yticks([-i - h * (len(groups) - 1) / 2 for i in range(len(vocabs))], vocabs)
+            ax.text(max(x, 1), y, label, va="center", fontsize=7)
+    ax.set_yticks([-i - h * (len(groups) - 1) / 2 for i in range(len(vocabs))], vocabs, fontsize=8)
     ax.set_xscale("log")
     ax.set_xlim(0.8, top * 60)
-    ax.set_xlabel(xlabel, fontsize=10)
+    ax.set_xlabel(xlabel, fontsize=9)
     ax.set_title(title + ("\n(steps covered in brackets where a bridge's matcher died before the walk's end)" if short else ""),
-                 fontsize=11)
-    ax.legend(loc="lower right", fontsize=10)
+                 fontsize=10)
+    ax.legend(loc="lower right", fontsize=8)
     plt.tight_layout()
     out = svg(fig)
     plt.close(fig)

@@ -14,6 +14,7 @@ from .data import Results, takes_results
 from .prose import blocks
 from .table import Section, Table, guide_order, pinned_rows
 from .server import SERVER_CONTROLS
+from .tested import UPSTREAM
 
 
 GUIDE_10 = [  # (#, concern, the guide's answer in brief)
@@ -60,6 +61,46 @@ def sentinel_examples(soundness_ok: list[dict[str, Any]]) -> list[dict[str, Any]
     return out
 
 
+def probe_robustness(res: Results) -> dict[str, Any] | None:
+    """Question 4 from the exactness analysis: how many vocabs the PR's probe calls exact, and on
+    which of those `tokenize_fn` is inexact on some input (only on special-token text, or not)."""
+    ok, _ = res.load("exactness")
+    pvx = [r["probe_vs_exactness"] for r in ok]
+    if not pvx:
+        return None
+    misses = [x for x in pvx if str(x.get("cell", "")).startswith("probe misses")]
+    return {"probe_exact": sum(1 for x in pvx if x.get("probe_exact")), "n_probed": len(pvx),
+            "misses": sorted(x["vocab"] for x in misses), "specials": len([x for x in misses if x.get("inexact_only_specials")])}
+
+
+def xff_moved(census_ok: list[dict[str, Any]]) -> dict[str, Any]:
+    """Guide 4.5 from the census: a token takes the \\xff branch where its first conversion call
+    returns no bytes, so the two sets differ exactly at the differing tokens with one side empty."""
+    branch = {r["vocab"]: [d for d in r["diffs"] if (d["piece"] == "") != (d["detok"] == "")] for r in census_ok}
+    return {"moved": {v: d for v, d in sorted(branch.items()) if d}, "n": len(branch)}
+
+
+def sentinel_cause(res: Results) -> dict[str, Any] | None:
+    """Question 2 / guide 5.2: what the sentinel bridge's illegal (step, token) pairs are. The
+    soundness result keeps each bridge's worst steps with their illegal tokens (a token with no
+    real bytes is labelled `<id:text>`); `table` is True when every stored one is such a token."""
+    ok, _ = res.load("soundness")
+    if not ok:
+        return None
+    total = sum(int(x.get("under") or 0) for r in ok for x in r["soundness"] if x["bridge"] == "sentinel")
+    stored, labels = 0, []
+    for r in ok:
+        for w in r.get("worst", []):
+            if w.get("bridge") == "sentinel" and w.get("n_under"):
+                stored += int(w["n_under"])
+                try:
+                    labels += json.loads(w["under"])
+                except (ValueError, TypeError):
+                    labels.append("")
+    return {"n": total, "stored": stored, "table": bool(labels) and all(NO_BYTES.match(x) for x in labels),
+            "vocabs": sorted({r["vocab"] for r in ok for x in r["soundness"] if x["bridge"] == "sentinel" and int(x.get("under") or 0)})}
+
+
 @takes_results
 def review_section(res: Results) -> Section | None:
     """Guide 10's eight questions, each answered from the results, with the evidence linked."""
@@ -101,6 +142,10 @@ def review_section(res: Results) -> Section | None:
     branch = {r["vocab"]: [d for d in r["diffs"] if (d["piece"] == "") != (d["detok"] == "")] for r in ok["census"]}
     moved = {v: d for v, d in sorted(branch.items()) if d}
     examples = sentinel_examples(ok["soundness"])
+    cause = sentinel_cause(res)
+    # where the sentinel's mask is wrong, is its tokenize_fn exact (the strip would show there)?
+    rates = {b["vocab"]: b.get("tokenize_exact_rate") for r in ok["exactness"] for b in r.get("bridges", []) if b.get("bridge") == "sentinel"}
+    sentinel_exact = bool(cause and cause["vocabs"]) and all(rates.get(v) == 1.0 for v in cause["vocabs"])
     said = blocks(
         "review", greedy=greedy, fixed_under={"n": n_fx, "where": where_fx}, served=not served.empty, fixed_fail=fixed_fail,
         sentinel_under={"n": n_sen, "where": where_sen},
@@ -115,15 +160,15 @@ def review_section(res: Results) -> Section | None:
              "string_tests": spm.get("fixed", {}).get("string_tests", "?")},
         ci={"upstream": bpe_nat.get("upstream", {}).get("pr_test_exit", "?"), "fixed": bpe_nat.get("fixed", {}).get("pr_test_exit", "?")},
         cardinality=cardinality, prefixed=sorted(v for v, x in census.items() if x.get("add_space_prefix_observed")),
-        examples=bool(examples))
+        examples=bool(examples), sentinel_cause=cause, upstream_llg=UPSTREAM[0][1], sentinel_exact=sentinel_exact)
     # evidence is linked only where this report holds the section or table it names
     source = {"#soundness": "soundness", "tables/soundness.csv": "soundness", "tables/census.csv": "census", "#leak": "leak",
-              "tables/probe_vs_exactness.csv": "exactness", "#native": "native", "tables/forced.csv": "forced"}
+              "tables/probe_vs_exactness.csv": "exactness", "#native": "native", "tables/forced.csv": "forced", "#code": "census"}
 
     def held(e: str) -> str:
         return e if e and ok.get(source.get(e, ""), None) else ""
 
-    evidence = ["#soundness", "tables/soundness.csv", "tables/census.csv", "tables/probe_vs_exactness.csv", "#leak", "#native", "", "#native"]
+    evidence = ["#soundness", "tables/soundness.csv", "tables/census.csv", "tables/probe_vs_exactness.csv", "#leak", "#native", "#code", "#native"]
     rows = [{"#": n, "concern": q, "the guide": g, "the results": said[f"a{n}"], "evidence": held(e)}
             for (n, q, g), e in zip(GUIDE_10, evidence)]
     claims = [{"guide": guide_no, "claim": claim, "the results": said[block], "evidence": held(e)} for guide_no, claim, block, e in (
@@ -134,8 +179,8 @@ def review_section(res: Results) -> Section | None:
     sec = Section("review", "What a reviewer should push on (guide 10), answered from the results")
     sec.claim, sec.text = said["claim"], said["text"]
     sec.views.append(Table(pd.DataFrame(rows)))
-    sec.views.append(Table(pd.DataFrame(claims), caption="The guide's other one-measurement claims"))
+    sec.views.append(Table(pd.DataFrame(claims), caption="The guide's other one-measurement claims (7.2, 9, 5.2, 4.5)", collapsed=True))
     if examples:
         sec.views.append(Table(pd.DataFrame(examples), caption="5.2 in real bytes: one illegal (step, token) pair of the sentinel bridge per vocab",
-                               note=said["examples_note"]))
+                               note=said["examples_note"], collapsed=True))
     return sec

@@ -12,8 +12,8 @@ from ..native import version_key
 from ..server import LLG_PINNED
 from ..show import show_text
 from .data import Results, takes_results
-from .prose import blocks, prose
-from .table import Cell, Section, Table, after_fix, int_columns, shows
+from .prose import blocks
+from .table import Cell, Section, Table, after_fix, group_rows, int_columns, matched, shows
 
 
 SERVER_CONTROLS = ("json_enum_gbnf", "json_enum_chat", "rejected_schema", "special_literal")
@@ -50,6 +50,76 @@ def ignored_summary(df: pd.DataFrame, llg: str) -> str:
             + (", on both builds" if set(ign.sampler) >= {"upstream", "fixed"} else ""))
 
 
+def _guide_cell(text: str) -> tuple[int | None, int | None]:
+    """A cell of the guide's server table as (cases passed, llg errors): "0/3, 3 llg errors" ->
+    (0, 3); "0/3 (silent)" and "3/3" give no count (None)."""
+    passed = int(text.split("/")[0]) if "/" in text else None
+    count = next((int(w) for w, nxt in zip(text.replace(",", "").split(), text.replace(",", "").split()[1:])
+                  if w.isdigit() and nxt in ("llg", "errors")), None)
+    return passed, count
+
+
+def _stands_in(res: Results, vocab: str, synthetic: bool) -> list[str]:
+    """The guide's models a server row stands in for: the fixture of `guide.SERVER_STAND_IN`, and,
+    for a real model, any guide row of its tokenizer's kind (a SentencePiece vocab that prepends a
+    space stands in for the guide's llama/SPM models), so a new real-weight input needs no name here."""
+    out = [m for m, (fx, _) in guide.SERVER_STAND_IN.items() if fx == vocab]
+    if not synthetic and not out:
+        census = {r["vocab"]: r["summary"] for r in res.load("census")[0]}
+        s = census.get(vocab, {})
+        if s.get("vocab_type") == "SPM" and s.get("add_space_prefix_observed"):
+            out = [m for m, (tok, *_r) in guide.SERVER.items() if tok.endswith("/SPM")]
+    return out
+
+
+def guide_server_rows(res: Results) -> list[dict[str, Any]]:
+    """Guide 8's server table against ours: per guide row and each model of the suite that stands
+    in for it, both sides' cases passed without and with the fix, the llg error count where the
+    guide gives one, greedy, a match mark and why they differ."""
+    ok, _ = res.load("server")
+    if not ok:
+        return []
+    df = server_frame(ok)
+    versions_run = sorted({v for r in ok for v in r["llguidance"]}, key=version_key)
+    pinned = LLG_PINNED if LLG_PINNED in versions_run else versions_run[0]
+    main = df[df.case.isin(guide.SERVER_CASES) & (df.llguidance == pinned)]
+    out = []
+    for model, g in main.groupby("model", sort=False):
+        up, fx = g[g.sampler == "upstream"], g[g.sampler == "fixed"]
+        synthetic = bool(g.synthetic.iloc[0])
+        ours = {"without": int((up.outcome == "pass").sum()), "with": int((fx.outcome == "pass").sum()), "n": len(up),
+                "llg_without": int(up.llg_errors.sum()), "llg_with": int(fx.llg_errors.sum()), "greedy": bool(fx.greedy.any()),
+                "per_case": {r.case: int(r.llg_errors) for r in up.itertuples()},
+                "silent": bool(((up.outcome != "pass") & (up.http_status == 200) & ~up.error_field.astype(bool)).sum() == (up.outcome != "pass").sum())}
+        for gm in _stands_in(res, g.vocab.iloc[0], synthetic):
+            tok, without, with_, greedy = guide.SERVER[gm]
+            (gw, gl), (gf, gfl) = _guide_cell(without), _guide_cell(with_)
+            same_cases = (gw, gf) == (ours["without"], ours["with"]) and (greedy == "yes") == ours["greedy"]
+            why, short = [], ""
+            if not same_cases:
+                why.append(f"cases passed: the guide {gw}/{gf}, here {ours['without']}/{ours['with']} (without / with the fix)")
+                short = "cases passed differ"
+            if gl is not None and gl != ours["llg_without"]:
+                cases = ", ".join(f"{c} {n}" for c, n in ours["per_case"].items())
+                why.append(f"llg errors without the fix: the guide counted {gl}; this suite counts the `llg error` lines the "
+                           f"server logs per request: {ours['llg_without']} ({cases}); a grammar broken without the matcher dying "
+                           "(bug A's corrupted JSON key) logs none. The guide's logs are not published: its count cannot be checked")
+                short = short or f"{ours['llg_without']} llg errors here, {gl} in the guide (its count cannot be checked)"
+            elif gl is None and "silent" in without:
+                why.append(f"the guide gives no count (\"silent\": nothing reaches the client); here {ours['llg_without']} `llg error` "
+                           "lines in the server's log, none in a response" + ("" if ours["silent"] else ", but some failures were loud"))
+            mark = "✓" if same_cases and not short else "✗"
+            out.append({"the guide's model": f"{gm} ({tok})", "the guide: without / with (greedy)": f"{without} / {with_} ({greedy})",
+                        "stand-in here": f"{model} ({'synthetic' if synthetic else 'real'})",
+                        "here: without / with (greedy)": f"{ours['without']}/{ours['n']}, {ours['llg_without']} llg errors / "
+                                                         f"{ours['with']}/{ours['n']}, {ours['llg_with']} llg errors "
+                                                         f"({'yes' if ours['greedy'] else 'no'})", "match": mark,
+                        "why": ("; ".join(why) + ".") if why else "the same cases pass without and with the fix, greedy the same "
+                                                                  "(the guide gives no llg error count to compare).",
+                        "why_short": short or "the same", "guide": gm})
+    return out
+
+
 @takes_results
 def server_section(res: Results) -> Section | None:
     ok, failed = res.load("server")
@@ -66,7 +136,7 @@ def server_section(res: Results) -> Section | None:
     for model, g in guide3[guide3.llguidance == pinned].groupby("model", sort=False):
         up, fx = g[g.sampler == "upstream"], g[g.sampler == "fixed"]
         kind = "synthetic" if bool(g.synthetic.iloc[0]) else "real"
-        stands = [m for m, (fx_name, _) in guide.SERVER_STAND_IN.items() if kind == "synthetic" and fx_name == g.vocab.iloc[0]]
+        stands = _stands_in(res, g.vocab.iloc[0], kind == "synthetic")
         up_bad, fx_bad = bool((up.outcome != "pass").any()), bool((fx.outcome != "pass").any())
         rows.append({"model": f"{model} ({kind})", "vocab": g.vocab.iloc[0], "stands in for": ", ".join(stands),
                      "without fix": Cell(server_score(up), shows(up_bad)), "with fix": Cell(server_score(fx), after_fix(up_bad, fx_bad)),
@@ -74,9 +144,6 @@ def server_section(res: Results) -> Section | None:
     for f in failed:
         rows.append({"model": f["vocab"], "vocab": f["vocab"], "stands in for": "",
                      "without fix": Cell(f"failed: {f.get('error', '')}", "bad"), "with fix": Cell("failed", "bad"), "greedy engaged": ""})
-    theirs = pd.DataFrame([{"model": m, "tokenizer": t, "without fix": a, "with fix": b, "greedy engaged": c,
-                            "our stand-in": f"{guide.SERVER_STAND_IN[m][0]} ({guide.SERVER_STAND_IN[m][1]})"}
-                           for m, (t, a, b, c) in guide.SERVER.items()])
     # every case, both llguidance versions
     full = []
     for (model, llg), g in main.groupby(["model", "llguidance"], sort=False):
@@ -117,13 +184,18 @@ def server_section(res: Results) -> Section | None:
     quotes = main[(main.sampler == "upstream") & (main.outcome != "pass") & (main.llguidance == pinned)]
     silent_up = quotes[(quotes.http_status == 200) & ~quotes.error_field.astype(bool)]
     fixed_bad = main[(main.sampler == "fixed") & (main.outcome == "violation")]
-    sec.views.append(Table(pd.DataFrame(rows), caption=f"The guide's server table, regenerated (its three cases; llguidance {pinned})",
-                           note=blocks("server", only=("note",), quotes=list(quotes.itertuples()))["note"]))
-    sec.views.append(Table(theirs, caption="The guide's own rows, and the fixture whose tokenizer stands in for each model"))
-    sec.views.append(Table(pd.DataFrame(full), caption="Every case (adds dots and no_space), per llguidance version"))
+    match = guide_server_rows(res)
+    if match:
+        sec.views.append(Table(pd.DataFrame([{**{k: v for k, v in m.items() if k not in ("match", "why", "why_short", "guide")},
+                                              "match": Cell(m["match"], matched(m["match"])), "why": m["why"]} for m in match]),
+                               caption=f"Guide 8's server table against this suite's (its three cases; llguidance {pinned})"))
+    sec.views.append(Table(pd.DataFrame(rows), caption=f"Every model served here, the guide's three cases (llguidance {pinned})",
+                           note=blocks("server", only=("note",), quotes=list(quotes.itertuples()))["note"], collapsed=True))
+    sec.views.append(Table(pd.DataFrame(full), caption="Every case (adds dots and no_space), per llguidance version", collapsed=True))
     if ctrl:
-        sec.views.append(Table(pd.DataFrame(ctrl), caption=f"Controls (llguidance {pinned}): GBNF from the same schema; the chat endpoint; "
-                                                           "a schema llguidance cannot compile"))
+        sec.views.append(Table(group_rows(pd.DataFrame(ctrl), key="model"),
+                               caption=f"Controls (llguidance {pinned}): GBNF from the same schema; the chat endpoint; "
+                                       "a schema llguidance cannot compile", collapsed=True))
     under_load: list[str] = []
     load_on_gbnf = False
     load_said: dict[str, Any] | None = None
@@ -136,8 +208,9 @@ def server_section(res: Results) -> Section | None:
         under_load = [f"{r.model} on llguidance {r.llguidance}, {r.violations} of {r.requests} requests ({r.violating})"
                       for r in fx_load.itertuples()]
         load_on_gbnf = bool(fx_load.violating.str.contains("json_enum_gbnf").any()) if len(fx_load) else False
-        sec.views.append(Table(load, caption=f"Load: {load.requests.iloc[0]} constrained requests over {load.parallel.iloc[0]} slots at once, "
-                                             "every output judged (differ from sequential: the same case's outcome one request at a time)",
+        sec.views.append(Table(load, collapsed=True,
+                               caption=f"Load: {load.requests.iloc[0]} constrained requests over {load.parallel.iloc[0]} slots at once, "
+                                       "every output judged",
                                note=f"Measured by `make bench` ({res.link(res.bench_csv.with_suffix('.md'), 'bench.md')}), not by `make report`: "
                                     "how the server batches concurrent requests changes from run to run, and with it, on some runs, the "
                                     "outcome; this is that run's snapshot."))
@@ -156,7 +229,8 @@ def server_section(res: Results) -> Section | None:
             sp_rows.append(row)
         hit = [r["model"] for r in sp_rows if "violation" in r["fixed"].value]
         bug_c = {"hit": len(hit), "n": len(sp_rows)}
-        sec.views.append(Table(pd.DataFrame(sp_rows), caption=f"Bug C through the server: a literal spelling a special token (llguidance {pinned})"))
+        sec.views.append(Table(pd.DataFrame(sp_rows), collapsed=True,
+                               caption=f"Bug C through the server: a literal spelling a special token (llguidance {pinned})"))
     # the candidate patches through the server: every case where one answers otherwise than the PR
     cands_said: dict[str, Any] | None = None
     cands = [c for c in ("nospecial", "failclosed") if (df.sampler == c).any()]
@@ -171,15 +245,16 @@ def server_section(res: Results) -> Section | None:
         n_cand = int(df.sampler.isin(cands).sum())
         cands_said = {"names": cands, "requests": n_cand, "differ": len(crow)}
         if crow:
-            sec.views.append(Table(pd.DataFrame(crow), caption="Where a candidate patch's server answers otherwise than the PR's"))
+            sec.views.append(Table(pd.DataFrame(crow), caption="Where a candidate patch's server answers otherwise than the PR's", collapsed=True))
     if vdiff:
-        sec.views.append(Table(pd.DataFrame(vdiff), caption="Cells that differ between the llguidance versions"))
+        sec.views.append(Table(pd.DataFrame(vdiff), caption="Cells that differ between the llguidance versions", collapsed=True))
     if n_diff:
-        sec.views.append(Table(dd[~dd.same].reset_index(drop=True), caption="Cells where the port's matrix and the server differ"))
-    sec.claim, sec.text = prose(
+        sec.views.append(Table(dd[~dd.same].reset_index(drop=True), caption="Cells where the port's matrix and the server differ", collapsed=True))
+    said = blocks(
         "server", patches=res.patches_link, versions=versions_run, pinned_llg=LLG_PINNED, silent=len(silent_up), failing=len(quotes),
         fixed_bad=len(fixed_bad), agree=n_cells - n_diff, n_cells=n_cells, vdiff=bool(vdiff), ignored=ignored_summary(df, pinned),
-        under_load=under_load, load_on_gbnf=load_on_gbnf, load=load_said, bug_c=bug_c, cands=cands_said, pinned_run=pinned)
+        under_load=under_load, load_on_gbnf=load_on_gbnf, load=load_said, bug_c=bug_c, cands=cands_said, pinned_run=pinned, only=("claim", "text", "more"))
+    sec.claim, sec.text, sec.more = said["claim"], said["text"], said["more"]
     sec.raw_table("server", df)
     if not load.empty:
         sec.raw_table("server_load", load)

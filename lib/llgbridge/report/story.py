@@ -6,7 +6,8 @@ from .. import guide
 from ..native import LLG_PINNED as NATIVE_PIN
 from .data import Results
 from .prose import prose
-from .table import first_words
+from .table import first_words, pinned_rows
+from .verdict import abort_cause, bad_tokens
 
 
 def vocab_story(res: Results, v: str) -> str:
@@ -37,9 +38,16 @@ def vocab_story(res: Results, v: str) -> str:
         if parts:
             e2e = {"kind": "synthetic model" if served[0].get("synthetic") else "real model", "parts": parts}
     fx = next((x for x in special if x.get("sampler") == "fixed"), None)
+    nat = {x["sampler"]: x for r in res.load("native")[0] if r["vocab"] == v for x in pinned_rows(r)}
+    pr = None
+    if "upstream" in nat and "fixed" in nat:
+        _, why, same = abort_cause(nat["upstream"], nat["fixed"])
+        pr = {"without": nat["upstream"].get("pr_test_exit"), "with": nat["fixed"].get("pr_test_exit"),
+              "bad_without": bad_tokens(nat["upstream"]), "bad_with": bad_tokens(nat["fixed"]), "why": why, "same": same}
     _, text = prose("story", census=c["summary"] if c is not None else None, examples=examples,
                     leak={"upstream": lk["upstream"].get("allowed_with_space"), "fixed": lk.get("fixed", {}).get("allowed_with_space", "?")}
                     if lk.get("upstream") is not None else None,
                     forced={**up, "error": first_words(up["error"], 110) if up.get("error") else "", "output": str(up.get("output", ""))} if up else None,
-                    probe=probe.get(v), e2e=e2e, bug_c=fx if fx and fx.get("steps") else None)
+                    probe=probe.get(v), e2e=e2e, bug_c=fx if fx and fx.get("steps") else None, pr=pr,
+                    literal=(forced.get(v, {}).get("fixed") or {}).get("output", ""))
     return text

@@ -13,6 +13,7 @@ import pandas as pd
 
 from .. import guide
 from ..models import REAL_MODELS
+from . import gfm
 from ..native import LLG_PINNED as NATIVE_PIN
 from ..native import version_key
 from ..show import BYTE_COLUMNS, show_text
@@ -67,6 +68,11 @@ def after_fix(before: object, after: object) -> str:
     return "bad" if after else ("fixed" if before else "ok")
 
 
+# a finding beyond the PR that is the same before and after it (bugs C and D, the ignored schema):
+# not the PR's to fix, so neither "bug shows" (red) nor "repaired" (green)
+SAME = "same"
+
+
 def matched(mark: str) -> str:
     """A "matches the guide" cell (`✓`, `✗` or blank)."""
     return "fixed" if mark == "✓" else ("bad" if mark else "")
@@ -84,12 +90,83 @@ def colours(df: pd.DataFrame) -> list[list[str]]:
     return [[x.cls if isinstance(x, Cell) else "" for x in row] for row in df.itertuples(index=False)]
 
 
-def md_table(df: pd.DataFrame) -> str:
-    return shown_frame(values(df)).to_markdown(index=False, disable_numparse=True) + "\n"
-
-
-PROSE_COLUMNS = frozenset({"the results"})
+PROSE_COLUMNS = frozenset({"the results", "why", "what it means"})  # Markdown the report wrote
 LINK_COLUMNS = frozenset({"evidence"})  # a relative link to the table or section that shows it
+WRAP_COLUMNS = frozenset({"the PR's test: exit without → with"})  # a long cell in a table that otherwise keeps to one line
+
+# a page shows a column by what it holds, in words; the CSV keeps the name a reader can grep
+WORDS = {
+    "differ_from_sequential": "outcome differs from one request at a time", "healthy_after": "/health answers after",
+    "inputs_inexact": "inputs not tokenized exactly", "inputs_exact": "inputs tokenized exactly",
+    "n_only_port": "tokens only the port allows", "n_only_cpp": "tokens only the C++ allows",
+    "only_port": "only the port allows", "only_cpp": "only the C++ allows", "only_cpp_pieces": "pieces only the C++ allows",
+    "only_port_pieces": "pieces only the port allows", "cpp": "the compiled sampler", "port": "the port",
+    "under": "allowed but illegal", "over": "legal but masked", "over_collapsed": "of which forcing narrowed",
+    "under_steps": "steps allowing an illegal token", "over_steps": "steps masking a legal token",
+    "stop_disagree": "disagree on stopping", "witness": "shortest input that shows it",
+    "witness_got": "its tokens' real bytes", "probe_exact": "probe says exact", "failed_probe": "probe that failed",
+    "got": "came back as", "tok_eos": "end token id", "pr_test_exit": "PR test exit", "no_space_bad": "tokens with a space",
+    "forced_bad": "tokens not a prefix", "no_space_allowed": "allowed (no-space test)", "forced_allowed": "allowed (forced test)",
+    "pr_test_failure": "PR test failure", "pr_test_llg_error": "PR test: first llg error", "shipped_test_exit": "test before the PR: exit",
+    "shipped_test_failure": "test before the PR: failure", "shipped_test_llg_error": "test before the PR: first llg error",
+    "diff_jobs": "walks compared", "diff_cells": "steps compared", "diff_differ": "steps that differ",
+    "harness_error": "harness error", "allowed_with_space": "allowed with a space", "allowed_illegal": "allowed, illegal",
+    "legal_masked": "legal, masked", "not_prefix": "not a prefix", "error_step": "error at step", "output_ok": "output right",
+    "build_error": "not built because", "tokenize_exact": "llama_tokenize exact", "byte_forcing": "byte forcing",
+    "tokenize_exact_rate": "inputs tokenized exactly", "canon_defined": "canonical tokens known",
+    "canon_differs": "differs from llama.cpp's tokens", "special_failures": "special-token text failures",
+    "llg_errors": "llg error lines", "error_field": "error field", "http_status": "HTTP status", "stop_type": "stop type",
+    "first_violation": "first token the grammar forbids", "sent_as": "sent as", "n_tokens": "tokens",
+    "compared_tokens": "tokens compared", "first_differing_token": "first differing token", "port_outcome": "port's outcome",
+    "server_outcome": "server's outcome", "violating": "what broke", "then_allowed": "tokens allowed after",
+    "over_limit": "over the limit by", "limit_of": "limit of", "jsonschema_invalid": "jsonschema rejects",
+}
+
+
+_AUTHORED = re.compile(r"\*\*[^*]+\*\*|`[^`]+`")
+
+
+def header(col: object) -> str:
+    return WORDS.get(str(col), str(col).replace("_", " "))
+
+
+def md_table(df: pd.DataFrame) -> str:
+    """One table in GitHub's Markdown (`gfm`): bytes in code spans, every other value escaped, so a
+    `|` or a `<eos>` in a token never splits a cell or becomes HTML."""
+    shown = shown_frame(values(df))
+    cols = [str(c) for c in shown.columns]
+
+    def cell(col: str, val: object) -> str:
+        text = str(val)
+        if col in BYTE_COLUMNS or col == "pieces":
+            return gfm.cell_code(text)
+        # a value the report wrote with **bold** or `code` in it (bench.md's rows) is its Markdown
+        return gfm.cell_prose(text) if col in PROSE_COLUMNS or _AUTHORED.search(text) else gfm.cell_plain(text)
+
+    lines = ["| " + " | ".join(gfm.cell_plain(header(c)) for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    lines += ["| " + " | ".join(cell(c, v) for c, v in zip(cols, row)) + " |" for row in shown.itertuples(index=False)]
+    return "\n".join(lines) + "\n"
+
+
+def group_rows(df: pd.DataFrame, key: str = "vocab", keep: frozenset[str] = frozenset()) -> pd.DataFrame:
+    """Rows that say the same thing in every other column (values and colours) become one, its
+    `key` cell naming them all with their count; rows whose key is in `keep` (the guide's own
+    vocabs, set beside the guide's figures) stay apart."""
+    if df.empty:
+        return df
+    others = [c for c in df.columns if c != key]
+    groups: dict[object, list[int]] = {}
+    for i, row in df.iterrows():
+        sig = ("keep", row[key]) if row[key] in keep else tuple((x.value, x.cls) if isinstance(x, Cell) else x for x in row[others])
+        groups.setdefault(sig, []).append(i)
+    out = []
+    for idx in groups.values():
+        row = df.loc[idx[0]].to_dict()
+        if len(idx) > 1:
+            row[key] = f"{len(idx)} vocabs: " + ", ".join(str(df.loc[i, key]) for i in idx) if key == "vocab" else \
+                ", ".join(str(df.loc[i, key]) for i in idx)
+        out.append(row)
+    return pd.DataFrame(out, columns=df.columns)
 
 
 def html_table(df: pd.DataFrame, links: dict[str, str] | None = None) -> str:
@@ -97,7 +174,7 @@ def html_table(df: pd.DataFrame, links: dict[str, str] | None = None) -> str:
     class colours it; `links` maps a first-column value to a URL."""
     classes = colours(df)
     shown = shown_frame(values(df))
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown.columns)
+    head = "".join(f"<th>{html.escape(header(c))}</th>" for c in shown.columns)
     body = []
     for i, row in enumerate(shown.itertuples(index=False)):
         cells = []
@@ -105,6 +182,8 @@ def html_table(df: pd.DataFrame, links: dict[str, str] | None = None) -> str:
             cls = [classes[i][j]] if classes[i][j] else []
             if col in BYTE_COLUMNS or col == "pieces":
                 cls.append("b")
+            if col in WRAP_COLUMNS:
+                cls.append("w")
             text = html.escape(str(val))
             if col in PROSE_COLUMNS:  # sentences with **bold** and `code`, written by the report itself
                 text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
@@ -113,6 +192,8 @@ def html_table(df: pd.DataFrame, links: dict[str, str] | None = None) -> str:
                 text = f"<a href='{html.escape(str(val))}'>{text}</a>"
             if j == 0 and links and str(val) in links:
                 text = f"<a href='{html.escape(links[str(val)])}'>{text}</a>"
+            elif j == 0 and len(str(val)) > 30:  # a grouped row's list of names wraps in its own width, not the table's
+                text = f"<span class='k'>{text}</span>"
             attr = f" class='{' '.join(cls)}'" if cls else ""
             cells.append(f"<td{attr}>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
@@ -129,6 +210,7 @@ class Table:
     name: str = ""  # the CSV's name, for a raw table
     note: str = ""  # a sentence under the table (Markdown)
     links: dict[str, str] | None = None
+    collapsed: bool = False  # shown on the page under its caption, closed (the Markdown shows it whole)
 
     @property
     def html(self) -> str:
@@ -152,6 +234,8 @@ class Section:
     views: list[Table] = field(default_factory=list)
     raw: list[Table] = field(default_factory=list)  # written as tables/NAME.csv, shown collapsed
     figure: str = ""  # inline SVG (HTML only)
+    figure_caption: str = ""  # one line: what to read from the figure
+    more: str = ""  # how it was measured (Markdown): on the page under a closed summary, in the Markdown whole
     notebook: str = ""  # the analysis whose executed notebooks to link
     notebooks: list[tuple[str, str]] = field(default_factory=list)  # (vocab, href), filled in by build()
     # files written beside the page (path under the output folder -> text): a figure of timings
@@ -196,5 +280,5 @@ def pinned_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
     return [row for row in r["rows"] if row.get("llguidance") == want]
 
 
-__all__ = ["Cell", "shows", "after_fix", "matched", "Table", "Section", "md_table", "html_table", "values", "guide_order", "vocab_key", "int_columns",
+__all__ = ["Cell", "shows", "after_fix", "matched", "SAME", "WORDS", "header", "group_rows", "Table", "Section", "md_table", "html_table", "values", "guide_order", "vocab_key", "int_columns",
            "result_rows", "piece_text", "cell_value", "names", "first_words", "pinned_rows", "GUIDE_VOCABS", "PR_BASE"]

@@ -1,11 +1,12 @@
-"""The verdict: what happened, per bug and per input, first on the page."""
+"""The verdict: the recommendation and the rules it follows from, where the suite and the guide
+disagree, what happened per bug, and one row per input; first on the page and in the PR comment."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
-from dataclasses import dataclass
 
 import pandas as pd
 
@@ -14,8 +15,24 @@ from ..models import REAL_MODELS
 from ..server import LLG_PINNED
 from .data import Results, takes_results
 from .prose import blocks
-from .table import Cell, Table, after_fix, cell_value, guide_order, pinned_rows, result_rows, shows, values
-from .server import SERVER_CONTROLS
+from .review import probe_robustness, sentinel_cause, xff_moved
+from .server import SERVER_CONTROLS, guide_server_rows
+from .table import SAME, Cell, Table, after_fix, cell_value, guide_order, pinned_rows, result_rows, shows, values
+
+# the two ctest entries the PR's test runs under (tests/CMakeLists.txt: the one it has, the one it adds)
+CTEST_VOCABS = ("llama-bpe", "llama-spm")
+CANDIDATE_PATCHES = {"C": "0004-llguidance-tokenize-fn-without-special-parsing.patch",
+                     "D": "0005-llguidance-fail-closed-on-a-mask-error.patch"}
+# upstream reports of the same class as a finding, with their state when read (2026-12-02; none
+# reports bugs A-D as such). #24144 was closed by #24154, a null check on the sampler that
+# llama_sampler_init_llg passes: it returns a sampler even when it has no matcher
+UPSTREAM = {
+    "ignored": [("19051", "llama-server fails open when JSON schema grammar parsing fails", "open"),
+                ("24144", "invalid GBNF grammar is silently ignored instead of returning HTTP 400",
+                 "closed by #24154 for GBNF; `llama_sampler_init_llg` returns a sampler even without a matcher, which that check lets through")],
+    "B": [("8584", "Tokenization adds a space to the first non-special token", "closed")],
+}
+ISSUES_URL = "https://github.com/ggml-org/llama.cpp/issues/"
 
 
 @dataclass
@@ -23,6 +40,9 @@ class Verdict:
     sentences: list[str]
     df: pd.DataFrame  # one row per input, its cells coloured
     reproduced: tuple[int, int]  # (guide figures matched, guide figures compared)
+    recommendation: dict[str, Any] = field(default_factory=dict)  # the call, and the rules it follows from
+    disagreements: list[str] = field(default_factory=list)  # where the suite finds the guide wrong (Markdown)
+    facts: dict[str, Any] = field(default_factory=dict)  # what the sentences say, for the PR comment
 
     def table(self, links: dict[str, str] | None = None) -> Table:
         return Table(self.df, links=links)
@@ -67,35 +87,107 @@ def guide_figures(res: Results) -> list[tuple[str, bool]]:
     return out
 
 
-def abort_reason(row: dict[str, Any]) -> str:
-    """Why the PR's test exits non-zero on the fixed build, in a few words."""
-    err = str(row.get("pr_test_llg_error") or "")
-    fail = str(row.get("pr_test_failure") or "")
+def bad_tokens(row: dict[str, Any]) -> tuple[int, int]:
+    """The PR test's two counts, apart: (allowed tokens with a space, allowed tokens not a prefix)."""
+    return int(row.get("no_space_bad") or 0), int(row.get("forced_bad") or 0)
+
+
+def abort_cause(up: dict[str, Any], fx: dict[str, Any]) -> tuple[str, str, bool]:
+    """Why the PR's test still exits non-zero after the fix with no wrong token: (a few words for
+    the cell, the sentence's words, whether it is the same before the PR). "" where it passes or a
+    wrong token explains it."""
+    if fx.get("pr_test_exit") in (None, "", 0) or any(bad_tokens(fx)):
+        return "", "", False
+    err = str(fx.get("pr_test_llg_error") or "")
     if "Too many items" in err:
-        return "a mask over step_max_items (50000): grammar dropped"
-    if row.get("tok_eos") == -1:
-        return "tok_eos = -1 (no EOT, no EOS)"
-    return (fail or err)[:80] or "aborted"
+        # before the PR the same test hits the same limit on both samplers (the shipped test's llg error)
+        same = all("Too many items" in str(r.get("shipped_test_llg_error") or "") for r in (up, fx))
+        return ("bug D: item limit", "a mask over llguidance's step_max_items (50000) drops the grammar (bug D)"
+                + (", as the test before the PR does on both samplers" if same else ""), same)
+    if fx.get("tok_eos") == -1:
+        return ("no end token", "the vocab has no end-of-turn or end-of-sequence token, and the test's "
+                "`test_sampler_chain`, which the PR leaves as it was, indexes token -1", True)
+    fail = str(fx.get("pr_test_failure") or err)
+    return fail[:40] or "aborted", fail[:80] or "aborted", False
 
 
-def time_cost(bench: pd.DataFrame, link: str) -> dict[str, Any] | None:
-    """The fix's time cost, from the committed `make bench` snapshot: mask ms per generated token,
-    upstream / fixed per vocab, and the largest ratio (None without a snapshot)."""
+def pr_test_cell(up: dict[str, Any], fx: dict[str, Any]) -> Cell | str:
+    """The PR's own test without and with the fix: exit code and its two counts apart, coloured by
+    what the cell says (an abort after the fix with no wrong token is not the bug showing)."""
+    if not up and not fx:
+        return Cell("not run", "")
+
+    def said(r: dict[str, Any]) -> str:
+        space, prefix = bad_tokens(r)
+        counts = [f"{space} with a space"] * bool(space) + [f"{prefix} not a prefix"] * bool(prefix)
+        return f"{r.get('pr_test_exit', '?')}" + (f" ({', '.join(counts)})" if counts else "")
+
+    short, _, same = abort_cause(up, fx)
+    text = f"{said(up)} → {said(fx)}" + (f": {short}" if short else "")
+    if fx.get("pr_test_exit") == 0:
+        return Cell(text, "fixed" if up.get("pr_test_exit") not in (0, None, "") else "ok")
+    if any(bad_tokens(fx)):
+        return Cell(text, "bad")
+    return Cell(text, SAME if same else "bad")
+
+
+def time_cost(res: Results) -> dict[str, Any] | None:
+    """The fix's time cost, from the committed `make bench` snapshot: the mask's µs per generated
+    token, upstream / fixed per vocab, as bench.csv records them (3 significant digits, medians of
+    its runs), and the largest ratio. None without a snapshot."""
+    bench = res.bench
     if bench.empty:
         return None
     m = bench[(bench.benchmark == "mask_per_token") & bench.variant.isin(["upstream", "fixed"])]
     if m.empty:
         return None
-    ms = {(r.vocab, r.variant): 1000 * float(r.seconds) for r in m.itertuples()}
-    vocabs = list(dict.fromkeys(m.vocab))
-    cells = [f"{v} {ms[(v, 'upstream')]:.2f} / {ms[(v, 'fixed')]:.2f}" for v in vocabs if (v, "upstream") in ms and (v, "fixed") in ms]
-    worst = max((ms[(v, "fixed")] / ms[(v, "upstream")] for v in vocabs if (v, "upstream") in ms and (v, "fixed") in ms), default=1.0)
-    return {"cells": cells, "worst": f"{worst:.2f}", "link": link}
+    us = {(r.vocab, r.variant): 1e6 * float(r.seconds) for r in m.itertuples()}
+    vocabs = [v for v in dict.fromkeys(m.vocab) if (v, "upstream") in us and (v, "fixed") in us]
+    ratio = {v: us[(v, "fixed")] / us[(v, "upstream")] for v in vocabs}
+    worst = max(vocabs, key=lambda v: ratio[v], default="")
+    md = res.bench_csv.with_suffix(".md")
+    machine = next((line.removeprefix("Machine: ").rstrip(".") for line in md.read_text(encoding="utf-8").splitlines()
+                    if line.startswith("Machine: ")), "") if md.exists() else ""
+    return {"cells": [f"{v} {us[(v, 'upstream')]:.3g} / {us[(v, 'fixed')]:.3g}" for v in vocabs],
+            "worst": f"{ratio[worst]:.2f}" if worst else "1.00", "worst_vocab": worst,
+            "best": f"{min(ratio.values()):.2f}" if ratio else "1.00",
+            "link": res.link(md, "bench.md"), "machine": machine}
+
+
+def _server_frame(res: Results) -> pd.DataFrame:
+    """The server's rows on llguidance as llama.cpp pins it, the matrix's cases without the controls."""
+    ok, _ = res.load("server")
+    served = pd.DataFrame([row for r in ok for row in r["rows"]]) if ok else pd.DataFrame()
+    if served.empty:
+        return served
+    pin = LLG_PINNED if (served.llguidance == LLG_PINNED).any() else sorted(served.llguidance.unique())[0]
+    return served[served.llguidance == pin].rename(columns={"sampler": "bridge"})
+
+
+def recommend(broken: list[str], worse: list[str], ctest: dict[str, tuple[Any, Any]], follow_ups: list[dict[str, str]]) -> dict[str, Any]:
+    """The call, by rules a reader can check: the fix must repair every vocab bugs A and B hit,
+    make none worse, and pass the PR's own ctest entries; then approve, each finding beyond the PR
+    that is the same before and after it becoming a named follow-up. Otherwise ask for changes,
+    naming the rule that failed."""
+    # without the compiled test's results the third rule is not measured: no call is made on it
+    passes = (all(a == 0 for _, a in ctest.values()) and len(ctest) == len(CTEST_VOCABS)) if ctest else None
+    rules = [
+        {"rule": "the fix repairs every vocab bug A or bug B hits", "holds": not broken, "why": ", ".join(broken)},
+        {"rule": "it makes no vocab worse (token table, forced mask, the PR's test, the server's cases)", "holds": not worse,
+         "why": ", ".join(worse)},
+        {"rule": "the PR's two ctest entries pass with it", "holds": passes,
+         "why": "; ".join(f"{v}: exit {b} without, {a} with" for v, (b, a) in ctest.items())},
+    ]
+    ok = all(r["holds"] for r in rules)
+    unknown = [r for r in rules if r["holds"] is None]
+    call = ("approve" if not follow_ups else f"approve, with {len(follow_ups)} follow-up{'s' * (len(follow_ups) != 1)}") if ok \
+        else "request changes" if any(r["holds"] is False for r in rules) else "none yet: a rule is not measured"
+    return {"call": call, "rules": rules, "follow_ups": follow_ups if ok else [], "ok": ok}
 
 
 @takes_results
 def verdict(res: Results) -> Verdict | None:
-    """The reviewer's four questions, answered from the results, and one row per input."""
+    """The reviewer's questions, answered from the results, and one row per input."""
     census, _ = res.load("census")
     if not census:
         return None
@@ -110,16 +202,13 @@ def verdict(res: Results) -> Verdict | None:
     native = {(r["vocab"], row["sampler"]): row for r in native_ok for row in pinned_rows(r)}
     matrix_ok, _ = res.load("matrix")
     matrix = pd.DataFrame([row for r in matrix_ok for row in r["rows"]]) if matrix_ok else pd.DataFrame()
-    # end to end: from the real llama-server where it ran (llguidance as llama.cpp pins it, the
-    # matrix's cases without the controls), else from the port's matrix
-    server_ok, _ = res.load("server")
-    served = pd.DataFrame([row for r in server_ok for row in r["rows"]]) if server_ok else pd.DataFrame()
-    if not served.empty:
-        pin = LLG_PINNED if (served.llguidance == LLG_PINNED).any() else sorted(served.llguidance.unique())[0]
-        served = served[(served.llguidance == pin) & ~served.case.isin(SERVER_CONTROLS)].rename(columns={"sampler": "bridge"})
+    # end to end: from the real llama-server where it ran, else from the port's matrix
+    served_all = _server_frame(res)
+    served = served_all[~served_all.case.isin(SERVER_CONTROLS)] if not served_all.empty else served_all
     leak, forced = frames["leak"], frames["forced"]
 
-    rows, hit_a, hit_b, repaired, broken, costs = [], [], [], [], [], []
+    rows, hit_a, hit_b, repaired, broken, costs, worse = [], [], [], [], [], [], []
+    aborts: list[dict[str, Any]] = []
     for v in guide_order(list(info)):
         s = info[v]
         up_leak, fx_leak = cell_value(leak, v, "upstream", "allowed_illegal"), cell_value(leak, v, "fixed", "allowed_illegal")
@@ -138,34 +227,40 @@ def verdict(res: Results) -> Verdict | None:
         if greedy:
             costs.append(v)
         n_up, n_fx = native.get((v, "upstream"), {}), native.get((v, "fixed"), {})
-        pr_up, pr_fx = n_up.get("pr_test_exit", ""), n_fx.get("pr_test_exit", "")
-        bad_up = int(n_up.get("no_space_bad") or 0) + int(n_up.get("forced_bad") or 0)
-        bad_fx = int(n_fx.get("no_space_bad") or 0) + int(n_fx.get("forced_bad") or 0)
-        e2e = ""
+        # worse with the fix than without, on any measure the suite has
+        if (int(fx_leak or 0) > int(up_leak or 0) or (bool(fx_np) and not up_np)
+                or (n_fx.get("pr_test_exit") not in (None, "", 0) and n_up.get("pr_test_exit") == 0)):
+            worse.append(v)
+        e2e: Cell | str = Cell("not run", "")
         for source, frame in (("llama-server", served), ("port", matrix)):
             m = frame[frame.vocab == v] if not frame.empty else frame
             if not m.empty:
-                kind = "synthetic model" if bool(m.synthetic.iloc[0]) else "real model"
-                e2e = " / ".join(f"{int((m[m.bridge == br].outcome == 'pass').sum())}/{len(m[m.bridge == br])}"
-                                 for br in ("upstream", "fixed")) + f" ({source}, {kind})"
+                kind = "synthetic" if bool(m.synthetic.iloc[0]) else "real model"
+                e2e = " → ".join(f"{int((m[m.bridge == br].outcome == 'pass').sum())}/{len(m[m.bridge == br])}"
+                                 for br in ("upstream", "fixed")) + f" ({'server' if source == 'llama-server' else 'port'}, {kind})"
+                if source == "llama-server":
+                    fails_fx = set(m[(m.bridge == "fixed") & (m.outcome != "pass")].case)
+                    if fails_fx - set(m[(m.bridge == "upstream") & (m.outcome != "pass")].case):
+                        worse.append(v)
                 break
+        short, why, same = abort_cause(n_up, n_fx)
+        if short:
+            aborts.append({"vocab": v, "why": why, "same": same, "short": short})
         fx_forced = "" if fx_np is None else ("ok" if not fx_np and fx_ok else "FAILS")
-        # "repaired" only where the fixed build's test passes: an abort after the fix is not a repair
-        pr_cls = "bad" if bad_fx or pr_fx not in ("", 0) else ("fixed" if bad_up or pr_up not in ("", 0) else "ok")
         rows.append({
             "input": v, "type": s.get("vocab_type", "") + (" · real model" if v in REAL_MODELS else ""),
-            "A: wrong tokens": Cell(s["differing"], shows(s["differing"])),
-            "A: leaks": Cell("" if up_leak is None else up_leak, shows(up_leak)),
-            "B: tokenize exact": Cell("" if not p else ("yes" if p.get("tokenize_exact") else "no"), shows(p and not p.get("tokenize_exact"))),
-            "B: forced mask": Cell("" if up_np is None else ("ok" if not up_np else f"{up_np} not prefix"), shows(up_np)),
-            "B: matcher dies": Cell("yes" if up_err else "no", shows(up_err)),
-            "fix: leaks": "" if fx_leak is None else Cell(fx_leak, after_fix(up_leak, fx_leak)),
-            "fix: forced": "" if fx_np is None else Cell(fx_forced, after_fix(b, fx_forced == "FAILS")),
-            "fix: tokenizer": Cell("greedy" if greedy else "tokenize_fn", "cost" if greedy else "ok"),
-            "fix: byte forcing": Cell("lost" if greedy else "kept", "cost" if greedy else "ok"),
-            # why an abort after the fix happens is said once, in the sentences above the table
-            "PR test without / with fix: exit (bad tokens)": Cell(f"{pr_up} ({bad_up}) / {pr_fx} ({bad_fx})", pr_cls) if pr_up != "" else "",
-            "end to end: cases passed without / with": e2e,
+            "bug A: tokens with wrong bytes": Cell(s["differing"], shows(s["differing"])),
+            "bug A: illegal tokens admitted": Cell("not run" if up_leak is None else up_leak, shows(up_leak)),
+            "bug B: llama_tokenize exact": Cell("not run" if not p else ("yes" if p.get("tokenize_exact") else "no"),
+                                                shows(p and not p.get("tokenize_exact"))),
+            "bug B: forced mask": Cell("not run" if up_np is None else ("ok" if not up_np else f"{up_np} token{'s' if up_np != 1 else ''} not a prefix"),
+                                       shows(up_np)),
+            "bug B: grammar dropped": Cell("yes" if up_err else "no", shows(up_err)),
+            "with the fix: illegal admitted": Cell("not run", "") if fx_leak is None else Cell(fx_leak, after_fix(up_leak, fx_leak)),
+            "with the fix: forced mask": Cell("not run", "") if fx_np is None else Cell(fx_forced, after_fix(b, fx_forced == "FAILS")),
+            "with the fix: tokenizer": Cell("greedy" if greedy else "tokenize_fn", "cost" if greedy else "ok"),
+            "the PR's test: exit without → with": pr_test_cell(n_up, n_fx),
+            "end to end: cases passed without → with": e2e,
         })
     spm_like = {"SPM"}
     beyond = [v for v in hit_b if info[v].get("vocab_type") not in spm_like]
@@ -175,35 +270,105 @@ def verdict(res: Results) -> Verdict | None:
     port = None
     if native_ok:
         port_llg = metadata.version("llguidance")
-        same = [row for r in native_ok for row in r["rows"] if row.get("llguidance", port_llg) == port_llg]
-        cells = sum(int(row.get("diff_cells") or 0) for row in same)
-        differ = sum(int(row.get("diff_differ") or 0) for row in same)
+        same_llg = [row for r in native_ok for row in r["rows"] if row.get("llguidance", port_llg) == port_llg]
+        cells = sum(int(row.get("diff_cells") or 0) for row in same_llg)
+        differ = sum(int(row.get("diff_differ") or 0) for row in same_llg)
         port = {"agree": cells - differ, "cells": cells, "differ": differ, "vocabs": len(native_ok)}
-    aborts = [v for v in info if (native.get((v, "fixed")) or {}).get("pr_test_exit") not in (None, "", 0)]
+    ctest = {v: (native[(v, "upstream")].get("pr_test_exit"), native[(v, "fixed")].get("pr_test_exit"))
+             for v in CTEST_VOCABS if (v, "upstream") in native and (v, "fixed") in native}
+    passing = sorted((v for v in info if (native.get((v, "fixed")) or {}).get("pr_test_exit") == 0), key=guide_order(list(info)).index)
     # beyond the PR (bug C, bug D), from the compiled samplers
     special = [row for r in native_ok for row in r.get("special", [])]
+    walked = sorted({x["vocab"] for x in special if x.get("sampler") == "fixed"})
     c_hit = sorted({x["vocab"] for x in special if x.get("sampler") == "fixed" and x.get("steps") and not x.get("complete")})
     c_fix = sorted({x["vocab"] for x in special if x.get("sampler") == "nospecial" and x.get("complete")} & set(c_hit))
+    spelled = {(x["vocab"], x["sampler"]): (x.get("complete"), x.get("spelled"), x.get("error")) for x in special}
+    c_same = [v for v in c_hit if spelled.get((v, "upstream")) == spelled.get((v, "fixed"))]
     bug_c = None
     if c_hit:
         ex = next(x for x in special if x.get("sampler") == "fixed" and x["vocab"] == ("llama-bpe" if "llama-bpe" in c_hit else c_hit[0]))
-        bug_c = {"hit": c_hit, "vocab": ex["vocab"], "literal": ex["literal"], "spelled": ex["spelled"],
-                 "allowed": ex["stop_allowed_pieces"], "repaired": len(c_fix)}
-    d_hit = sorted(v for v in info if "Too many items" in str((native.get((v, "fixed")) or {}).get("pr_test_llg_error", "")))
-    # make bench's snapshot, on the models served here
-    served_models = set() if served.empty else set(served.model)
-    loads = [x for x in res.server_load.to_dict("records") if x["model"] in served_models]
+        bug_c = {"hit": c_hit, "vocab": ex["vocab"], "literal": ex["literal"], "spelled": ex["spelled"], "walked": len(walked),
+                 "allowed": ex["stop_allowed_pieces"], "repaired": len(c_fix), "same": len(c_same),
+                 "without": sorted(set(info) - set(walked)), "patch": CANDIDATE_PATCHES["C"]}
+    d_rows = [x for x in aborts if x["short"].startswith("bug D")]
+    bug_d = {"hit": [x["vocab"] for x in d_rows], "same": all(x["same"] for x in d_rows), "patch": CANDIDATE_PATCHES["D"]} if d_rows else None
+    loads = [x for x in res.server_load.to_dict("records")] if not served.empty else []
+    loads = [x for x in loads if x["model"] in set(served.model)]
     server = None
+    ignored = None
     if not served.empty:
         up = served[served.bridge == "upstream"]
         silent = up[(up.outcome != "pass") & (up.http_status == 200) & ~up.error_field.astype(bool)]
-        server = {"silent": len(silent), "failing": int((up.outcome != "pass").sum()),
+        server = {"silent": len(silent), "failing": int((up.outcome != "pass").sum()), "models": served.model.nunique(),
                   "fixed_bad": len(served[(served.bridge == "fixed") & (served.outcome == "violation")]),
                   "load_bad": sum(int(x.get("violations") or 0) for x in loads if x.get("sampler") == "fixed"), "load_run": bool(loads)}
+        rej = served_all[served_all.case == "rejected_schema"]
+        if not rej.empty:
+            ign = rej[rej.outcome == "ignored"]
+            ignored = {"n": len(ign), "of": len(rej), "both": set(ign.bridge) >= {"upstream", "fixed"}, "issues": UPSTREAM["ignored"]}
+    # what the suite finds the guide wrong about, and the figures that differ
+    probe = probe_robustness(res)
+    moved = xff_moved(census)
+    cause = sentinel_cause(res)
+    srv_rows = guide_server_rows(res)
+    disagreements = []
+    if probe and probe["misses"]:
+        disagreements.append(f"**The probe is not robust as the guide says** (question 4): it calls {probe['probe_exact']} of "
+                             f"{probe['n_probed']} vocabs' `llama_tokenize` exact, and on {len(probe['misses'])} of those some "
+                             f"inputs still come back with other bytes ({probe['specials']} only on special-token text); the "
+                             "PR keeps that `tokenize_fn` there.")
+    if moved["moved"]:
+        disagreements.append(f"**The `\\xff` branch is not entered by the same tokens on every vocab** (4.5): on "
+                             f"{len(moved['moved'])} of {moved['n']} vocabs a token whose piece is a lone space reaches "
+                             "llguidance as zero bytes without the fix and as `' '` with it.")
+    if cause and cause["n"] and cause["table"]:
+        disagreements.append(f"**The sentinel's illegal tokens come from its token table, not from prefix-and-strip** (5.2, "
+                             f"question 2): every one the suite stored ({cause['stored']} of {cause['n']}) is a token with no "
+                             "real bytes that the table gives its special text.")
+    differ = [r for r in srv_rows if r["match"] == "✗"]
+    if differ:
+        disagreements.append("**Guide 8's server table:** " + "; ".join(f"{r['guide']}: {r['why_short']}" for r in differ) + ".")
+    missed = [name for name, ok in figs if not ok]
+    if missed:
+        disagreements.append(f"**Figures that differ:** {', '.join(missed)}.")
+    follow_ups = []
+    if bug_c and bug_c["same"] == len(bug_c["hit"]):
+        follow_ups.append({"what": f"bug C on {len(c_hit)} of {len(walked)} vocabs", "patch": CANDIDATE_PATCHES["C"]})
+    if bug_d and bug_d["same"]:
+        follow_ups.append({"what": f"bug D on {len(bug_d['hit'])}", "patch": CANDIDATE_PATCHES["D"]})
+    if ignored and ignored["both"]:
+        follow_ups.append({"what": "the ignored schema", "patch": "", "issues": ", ".join(f"#{n}" for n, _, _ in ignored["issues"])})
+    timing = time_cost(res)
+    rec = recommend(broken, sorted(set(worse), key=guide_order(list(info)).index), ctest, follow_ups)
     said = blocks("verdict", n=n, hit_a=hit_a, hit_b=hit_b, beyond=[f"{x} ({info[x].get('vocab_type')})" for x in beyond],
-                  broken=broken, repaired=repaired, costs=costs,
-                  time=time_cost(res.bench, res.link(res.bench_csv.with_suffix(".md"), "bench.md")),
-                  matched=n_matched, figures=len(figs), missed=[name for name, ok in figs if not ok], port=port,
-                  aborts=[f"{v} ({abort_reason(native[(v, 'fixed')])})" for v in aborts], bug_c=bug_c, bug_d=d_hit, server=server)
+                  broken=broken, repaired=repaired, costs=costs, time=timing, matched=n_matched, figures=len(figs),
+                  port=port, aborts=aborts, abort_groups=[{"why": w, "vocabs": [x["vocab"] for x in aborts if x["why"] == w]}
+                                                          for w in dict.fromkeys(x["why"] for x in aborts)], passing=passing, n_native=len({v for v, _ in native}), ctest=ctest,
+                  bug_c=bug_c, bug_d=bug_d, server=server, ignored=ignored, url=ISSUES_URL,
+                  issue_b=UPSTREAM["B"][0])
     sentences = [line.removeprefix("- ") for line in said["sentences"].splitlines() if line.strip()]
-    return Verdict(sentences, pd.DataFrame(rows), (n_matched, len(figs)))
+    facts = {"n": n, "hit_a": hit_a, "hit_b": hit_b, "beyond": beyond, "repaired": repaired, "broken": broken, "costs": costs,
+             "time": timing, "matched": n_matched, "figures": len(figs), "port": port, "aborts": aborts,
+             "passing": passing, "ctest": ctest, "bug_c": bug_c, "bug_d": bug_d, "server": server, "ignored": ignored,
+             "census": info, "upstream": UPSTREAM}
+    return Verdict(sentences, pd.DataFrame(rows), (n_matched, len(figs)), rec, disagreements, facts)
+
+
+def recommendation_md(rec: dict[str, Any]) -> str:
+    """The rules behind the call, each with its mark, then the follow-ups (Markdown, one paragraph)."""
+    if not rec:
+        return ""
+    mark = {True: "✓", False: "✗", None: "not measured:"}
+    rules = "; ".join(f"{mark[r['holds']]} {r['rule']}" + (f" ({r['why']})" if r["why"] and r["holds"] is False else "")
+                      for r in rec["rules"])
+    if rec["ok"]:
+        said = f"The rules: {rules}; all three hold, so approve."
+    elif any(r["holds"] is False for r in rec["rules"]):
+        said = f"The rules: {rules}; one fails, so ask for changes."
+    else:
+        said = f"The rules: {rules}; run `make report` with the native build to decide."
+    if rec["follow_ups"]:
+        said += (" Each finding beyond the PR that is the same before and after it becomes a follow-up, not a reason to hold "
+                 "the PR: " + "; ".join(f"{f['what']}" + (f" (candidate `{f['patch'].split('-')[0]}` in patches/candidates/)" if f.get("patch") else "")
+                                        + (f" (upstream {f['issues']})" if f.get("issues") else "") for f in rec["follow_ups"]) + ".")
+    return said

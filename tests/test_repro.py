@@ -1,0 +1,117 @@
+"""The repro commands the page and the PR comment print answer what they say they answer.
+
+Each command is taken from `report.repro` (the page prints these very objects) and its run-time
+part is run against the binaries the suite builds: `./build/bin/test-grammar-llguidance` becomes the
+PR's test compiled against the fixed or the upstream sampler (llguidance as llama.cpp pins it), the
+`llama-server` line runs the suite's server build with the same flags on the same model, and the
+`curl` line is run as printed, on the port the server got. What each must answer comes from the
+results (`data/results/`, what the page was rendered from), never from this file; without results
+or binaries the tests are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from llgbridge import native
+from llgbridge import server as S
+from llgbridge.paths import REPORTS, RESULTS, VOCABS
+from llgbridge.report import Results, repro
+
+_native_why = native.unavailable()
+_status, _server_why = S.built()
+RES = Results(RESULTS)
+UNITS = repro.unit_repros(RES)
+SERVERS = repro.server_repros(RES)
+
+
+def _run_unit(command: str, sampler: str) -> int:
+    """The printed command with the suite's binary and fixture in place of the checkout's: what
+    `; echo $?` prints."""
+    exe = native.bin_dir(native.LLG_PINNED) / f"test-pr-{sampler}"
+    line = command.replace(repro.TEST_EXE, shlex.quote(str(exe))).replace("models/", shlex.quote(str(VOCABS)) + "/")
+    # the test writes debug files into its working directory when a string fails
+    out = subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=600, cwd=tempfile.gettempdir())
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(_native_why is not None, reason=f"native parts not built: {_native_why}")
+@pytest.mark.skipif(not UNITS, reason="no native results (make report)")
+@pytest.mark.parametrize("unit", UNITS, ids=lambda u: u.vocab)
+def test_the_unit_command_exits_as_the_page_says(unit: repro.UnitRepro) -> None:
+    """Guide 8's unit level: the PR's test on the vocab, with the fix and with
+    `common/llguidance.cpp` reverted."""
+    assert _run_unit(unit.command, "fixed") == unit.with_
+    assert _run_unit(unit.command, "upstream") == unit.without
+
+
+def _start(s: repro.ServerRepro, sampler: str, log: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """The printed server command line with the suite's build and model, on a free port."""
+    port = S.free_port()
+    argv = shlex.split(s.server_command(exe=str(S.binary(sampler, S.LLG_PINNED)), model=str(S.DATA / "models" / s.model)))
+    argv[argv.index("--port") + 1] = str(port)
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                            start_new_session=True, preexec_fn=S._die_with_parent)
+    deadline = time.monotonic() + S.STARTUP_TIMEOUT
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()[-2000:]
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc, port
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"no /health within {S.STARTUP_TIMEOUT} s: {log.read_text()[-2000:]}")
+
+
+def _curl(s: repro.ServerRepro, port: int) -> tuple[int, dict]:
+    """The printed curl request, as printed, on `port`; the status comes from curl's -w."""
+    out = subprocess.run([*shlex.split(s.curl(port)), "-w", "\n%{http_code}"], capture_output=True, text=True, timeout=300)
+    body, status = out.stdout.rsplit("\n", 1)
+    return int(status), json.loads(body)
+
+
+@pytest.mark.skipif(bool(_server_why), reason=f"servers not built: {_server_why}")
+@pytest.mark.skipif(not SERVERS, reason="no server results (make report)")
+@pytest.mark.parametrize("sampler", ["upstream", "fixed"])
+def test_the_server_commands_answer_as_the_page_says(sampler: str, tmp_path: Path) -> None:
+    """Every server finding: its request answers, on the build without the fix and with it, the
+    HTTP status, error field, content and stop type the page prints."""
+    got = {}
+    for model in dict.fromkeys(s.model for s in SERVERS):
+        mine = [s for s in SERVERS if s.model == model]
+        proc, port = _start(mine[0], sampler, tmp_path / f"{sampler}-{model}.log")
+        try:
+            for s in mine:
+                got[s.case, s.vocab] = _curl(s, port)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    for s in SERVERS:
+        want = s.without if sampler == "upstream" else s.with_
+        status, body = got[s.case, s.vocab]
+        assert (status, "error" in body, body.get("stop_type")) == (want.http_status, want.error_field, want.stop_type), s.finding
+        assert body["content"].startswith(want.content), (s.finding, body["content"][:80])
+
+
+@pytest.mark.skipif(not (UNITS or SERVERS), reason="no results (make report)")
+def test_the_committed_page_prints_these_commands() -> None:
+    """The report's Markdown holds each command as `repro` writes it, so what the tests run is
+    what a maintainer reads."""
+    md = (REPORTS / "pr-review-tables.md").read_text(encoding="utf-8")
+    comment = (REPORTS / "pr-comment.md").read_text(encoding="utf-8")
+    for u in UNITS:
+        assert u.command in md and u.command in comment
+    for s in SERVERS:
+        assert s.server_command() in md and s.curl() in md
