@@ -196,41 +196,55 @@ def server_section(res: Results) -> Section | None:
         sec.views.append(Table(group_rows(pd.DataFrame(ctrl), key="model"),
                                caption=f"Controls (llguidance {pinned}): GBNF from the same schema; the chat endpoint; "
                                        "a schema llguidance cannot compile", collapsed=True))
-    under_load: list[str] = []
-    load_on_gbnf = False
     load_said: dict[str, Any] | None = None
     if not load.empty:
         models = load.model.nunique()
+        num = lambda col: pd.to_numeric(load[col], errors="coerce").fillna(0).astype(int)  # noqa: E731
+        rounds = num("rounds") if "rounds" in load else pd.Series(1, index=load.index)
+        fixed = load.sampler == "fixed"
+        per_round = load.get("violations_per_round", pd.Series("", index=load.index)).astype(str)
+        fixed_rounds = [sum(int(x.split()[k]) for x in per_round[fixed] if len(x.split()) > k) for k in range(int(rounds.max()))]
         load_said = {"requests": int(load.requests.iloc[0]), "parallel": int(load.parallel.iloc[0]), "models": models,
-                     "builds": len(load) // models,
+                     "builds": len(load) // models, "rounds": int(rounds.max()),
+                     "fixed_violations": int(num("violations")[fixed].sum()),
+                     "fixed_requests": int((rounds * num("requests"))[fixed].sum()),
+                     "fixed_spread": " ".join(map(str, fixed_rounds)) if len(set(fixed_rounds)) > 1 else "",
+                     "disagrees": int(num("judge_disagrees").sum()) if "judge_disagrees" in load else 0,
+                     "upstream_steady": all(len(set(x.split())) <= 1 for x in per_round[load.sampler == "upstream"]),
                      "healthy": bool(load.healthy_after.astype(str).eq("True").all())}
-        fx_load = load[(load.sampler == "fixed") & (pd.to_numeric(load.violations, errors="coerce").fillna(0) > 0)]
-        under_load = [f"{r.model} on llguidance {r.llguidance}, {r.violations} of {r.requests} requests ({r.violating})"
-                      for r in fx_load.itertuples()]
-        load_on_gbnf = bool(fx_load.violating.str.contains("json_enum_gbnf").any()) if len(fx_load) else False
         sec.views.append(Table(load, collapsed=True,
-                               caption=f"Load: {load.requests.iloc[0]} constrained requests over {load.parallel.iloc[0]} slots at once, "
-                                       "every output judged",
-                               note=f"Measured by `make bench` ({res.link(res.bench_csv.with_suffix('.md'), 'bench.md')}), not by `make report`: "
-                                    "how the server batches concurrent requests changes from run to run, and with it, on some runs, the "
-                                    "outcome; this is that run's snapshot."))
+                               caption=f"Load: {load_said['rounds']} rounds of {load.requests.iloc[0]} constrained requests over "
+                                       f"{load.parallel.iloc[0]} slots at once, every answer judged and compared with the server's content",
+                               note=f"Measured by `make bench` ({res.link(res.bench_csv.with_name('bench-server-load.md'), 'bench-server-load.md')}), "
+                                    "not by `make report`: how the server batches concurrent requests changes from run to run; this is "
+                                    "that run's snapshot."))
+    said_words = df.content_match.astype(str) if "content_match" in df else pd.Series("", index=df.index)
+    matched = df[said_words.str.startswith(("same", "differs"))]
+    content_said = None if matched.empty else {
+        "n": len(matched), "same": int(matched.content_match.astype(str).str.startswith("same").sum()),
+        "differ": int(matched.content_match.astype(str).str.startswith("differs").sum()),
+        "rules": ", ".join(sorted({c for c in matched.content_match.astype(str) if c.startswith("same")}))}
     bug_c: dict[str, int] | None = None
-    special = df[(df.case == "special_literal") & (df.llguidance == pinned)]
+    special = df[df.case.isin(["special_literal", "special_pattern"]) & (df.llguidance == pinned)]
     if not special.empty:
-        lit = {r["vocab"]: (r.get("cases", {}).get("special_literal", {}).get("grammar", "")) for r in ok}
+        # what was sent: the literal's grammar, or the pattern's schema (bug C by another road)
+        sent = {(r["vocab"], c): (r.get("cases", {}).get(c, {}).get("grammar", "").removeprefix("start: ") if c == "special_literal"
+                                  else "json_schema pattern " + str(r.get("cases", {}).get(c, {}).get("json_schema", {}).get("pattern", "")))
+                for r in ok for c in ("special_literal", "special_pattern")}
         sp_rows = []
-        for model, g in special.groupby("model", sort=False):
-            row = {"model": model, "grammar": lit.get(g.vocab.iloc[0], "").removeprefix("start: ")}
+        for (model, case), g in special.groupby(["model", "case"], sort=False):
+            row = {"model": model, "grammar": sent.get((g.vocab.iloc[0], case), "")}
             for smp in ("upstream", "fixed"):
                 x = g[g.sampler == smp]
                 said = "" if x.empty else (f"{x.outcome.iloc[0]}: {show_text(x.output.iloc[0][:60])} (HTTP {x.http_status.iloc[0]}, "
                                            f"stop {x.stop_type.iloc[0]})")
                 row[smp] = Cell(said, shows("violation" in said))
             sp_rows.append(row)
-        hit = [r["model"] for r in sp_rows if "violation" in r["fixed"].value]
-        bug_c = {"hit": len(hit), "n": len(sp_rows)}
+        hit = sorted({r["model"] for r in sp_rows if "violation" in r["fixed"].value})
+        pattern_hit = sorted({r["model"] for r in sp_rows if "violation" in r["fixed"].value and "pattern" in r["grammar"]})
+        bug_c = {"hit": len(hit), "n": len({r["model"] for r in sp_rows}), "pattern_hit": len(pattern_hit)}
         sec.views.append(Table(pd.DataFrame(sp_rows), collapsed=True,
-                               caption=f"Bug C through the server: a literal spelling a special token (llguidance {pinned})"))
+                               caption=f"Bug C through the server: a literal, and a json_schema pattern, spelling a special token (llguidance {pinned})"))
     # the candidate patches through the server: every case where one answers otherwise than the PR
     cands_said: dict[str, Any] | None = None
     cands = [c for c in ("nospecial", "failclosed") if (df.sampler == c).any()]
@@ -253,7 +267,7 @@ def server_section(res: Results) -> Section | None:
     said = blocks(
         "server", patches=res.patches_link, versions=versions_run, pinned_llg=LLG_PINNED, silent=len(silent_up), failing=len(quotes),
         fixed_bad=len(fixed_bad), agree=n_cells - n_diff, n_cells=n_cells, vdiff=bool(vdiff), ignored=ignored_summary(df, pinned),
-        under_load=under_load, load_on_gbnf=load_on_gbnf, load=load_said, bug_c=bug_c, cands=cands_said, pinned_run=pinned, only=("claim", "text", "more"))
+        load=load_said, content=content_said, bug_c=bug_c, cands=cands_said, pinned_run=pinned, only=("claim", "text", "more"))
     sec.claim, sec.text, sec.more = said["claim"], said["text"], said["more"]
     sec.raw_table("server", df)
     if not load.empty:

@@ -301,7 +301,7 @@ def verdict(res: Results) -> Verdict | None:
         silent = up[(up.outcome != "pass") & (up.http_status == 200) & ~up.error_field.astype(bool)]
         server = {"silent": len(silent), "failing": int((up.outcome != "pass").sum()), "models": served.model.nunique(),
                   "fixed_bad": len(served[(served.bridge == "fixed") & (served.outcome == "violation")]),
-                  "load_bad": sum(int(x.get("violations") or 0) for x in loads if x.get("sampler") == "fixed"), "load_run": bool(loads)}
+                  **load_verdict(loads)}
         rej = served_all[served_all.case == "rejected_schema"]
         if not rej.empty:
             ign = rej[rej.outcome == "ignored"]
@@ -372,3 +372,18 @@ def recommendation_md(rec: dict[str, Any]) -> str:
                  "the PR: " + "; ".join(f"{f['what']}" + (f" (candidate `{f['patch'].split('-')[0]}` in patches/candidates/)" if f.get("patch") else "")
                                         + (f" (upstream {f['issues']})" if f.get("issues") else "") for f in rec["follow_ups"]) + ".")
     return said
+
+
+def load_verdict(loads: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the verdict may say of `make bench`'s load test: the fixed build's violations under
+    concurrent requests, only when every round counted the same (a figure that comes and goes
+    between rounds is the server section's, with its spread, not a finding)."""
+    fixed = [x for x in loads if x.get("sampler") == "fixed"]
+    per_round: dict[int, int] = {}
+    for x in fixed:
+        for k, v in enumerate(str(x.get("violations_per_round") or x.get("violations") or 0).split()):
+            per_round[k] = per_round.get(k, 0) + int(v)
+    steady = len(set(per_round.values())) <= 1
+    rounds = max((int(x.get("rounds") or 1) for x in fixed), default=0)
+    return {"load_run": bool(fixed) and steady, "load_bad": per_round.get(0, 0) if steady else 0,
+            "load_rounds": rounds}
