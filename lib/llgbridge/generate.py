@@ -45,7 +45,7 @@ from .errors import InputError, LlgError, first_line
 from .gguf_meta import read_meta
 from .grammars import FORCED_LITERAL, json_grammar, literal_grammar
 from .llg import Matcher, apply_mask, mask_bits
-from .overrides import check_log, llama_cpp_python, parse_all
+from .overrides import Override, check_log, llama_cpp_python, parse_all
 from .vocab import Vocab
 
 ENCODER_ONLY = {"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "t5encoder", "neo-bert", "modern-bert"}
@@ -202,7 +202,7 @@ def _no_extra_bufts() -> Iterator[None]:
 
 
 def load_model(path: Path, n_gpu_layers: int = 0, seed: int = 0, n_ctx: int = 512, n_threads: int = 2,
-               overrides: Iterable[str] = ()) -> Any:
+               overrides: Iterable[str | Override] = ()) -> Any:
     """A `llama_cpp.Llama` without ggml's extra buffer types (see the module's docstring), with
     llama.cpp's key `overrides` (`KEY=TYPE:VALUE`) through llama-cpp-python's `kv_overrides`; one
     that llama.cpp did not take, or that stops the load, is refused in one line naming it."""

@@ -69,9 +69,11 @@ def _refuse(text: str, cause: str) -> InputError:
     return InputError(f"override {text!r}", cause)
 
 
-def parse(text: str) -> Override:
-    """One override, `KEY=TYPE:VALUE`; InputError naming it when llama.cpp would refuse it or
-    read another value than the one written."""
+def parse(text: str | Override) -> Override:
+    """One override, `KEY=TYPE:VALUE` (or one already parsed); InputError naming it when llama.cpp
+    would refuse it or read another value than the one written."""
+    if isinstance(text, Override):
+        return text
     if not isinstance(text, str):
         raise InputError("override", f"expected KEY=TYPE:VALUE text, got {type(text).__name__} {text!r:.60}")
     key, eq, rest = text.partition("=")
@@ -113,7 +115,7 @@ def parse(text: str) -> Override:
     return Override(key, kind, value)
 
 
-def parse_all(texts: Iterable[str]) -> tuple[Override, ...]:
+def parse_all(texts: Iterable[str | Override]) -> tuple[Override, ...]:
     """Several overrides, ordered by key (llama.cpp keeps them in a map: their order means
     nothing); the same key twice is refused, since llama.cpp would keep one silently."""
     got: dict[str, Override] = {}
@@ -125,7 +127,7 @@ def parse_all(texts: Iterable[str]) -> tuple[Override, ...]:
     return tuple(got[k] for k in sorted(got))
 
 
-def canonical(texts: Iterable[str]) -> list[str]:
+def canonical(texts: Iterable[str | Override]) -> list[str]:
     """The overrides as a result records them: each spelled one way, ordered by key."""
     return [o.text for o in parse_all(texts)]
 

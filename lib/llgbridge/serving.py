@@ -48,6 +48,7 @@ from . import server as S
 from .native import special_literal, special_text
 from .errors import InputError, first_line
 from .grammars import json_grammar, literal_grammar
+from .overrides import Override, check_log, server_args
 from .vocab import Vocab
 
 GBNF_CASE = "json_enum_gbnf"
@@ -267,6 +268,22 @@ class LoadResult:
         return {k: v for k, v in self.__dict__.items() if k != "seconds"}
 
 
+def server_extra(overrides: tuple[Override, ...]) -> tuple[str, ...]:
+    """llama-server's arguments for llama.cpp's key overrides: `--override-kv` each, and the log at
+    trace level (`-lv 4`), the level at which the server writes its loader's "Using metadata
+    override" line, so its own log shows each one taken (`taken`)."""
+    return (*server_args(overrides), "-lv", "4") if overrides else ()
+
+
+def taken(srv: S.Server, overrides: tuple[Override, ...]) -> None:
+    """ServerError unless the server's log shows llama.cpp taking every override."""
+    if overrides:
+        try:
+            check_log(overrides, srv.log(), f"{srv.binary.name} on {srv.model.name}")
+        except InputError as e:
+            raise S.ServerError(str(e)) from None
+
+
 def load(exe: Path, model: Path, vocab: Vocab, synthetic: bool, llg: str, sampler: str, cases: list[str],
          prompts: dict[str, G.Prompt], sequential: dict[str, str], log_path: Path, requests: int = 32, parallel: int = 4,
          max_tokens: int = 64, seed: int = 0, n_gpu_layers: int = 0) -> LoadResult:
@@ -277,7 +294,9 @@ def load(exe: Path, model: Path, vocab: Vocab, synthetic: bool, llg: str, sample
     order = [cases[i % len(cases)] for i in range(requests)]
     # one thread: ggml's threads spin while they wait, and on 2 shared cores two of them beside the
     # client's judging threads made each request 60 times slower than one at a time
-    with S.serve(exe, model, log_path, parallel=parallel, threads=1, n_gpu_layers=n_gpu_layers) as srv:
+    with S.serve(exe, model, log_path, parallel=parallel, threads=1, n_gpu_layers=n_gpu_layers,
+                 extra=server_extra(vocab.overrides)) as srv:
+        taken(srv, vocab.overrides)
         with ThreadPoolExecutor(max_workers=parallel) as pool:
             rows = list(pool.map(lambda c: ask(srv, vocab, model.name, synthetic, llg, sampler, c, prompts[c], max_tokens, seed, 0.0),
                                  order))
@@ -365,12 +384,15 @@ def run_build(exe: Path, model: Path, vocab: Vocab, synthetic: bool, llg: str, s
               prompts: dict[str, G.Prompt], log_path: Path, max_tokens: int, seed: int, temperature: float,
               n_gpu_layers: int = 0, timeout: float = S.REQUEST_TIMEOUT) -> tuple[list[ServerRow], float]:
     """Every case through one server build, one request at a time; (rows, unconstrained tokens/s).
+    The vocab's key overrides (`Vocab.overrides`) go to the server as `--override-kv`.
 
-    A server that cannot load the model fails every case with its reason; one that stops
-    answering fails the case it was asked and every later one, with its log's last lines."""
+    A server that cannot load the model (or whose log does not show an override taken) fails
+    every case with its reason; one that stops answering fails the case it was asked and every
+    later one, with its log's last lines."""
     rows: list[ServerRow] = []
     try:
-        with S.serve(exe, model, log_path, n_gpu_layers=n_gpu_layers) as srv:
+        with S.serve(exe, model, log_path, n_gpu_layers=n_gpu_layers, extra=server_extra(vocab.overrides)) as srv:
+            taken(srv, vocab.overrides)
             base = ask(srv, vocab, model.name, synthetic, llg, sampler, "", prompts.get(cases[0], G.PLAIN), max_tokens, seed,
                        temperature, timeout) if cases else None
             for i, c in enumerate(cases):
@@ -411,14 +433,15 @@ class Run:
 def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: list[str], prompt: str = "auto",
         samplers: tuple[str, ...] = S.SAMPLERS, temperature: float = 0.0, seed: int = 0, max_tokens: int = 64,
         load_requests: int = 0, parallel: int = 4, n_gpu_layers: int = 0, say: Any = print,
-        candidates: tuple[str, ...] = S.CANDIDATES) -> Run:
+        candidates: tuple[str, ...] = S.CANDIDATES, overrides: list[str] | tuple[str, ...] = ()) -> Run:
     """Every case on every built server (`server.built`), one request at a time, then, when
     `load_requests`, the load test (synthetic models only: a real model on 2 cores would take
     minutes per build). The load test is `make bench`'s (`bench.server_load`), not the report's: how
     a server batches concurrent requests changes from run to run, and so, on some runs, does the
     outcome. The candidate patches' servers (`candidates`) answer the same cases on llguidance as
     llama.cpp pins it, with no load test. Raises InputError with the build's reason when no server
-    is built."""
+    is built. llama.cpp's key `overrides` (KEY=TYPE:VALUE) go to every load: the vocab, the
+    prompts' model and each server (`--override-kv`)."""
     status, why = S.built()
     if why:
         raise InputError(f"server for {name}", why)
@@ -427,11 +450,11 @@ def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: l
     if unknown:
         raise InputError("parameter cases", f"unknown case(s) {unknown}; choose from {[*G.CASES, *EXTRA_CASES]}")
     G.check_generative(model)
-    vocab = Vocab(model, name)
+    vocab = Vocab(model, name, overrides)
     if SPECIAL_CASE in cases and special_case(vocab) is None:
         say(f"{name}: no end-of-turn token with printable text: {SPECIAL_CASE} left out")
         cases = [c for c in cases if c != SPECIAL_CASE]
-    llm = G.load_model(model, n_ctx=64)  # only for the prompts: the chat template and the tokens of its text
+    llm = G.load_model(model, n_ctx=64, overrides=vocab.overrides)  # only for the prompts: the chat template and the tokens of its text
     style = G.prompt_style(llm, prompt, synthetic, instruct)
     prompts = prompts_for(llm, cases, style)
     del llm

@@ -136,7 +136,7 @@ class Vocab:
     loader as `llama_model_params.kv_overrides`, as `--override-kv` gives them; one llama.cpp did
     not take is refused in one line (`overrides.check_log`)."""
 
-    def __init__(self, path: str | os.PathLike[str], name: str | None = None, overrides: Iterable[str] = ()) -> None:
+    def __init__(self, path: str | os.PathLike[str], name: str | None = None, overrides: Iterable[str | Override] = ()) -> None:
         self.path = Path(path)
         self.name = name or vocab_name(self.path)
         self.overrides = parse_all(overrides)

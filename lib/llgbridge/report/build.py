@@ -134,13 +134,15 @@ def vocab_pages(out: Path, sections: list[Section], vocabs: list[str], vt: Verdi
                                                                                           story=story))
 
 
-def build(results: Path = RESULTS, out: Path = REPORTS, bench_csv: Path = REPORTS / "bench.csv") -> list[dict[str, Any]]:
+def build(results: Path = RESULTS, out: Path = REPORTS, bench_csv: Path = REPORTS / "bench.csv",
+          extra: list[Section] | tuple[Section, ...] = ()) -> list[dict[str, Any]]:
     """Write the report; return the failed inputs. Every result is read once, into the one
     `Results` the sections, the verdict and the vocab pages share; `bench_csv` is the `make bench`
-    snapshot they quote (its files beside it)."""
+    snapshot they quote (its files beside it); `extra` sections lead the page (a what-if's
+    comparison with the file without its overrides)."""
     res = Results(results, out, bench_csv)
     failed: list[dict[str, Any]] = []
-    sections: list[Section] = []
+    sections: list[Section] = list(extra)
     for name, fn in SECTIONS:
         _, f = res.load(name)
         failed += f
