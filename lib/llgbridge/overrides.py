@@ -160,6 +160,13 @@ def suffix(ovs: Iterable[Override]) -> str:
     return "".join(parts)
 
 
+def model_label(file_name: str, ovs: Iterable[str | Override]) -> str:
+    """A model as a table's `model` column names it: its file, and the overrides it is loaded
+    with, so the same file loaded two ways is two models wherever rows are grouped by model."""
+    texts = [parse(o).text for o in ovs]
+    return file_name + (f" --override-kv {','.join(texts)}" if texts else "")
+
+
 def tag(ovs: Iterable[Override]) -> str:
     """A short, stable tag of a set of overrides, for a cached file that must not be shared."""
     text = "\n".join(o.text for o in ovs)
@@ -172,19 +179,26 @@ APPLIED = re.compile(r"Using metadata override \(\s*(\w+)\) '([^']*)'")
 BAD_TYPE = re.compile(r"Bad metadata override type for key '([^']*)', expected (\w+) but got (\w+)")
 
 
-def check_log(ovs: Iterable[Override], log: str, loaded: str) -> None:
+# what a vocab-only load reads (llama_model_base::load_hparams stops before the hyper-parameters
+# there): the tokenizer's keys, and the architecture and name
+VOCAB_ONLY_KEYS = ("tokenizer.", "general.")
+
+
+def check_log(ovs: Iterable[Override], log: str, loaded: str, vocab_only: bool = False) -> None:
     """Refuse, in one line, an override that llama.cpp's log for the load of `loaded` shows it
     did not take: read as another type (llama.cpp warned and kept the file's value), or never
-    read at all (the file's architecture or tokenizer has no use for that key)."""
+    read at all (the file's architecture or tokenizer has no use for that key). A `vocab_only`
+    load reads no hyper-parameter, so there only a tokenizer or general key must have been read:
+    another is judged by the loads that read the weights (the matrix, the server)."""
     applied = {m[2] for m in APPLIED.finditer(log)}
     bad = {m[1]: (m[2], m[3]) for m in BAD_TYPE.finditer(log)}
     for o in ovs:
         if o.key in bad:
             want, got = bad[o.key]
             raise _refuse(o.text, f"llama.cpp reads {o.key} as {want}, not {got}, and kept the file's value ({loaded})")
-        if o.key not in applied:
+        if o.key not in applied and (not vocab_only or o.key.startswith(VOCAB_ONLY_KEYS)):
             raise _refuse(o.text, f"llama.cpp never read {o.key} while loading {loaded}: the override changes nothing there")
 
 
-__all__ = ["APPLIED", "BAD_TYPE", "ENV", "Override", "TYPES", "canonical", "check_log", "env", "llama_cpp_python", "parse",
+__all__ = ["APPLIED", "BAD_TYPE", "ENV", "Override", "TYPES", "canonical", "check_log", "env", "llama_cpp_python", "model_label", "parse",
            "parse_all", "server_args", "suffix", "tag"]

@@ -48,7 +48,7 @@ from . import server as S
 from .native import special_literal, special_text
 from .errors import InputError, first_line
 from .grammars import json_grammar, literal_grammar
-from .overrides import Override, check_log, server_args
+from .overrides import Override, check_log, model_label, server_args
 from .vocab import Vocab
 
 GBNF_CASE = "json_enum_gbnf"
@@ -268,6 +268,11 @@ class LoadResult:
         return {k: v for k, v in self.__dict__.items() if k != "seconds"}
 
 
+def label(model: Path, vocab: Vocab) -> str:
+    """The `model` of a row: the file, and the overrides the vocab (and so the server) loads with."""
+    return model_label(model.name, vocab.overrides)
+
+
 def server_extra(overrides: tuple[Override, ...]) -> tuple[str, ...]:
     """llama-server's arguments for llama.cpp's key overrides: `--override-kv` each, and the log at
     trace level (`-lv 4`), the level at which the server writes its loader's "Using metadata
@@ -298,12 +303,12 @@ def load(exe: Path, model: Path, vocab: Vocab, synthetic: bool, llg: str, sample
                  extra=server_extra(vocab.overrides)) as srv:
         taken(srv, vocab.overrides)
         with ThreadPoolExecutor(max_workers=parallel) as pool:
-            rows = list(pool.map(lambda c: ask(srv, vocab, model.name, synthetic, llg, sampler, c, prompts[c], max_tokens, seed, 0.0),
+            rows = list(pool.map(lambda c: ask(srv, vocab, label(model, vocab), synthetic, llg, sampler, c, prompts[c], max_tokens, seed, 0.0),
                                  order))
         healthy = srv.alive() and S.http_status(srv.base + "/health", 5.0) == 200
         llg_total = len(LLG_ERROR.findall(srv.log()))
     outcomes = [r.outcome for r in rows]
-    return LoadResult(model.name, llg, sampler, requests, parallel, outcomes.count("pass"), outcomes.count("violation"),
+    return LoadResult(label(model, vocab), llg, sampler, requests, parallel, outcomes.count("pass"), outcomes.count("violation"),
                       len(outcomes) - outcomes.count("pass") - outcomes.count("violation"),
                       sum(1 for r in rows if r.outcome != sequential.get(r.case)), healthy, llg_total,
                       round(time.perf_counter() - t0, 3),
@@ -393,18 +398,18 @@ def run_build(exe: Path, model: Path, vocab: Vocab, synthetic: bool, llg: str, s
     try:
         with S.serve(exe, model, log_path, n_gpu_layers=n_gpu_layers, extra=server_extra(vocab.overrides)) as srv:
             taken(srv, vocab.overrides)
-            base = ask(srv, vocab, model.name, synthetic, llg, sampler, "", prompts.get(cases[0], G.PLAIN), max_tokens, seed,
+            base = ask(srv, vocab, label(model, vocab), synthetic, llg, sampler, "", prompts.get(cases[0], G.PLAIN), max_tokens, seed,
                        temperature, timeout) if cases else None
             for i, c in enumerate(cases):
-                r = ask(srv, vocab, model.name, synthetic, llg, sampler, c, prompts[c], max_tokens, seed, temperature, timeout)
+                r = ask(srv, vocab, label(model, vocab), synthetic, llg, sampler, c, prompts[c], max_tokens, seed, temperature, timeout)
                 rows.append(r)
                 if r.outcome == "no answer":
                     rest = cases[i + 1:]
-                    rows += _failed_rows(vocab, model.name, synthetic, llg, sampler, rest, prompts, "no answer",
+                    rows += _failed_rows(vocab, label(model, vocab), synthetic, llg, sampler, rest, prompts, "no answer",
                                          f"the server stopped answering at {c!r}: {srv.last_lines()}")
                     break
     except S.ServerError as e:
-        return rows + _failed_rows(vocab, model.name, synthetic, llg, sampler, cases[len(rows):], prompts, "error", str(e)), 0.0
+        return rows + _failed_rows(vocab, label(model, vocab), synthetic, llg, sampler, cases[len(rows):], prompts, "error", str(e)), 0.0
     return rows, base.tok_s if base else 0.0
 
 

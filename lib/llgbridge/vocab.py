@@ -156,10 +156,13 @@ class Vocab:
         model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), params)
         del kv  # the loader copied the overrides into its own map
         if not model:
-            raise _load_failure(self.path, checked=True)
+            why = _load_failure(self.path, checked=True)
+            if self.overrides:  # the override may be the reason: it is named with llama.cpp's
+                raise InputError(f"{self.path.name} with {', '.join(o.text for o in self.overrides)}", why.cause)
+            raise why
         if self.overrides:
             try:
-                check_log(self.overrides, "".join(_OVERRIDE_LOG), self.path.name)
+                check_log(self.overrides, "".join(_OVERRIDE_LOG), self.path.name, vocab_only=True)
             except InputError:
                 llama_cpp.llama_model_free(model)
                 raise

@@ -111,7 +111,7 @@ def check_taken(overrides: tuple[Override, ...], said: str, program: str, vocab_
     from ..errors import InputError
 
     try:
-        check_log(overrides, said, Path(vocab_path).name)
+        check_log(overrides, said, Path(vocab_path).name, vocab_only=True)  # every program here loads vocab_only
     except InputError as e:
         raise RuntimeError(f"{program}: {e} (a binary built without kv_override.cpp? make native)") from None
 

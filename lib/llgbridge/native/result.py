@@ -64,6 +64,7 @@ class NativeResult:
                     "shipped_test_failure": shipped.failure if shipped else "",
                     "shipped_test_llg_error": shipped.llg_error if shipped else "",
                     "shipped_test_cause": shipped.cause if shipped else "",
+                    "shipped_test_rule": shipped.rule if shipped else "",
                     "greedy": "" if d is None or d.greedy_cpp is None else d.greedy_cpp,
                     "diff_jobs": d.jobs if d else "",
                     "diff_cells": d.cells if d else "",

@@ -31,7 +31,7 @@ from .review import review_section
 from .server import server_section
 from .soundness import soundness_section
 from .story import vocab_story
-from .table import PR_BASE, Section, Table, guide_order, html_table
+from .table import PR_BASE, Section, Table, guide_order, html_table, overridden_note
 from .verdict import Verdict, verdict
 
 # the page's order: the guide's tables in the guide's order, then what goes beyond it
@@ -153,6 +153,12 @@ def build(results: Path = RESULTS, out: Path = REPORTS, bench_csv: Path = REPORT
             continue
         if sec is not None:
             sections.append(sec)
+    # an input that is a model loaded with key overrides is said to be one under every table it is in
+    for sec in sections:
+        for t in sec.views:
+            note = overridden_note(t.df)
+            if note and note not in t.note:
+                t.note = f"{t.note} {note}".strip()
     # a file name Make cannot carry never became a target: it is a failed input all the same
     if results.resolve() == RESULTS.resolve():
         failed += refused_inputs()

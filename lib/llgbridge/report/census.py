@@ -44,7 +44,7 @@ def census_section(res: Results) -> Section | None:
         return None
     df = pd.DataFrame([r["summary"] for r in ok]).sort_values("vocab", kind="stable", key=vocab_key).reset_index(drop=True)
     # a real model's vocab is marked with its file (loaded vocab-only, like the fixtures)
-    df.insert(1, "real_model", df.vocab.map(lambda v: REAL_MODELS[v].file if v in REAL_MODELS else ""))
+    df.insert(1, "real_model", df.vocab.map(lambda v: REAL_MODELS[v].shown if v in REAL_MODELS else ""))
     for col in ("bos", "eos"):  # ids, absent on some vocabs: integers with blanks, not floats
         df[col] = df[col].astype("Int64")
     by_vocab = {r["vocab"]: r for r in ok}
@@ -56,7 +56,7 @@ def census_section(res: Results) -> Section | None:
         s = by_vocab[v]["summary"]
         g = guide.CENSUS.get(v)
         match = "" if not g else ("✓" if (s["differing"], s["lost_leading_space"], s["n_tokens"]) == g else "✗")
-        t43.append({"vocab fixture": REAL_MODELS[v].file if v in REAL_MODELS else f"ggml-vocab-{v}.gguf", "differing tokens": Cell(f"{s['differing']} / {s['n_tokens']}", shows(s["differing"])),
+        t43.append({"vocab fixture": REAL_MODELS[v].shown if v in REAL_MODELS else f"ggml-vocab-{v}.gguf", "differing tokens": Cell(f"{s['differing']} / {s['n_tokens']}", shows(s["differing"])),
                     "of which lost a leading space": s["lost_leading_space"], "guide: differing": f"{g[0]} / {g[2]}" if g else "",
                     "guide: lost a space": g[1] if g else "", "match": Cell(match, matched(match))})
     t43 = pd.DataFrame(t43)

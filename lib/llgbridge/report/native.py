@@ -15,6 +15,39 @@ from .prose import blocks
 from .table import Cell, Section, Table, after_fix, guide_order, int_columns, matched, shows, vocab_key
 
 
+def abort_causes(df: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    """Every (vocab, test, sampler) whose test exited non-zero, with the cause `native.causes` named
+    and its rule; empty for results made before causes were named."""
+    if "pr_test_cause" not in df:
+        return pd.DataFrame()
+    rank = {v: i for i, v in enumerate(order)}
+    rows = []
+    for r in df.to_dict("records"):
+        for test, col in (("PR test", "pr_test"), ("test as shipped", "shipped_test")):
+            if str(r.get(f"{col}_exit", "")) not in ("", "0") and r.get(f"{col}_cause"):
+                rows.append({"vocab": r["vocab"], "test": test, "sampler": r["sampler"], "exit": r[f"{col}_exit"],
+                             "rule": r.get(f"{col}_rule", ""), "cause": r[f"{col}_cause"]})
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    out["_v"] = out.vocab.map(lambda v: rank.get(v, len(rank)))
+    return out.sort_values(["_v", "test", "sampler"], ascending=[True, True, False], kind="stable").drop(columns="_v").reset_index(drop=True)
+
+
+def rule_table(causes: pd.DataFrame) -> pd.DataFrame:
+    """Each of `native.RULES` that named a cause: what it recognises, and the (vocab, test, sampler)
+    it named it for."""
+    from ..native import RULES
+
+    rows = []
+    for rule, what in RULES.items():
+        hit = causes[causes.rule == rule]
+        if not hit.empty:
+            rows.append({"rule": rule, "what it recognises": what, "runs": len(hit),
+                         "where": "; ".join(f"{r.vocab} ({r.test}, {r.sampler})" for r in hit.itertuples())})
+    return pd.DataFrame(rows)
+
+
 @takes_results
 def native_section(res: Results) -> Section | None:
     ok, _ = res.load("native")
@@ -101,12 +134,18 @@ def native_section(res: Results) -> Section | None:
         where = [f"{v} {smp} ({len(g)} cells; llguidance {g.llguidance.iloc[0]} said: {str(g.cpp.iloc[0]).split(': ', 1)[-1][:90]})"
                  for (v, smp), g in cd.groupby(["vocab", "sampler"], sort=True)]
     said = blocks("native", patches=res.patches_link, built=built, pinned=pinned, port_llg=port_llg, reproduced=reproduced,
+                  unit_here=sum(1 for v in guide.UNIT if v in order), unit_names=list(guide.UNIT),
                   n_unit=len(guide.UNIT), n_vdiff=len(vdiff), others=[x for x in built if x != port_llg],
                   cross_cells=cross_cells, cross_differ=cross_differ, where=where, n_diffs=len(diffs), cells=cells,
                   n_vocabs=df.vocab.nunique(), differ=differ,
                   unfinished=[f"{r.vocab}/{r.sampler}" for r in harness_errors.itertuples()])
     sec.claim, sec.text = said["claim"], said["text"]
     sec.views.append(Table(pd.DataFrame(t7), f"Guide table 7, from the compiled code (llguidance {pinned})"))
+    causes = abort_causes(df[df.llguidance == pinned], order)
+    if not causes.empty:
+        sec.views.append(Table(causes, f"Why llama.cpp's test exits non-zero, per vocab and build (llguidance {pinned})",
+                               note=said["causes_note"]))
+        sec.views.append(Table(rule_table(causes), "Each rule that names a cause, and where it applied"))
     if len(built) > 1 and vdiff:
         sec.views.append(Table(pd.DataFrame(vdiff), "Test cells that differ between the llguidance versions"))
     if not diffs.empty:

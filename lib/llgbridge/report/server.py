@@ -50,6 +50,42 @@ def ignored_summary(df: pd.DataFrame, llg: str) -> str:
             + (", on both builds" if set(ign.sampler) >= {"upstream", "fixed"} else ""))
 
 
+def quote_table(snap: dict[str, Any] | None, served: set[str]) -> Table | None:
+    """The guide's pre-fix quotes beside the same cases on real weights, from the dated snapshot
+    (`quotes`, make quotes / make bench) of an input this report serves; None without one."""
+    if not snap:
+        return None
+    rows = []
+    for q in snap.get("inputs", []):
+        if q.get("input") not in served:
+            continue
+        got = {(r["case"], r["sampler"]): r for r in q.get("rows", [])}
+        for case, (theirs, bug) in guide.QUOTES.items():
+            up, fx = got.get((case, "upstream")), got.get((case, "fixed"))
+            if up is None:
+                continue
+
+            def said(r: dict[str, Any] | None) -> Cell | str:
+                if r is None:
+                    return ""
+                text = show_text(r["content"][:110]) + ("…" if len(r["content"]) > 110 else "")
+                return Cell(f"{text} (HTTP {r['http_status']}, {'an' if r['error_field'] else 'no'} error field)",
+                            "ok" if r["grammar_kept"] else "bad")
+
+            rows.append({"case": case, "bug": bug, "the guide (TinyLlama-1.1B, without fix)": theirs,
+                         f"{q['input']}, without fix": said(up), "with fix": said(fx),
+                         "llg error in the server's log (without fix)": up.get("llg_error", "")})
+    if not rows:
+        return None
+    return Table(pd.DataFrame(rows), caption=f"The guide's quotes, and the same cases on real weights (llama-server's `content`, "
+                                             f"llguidance {snap['inputs'][0].get('llguidance', '')})",
+                 note=(f"From the dated snapshot `make quotes` (and `make bench`) wrote on {snap.get('date')}, on a {snap.get('cpu')} "
+                       "(reports/bench-real-quotes.json), not from this report's results: a real model's words depend on the CPU "
+                       "(the venv's ggml is built -march=native, so at temperature 0 a near-tie can break another way on another "
+                       "machine of the same kind), and every committed table must regenerate byte for byte. What the grammar "
+                       "decides, the outcome, is the report's own, in the tables above."))
+
+
 @takes_results
 def server_section(res: Results) -> Section | None:
     ok, failed = res.load("server")
@@ -67,6 +103,7 @@ def server_section(res: Results) -> Section | None:
         up, fx = g[g.sampler == "upstream"], g[g.sampler == "fixed"]
         kind = "synthetic" if bool(g.synthetic.iloc[0]) else "real"
         stands = [m for m, (fx_name, _) in guide.SERVER_STAND_IN.items() if kind == "synthetic" and fx_name == g.vocab.iloc[0]]
+        stands += [f"{m} (real weights)" for m in guide.SERVER_REAL_STAND_IN.get(g.vocab.iloc[0], ())]
         up_bad, fx_bad = bool((up.outcome != "pass").any()), bool((fx.outcome != "pass").any())
         rows.append({"model": f"{model} ({kind})", "vocab": g.vocab.iloc[0], "stands in for": ", ".join(stands),
                      "without fix": Cell(server_score(up), shows(up_bad)), "with fix": Cell(server_score(fx), after_fix(up_bad, fx_bad)),
@@ -74,8 +111,11 @@ def server_section(res: Results) -> Section | None:
     for f in failed:
         rows.append({"model": f["vocab"], "vocab": f["vocab"], "stands in for": "",
                      "without fix": Cell(f"failed: {f.get('error', '')}", "bad"), "with fix": Cell("failed", "bad"), "greedy engaged": ""})
+    served_vocabs = set(df.vocab)
+    real_for = {m: v for v, ms in guide.SERVER_REAL_STAND_IN.items() if v in served_vocabs for m in ms}
     theirs = pd.DataFrame([{"model": m, "tokenizer": t, "without fix": a, "with fix": b, "greedy engaged": c,
-                            "our stand-in": f"{guide.SERVER_STAND_IN[m][0]} ({guide.SERVER_STAND_IN[m][1]})"}
+                            "our stand-in": f"{guide.SERVER_STAND_IN[m][0]} ({guide.SERVER_STAND_IN[m][1]})"
+                                            + (f"; {real_for[m]} (real weights, the same tokenizer behaviour)" if m in real_for else "")}
                            for m, (t, a, b, c) in guide.SERVER.items()])
     # every case, both llguidance versions
     full = []
@@ -120,6 +160,9 @@ def server_section(res: Results) -> Section | None:
     sec.views.append(Table(pd.DataFrame(rows), caption=f"The guide's server table, regenerated (its three cases; llguidance {pinned})",
                            note=blocks("server", only=("note",), quotes=list(quotes.itertuples()))["note"]))
     sec.views.append(Table(theirs, caption="The guide's own rows, and the fixture whose tokenizer stands in for each model"))
+    quoted = quote_table(res.real_quotes, served_vocabs)
+    if quoted is not None:
+        sec.views.append(quoted)
     sec.views.append(Table(pd.DataFrame(full), caption="Every case (adds dots and no_space), per llguidance version"))
     if ctrl:
         sec.views.append(Table(pd.DataFrame(ctrl), caption=f"Controls (llguidance {pinned}): GBNF from the same schema; the chat endpoint; "

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .. import guide
-from ..models import REAL_MODELS
+from ..models import REAL_MODELS, overridden
 from ..server import LLG_PINNED
 from .data import Results, takes_results
 from .prose import blocks
@@ -68,14 +68,18 @@ def guide_figures(res: Results) -> list[tuple[str, bool]]:
 
 
 def abort_reason(row: dict[str, Any]) -> str:
-    """Why the PR's test exits non-zero on the fixed build, in a few words."""
+    """Why the PR's test exits non-zero on the fixed build: the cause the native analysis named
+    from what the test and the sampler did (`native.causes`), or, in a result made before it did,
+    the same two causes read from the row."""
+    if row.get("pr_test_cause"):
+        return str(row["pr_test_cause"])
     err = str(row.get("pr_test_llg_error") or "")
     fail = str(row.get("pr_test_failure") or "")
     if "Too many items" in err:
         return "a mask over step_max_items (50000): grammar dropped"
     if row.get("tok_eos") == -1:
         return "tok_eos = -1 (no EOT, no EOS)"
-    return (fail or err)[:80] or "aborted"
+    return f"cause not classified: {(fail or err)[:80] or 'aborted'}"
 
 
 def time_cost(bench: pd.DataFrame, link: str) -> dict[str, Any] | None:
@@ -194,16 +198,30 @@ def verdict(res: Results) -> Verdict | None:
     served_models = set() if served.empty else set(served.model)
     loads = [x for x in res.server_load.to_dict("records") if x["model"] in served_models]
     server = None
+    overridden_here = {v: m for v, m in overridden().items() if v in info}
+    real_weight = []
     if not served.empty:
         up = served[served.bridge == "upstream"]
         silent = up[(up.outcome != "pass") & (up.http_status == 200) & ~up.error_field.astype(bool)]
         server = {"silent": len(silent), "failing": int((up.outcome != "pass").sum()),
                   "fixed_bad": len(served[(served.bridge == "fixed") & (served.outcome == "violation")]),
-                  "load_bad": sum(int(x.get("violations") or 0) for x in loads if x.get("sampler") == "fixed"), "load_run": bool(loads)}
+                  "load_bad": sum(int(x.get("violations") or 0) for x in loads if x.get("sampler") == "fixed"), "load_run": bool(loads),
+                  "real": int(served[~served.synthetic.astype(bool)].vocab.nunique()) if "synthetic" in served else 0}
+        # the guide's real-weight rows (TinyLlama, Mistral, Hermes: SentencePiece with the space prefix), on a
+        # trained model loaded with llama.cpp's own override: its three server cases without and with the fix
+        for v in overridden_here:
+            g = served[(served.vocab == v) & served.case.isin(guide.SERVER_CASES)]
+            if not g.empty:
+                real_weight.append({"input": v, "up": int((g[g.bridge == "upstream"].outcome == "pass").sum()),
+                                    "fx": int((g[g.bridge == "fixed"].outcome == "pass").sum()), "n": len(guide.SERVER_CASES),
+                                    "silent": int(((g.bridge == "upstream") & (g.outcome != "pass") & (g.http_status == 200)
+                                                   & ~g.error_field.astype(bool)).sum())})
     said = blocks("verdict", n=n, hit_a=hit_a, hit_b=hit_b, beyond=[f"{x} ({info[x].get('vocab_type')})" for x in beyond],
                   broken=broken, repaired=repaired, costs=costs,
                   time=time_cost(res.bench, res.link(res.bench_csv.with_suffix(".md"), "bench.md")),
                   matched=n_matched, figures=len(figs), missed=[name for name, ok in figs if not ok], port=port,
-                  aborts=[f"{v} ({abort_reason(native[(v, 'fixed')])})" for v in aborts], bug_c=bug_c, bug_d=d_hit, server=server)
+                  aborts=[f"{v} ({abort_reason(native[(v, 'fixed')])})" for v in aborts], bug_c=bug_c, bug_d=d_hit, server=server,
+                  overridden=[f"`{v}`" for v in overridden_here], real_weight=real_weight,
+                  why={v: m.why for v, m in overridden_here.items()})
     sentences = [line.removeprefix("- ") for line in said["sentences"].splitlines() if line.strip()]
     return Verdict(sentences, pd.DataFrame(rows), (n_matched, len(figs)))
