@@ -570,7 +570,9 @@ def server_load(models_dir: Path = DATA / "models") -> list[dict[str, Any]]:
         return []
     p = params.declared("server")
     rows: list[dict[str, Any]] = []
-    for path in tqdm(sorted(models_dir.glob("synthetic-*.gguf")), desc="server under load", file=sys.stderr):
+    # a model made for an input loaded with key overrides (synth.OVERRIDES_KEY) is that input's, not a fixture's
+    plain = [p for p in sorted(models_dir.glob("synthetic-*.gguf")) if synth.OVERRIDES_KEY not in read_kv(p)[0]]
+    for path in tqdm(plain, desc="server under load", file=sys.stderr):
         name = path.stem.removeprefix("synthetic-")
         try:
             run = serving.run(name, path, True, None, list(p["cases"]), p["prompt"], tuple(p["samplers"]), p["temperature"],

@@ -115,12 +115,14 @@ def whatif(
     run.fast_imports()
     t0 = time.monotonic()
     statuses = _run_all(name, runs, out)
-    seconds = {"with": round(time.monotonic() - t0, 1)}
+    seconds = {"with": (time.monotonic() - t0, _server_wall(statuses))}
     extra = []
     if ovs:
         t1 = time.monotonic()
-        _run_all(plain, base, out / "without")
-        seconds["without"] = round(time.monotonic() - t1, 1)
+        plain_statuses = _run_all(plain, base, out / "without")
+        seconds["without"] = (time.monotonic() - t1, _server_wall(plain_statuses))
+        # the plain run's failures are said too: its tables are what the page compares against
+        statuses += [{**st, "notebook": f"{st['notebook']} (without the overrides)"} for st in plain_statuses if st["status"] != "ok"]
         # the plain file's report first: its tables are what the overridden one is set against
         report.build(out / "without" / "results", out / "without", bench_csv=out / "without" / "bench.csv")
         report.build(out / "results", out, bench_csv=out / "bench.csv")
@@ -128,14 +130,23 @@ def whatif(
     # a what-if quotes only what it computed: its own (absent) bench snapshot, never the main report's
     report.build(out / "results", out, bench_csv=out / "bench.csv", extra=extra)
     print(f"what-if report: {out / 'index.html'}" + (f" (the file without the overrides: {out / 'without' / 'index.html'})" if ovs else ""))
-    print("what-if analyses: " + ", ".join(f"{v} s {k} the overrides" if ovs else f"{v} s" for k, v in seconds.items()))
+    print("what-if: " + "; ".join(f"{wall:.0f} s{f' {k} the overrides' if ovs else ''} ({server:.0f} s of it the server)"
+                                   for k, (wall, server) in seconds.items()))
     return statuses
+
+
+def _server_wall(statuses: list[dict[str, object]]) -> float:
+    """Seconds the server analysis ran (the longest part of a what-if), from its status's timing."""
+    return sum(float((st.get("timing") or {}).get("wall", 0.0)) for st in statuses if st.get("notebook") == "server")  # type: ignore[union-attr]
 
 
 # the columns that say which row a table's row is (the rest are what was measured)
 ID_COLUMNS = ("analysis", "input", "vocab", "real_model", "model", "synthetic", "prompt", "case", "bridge", "sampler", "llguidance",
-              "endpoint", "sent_as", "test", "job", "step", "what", "schema", "cell", "mechanism", "literal")
+              "endpoint", "sent_as", "test", "job", "step", "what", "schema", "mechanism", "literal")
 MAX_SHOWN = 40  # changed cells listed per table; the CSV has them all
+# the cells a reader looks for first when a table moved: what the bugs and the fix do, upstream first
+HEADLINE = ("differing", "lost_leading_space", "allowed_with_space", "allowed_illegal", "not_prefix", "output_ok", "outcome",
+            "tokenize_exact", "greedy", "pr_test_exit", "shipped_test_exit", "no_space_bad", "forced_bad", "under", "error")
 
 
 def _frame(p: Path) -> Any:
@@ -168,9 +179,11 @@ def table_changes(with_dir: Path, without_dir: Path, rename: dict[str, str]) -> 
                             "how": "rows differ" if moved else "unchanged"})
             continue
         rows_moved, n_cells, cols = 0, 0, []
+        # a row is named by the key columns that tell its table's rows apart (the input's name is the same in all)
+        vary = [i for i, c in enumerate(keys) if len({*a[c], *b[c]}) > 1]
         for k in sorted(set(ka) | set(kb)):
             ra, rb = ka.get(k), kb.get(k)
-            where = " · ".join(x for x in k if x)
+            where = " · ".join(k[i] for i in vary if k[i])
             if ra is None or rb is None:
                 rows_moved += 1
                 cells.append({"table": p.stem, "row": where, "column": "(row)", "without": "present" if rb is not None else "absent",
@@ -193,66 +206,40 @@ def override_section(out: Path, name: str, plain: str, path: Path, ovs: tuple[Ov
     """The what-if's first section: what the overrides changed against the same file without them."""
     import pandas as pd
 
+    from .overrides import model_label
     from .report.table import Section, Table
 
-    models = {f"synthetic-{plain}.gguf": f"synthetic-{name}+kv-{tag(ovs)}.gguf"}
+    # the same row on both sides: the input's name, and the synthetic model's (its own file, loaded with the overrides)
+    models = {f"synthetic-{plain}.gguf": model_label(f"synthetic-{name}+kv-{tag(ovs)}.gguf", ovs)}
     summary, cells = table_changes(out / "tables", out / "without" / "tables", {plain: name, **models})
     moved = [r for r in summary if r["rows changed"] not in ("", 0)]
     flags = " ".join(f"`--override-kv {o.text}`" for o in ovs)
     sec = Section("override", "What the override changed")
-    sec.claim = (f"`{name}` is `{path.name}` loaded with {flags}; `{plain}` is the same file without "
-                 f"{'it' if len(ovs) == 1 else 'them'} ([its own report](without/index.html)).")
+    said = [f"`{name}` is `{path.name}` loaded with {flags}; `{plain}` is the same file without "
+            f"{'it' if len(ovs) == 1 else 'them'} ([its own report](without/index.html)), every analysis run on both."]
     if not summary:
-        sec.text = "Neither run wrote a table to compare."
+        said.append("Neither run wrote a table to compare.")
     elif not moved:
-        sec.text = f"None of the {len(summary)} tables moved: on this file the override changes nothing the suite measures."
+        said.append(f"None of the {len(summary)} tables moved: on this file the override changes nothing the suite measures.")
     else:
-        said = []
-        for r in moved:
-            mine = [c for c in cells if c["table"] == r["table"]]
-            if len(mine) <= 3:
-                said.append(f"`{r['table']}`: " + "; ".join(f"{c['column']} {c['without'] or '(blank)'} → {c['with'] or '(blank)'}"
-                                                           + (f" ({c['row']})" if c["row"] else "") for c in mine))
-            else:
-                said.append(f"`{r['table']}`: {r['rows changed']} of {r['rows']} rows ({r['how']})")
         n = len(summary)
-        sec.text = (f"{len(moved)} of the {n} tables moved" if len(moved) < n else f"All {n} tables moved") + \
-            " (the override's report against the plain file's, row by row):\n\n" + "\n".join(f"- {x}" for x in said)
+        said.append((f"{len(moved)} of the {n} tables moved" if len(moved) < n else f"All {n} tables moved")
+                    + ", row by row against the plain file's (a row is the same input, bridge, case or build on both sides):")
+        items = []
+        for r in moved:
+            mine = sorted((c for c in cells if c["table"] == r["table"]),
+                          key=lambda c: (HEADLINE.index(c["column"]) if c["column"] in HEADLINE else len(HEADLINE), "upstream" not in c["row"]))
+            shown = "; ".join(f"{c['column']} {c['without'] or '(blank)'} → {c['with'] or '(blank)'}" + (f" ({c['row']})" if c["row"] else "")
+                              for c in mine[:3])
+            more = len(mine) - 3
+            head = f"`{r['table']}` ({r['rows changed']} of {r['rows']} rows): " if r["cells changed"] != "" else f"`{r['table']}`: "
+            items.append(head + (shown or r["how"]) + (f"; and {more} more cells ({r['how']})" if more > 0 else ""))
+        said.append("\n".join(f"- {x}" for x in items))
+    sec.text = "\n\n".join(said) + "\n"
     sec.views.append(Table(pd.DataFrame(summary), "Every table, with the override against without"))
     if cells:
-        shown = pd.DataFrame(cells)
-        shown = pd.concat([g.head(MAX_SHOWN) for _, g in shown.groupby("table", sort=True)]).reset_index(drop=True)
-        sec.views.append(Table(shown, f"The cells that moved (at most {MAX_SHOWN} a table; tables/override_changes.csv has all)"))
+        shown_cells = pd.DataFrame(cells)
+        shown_cells = pd.concat([g.head(MAX_SHOWN) for _, g in shown_cells.groupby("table", sort=True)]).reset_index(drop=True)
+        sec.views.append(Table(shown_cells, f"The cells that moved (at most {MAX_SHOWN} a table; tables/override_changes.csv has all)"))
         sec.raw_table("override_changes", pd.DataFrame(cells))
     return sec
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("path", type=Path)
-    ap.add_argument("--name", default=None)
-    ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
-    ap.add_argument("--params", default="", help="-p options as one string, split as a shell would (make whatif PARAMS=...)")
-    ap.add_argument("--override", default="", help="llama.cpp key overrides, KEY=TYPE:VALUE, as a shell would split them "
-                                                   "(make whatif OVERRIDE=...)")
-    a = ap.parse_args(argv)
-    try:
-        # split here, never by a shell: PARAMS and OVERRIDE come from the user's command line
-        extra = shlex.split(a.params)
-        if len(extra) % 3 or any(extra[i] != "-p" for i in range(0, len(extra), 3)):
-            raise InputError("PARAMS", f"expected -p NAME VALUE ..., got {a.params!r}")
-        pairs = [*a.p, *((extra[i + 1], extra[i + 2]) for i in range(0, len(extra), 3))]
-        kv = [P.from_argv(x) for x in shlex.split(a.override)]
-        statuses = whatif(a.path, a.name or None, {k: P.parse_value(v) for k, v in pairs}, overrides=kv)
-    except ValueError as e:  # InputError, or shlex's unbalanced quote
-        print(f"whatif: {e}", file=sys.stderr)
-        return 2
-    failed = [s for s in statuses if s["status"] != "ok"]
-    for s in failed:
-        print(f"FAILED {s['notebook']}: {s['error']}", file=sys.stderr)
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
-

@@ -158,7 +158,7 @@ def build(results: Path = RESULTS, out: Path = REPORTS, bench_csv: Path = REPORT
         for t in sec.views:
             note = overridden_note(t.df)
             if note and note not in t.note:
-                t.note = f"{t.note} {note}".strip()
+                t.note = f"{t.note}\n\n{note}".strip()
     # a file name Make cannot carry never became a target: it is a failed input all the same
     if results.resolve() == RESULTS.resolve():
         failed += refused_inputs()
