@@ -243,3 +243,34 @@ def override_section(out: Path, name: str, plain: str, path: Path, ovs: tuple[Ov
         sec.views.append(Table(shown_cells, f"The cells that moved (at most {MAX_SHOWN} a table; tables/override_changes.csv has all)"))
         sec.raw_table("override_changes", pd.DataFrame(cells))
     return sec
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("path", type=Path)
+    ap.add_argument("--name", default=None)
+    ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    ap.add_argument("--params", default="", help="-p options as one string, split as a shell would (make whatif PARAMS=...)")
+    ap.add_argument("--override", default="", help="llama.cpp key overrides, KEY=TYPE:VALUE, as a shell would split them "
+                                                   "(make whatif OVERRIDE=...)")
+    a = ap.parse_args(argv)
+    try:
+        # split here, never by a shell: PARAMS and OVERRIDE come from the user's command line
+        extra = shlex.split(a.params)
+        if len(extra) % 3 or any(extra[i] != "-p" for i in range(0, len(extra), 3)):
+            raise InputError("PARAMS", f"expected -p NAME VALUE ..., got {a.params!r}")
+        pairs = [*a.p, *((extra[i + 1], extra[i + 2]) for i in range(0, len(extra), 3))]
+        kv = [P.from_argv(x) for x in shlex.split(a.override)]
+        statuses = whatif(a.path, a.name or None, {k: P.parse_value(v) for k, v in pairs}, overrides=kv)
+    except ValueError as e:  # InputError, or shlex's unbalanced quote
+        print(f"whatif: {e}", file=sys.stderr)
+        return 2
+    failed = [s for s in statuses if s["status"] != "ok"]
+    for s in failed:
+        print(f"FAILED {s['notebook']}: {s['error']}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
