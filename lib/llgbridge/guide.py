@@ -65,5 +65,16 @@ SERVER_STAND_IN: dict[str, tuple[str, str]] = {  # guide model -> (fixture, how 
     "gemma-4-31B-it Q5_K_S": ("gemma-4", "the same tokenizer"),
     "Qwen3.5-2B Q5_K_S": ("qwen35", "the same tokenizer"),
 }
+# the guide's real-weight SentencePiece rows, and the input that stands in for them on real weights: a
+# trained model whose tokenizer llama.cpp's own key override gives the space prefix (models.REAL_MODELS)
+SERVER_REAL_STAND_IN: dict[str, tuple[str, ...]] = {
+    "gemma3-270m+space-prefix": ("TinyLlama-1.1B Q8_0", "Mistral-7B-v0.1 Q4_0", "Hermes-2-Pro-Mistral-7B Q6_K"),
+}
 # the guide's three server cases, by the names the suite's matrix gives them
 SERVER_CASES = ("forced_literal", "json_enum", "half_free")
+# guide 8's pre-fix outputs worth quoting (TinyLlama-1.1B), by case: (the quote as the guide prints it, the bug)
+QUOTES: dict[str, tuple[str, str]] = {
+    "forced_literal": ("' The quicker you can do this, the more points you will earn...'", "B: the matcher dies, free text"),
+    "json_enum": ("' { \"colo ur\": \"c h artreu se\", \"count\":10 }'", "A: spurious spaces, a corrupted key"),
+    "half_free": ("' BEG IN[iqr] END'", "A"),
+}

@@ -32,8 +32,9 @@ import jinja2
 import pandas as pd
 from tqdm import tqdm
 
-from . import params, server, serving
+from . import params, server, serving, synth
 from .errors import first_line
+from .gguf_meta import read_kv
 from .paths import DATA, REPORTS, write_atomic
 from .report import Table
 from .report.data import SERVER_LOAD_CSV
@@ -84,7 +85,9 @@ def run(models_dir: Path = DATA / "models", rounds: int = LOAD_ROUNDS, say: Any 
         return result
     p = params.declared("server")
     loads: list[dict[str, Any]] = []
-    for path in tqdm(sorted(models_dir.glob("synthetic-*.gguf")), desc="server under load", file=sys.stderr):
+    # a model made for an input loaded with key overrides (synth.OVERRIDES_KEY) is that input's, not a fixture's
+    plain = [m for m in sorted(models_dir.glob("synthetic-*.gguf")) if synth.OVERRIDES_KEY not in read_kv(m)[0]]
+    for path in tqdm(plain, desc="server under load", file=sys.stderr):
         name = path.stem.removeprefix("synthetic-")
         lines: list[str] = []
         try:

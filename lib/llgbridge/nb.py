@@ -30,10 +30,21 @@ def check_params(notebook: str, namespace: dict[str, Any]) -> dict[str, Any]:
     return P.check(notebook, given)
 
 
-def load_vocab(vocab: str, path: str = "", needs_text: bool = True) -> Vocab:
-    """The vocab an analysis runs on, loaded once per kernel; InputError in one line for a vocab on
-    which no token has text (`Vocab.require_text`), unless the analysis does not `needs_text` (the
-    census: it measures the two conversions, which such a vocab has too)."""
+def input_overrides(vocab: str, path: str = "", overrides: list[str] | None = None, models: list[str] | None = None) -> list[str]:
+    """llama.cpp's key overrides the input loads with (`results.input_overrides`): a registered
+    input's own (`gemma3-270m+space-prefix`), then the `overrides` parameter; one line naming an
+    override that cannot be read."""
+    from .results import input_overrides as kv
+
+    check_param("overrides", overrides or [], list)
+    return kv({"vocab": vocab, "vocab_path": path, "overrides": overrides or [], "models": models or []})
+
+
+def load_vocab(vocab: str, path: str = "", overrides: list[str] | None = None, needs_text: bool = True) -> Vocab:
+    """The input's vocab, loaded once per kernel with its key overrides (`input_overrides`);
+    InputError in one line for a vocab on which no token has text (`Vocab.require_text`), unless
+    the analysis does not `needs_text` (the census: it measures the two conversions, which such a
+    vocab has too)."""
     check_param("vocab", vocab, str)
     check_param("vocab_path", path, str)
     why = name_problem(vocab)
@@ -44,16 +55,18 @@ def load_vocab(vocab: str, path: str = "", needs_text: bool = True) -> Vocab:
 
         if models.is_real(vocab):  # not fetched: say which package failed and why, not "no such file"
             models.model_path(vocab)
+    kv = input_overrides(vocab, path, overrides)
     p = vocab_path(vocab, path)
     st = p.stat() if p.exists() else None
     # a kernel that runs several analyses of one vocab (run.execute_batch) loads it once; the key
-    # holds the file's size and date, so a changed file is loaded again
-    key = (str(p.resolve()), vocab, st.st_size if st else -1, st.st_mtime_ns if st else -1)
+    # holds the file's size and date, so a changed file is loaded again, and the overrides, so the
+    # same file without them is another vocab
+    key = (str(p.resolve()), vocab, st.st_size if st else -1, st.st_mtime_ns if st else -1, tuple(kv))
     if key not in _VOCABS:
         _VOCABS.clear()  # one vocab at a time: a batch never comes back to an earlier one
         _BRIDGES.clear()
         t0 = time.perf_counter()
-        _VOCABS[key] = Vocab(p, name=vocab)
+        _VOCABS[key] = Vocab(p, name=vocab, overrides=kv)
         TIMES["load"] += time.perf_counter() - t0
     if needs_text:
         _VOCABS[key].require_text()
@@ -94,7 +107,7 @@ def between_notebooks() -> None:
         gc.collect = collect
 
 
-_VOCABS: dict[tuple[str, str, int, int], Vocab] = {}
+_VOCABS: dict[tuple[str, str, int, int, tuple[str, ...]], Vocab] = {}
 _BRIDGES: dict[tuple[int, str], Any] = {}  # (id of the cached vocab, bridge) -> the bridge or its InputError
 
 

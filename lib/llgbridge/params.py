@@ -32,7 +32,7 @@ MINIMUM: dict[str, int | float] = {
     "temperature": 0, "n_gpu_layers": -1,  # -1: llama.cpp's "every layer"
 }
 # element types of lists whose default is empty
-ITEMS: dict[str, type] = {"models": str}
+ITEMS: dict[str, type] = {"models": str, "overrides": str}
 # parameters that say where an input is or where output goes, not how it is measured: the main
 # report takes a result only when every other parameter has its default
 NOT_SETTINGS = frozenset({"vocab", "results_dir", "models_dir", "models", "n_gpu_layers"})
@@ -120,6 +120,10 @@ def check_value(name: str, value: Any, default: Any) -> None:
         why = name_problem(value)
         if why:
             raise InputError(what, why)
+    if name == "overrides" and isinstance(value, list):
+        from .overrides import parse_all
+
+        parse_all(value)  # KEY=TYPE:VALUE each, as llama.cpp's --override-kv takes it: one line naming the first refused
 
 
 def check(notebook: str, given: dict[str, Any], notebooks_dir: Path = NOTEBOOKS) -> dict[str, Any]:
@@ -138,10 +142,14 @@ def changed(notebook: str, params: dict[str, Any], notebooks_dir: Path = NOTEBOO
 
     `models` names an input, but only under the input name `make matrix` gives it (`model-NAME`):
     other models run under a fixture's or a real model's name would stand in for that input's
-    result, so there they count as a setting (the run goes to data/byhand/)."""
+    result, so there they count as a setting (the run goes to data/byhand/). Key `overrides` are
+    part of such an input too (`make matrix MODELS=... OVERRIDE=...` names it after them), and a
+    setting anywhere else: a registered input carries its own (`models.REAL_MODELS`)."""
     decl = declared(notebook, notebooks_dir)
-    out = {k: v for k, v in params.items() if k not in NOT_SETTINGS and k in decl and v != decl[k]}
-    if params.get("models") and not str(params.get("vocab", "")).startswith("model-"):
+    model_input = str(params.get("vocab", "")).startswith("model-")
+    out = {k: v for k, v in params.items() if k not in NOT_SETTINGS and k in decl and v != decl[k]
+           and not (k == "overrides" and model_input)}
+    if params.get("models") and not model_input:
         out["models"] = params["models"]
     return out
 

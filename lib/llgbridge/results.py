@@ -37,7 +37,7 @@ BYHAND = DATA / "byhand"
 # and that the Makefile lists none). A name ending in "/" is every module of that subpackage.
 CORE = ("__init__.py", "llg.py", "vocab.py", "_llamacall.c", "gguf_meta.py", "errors.py", "paths.py", "bridges.py", "sentinel.py",
         "probe.py", "grammars.py", "guide.py", "nb.py", "show.py", "results.py", "params.py", "fixtures.py", "models.py",
-        "loaded.py")
+        "loaded.py", "overrides.py")
 MODULES: dict[str, tuple[str, ...]] = {
     "census": ("census.py",), "leak": ("masks.py",), "forced": ("masks.py",), "probe": (),
     "exactness": ("exactness.py",), "soundness": ("soundness.py",),
@@ -267,6 +267,17 @@ def _resolve(p: str) -> Path:
     return q if q.is_absolute() else ROOT / q
 
 
+def input_overrides(params: dict[str, Any]) -> list[str]:
+    """llama.cpp's key overrides a run with `params` loads its input with, as a result records
+    them (`overrides.canonical`): the input's own (a name of `models.REAL_MODELS` that has some,
+    unless a file is given instead), then the `overrides` parameter."""
+    from .models import overrides_of
+    from .overrides import canonical
+
+    own = () if params.get("models") or params.get("vocab_path") else overrides_of(str(params.get("vocab")))
+    return canonical([*own, *(params.get("overrides") or [])])
+
+
 def _input_sha256(f: Path) -> str | None:
     """The sha256 `f` had when this process loaded it (`loaded`), which must still be its sha256
     now: a result computed from bytes that are gone would otherwise stand as current for the new
@@ -283,10 +294,24 @@ def _input_sha256(f: Path) -> str | None:
 
 def provenance(analysis: str, params: dict[str, Any]) -> dict[str, Any]:
     """What produced a result: the analysis, its parameters, its inputs' sha256 (as loaded), the
-    code version."""
+    key overrides they were loaded with (part of the input: the same file without them is another
+    input), the code version."""
     inputs = [{"path": _shown(f), "sha256": _input_sha256(f)} for f in input_files(params)]
     return {"analysis": analysis, "params": {k: v for k, v in params.items() if k != "results_dir"},
-            "inputs": inputs, "code": code_version(analysis)}
+            "inputs": inputs, "overrides": input_overrides(params), "code": code_version(analysis)}
+
+
+def overrides_problem(recorded: Any, expected: list[str]) -> str:
+    """Why a result loaded with the `recorded` overrides does not stand for an input loaded with
+    `expected`, or "" when they are the same."""
+    rec = [str(x) for x in recorded] if isinstance(recorded, list) else []
+    if rec == expected:
+        return ""
+    if not rec:
+        return f"it was made without the override {', '.join(expected)}, which this input is loaded with"
+    if not expected:
+        return f"it was made with the override {', '.join(rec)}, which this input is not loaded with"
+    return f"it was made with the overrides {', '.join(rec)}, and this input is loaded with {', '.join(expected)}"
 
 
 def _main(results: Path) -> bool:
@@ -310,7 +335,8 @@ def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
     "" when it does: the one judge of "current", for the planner (`batch.out_of_date`) and the
     report (`load`) alike. A result is current only when its recorded provenance says so: the code
     version (notebook, modules, the binaries it ran), the input files (this result's own, and
-    their bytes), and, in the main results, the default parameters."""
+    their bytes, and the key overrides they were loaded with), and, in the main results, the
+    default parameters."""
     from . import params as P
 
     prov = r.get("provenance")
@@ -325,6 +351,14 @@ def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
         # a result copied or renamed onto another input: it measured the file it names, not this one
         return (f"it was made from {', '.join(_shown(p) for p in recorded) or 'no input'}, not from "
                 f"{', '.join(_shown(p) for p in expected)}")
+    # the same file loaded with other key overrides is another input (the plain Gemma 3 and
+    # gemma3-270m+space-prefix share one file)
+    try:
+        expected_kv = input_overrides({**params, "vocab": r.get("vocab")})
+    except ValueError as e:  # an override this code refuses: no result stands on it
+        return f"its overrides cannot be used: {e}"
+    if why := overrides_problem(prov.get("overrides", []), expected_kv):
+        return why
     for i in prov.get("inputs") or []:
         p = _resolve(str(i.get("path")))
         if p.is_file() and i.get("sha256") != file_sha256(p):

@@ -32,6 +32,7 @@ from . import params as P
 from .errors import InputError, cause_line, first_line
 from .paths import REPORTS, RESULTS, ROOT, name_problem, usable_name, write_atomic, write_json
 from .native.logs import crash_cause, says_crash
+from .overrides import parse_all, suffix
 from .results import BYHAND, provenance
 
 NOTEBOOKS = P.NOTEBOOKS
@@ -571,6 +572,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-root", type=Path, default=None, help="where executed notebooks and HTML go (default reports/)")
     ap.add_argument("--results", type=Path, default=None, help="where results go (default data/results/)")
     ap.add_argument("--models", default=None, help="matrix only: model files, as a shell would split them (make matrix MODELS=...)")
+    ap.add_argument("--override", default="", help="with --models: llama.cpp key overrides, KEY=TYPE:VALUE, split as a shell "
+                                                   "would (make matrix OVERRIDE=...)")
     a = ap.parse_args(argv)
     fast_imports()
     label = f"[{a.notebook}] "
@@ -583,9 +586,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"MODELS: {e}", file=sys.stderr)
             return 2
         if not files:
-            print('usage: make matrix MODELS="a.gguf b.gguf" [N_GPU_LAYERS=99]', file=sys.stderr)
+            print('usage: make matrix MODELS="a.gguf b.gguf" [N_GPU_LAYERS=99] [OVERRIDE="KEY=TYPE:VALUE"]', file=sys.stderr)
             return 2
-        runs = [(model_name(f), {**params, "models": [str(Path(f).resolve())]}) for f in files]
+        try:
+            ovs = parse_all(P.from_argv(x) for x in shlex.split(a.override))
+        except ValueError as e:  # InputError, or shlex's unbalanced quote
+            print(f"OVERRIDE: {e}", file=sys.stderr)
+            return 2
+        # a model loaded with overrides is another input: its own name, and the overrides with it
+        kv = {"overrides": [o.text for o in ovs]} if ovs else {}
+        runs = [((model_name(f) + suffix(ovs))[:128], {**params, "models": [str(Path(f).resolve())], **kv}) for f in files]
     elif a.vocab is None:
         ap.error("a vocab name is needed")
     else:

@@ -51,6 +51,7 @@ from . import server as S
 from .native import special_literal, special_text
 from .errors import InputError, first_line
 from .grammars import json_grammar, literal_grammar
+from .overrides import Override, check_log, model_label, server_args
 from .vocab import Vocab
 
 GBNF_CASE = "json_enum_gbnf"
@@ -387,6 +388,27 @@ class LoadResult:
         return {k: v for k, v in self.__dict__.items() if k != "seconds"}
 
 
+def label(model: Path, vocab: Vocab) -> str:
+    """The `model` of a row: the file, and the overrides the vocab (and so the server) loads with."""
+    return model_label(model.name, vocab.overrides)
+
+
+def server_extra(overrides: tuple[Override, ...]) -> tuple[str, ...]:
+    """llama-server's arguments for llama.cpp's key overrides: `--override-kv` each, and the log at
+    trace level (`-lv 4`), the level at which the server writes its loader's "Using metadata
+    override" line, so its own log shows each one taken (`taken`)."""
+    return (*server_args(overrides), "-lv", "4") if overrides else ()
+
+
+def taken(srv: S.Server, overrides: tuple[Override, ...]) -> None:
+    """ServerError unless the server's log shows llama.cpp taking every override."""
+    if overrides:
+        try:
+            check_log(overrides, srv.log(), f"{srv.binary.name} on {srv.model.name}")
+        except InputError as e:
+            raise S.ServerError(str(e)) from None
+
+
 def load(exe: Path, model: Path, vocab: Vocab, synthetic: bool, llg: str, sampler: str, cases: list[str],
          prompts: dict[str, G.Prompt], sequential: dict[str, str], log_path: Path, requests: int = 32, parallel: int = 4,
          max_tokens: int = 64, seed: int = 0, n_gpu_layers: int = 0) -> tuple[LoadResult, list[ServerRow]]:
@@ -402,18 +424,20 @@ def load(exe: Path, model: Path, vocab: Vocab, synthetic: bool, llg: str, sample
 
     def one(srv: S.Server, case: str) -> ServerRow:
         endpoint, sent_as, body = request_for(case, prompts[case], max_tokens, seed, 0.0, vocab)
-        return answered(srv, vocab, model.name, synthetic, llg, sampler, case, endpoint, sent_as, S.post(srv, endpoint, body), [], False)
+        return answered(srv, vocab, label(model, vocab), synthetic, llg, sampler, case, endpoint, sent_as, S.post(srv, endpoint, body), [], False)
 
     # one thread: ggml's threads spin while they wait, and on 2 shared cores two of them beside the
     # client's judging threads made each request 60 times slower than one at a time
-    with S.serve(exe, model, log_path, parallel=parallel, threads=1, n_gpu_layers=n_gpu_layers) as srv:
+    with S.serve(exe, model, log_path, parallel=parallel, threads=1, n_gpu_layers=n_gpu_layers,
+                 extra=server_extra(vocab.overrides)) as srv:
+        taken(srv, vocab.overrides)
         with ThreadPoolExecutor(max_workers=parallel) as pool:
             rows = list(pool.map(lambda c: one(srv, c), order))
         healthy = srv.alive() and S.answers_health(srv, 5.0)
         llg_total = len(LLG_ERROR.findall(srv.log()))
     outcomes = [r.outcome for r in rows]
     counted = ("pass", "violation", DISAGREES)
-    result = LoadResult(model.name, llg, sampler, requests, parallel, outcomes.count("pass"), outcomes.count("violation"),
+    result = LoadResult(label(model, vocab), llg, sampler, requests, parallel, outcomes.count("pass"), outcomes.count("violation"),
                         sum(1 for o in outcomes if o not in counted),
                         sum(1 for r in rows if r.outcome != sequential.get(r.case)), healthy, llg_total,
                         round(time.perf_counter() - t0, 3), judge_disagrees=outcomes.count(DISAGREES),
@@ -514,24 +538,27 @@ def run_build(exe: Path, model: Path, vocab: Vocab, synthetic: bool, llg: str, s
               prompts: dict[str, G.Prompt], log_path: Path, max_tokens: int, seed: int, temperature: float,
               n_gpu_layers: int = 0, timeout: float = S.REQUEST_TIMEOUT) -> tuple[list[ServerRow], float]:
     """Every case through one server build, one request at a time; (rows, unconstrained tokens/s).
+    The vocab's key overrides (`Vocab.overrides`) go to the server as `--override-kv`.
 
-    A server that cannot load the model fails every case with its reason; one that stops
-    answering fails the case it was asked and every later one, with its log's last lines."""
+    A server that cannot load the model (or whose log does not show an override taken) fails
+    every case with its reason; one that stops answering fails the case it was asked and every
+    later one, with its log's last lines."""
     rows: list[ServerRow] = []
     try:
-        with S.serve(exe, model, log_path, n_gpu_layers=n_gpu_layers) as srv:
-            base = ask(srv, vocab, model.name, synthetic, llg, sampler, "", prompts.get(cases[0], G.PLAIN), max_tokens, seed,
+        with S.serve(exe, model, log_path, n_gpu_layers=n_gpu_layers, extra=server_extra(vocab.overrides)) as srv:
+            taken(srv, vocab.overrides)
+            base = ask(srv, vocab, label(model, vocab), synthetic, llg, sampler, "", prompts.get(cases[0], G.PLAIN), max_tokens, seed,
                        temperature, timeout) if cases else None
             for i, c in enumerate(cases):
-                r = ask(srv, vocab, model.name, synthetic, llg, sampler, c, prompts[c], max_tokens, seed, temperature, timeout)
+                r = ask(srv, vocab, label(model, vocab), synthetic, llg, sampler, c, prompts[c], max_tokens, seed, temperature, timeout)
                 rows.append(r)
                 if r.outcome == "no answer":
                     rest = cases[i + 1:]
-                    rows += _failed_rows(vocab, model.name, synthetic, llg, sampler, rest, prompts, "no answer",
+                    rows += _failed_rows(vocab, label(model, vocab), synthetic, llg, sampler, rest, prompts, "no answer",
                                          f"the server stopped answering at {c!r}: {srv.last_lines()}")
                     break
     except S.ServerError as e:
-        return rows + _failed_rows(vocab, model.name, synthetic, llg, sampler, cases[len(rows):], prompts, "error", str(e)), 0.0
+        return rows + _failed_rows(vocab, label(model, vocab), synthetic, llg, sampler, cases[len(rows):], prompts, "error", str(e)), 0.0
     return rows, base.tok_s if base else 0.0
 
 
@@ -585,7 +612,8 @@ def curl_for(endpoint: str, body: dict[str, Any], base: str = "http://127.0.0.1:
 def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: list[str], prompt: str = "auto",
         samplers: tuple[str, ...] = S.SAMPLERS, temperature: float = 0.0, seed: int = 0, max_tokens: int = 64,
         load_requests: int = 0, parallel: int = 4, n_gpu_layers: int = 0, say: Any = print,
-        candidates: tuple[str, ...] = S.CANDIDATES, log_dir: Path | None = None, load_rounds: int = 1) -> Run:
+        candidates: tuple[str, ...] = S.CANDIDATES, overrides: list[str] | tuple[str, ...] = (), log_dir: Path | None = None,
+        load_rounds: int = 1) -> Run:
     """Every case on every built server (`server.built`), one request at a time, then, when
     `load_requests`, the load test (synthetic models only: a real model on 2 cores would take
     minutes per build). The load test is `make bench`'s (`bench.server_load`), not the report's: how
@@ -593,9 +621,11 @@ def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: l
     outcome. The candidate patches' servers (`candidates`) answer the same cases on llguidance as
     llama.cpp pins it, with no load test. `load_rounds` repeats the load test on each build (a
     fresh server each time): an outcome that comes and goes shows as a spread. Each server's log goes
-    to `log_dir`/NAME (default `LOG_DIR`). Raises InputError with the build's reason when no server
-    is built, and JudgeDisagrees, naming the request, when the judge's bytes and a server's own
-    `content` disagree on any answer: a finding about the server is the server's own words."""
+    to `log_dir`/NAME (default `LOG_DIR`). llama.cpp's key `overrides` (KEY=TYPE:VALUE) go to every
+    load: the vocab, the prompts' model and each server (`--override-kv`). Raises InputError with
+    the build's reason when no server is built, and JudgeDisagrees, naming the request, when the
+    judge's bytes and a server's own `content` disagree on any answer: a finding about the server is
+    the server's own words."""
     status, why = S.built()
     if why:
         raise InputError(f"server for {name}", why)
@@ -604,12 +634,12 @@ def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: l
     if unknown:
         raise InputError("parameter cases", f"unknown case(s) {unknown}; choose from {[*G.CASES, *EXTRA_CASES]}")
     G.check_generative(model)
-    vocab = Vocab(model, name)
+    vocab = Vocab(model, name, overrides)
     vocab.require_text()
     if special_case(vocab) is None and any(c in SPECIAL_CASES for c in cases):
         say(f"{name}: no end-of-turn token with printable text: {', '.join(c for c in cases if c in SPECIAL_CASES)} left out")
         cases = [c for c in cases if c not in SPECIAL_CASES]
-    llm = G.load_model(model, n_ctx=64)  # only for the prompts: the chat template and the tokens of its text
+    llm = G.load_model(model, n_ctx=64, overrides=vocab.overrides)  # only for the prompts: the chat template and the tokens of its text
     style = G.prompt_style(llm, prompt, synthetic, instruct)
     prompts = prompts_for(llm, cases, style)
     del llm
@@ -648,7 +678,8 @@ def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: l
                     disputed += [r for r in answers if r.outcome == DISAGREES]
                     confirmed += [{"round": k, "case": r.case, "output": r.output, "content_match": r.content_match,
                                    "curl": curl_for(*request_for(r.case, prompts[r.case], max_tokens, seed, 0.0, vocab)[::2]),
-                                   "server": f"{exe.name} -m {model.name} --parallel {parallel} -t 1"}
+                                   "server": " ".join([exe.name, "-m", model.name, "--parallel", str(parallel), "-t", "1",
+                                                       *server_extra(vocab.overrides)])}
                                   for r in answers if r.outcome == "violation" and r.content_match.startswith("same")]
                     say(f"  load round {k}: {x.requests} requests over {x.parallel} slots: {x.violations} violations, "
                         f"{x.judge_disagrees} judge disagreements, {x.differ_from_sequential} differ from one at a time, "

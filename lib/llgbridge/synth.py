@@ -38,6 +38,7 @@ from gguf import GGUFReader, GGUFValueType, GGUFWriter, Keys, LlamaFileType
 from . import loaded, paths
 from .errors import InputError
 from .gguf_meta import ArrayInfo, read_kv
+from .overrides import parse_all
 from .results import file_sha256
 
 SYNTHETIC_KEY = "llgbridge.synthetic"
@@ -46,6 +47,10 @@ SEED_KEY = "llgbridge.seed"
 # the sha256 of the file the tokenizer came from: the cache is keyed by content, not by name, so
 # two different files given the same name never share a model
 SOURCE_SHA_KEY = "llgbridge.source_sha256"
+# the key overrides the model is made to be loaded with (one KEY=TYPE:VALUE a line; none: absent):
+# they are applied at every load, as llama.cpp applies --override-kv, never written into its keys,
+# and a model made for an overridden input is a file of its own, never the plain input's
+OVERRIDES_KEY = "llgbridge.kv_overrides"
 # every Keys.Tokenizer name (tokenizer.ggml.*, tokenizer.chat_template, ...) starts with this
 TOKENIZER_PREFIX = Keys.Tokenizer.MODEL.split(".", 1)[0] + "."
 
@@ -59,8 +64,10 @@ def make_model(
     n_head: int = 4,
     n_ff: int = 128,
     n_ctx: int = 512,
+    overrides: list[str] | None = None,
 ) -> Path:
-    """Write a synthetic llama model with `vocab_path`'s tokenizer to `out_path`; return it."""
+    """Write a synthetic llama model with `vocab_path`'s tokenizer to `out_path`; return it.
+    `overrides` (canonical KEY=TYPE:VALUE) are recorded, not applied: its loads apply them."""
     vocab_path, out_path = Path(vocab_path), Path(out_path)
     if n_embd % n_head:
         raise InputError(f"n_embd={n_embd}", f"must be a multiple of n_head={n_head}")
@@ -81,6 +88,8 @@ def make_model(
         w.add_string(SOURCE_KEY, name)
         w.add_uint64(SEED_KEY, seed)
         w.add_string(SOURCE_SHA_KEY, file_sha256(vocab_path))
+        if overrides:
+            w.add_string(OVERRIDES_KEY, "\n".join(overrides))
         w.add_vocab_size(n_vocab)
         w.add_context_length(n_ctx)
         w.add_embedding_length(n_embd)
@@ -108,14 +117,21 @@ def make_model(
 
 
 def ensure_model(
-    vocab_name: str, models_dir: Path = paths.DATA / "models", seed: int = 0, vocab_file: Path | None = None
+    vocab_name: str, models_dir: Path = paths.DATA / "models", seed: int = 0, vocab_file: Path | None = None,
+    overrides: list[str] | None = None,
 ) -> Path:
     """`models_dir/synthetic-<vocab_name>.gguf`, built only when missing, made with another seed, or
     made from another file than the tokenizer's source now (its sha256 differs).
 
-    The tokenizer comes from the fixture named `vocab_name`, or from `vocab_file` when given.
+    The tokenizer comes from the fixture named `vocab_name`, or from `vocab_file` when given. A
+    model for an input loaded with key `overrides` (canonical, `overrides.canonical`) is its own
+    file (`synthetic-<vocab_name>+kv-<tag>.gguf`), which records them; its loads apply them.
     """
-    out = Path(models_dir) / f"synthetic-{vocab_name}.gguf"
+    from .overrides import tag
+
+    kv_list = list(overrides or [])
+    stem = f"synthetic-{vocab_name}" + (f"+kv-{tag(parse_all(kv_list))}" if kv_list else "")
+    out = Path(models_dir) / f"{stem}.gguf"
     vocab = Path(vocab_file) if vocab_file else paths.vocab_path(vocab_name)
     if not vocab.exists():
         raise InputError(vocab, f"no vocab fixture named {vocab_name!r} (run `make data` first)")
@@ -124,9 +140,9 @@ def ensure_model(
     source = loaded.note(vocab)
     if out.exists():
         kv = read_kv(out)[0]
-        if kv.get(SEED_KEY) == seed and kv.get(SOURCE_SHA_KEY) == source:
+        if kv.get(SEED_KEY) == seed and kv.get(SOURCE_SHA_KEY) == source and kv.get(OVERRIDES_KEY, "") == "\n".join(kv_list):
             return out
-    return make_model(vocab, out, seed=seed)
+    return make_model(vocab, out, seed=seed, overrides=kv_list)
 
 
 def is_synthetic(path: Path) -> bool:

@@ -14,14 +14,16 @@ import os
 import sys
 import weakref
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import llama_cpp
 
 from . import loaded
 from .errors import InputError
+from .overrides import Override, check_log, parse_all
 from .paths import vocab_name
 
 VOCAB_TYPES = {0: "NONE", 1: "SPM", 2: "BPE", 3: "WPM", 4: "UGM", 5: "RWKV", 6: "PLAMO2"}
@@ -41,6 +43,8 @@ except ImportError as e:  # pragma: no cover - make setup builds it
 # llama.cpp's own error lines from the last load, so a refusal can say why in one line
 _LOAD_ERRORS: list[str] = []
 _LOG_ERROR = 4  # GGML_LOG_LEVEL_ERROR
+# what its loader said about key overrides during the last load (`overrides.check_log` reads it)
+_OVERRIDE_LOG: list[str] = []
 
 
 def _capture_llama_log() -> None:
@@ -51,6 +55,8 @@ def _capture_llama_log() -> None:
     def _log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:  # pragma: no cover
         if level == _LOG_ERROR:
             _LOAD_ERRORS.append(text.decode("utf-8", "replace").strip())
+        if b"metadata override" in text:
+            _OVERRIDE_LOG.append(text.decode("utf-8", "replace"))
         if echo:
             sys.stderr.write(text.decode("utf-8", "replace"))
 
@@ -102,12 +108,39 @@ def check_gguf_file(path: Path) -> None:
         raise InputError(path, f"not a GGUF file (starts with {magic!r}, expected b'GGUF')")
 
 
-class Vocab:
-    """A llama.cpp vocab loaded with `vocab_only`, kept alive as long as this object."""
+def kv_override_array(ovs: tuple[Override, ...]) -> Any:
+    """`llama_model_params.kv_overrides`: the overrides and a zeroed sentinel (an empty key ends
+    the list); None without overrides. The caller keeps it alive while the model loads."""
+    if not ovs:
+        return None
+    arr = (llama_cpp.llama_model_kv_override * (len(ovs) + 1))()
+    tags = {"int": llama_cpp.LLAMA_KV_OVERRIDE_TYPE_INT, "float": llama_cpp.LLAMA_KV_OVERRIDE_TYPE_FLOAT,
+            "bool": llama_cpp.LLAMA_KV_OVERRIDE_TYPE_BOOL, "str": llama_cpp.LLAMA_KV_OVERRIDE_TYPE_STR}
+    for slot, o in zip(arr, ovs):
+        slot.key = o.key.encode()
+        slot.tag = tags[o.type]
+        if o.type == "int":
+            slot.value.val_i64 = int(o.value)
+        elif o.type == "float":
+            slot.value.val_f64 = float(o.value)
+        elif o.type == "bool":
+            slot.value.val_bool = bool(o.value)
+        else:
+            slot.value.val_str = str(o.value).encode()
+    return arr
 
-    def __init__(self, path: str | os.PathLike[str], name: str | None = None) -> None:
+
+class Vocab:
+    """A llama.cpp vocab loaded with `vocab_only`, kept alive as long as this object.
+
+    `overrides` are llama.cpp's key overrides (`KEY=TYPE:VALUE`, `overrides.parse`), given to the
+    loader as `llama_model_params.kv_overrides`, as `--override-kv` gives them; one llama.cpp did
+    not take is refused in one line (`overrides.check_log`)."""
+
+    def __init__(self, path: str | os.PathLike[str], name: str | None = None, overrides: Iterable[str | Override] = ()) -> None:
         self.path = Path(path)
         self.name = name or vocab_name(self.path)
+        self.overrides = parse_all(overrides)
         check_gguf_file(self.path)
         # before llama.cpp sees it: an out-of-range EOS id or a scores array longer than the token
         # list loads there without complaint and then skews every analysis
@@ -116,13 +149,23 @@ class Vocab:
         check_tokenizer(self.path, read_kv(self.path)[0])
         params = llama_cpp.llama_model_default_params()
         params.vocab_only = True
+        kv = kv_override_array(self.overrides)
+        if kv is not None:
+            params.kv_overrides = kv
         _LOAD_ERRORS.clear()
+        _OVERRIDE_LOG.clear()
         loaded.note(self.path)
         model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), params)
+        del kv  # the loader copied the overrides into its own map
         if not model:
-            raise _load_failure(self.path, checked=True)
+            why = _load_failure(self.path, checked=True)
+            if self.overrides:  # the override may be the reason: it is named with llama.cpp's
+                raise InputError(f"{self.path.name} with {', '.join(o.text for o in self.overrides)}", why.cause)
+            raise why
         try:
             loaded.confirm(self.path)
+            if self.overrides:
+                check_log(self.overrides, "".join(_OVERRIDE_LOG), self.path.name, vocab_only=True)
         except InputError:
             llama_cpp.llama_model_free(model)
             raise
@@ -133,7 +176,8 @@ class Vocab:
         self.n_tokens = int(llama_cpp.llama_vocab_n_tokens(self.llama_vocab))
 
     def __repr__(self) -> str:
-        return f"Vocab({self.name!r}, {self.vocab_type}, n_tokens={self.n_tokens})"
+        kv = f", overrides={[o.text for o in self.overrides]}" if self.overrides else ""
+        return f"Vocab({self.name!r}, {self.vocab_type}, n_tokens={self.n_tokens}{kv})"
 
     # -- facts -----------------------------------------------------------------------------
     @cached_property

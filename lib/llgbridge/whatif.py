@@ -1,12 +1,19 @@
 """What if: every per-vocab analysis on a GGUF file of your own, in a report of its own.
 
-    python -m llgbridge.whatif path/to/file.gguf [--name NAME] [-p NAME VALUE ...]
-    make whatif VOCAB=path/to/file.gguf [PARAMS='-p grammar "start: /[a-z]+/"']
+    python -m llgbridge.whatif path/to/file.gguf [--name NAME] [-p NAME VALUE ...] [--override KEY=TYPE:VALUE ...]
+    make whatif VOCAB=path/to/file.gguf [PARAMS='-p grammar "start: /[a-z]+/"'] [OVERRIDE="KEY=TYPE:VALUE ..."]
 
 Runs the census, leak, forced-mask, probe, exactness, soundness and native notebooks on the file,
 and the matrix and the real llama-server on a synthetic model made from its tokenizer, then writes a self-contained report under
 `reports/whatif/NAME/` (index.html, pr-review-tables.md, tables/*.csv, the executed notebooks).
 The main report is not touched. A `-p` parameter goes to every notebook that has it.
+
+With llama.cpp's key overrides (`OVERRIDE`, as `--override-kv` takes them), every analysis loads
+the file with them, and the same analyses run on the file without them too (`NAME/without/`, a
+report of its own), so the page can say what the overrides changed: which tables moved, and how.
+The input is named after them (`mine+add_space_prefix-true`), so it never takes the plain file's
+name, results or synthetic model. A what-if page quotes only what it computed: no `make bench`
+snapshot of the main report.
 """
 
 from __future__ import annotations
@@ -14,11 +21,14 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from . import params as P
 from . import report, run
 from .errors import InputError
+from .overrides import Override, parse_all, suffix, tag
 from .paths import DATA, REPORTS, name_problem, usable_name, vocab_name
 from .vocab import check_gguf_file
 
@@ -43,28 +53,8 @@ def safe_name(path: Path) -> str:
     return name[:128]
 
 
-def whatif(
-    path: Path,
-    name: str | None = None,
-    params: dict[str, object] | None = None,
-    out: Path | None = None,
-    models_dir: Path | None = None,
-) -> list[dict[str, object]]:
-    """Run every analysis on `path`; the report goes to `out` (default reports/whatif/NAME).
-
-    InputError, before anything runs, for a file that is not GGUF, a NAME that could not name a
-    folder (`../..`), or a parameter no notebook takes or one that takes it refuses.
-    """
-    check_gguf_file(path)
-    given = bool(name)
-    name = name or safe_name(path)
-    path = path.resolve()
-    why = name_problem(name)
-    if why:
-        raise InputError("NAME" if given else path, why)
-    out = out or REPORTS / "whatif" / name
-    results = out / "results"
-    params = params or {}
+def _plan(path: Path, name: str, params: dict[str, object], models_dir: Path) -> list[tuple[str, dict[str, object]]]:
+    """(notebook, parameters) for every analysis, each checked: every refusal before a kernel starts."""
     accepted = {n: notebook_parameters(n) for n in ANALYSES}
     for key in params:
         if not any(key in accepted[n] for n in ANALYSES):
@@ -74,20 +64,189 @@ def whatif(
         p = {k: v for k, v in params.items() if k in accepted[nb]}
         p["vocab_path"] = str(path)
         if nb in ("matrix", "server"):
-            p["models_dir"] = str(models_dir or DATA / "whatif" / name / "models")
-        P.check(nb, {"vocab": name, **p})  # every refusal before the first kernel starts
+            p["models_dir"] = str(models_dir)
+        P.check(nb, {"vocab": name, **p})
         runs.append((nb, p))
-    statuses = []
-    run.fast_imports()
-    # one kernel for every analysis (run.Worker): the file is loaded and its bridges built once
-    # (the kernel's output goes to a log meanwhile: `w.say` is the terminal)
-    with run.Worker(out, results) as w:
+    return runs
+
+
+def _run_all(name: str, runs: list[tuple[str, dict[str, object]]], out: Path) -> list[dict[str, object]]:
+    """Every analysis in one kernel (run.Worker): the file is loaded and its bridges built once (the
+    kernel's output goes to a log meanwhile: `w.say` is the terminal). Each status keeps its wall."""
+    statuses: list[dict[str, object]] = []
+    with run.Worker(out, out / "results") as w:
         for i, (nb, p) in enumerate(runs, 1):
-            w.say(f"[whatif {name} {i}/{len(ANALYSES)}] {nb} ...")
+            w.say(f"[whatif {name} {i}/{len(runs)}] {nb} ...")
             statuses += w.run_vocab(name, [nb], {nb: p})
-    report.build(results, out)
-    print(f"what-if report: {out / 'index.html'}")
     return statuses
+
+
+def whatif(
+    path: Path,
+    name: str | None = None,
+    params: dict[str, object] | None = None,
+    out: Path | None = None,
+    models_dir: Path | None = None,
+    overrides: list[str] | None = None,
+) -> list[dict[str, object]]:
+    """Run every analysis on `path`; the report goes to `out` (default reports/whatif/NAME).
+
+    With llama.cpp's key `overrides` (KEY=TYPE:VALUE), every load takes them, the same analyses
+    run on the file without them too (`out/without/`), and the page says what they changed
+    (`override_section`). The statuses returned are the overridden run's.
+
+    InputError, before anything runs, for a file that is not GGUF, a NAME that could not name a
+    folder (`../..`), an override llama.cpp's syntax refuses, or a parameter no notebook takes or
+    one that takes it refuses.
+    """
+    check_gguf_file(path)
+    given = bool(name)
+    ovs = parse_all(overrides or [])
+    plain = safe_name(path)  # the name it was given by: a link's own, not its target's
+    path = path.resolve()
+    name = name or (plain + suffix(ovs))[:128]
+    why = name_problem(name)
+    if why:
+        raise InputError("NAME" if given else path, why)
+    if ovs and plain == name:
+        raise InputError("NAME", f"{name!r} is the plain file's name: an input loaded with overrides needs its own")
+    out = out or REPORTS / "whatif" / name
+    params = {k: v for k, v in (params or {}).items() if k != "overrides"}
+    kv = [o.text for o in ovs]
+    models = models_dir or DATA / "whatif" / name / "models"
+    runs = _plan(path, name, {**params, **({"overrides": kv} if kv else {})}, models)
+    base = _plan(path, plain, params, models / "without") if ovs else []
+    run.fast_imports()
+    t0 = time.monotonic()
+    statuses = _run_all(name, runs, out)
+    seconds = {"with": (time.monotonic() - t0, _server_wall(statuses))}
+    extra = []
+    if ovs:
+        t1 = time.monotonic()
+        plain_statuses = _run_all(plain, base, out / "without")
+        seconds["without"] = (time.monotonic() - t1, _server_wall(plain_statuses))
+        # the plain run's failures are said too: its tables are what the page compares against
+        statuses += [{**st, "notebook": f"{st['notebook']} (without the overrides)"} for st in plain_statuses if st["status"] != "ok"]
+        # the plain file's report first: its tables are what the overridden one is set against
+        report.build(out / "without" / "results", out / "without", bench_csv=out / "without" / "bench.csv")
+        report.build(out / "results", out, bench_csv=out / "bench.csv")
+        extra = [override_section(out, name, plain, path, ovs)]
+    # a what-if quotes only what it computed: its own (absent) bench snapshot, never the main report's
+    report.build(out / "results", out, bench_csv=out / "bench.csv", extra=extra)
+    print(f"what-if report: {out / 'index.html'}" + (f" (the file without the overrides: {out / 'without' / 'index.html'})" if ovs else ""))
+    print("what-if: " + "; ".join(f"{wall:.0f} s{f' {k} the overrides' if ovs else ''} ({server:.0f} s of it the server)"
+                                   for k, (wall, server) in seconds.items()))
+    return statuses
+
+
+def _server_wall(statuses: list[dict[str, object]]) -> float:
+    """Seconds the server analysis ran (the longest part of a what-if), from its status's timing."""
+    return sum(float((st.get("timing") or {}).get("wall", 0.0)) for st in statuses if st.get("notebook") == "server")  # type: ignore[union-attr]
+
+
+# the columns that say which row a table's row is (the rest are what was measured)
+ID_COLUMNS = ("analysis", "input", "vocab", "real_model", "model", "synthetic", "prompt", "case", "bridge", "sampler", "llguidance",
+              "endpoint", "sent_as", "test", "job", "step", "what", "schema", "mechanism", "literal")
+MAX_SHOWN = 40  # changed cells listed per table; the CSV has them all
+# the cells a reader looks for first when a table moved: what the bugs and the fix do, upstream first
+HEADLINE = ("differing", "lost_leading_space", "allowed_with_space", "allowed_illegal", "not_prefix", "output_ok", "outcome",
+            "tokenize_exact", "greedy", "pr_test_exit", "shipped_test_exit", "no_space_bad", "forced_bad", "under", "error")
+
+
+def _frame(p: Path) -> Any:
+    import pandas as pd
+
+    return pd.read_csv(p, dtype=str, keep_default_na=False)
+
+
+def table_changes(with_dir: Path, without_dir: Path, rename: dict[str, str]) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    """(one row per table: rows compared, rows and cells that moved; one row per moved cell), the
+    overridden report's tables (`with_dir/*.csv`) against the plain file's (`without_dir`), its
+    names mapped to the overridden ones (`rename`) so the same row meets itself."""
+    summary, cells = [], []
+    for p in sorted(with_dir.glob("*.csv")):
+        q = without_dir / p.name
+        if not q.exists():
+            summary.append({"table": p.stem, "rows": "", "rows changed": "", "cells changed": "", "how": "only with the override"})
+            continue
+        a, b = _frame(p), _frame(q)
+        for col in (c for c in ID_COLUMNS if c in b):
+            b[col] = b[col].map(lambda x: rename.get(x, x))
+        keys = [c for c in ID_COLUMNS if c in a and c in b]
+        values = [c for c in a.columns if c in b.columns and c not in keys]
+        ka = {tuple(r[k] for k in keys): r for _, r in a.iterrows()}
+        kb = {tuple(r[k] for k in keys): r for _, r in b.iterrows()}
+        if len(ka) != len(a) or len(kb) != len(b):  # no key names a row alone: the rows as a whole
+            sa, sb = sorted(map(tuple, a.values.tolist())), sorted(map(tuple, b.values.tolist()))
+            moved = len(set(sa) ^ set(sb))
+            summary.append({"table": p.stem, "rows": f"{len(b)} / {len(a)}", "rows changed": moved, "cells changed": "",
+                            "how": "rows differ" if moved else "unchanged"})
+            continue
+        rows_moved, n_cells, cols = 0, 0, []
+        # a row is named by the key columns that tell its table's rows apart (the input's name is the same in all)
+        vary = [i for i, c in enumerate(keys) if len({*a[c], *b[c]}) > 1]
+        for k in sorted(set(ka) | set(kb)):
+            ra, rb = ka.get(k), kb.get(k)
+            where = " · ".join(k[i] for i in vary if k[i])
+            if ra is None or rb is None:
+                rows_moved += 1
+                cells.append({"table": p.stem, "row": where, "column": "(row)", "without": "present" if rb is not None else "absent",
+                              "with": "present" if ra is not None else "absent"})
+                continue
+            diff = [c for c in values if ra[c] != rb[c]]
+            rows_moved += bool(diff)
+            n_cells += len(diff)
+            cols += [c for c in diff if c not in cols]
+            cells += [{"table": p.stem, "row": where, "column": c, "without": rb[c][:120], "with": ra[c][:120]} for c in diff]
+        summary.append({"table": p.stem, "rows": len(a), "rows changed": rows_moved, "cells changed": n_cells,
+                        "how": ", ".join(cols[:8]) + ("…" if len(cols) > 8 else "") if rows_moved else "unchanged"})
+    for q in sorted(without_dir.glob("*.csv")):
+        if not (with_dir / q.name).exists():
+            summary.append({"table": q.stem, "rows": "", "rows changed": "", "cells changed": "", "how": "only without the override"})
+    return summary, cells
+
+
+def override_section(out: Path, name: str, plain: str, path: Path, ovs: tuple[Override, ...]) -> Any:
+    """The what-if's first section: what the overrides changed against the same file without them."""
+    import pandas as pd
+
+    from .overrides import model_label
+    from .report.table import Section, Table
+
+    # the same row on both sides: the input's name, and the synthetic model's (its own file, loaded with the overrides)
+    models = {f"synthetic-{plain}.gguf": model_label(f"synthetic-{name}+kv-{tag(ovs)}.gguf", ovs)}
+    summary, cells = table_changes(out / "tables", out / "without" / "tables", {plain: name, **models})
+    moved = [r for r in summary if r["rows changed"] not in ("", 0)]
+    flags = " ".join(f"`--override-kv {o.text}`" for o in ovs)
+    sec = Section("override", "What the override changed")
+    said = [f"`{name}` is `{path.name}` loaded with {flags}; `{plain}` is the same file without "
+            f"{'it' if len(ovs) == 1 else 'them'} ([its own report](without/index.html)), every analysis run on both."]
+    if not summary:
+        said.append("Neither run wrote a table to compare.")
+    elif not moved:
+        said.append(f"None of the {len(summary)} tables moved: on this file the override changes nothing the suite measures.")
+    else:
+        n = len(summary)
+        said.append((f"{len(moved)} of the {n} tables moved" if len(moved) < n else f"All {n} tables moved")
+                    + ", row by row against the plain file's (a row is the same input, bridge, case or build on both sides):")
+        items = []
+        for r in moved:
+            mine = sorted((c for c in cells if c["table"] == r["table"]),
+                          key=lambda c: (HEADLINE.index(c["column"]) if c["column"] in HEADLINE else len(HEADLINE), "upstream" not in c["row"]))
+            shown = "; ".join(f"{c['column']} {c['without'] or '(blank)'} → {c['with'] or '(blank)'}" + (f" ({c['row']})" if c["row"] else "")
+                              for c in mine[:3])
+            more = len(mine) - 3
+            head = f"`{r['table']}` ({r['rows changed']} of {r['rows']} rows): " if r["cells changed"] != "" else f"`{r['table']}`: "
+            items.append(head + (shown or r["how"]) + (f"; and {more} more cells ({r['how']})" if more > 0 else ""))
+        said.append("\n".join(f"- {x}" for x in items))
+    sec.text = "\n\n".join(said) + "\n"
+    sec.views.append(Table(pd.DataFrame(summary), "Every table, with the override against without"))
+    if cells:
+        shown_cells = pd.DataFrame(cells)
+        shown_cells = pd.concat([g.head(MAX_SHOWN) for _, g in shown_cells.groupby("table", sort=True)]).reset_index(drop=True)
+        sec.views.append(Table(shown_cells, f"The cells that moved (at most {MAX_SHOWN} a table; tables/override_changes.csv has all)"))
+        sec.raw_table("override_changes", pd.DataFrame(cells))
+    return sec
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,14 +255,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--name", default=None)
     ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     ap.add_argument("--params", default="", help="-p options as one string, split as a shell would (make whatif PARAMS=...)")
+    ap.add_argument("--override", default="", help="llama.cpp key overrides, KEY=TYPE:VALUE, as a shell would split them "
+                                                   "(make whatif OVERRIDE=...)")
     a = ap.parse_args(argv)
     try:
-        # split here, never by a shell: PARAMS comes from the user's command line
+        # split here, never by a shell: PARAMS and OVERRIDE come from the user's command line
         extra = shlex.split(a.params)
         if len(extra) % 3 or any(extra[i] != "-p" for i in range(0, len(extra), 3)):
             raise InputError("PARAMS", f"expected -p NAME VALUE ..., got {a.params!r}")
         pairs = [*a.p, *((extra[i + 1], extra[i + 2]) for i in range(0, len(extra), 3))]
-        statuses = whatif(a.path, a.name or None, {k: P.parse_value(v) for k, v in pairs})
+        kv = [P.from_argv(x) for x in shlex.split(a.override)]
+        statuses = whatif(a.path, a.name or None, {k: P.parse_value(v) for k, v in pairs}, overrides=kv)
     except ValueError as e:  # InputError, or shlex's unbalanced quote
         print(f"whatif: {e}", file=sys.stderr)
         return 2

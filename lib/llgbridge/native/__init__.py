@@ -9,6 +9,9 @@ Everything else in this package drives llguidance through a Python port of
   `test-grammar-llguidance` binary on one vocab (its exit status as a shell shows it, the counts
   the PR's two new tests print, guide 7.1, 7.2, the first failing string test), and
   `crash_cause()` says in one stable line why a program died;
+- `causes`: `classify()` names why llama.cpp's test exited non-zero on a vocab, from what the test
+  and the sampler did, by the first of its `RULES` that applies ("cause not classified", with the
+  evidence, where none does);
 - `trace`: `harness()` drives the compiled `llama_sampler_init_llg`, `port_trace()` the Python
   port, and `differential()` compares them cell by cell;
 - `result`: `analyse()`, all of it for one vocab, the result the `native` notebook shows.
@@ -24,6 +27,7 @@ from .builder import (
     llguidance_libraries, make_vars, patch_files, prepare_sources, run_make, unavailable, vendored_commit,
     venv_llguidance, version_key,
 )
+from .causes import RULES, classified, classify
 from .logs import TestRun, crash_cause, parse_ranges, run_test
 from .result import NativeResult, analyse, mask_error_rows, special_literal_rows
 from .trace import (
@@ -36,6 +40,7 @@ __all__ = [
     "SHIPPED", "STATUS", "apply_patches", "bin_dir", "binaries", "build", "built_versions", "candidate_tree",
     "check_compiler", "extract_sources", "llguidance_libraries", "make_vars", "patch_files", "prepare_sources",
     "run_make", "unavailable", "vendored_commit", "venv_llguidance", "version_key",
+    "RULES", "classified", "classify",
     "TestRun", "crash_cause", "parse_ranges", "run_test",
     "NativeResult", "analyse", "mask_error_rows", "special_literal_rows",
     "Difference", "Differential", "Job", "Trace", "compare", "differential", "harness", "jobs_for", "port_trace",

@@ -8,19 +8,24 @@ for what it wants rather than trusting positions.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..overrides import ENV, Override, check_log, env
 from .builder import TEST_TIMEOUT, bin_dir, venv_llguidance
 
 # -- llama.cpp's own test --------------------------------------------------------------------
 _COUNTS = re.compile(r"^(test_no_space_tokens|test_forced_mask_bytes): allowed=(\d+) bad=(\d+)$", re.M)
 _FORCED_TOKEN = re.compile(r"^    (?:✅︎|❌) (\d+) '", re.M)
+# test_sampler_chain prints each token it applies, then what the chain selected
+_CHAIN = re.compile(r"applying token: (-?\d+)\n?(?: -> (-?\d+))?")
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,11 @@ class TestRun:
     failure: str = ""  # the first failing check, as the test printed it
     llg_error: str = ""  # the first error the sampler logged (it then drops its grammar), first line
     llguidance: str = ""  # the version the binary links
+    assertion: str = ""  # the failed assertion (C assert or GGML_ASSERT), as `file:line: ...`, directories out
+    chain_token: int | None = None  # test_sampler_chain: the last token it applied
+    chain_selected: int | None = None  # and what the chain selected for it (None: it aborted first)
+    cause: str = ""  # why it exited non-zero, from what the test and the sampler did (`causes.classify`)
+    rule: str = ""  # the rule that named it (`causes.RULES`)
 
     @property
     def passed(self) -> bool:
@@ -86,19 +96,52 @@ def _string_tests(err: str) -> str:
     return "ran" if ran else "not reached"
 
 
-def run_test(test: str, sampler: str, vocab_path: Path, timeout: int = TEST_TIMEOUT, llg: str | None = None) -> TestRun:
+def program_env(overrides: Iterable[Override]) -> dict[str, str]:
+    """The environment a compiled program runs in: this one, with exactly `overrides` for
+    kv_override.cpp (an inherited setting never reaches a run that has none)."""
+    base = {k: v for k, v in os.environ.items() if k != ENV}
+    return {**base, **env(overrides)}
+
+
+def check_taken(overrides: tuple[Override, ...], said: str, program: str, vocab_path: Path) -> None:
+    """RuntimeError when a program's log does not show llama.cpp taking each override (a binary
+    built before kv_override.cpp, or one llama.cpp refused), naming it."""
+    if not overrides:
+        return
+    from ..errors import InputError
+
+    try:
+        check_log(overrides, said, Path(vocab_path).name, vocab_only=True)  # every program here loads vocab_only
+    except InputError as e:
+        raise RuntimeError(f"{program}: {e} (a binary built without kv_override.cpp? make native)") from None
+
+
+def _assertion(err: str) -> str:
+    """The failed assertion, C's or ggml's, as one stable line (`file.cpp:N: Assertion ...`)."""
+    for ln in reversed(err.splitlines()):
+        if m := re.search(r"([\w.-]+\.cpp:\d+): .*?(Assertion .*)$", ln):
+            return f"{m[1]}: {m[2]}"
+        if "GGML_ASSERT" in ln:
+            return _tidy(ln[ln.find("GGML_"):] if ":" not in ln else ln)
+    return ""
+
+
+def run_test(test: str, sampler: str, vocab_path: Path, timeout: int = TEST_TIMEOUT, llg: str | None = None,
+             overrides: tuple[Override, ...] = ()) -> TestRun:
     """Run the `test`'s binary against `sampler` on one vocab file, linked against llguidance
-    `llg` (None: the venv's)."""
+    `llg` (None: the venv's), with llama.cpp's key `overrides` (through kv_override.cpp)."""
     exe = bin_dir(llg) / f"test-{test}-{sampler}"
     version = llg or venv_llguidance()
     try:
         # the test writes debug files into its working directory when a string fails
         r = subprocess.run([str(exe), str(Path(vocab_path).resolve())], capture_output=True, timeout=timeout,
-                           cwd=tempfile.gettempdir())
+                           cwd=tempfile.gettempdir(), env=program_env(overrides))
     except subprocess.TimeoutExpired:
         return TestRun(test, sampler, 124, failure=f"timed out after {timeout} s", llguidance=version)
     code = r.returncode if r.returncode >= 0 else 128 - r.returncode
     err = r.stderr.decode("utf-8", "replace")
+    check_taken(overrides, err, exe.name, vocab_path)
+    chain = _CHAIN.findall(err)
     counts = {m[0]: (int(m[1]), int(m[2])) for m in _COUNTS.findall(err)}
     space = counts.get("test_no_space_tokens", (None, None))
     forced = counts.get("test_forced_mask_bytes", (None, None))
@@ -116,6 +159,9 @@ def run_test(test: str, sampler: str, vocab_path: Path, timeout: int = TEST_TIME
         failure="" if code == 0 else _failure(err, code, r.stdout.decode("utf-8", "replace")),
         llg_error=_llg_error(err),
         llguidance=version,
+        assertion=_assertion(err) if code else "",
+        chain_token=int(chain[-1][0]) if chain else None,
+        chain_selected=int(chain[-1][1]) if chain and chain[-1][1] else None,
     )
 
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import first_line
 from .builder import CANDIDATES, LLG_PINNED, SAMPLERS, bin_dir, built_versions, unavailable, venv_llguidance
+from .causes import classified
 from .logs import TestRun, run_test
 from .trace import Differential, Job, Trace, differential, harness, jobs_for, special_job, special_literal
 
@@ -57,9 +58,13 @@ class NativeResult:
                     "string_tests": pr.string_tests if pr else "",
                     "pr_test_failure": pr.failure if pr else "",
                     "pr_test_llg_error": pr.llg_error if pr else "",
+                    "pr_test_cause": pr.cause if pr else "",
+                    "pr_test_rule": pr.rule if pr else "",
                     "shipped_test_exit": shipped.exit_code if shipped else "",
                     "shipped_test_failure": shipped.failure if shipped else "",
                     "shipped_test_llg_error": shipped.llg_error if shipped else "",
+                    "shipped_test_cause": shipped.cause if shipped else "",
+                    "shipped_test_rule": shipped.rule if shipped else "",
                     "greedy": "" if d is None or d.greedy_cpp is None else d.greedy_cpp,
                     "diff_jobs": d.jobs if d else "",
                     "diff_cells": d.cells if d else "",
@@ -97,7 +102,9 @@ def _blank(x: int | None) -> int | str:
 
 def analyse(vocab: Any, literal: str, leak_grammar: str, walks: int = 2, seed: int = 0,
             build: Any = None) -> NativeResult:
-    """Both test binaries against both samplers, and the differential, for one loaded `Vocab`.
+    """Both test binaries against both samplers, and the differential, for one loaded `Vocab`,
+    every compiled program given the vocab's key overrides (`Vocab.overrides`) as its load.
+    Each test that exits non-zero has its cause named (`causes.classify`).
 
     `build(vocab, name)` makes a bridge (default `bridges.build`; a notebook passes its cache).
     """
@@ -108,7 +115,9 @@ def analyse(vocab: Any, literal: str, leak_grammar: str, walks: int = 2, seed: i
     if why:
         raise RuntimeError(why)
     versions = built_versions() or [venv_llguidance()]
-    tests = [run_test(t, s, vocab.path, llg=v) for v in versions for t in ("shipped", "pr") for s in SAMPLERS]
+    kv = vocab.overrides
+    tok_eos = bridges.llama_tok_eos(vocab)
+    tests = [run_test(t, s, vocab.path, llg=v, overrides=kv) for v in versions for t in ("shipped", "pr") for s in SAMPLERS]
     truth = build(vocab, "truth")
     jobs = jobs_for(truth, literal, leak_grammar, walks, seed)
     diffs, errors, mask_errors = [], {}, []
@@ -117,7 +126,7 @@ def analyse(vocab: Any, literal: str, leak_grammar: str, walks: int = 2, seed: i
         for s in [*SAMPLERS, *(c for c in CANDIDATES if (bin_dir(v) / f"harness-{c}").exists())]:
             key = s if v == venv_llguidance() else f"{s} llguidance {v}"
             try:
-                traces = harness(s, vocab.path, jobs, llg=v)
+                traces = harness(s, vocab.path, jobs, llg=v, overrides=kv)
             except (RuntimeError, subprocess.TimeoutExpired) as e:
                 errors[key] = first_line(str(e))
                 continue
@@ -125,9 +134,10 @@ def analyse(vocab: Any, literal: str, leak_grammar: str, walks: int = 2, seed: i
             mask_errors += mask_error_rows(vocab, s, v, jobs, traces, diffs[-1])
     pin = LLG_PINNED if LLG_PINNED in versions else versions[0]
     cands = [c for c in CANDIDATES if (bin_dir(pin) / f"test-pr-{c}").exists()]
-    tests += [run_test("pr", c, vocab.path, llg=pin) for c in cands]
+    tests += [run_test("pr", c, vocab.path, llg=pin, overrides=kv) for c in cands]
+    tests = [classified(t, vocab, tok_eos) for t in tests]
     special = special_literal_rows(vocab, [*SAMPLERS, *cands], pin)
-    return NativeResult(vocab.name, bridges.llama_tok_eos(vocab), tests, diffs, errors, versions, special, mask_errors)
+    return NativeResult(vocab.name, tok_eos, tests, diffs, errors, versions, special, mask_errors)
 
 
 def mask_error_rows(vocab: Any, sampler: str, llg: str, jobs: list[Job], traces: dict[str, Trace], d: Differential) -> list[dict[str, Any]]:
@@ -166,7 +176,7 @@ def special_literal_rows(vocab: Any, samplers: list[str], llg: str) -> list[dict
     out = []
     for s in samplers:
         try:
-            t = harness(s, vocab.path, [job], llg=llg)["special"]
+            t = harness(s, vocab.path, [job], llg=llg, overrides=vocab.overrides)["special"]
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             out.append({"vocab": vocab.name, "sampler": s, "llguidance": llg, "literal": literal, "error": first_line(str(e))})
             continue

@@ -32,8 +32,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import first_line
+from ..overrides import Override
 from .builder import TEST_TIMEOUT, bin_dir, venv_llguidance
-from .logs import crash_cause, llg_errors, parse_ranges
+from .logs import check_taken, crash_cause, llg_errors, parse_ranges, program_env
 
 @dataclass(frozen=True)
 class Job:
@@ -62,12 +63,13 @@ class Trace:
 
 
 
-def harness(sampler: str, vocab_path: Path, jobs: list[Job], timeout: int = TEST_TIMEOUT, llg: str | None = None) -> dict[str, Trace]:
+def harness(sampler: str, vocab_path: Path, jobs: list[Job], timeout: int = TEST_TIMEOUT, llg: str | None = None,
+            overrides: tuple[Override, ...] = ()) -> dict[str, Trace]:
     """Run `jobs` through the compiled sampler (linked against llguidance `llg`, None: the
-    venv's); traces by job id.
+    venv's), with llama.cpp's key `overrides` (kv_override.cpp); traces by job id.
 
     Raises RuntimeError with why (`crash_cause`) when it does not finish (an abort inside
-    llama.cpp, for instance).
+    llama.cpp, for instance), or when its log does not show an override taken.
     """
     exe = bin_dir(llg) / f"harness-{sampler}"
     r = subprocess.run(
@@ -75,8 +77,12 @@ def harness(sampler: str, vocab_path: Path, jobs: list[Job], timeout: int = TEST
         input="".join(j.line() for j in jobs).encode(),
         capture_output=True,
         timeout=timeout,
+        env=program_env(overrides),
     )
-    out = r.stdout.decode("utf-8", "replace").splitlines()
+    text = r.stdout.decode("utf-8", "replace")
+    if r.returncode == 0:
+        check_taken(overrides, text, exe.name, vocab_path)
+    out = text.splitlines()
     traces: dict[str, Trace] = {}
     pending: list[str] = []
     cur: Trace | None = None

@@ -34,7 +34,7 @@ from .story import vocab_story
 from . import gfm, repro, tested
 from .comment import comment
 from .glossary import GLOSSARY
-from .table import PR_BASE, Section, Table, guide_order, html_table
+from .table import PR_BASE, Section, Table, guide_order, html_table, overridden_note
 from .verdict import Verdict, recommendation_md, verdict
 
 # the page's order: the guide's tables in the guide's order, then what goes beyond it
@@ -141,13 +141,15 @@ def vocab_pages(out: Path, sections: list[Section], vocabs: list[str], vt: Verdi
                                                                                           story=story, notebooks_note=note))
 
 
-def build(results: Path = RESULTS, out: Path = REPORTS, bench_csv: Path = REPORTS / "bench.csv") -> list[dict[str, Any]]:
+def build(results: Path = RESULTS, out: Path = REPORTS, bench_csv: Path = REPORTS / "bench.csv",
+          extra: list[Section] | tuple[Section, ...] = ()) -> list[dict[str, Any]]:
     """Write the report; return the failed inputs. Every result is read once, into the one
     `Results` the sections, the verdict and the vocab pages share; `bench_csv` is the `make bench`
-    snapshot they quote (its files beside it)."""
+    snapshot they quote (its files beside it); `extra` sections lead the page (a what-if's
+    comparison with the file without its overrides)."""
     res = Results(results, out, bench_csv)
     failed: list[dict[str, Any]] = []
-    sections: list[Section] = []
+    sections: list[Section] = list(extra)
     for name, fn in SECTIONS:
         _, f = res.load(name)
         failed += f
@@ -158,6 +160,12 @@ def build(results: Path = RESULTS, out: Path = REPORTS, bench_csv: Path = REPORT
             continue
         if sec is not None:
             sections.append(sec)
+    # an input that is a model loaded with key overrides is said to be one under every table it is in
+    for sec in sections:
+        for t in sec.views:
+            note = overridden_note(t.df)
+            if note and note not in t.note:
+                t.note = f"{t.note}\n\n{note}".strip()
     # a file name Make cannot carry never became a target: it is a failed input all the same
     if results.resolve() == RESULTS.resolve():
         failed += refused_inputs()

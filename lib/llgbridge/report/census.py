@@ -48,7 +48,7 @@ def census_section(res: Results) -> Section | None:
         return None
     df = pd.DataFrame([r["summary"] for r in ok]).sort_values("vocab", kind="stable", key=vocab_key).reset_index(drop=True)
     # a real model's vocab is marked with its file (loaded vocab-only, like the fixtures)
-    df.insert(1, "real_model", df.vocab.map(lambda v: REAL_MODELS[v].file if v in REAL_MODELS else ""))
+    df.insert(1, "real_model", df.vocab.map(lambda v: REAL_MODELS[v].shown if v in REAL_MODELS else ""))
     for col in ("bos", "eos"):  # ids, absent on some vocabs: integers with blanks, not floats
         df[col] = df[col].astype("Int64")
     by_vocab = {r["vocab"]: r for r in ok}

@@ -21,6 +21,8 @@ from ..results import load as _load
 # bench.csv (bench.server_load and bench.corpus_mask_time make them)
 SERVER_LOAD_CSV = "bench-server-load.csv"
 CORPUS_TIMING_JSON = "bench-corpus-timing.json"
+# the guide's quotes regenerated on real weights (`quotes`, run by make quotes and make bench)
+REAL_QUOTES_JSON = "bench-real-quotes.json"
 
 
 @dataclass
@@ -85,6 +87,13 @@ class Results:
         `hist_edges_us`, `hist` ("vocab/bridge" -> counts) and `timing` (rows), as
         `corpus.payload` holds them."""
         p = self.bench_csv.with_name(CORPUS_TIMING_JSON)
+        return json.loads(p.read_text(encoding="utf-8")) if p.exists() else None
+
+    @cached_property
+    def real_quotes(self) -> dict[str, Any] | None:
+        """The dated snapshot of the guide's quotes on real weights (None where there is none): a
+        real model's words depend on the CPU, so they are quoted from there, never computed here."""
+        p = self.bench_csv.with_name(REAL_QUOTES_JSON)
         return json.loads(p.read_text(encoding="utf-8")) if p.exists() else None
 
 

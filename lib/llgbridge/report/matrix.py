@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..models import REAL_MODELS
+from ..models import REAL_MODELS, overridden
 from ..show import show_text
 from .data import Results, takes_results
 from .prose import blocks
@@ -58,7 +58,7 @@ def matrix_section(res: Results) -> Section | None:
     # a real model whose run failed (its fetch, its load): its rows are marked failed, with the cause
     for f in failed:
         if f.get("vocab") in REAL_MODELS:
-            real_rows.append({"model": f"{REAL_MODELS[f['vocab']].file} (real)", "vocab": f["vocab"], "prompt": "",
+            real_rows.append({"model": f"{REAL_MODELS[f['vocab']].shown} (real)", "vocab": f["vocab"], "prompt": "",
                               "without fix": Cell(f"failed: {f.get('error', '')}", "bad"), "with fix": Cell("failed", "bad"),
                               "greedy engaged": ""})
     # every real outcome per case and bridge; the text only where the table keeps it (a real model's
@@ -74,7 +74,9 @@ def matrix_section(res: Results) -> Section | None:
     sec = Section("matrix", "End-to-end model matrix (guide 8)", notebook="matrix")
     said = blocks("matrix", devices=devices, settings=[f"{t}, {s}, {m}" for t, s, m in settings], mask_share=mask_share(res.bench),
                   real={"up_bad": len(real_up_bad), "up_cases": int((real.bridge == "upstream").sum()),
-                        "differing": [f"{v} {n}" for v, n in differing.items()]} if len(real) else None)
+                        "differing": [f"{v} {n}" for v, n in differing.items()],
+                        "clean": [v for v, n in differing.items() if not n]} if len(real) else None,
+                  overridden=[f"`{v}`" for v in overridden() if v in set(df.vocab)])
     sec.claim, sec.text, sec.more = said["claim"], said["text"], said["more"]
     sec.views.append(Table(pd.DataFrame(synth_rows), caption="Synthetic models"))
     if real_rows:

@@ -28,6 +28,39 @@ def difference_causes(diffs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def abort_causes(df: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    """Every (vocab, test, sampler) whose test exited non-zero, with the cause `native.causes` named
+    and its rule; empty for results made before causes were named."""
+    if "pr_test_cause" not in df:
+        return pd.DataFrame()
+    rank = {v: i for i, v in enumerate(order)}
+    rows = []
+    for r in df.to_dict("records"):
+        for test, col in (("PR test", "pr_test"), ("test as shipped", "shipped_test")):
+            if str(r.get(f"{col}_exit", "")) not in ("", "0") and r.get(f"{col}_cause"):
+                rows.append({"vocab": r["vocab"], "test": test, "sampler": r["sampler"], "exit": r[f"{col}_exit"],
+                             "rule": r.get(f"{col}_rule", ""), "cause": r[f"{col}_cause"]})
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    out["_v"] = out.vocab.map(lambda v: rank.get(v, len(rank)))
+    return out.sort_values(["_v", "test", "sampler"], ascending=[True, True, False], kind="stable").drop(columns="_v").reset_index(drop=True)
+
+
+def rule_table(causes: pd.DataFrame) -> pd.DataFrame:
+    """Each of `native.RULES` that named a cause: what it recognises, and the (vocab, test, sampler)
+    it named it for."""
+    from ..native import RULES
+
+    rows = []
+    for rule, what in RULES.items():
+        hit = causes[causes.rule == rule]
+        if not hit.empty:
+            rows.append({"rule": rule, "what it recognises": what, "runs": len(hit),
+                         "where": "; ".join(f"{r.vocab} ({r.test}, {r.sampler})" for r in hit.itertuples())})
+    return pd.DataFrame(rows)
+
+
 @takes_results
 def native_section(res: Results) -> Section | None:
     ok, _ = res.load("native")
@@ -118,6 +151,7 @@ def native_section(res: Results) -> Section | None:
                  for (v, llg, said), g in cd.assign(said=cd.cpp.astype(str).str.split(": ", n=1).str[-1])
                  .groupby(["vocab", "llguidance", "said"], sort=True)]
     said = blocks("native", patches=res.patches_link, built=built, pinned=pinned, port_llg=port_llg, reproduced=reproduced,
+                  unit_here=sum(1 for v in guide.UNIT if v in order), unit_names=list(guide.UNIT),
                   n_unit=len(guide.UNIT), n_vdiff=len(vdiff), others=[x for x in built if x != port_llg],
                   cross_cells=cross_cells, cross_differ=cross_differ, where=where, n_diffs=len(diffs), cells=cells,
                   n_vocabs=df.vocab.nunique(), differ=differ,
@@ -125,6 +159,11 @@ def native_section(res: Results) -> Section | None:
     sec.claim, sec.text, sec.more = said["claim"], said["text"], said.get("more", "")
     sec.views.append(Table(group_rows(pd.DataFrame(t7), keep=frozenset(GUIDE_VOCABS)),
                            f"Guide table 7, from the compiled code (llguidance {pinned})"))
+    causes = abort_causes(df[df.llguidance == pinned], order)
+    if not causes.empty:
+        sec.views.append(Table(causes, f"Why llama.cpp's test exits non-zero, per vocab and build (llguidance {pinned})",
+                               note=said["causes_note"], collapsed=True))
+        sec.views.append(Table(rule_table(causes), "Each rule that names a cause, and where it applied", collapsed=True))
     if len(built) > 1 and vdiff:
         sec.views.append(Table(pd.DataFrame(vdiff), "Test results that differ between the llguidance versions", collapsed=True))
     if not diffs.empty:

@@ -19,6 +19,16 @@ from .table import names, piece_text
 HERE = Path(__file__).parent
 
 
+def count(n: int, noun: str) -> str:
+    """`n noun`, the noun plural but at one: "1 vocab", "0 vocabs", "3 vocabs"."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def of(k: int, n: int, noun: str) -> str:
+    """`k of n nouns`, read naturally at the ends: "none of 1 vocab", "2 of 19 vocabs"."""
+    return f"{'none' if k == 0 else k} of {count(n, noun)}"
+
+
 @cache
 def _env() -> Any:
     import jinja2
@@ -28,6 +38,8 @@ def _env() -> Any:
     env.filters["show"] = show_text
     env.filters["piece"] = piece_text  # a piece as a value: the empty one shows as '', not as a blank
     env.filters["names"] = names
+    env.filters["count"] = count
+    env.filters["of"] = of
     return env
 
 
@@ -60,4 +72,4 @@ def prose(section: str, **values: Any) -> tuple[str, str]:
     return got.get("claim", ""), got.get("text", "")
 
 
-__all__ = ["blocks", "prose", "unwrap"]
+__all__ = ["blocks", "count", "of", "prose", "unwrap"]

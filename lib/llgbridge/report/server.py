@@ -118,6 +118,40 @@ def guide_server_rows(res: Results) -> list[dict[str, Any]]:
                                                                   "(the guide gives no llg error count to compare).",
                         "why_short": short or "the same", "guide": gm})
     return out
+def quote_table(snap: dict[str, Any] | None, served: set[str]) -> Table | None:
+    """The guide's pre-fix quotes beside the same cases on real weights, from the dated snapshot
+    (`quotes`, make quotes / make bench) of an input this report serves; None without one."""
+    if not snap:
+        return None
+    rows = []
+    for q in snap.get("inputs", []):
+        if q.get("input") not in served:
+            continue
+        got = {(r["case"], r["sampler"]): r for r in q.get("rows", [])}
+        for case, (theirs, bug) in guide.QUOTES.items():
+            up, fx = got.get((case, "upstream")), got.get((case, "fixed"))
+            if up is None:
+                continue
+
+            def said(r: dict[str, Any] | None) -> Cell | str:
+                if r is None:
+                    return ""
+                text = show_text(r["content"][:110]) + ("…" if len(r["content"]) > 110 else "")
+                return Cell(f"{text} (HTTP {r['http_status']}, {'an' if r['error_field'] else 'no'} error field)",
+                            "ok" if r["grammar_kept"] else "bad")
+
+            rows.append({"case": case, "bug": bug, "the guide (TinyLlama-1.1B, without fix)": theirs,
+                         f"{q['input']}, without fix": said(up), "with fix": said(fx),
+                         "llg error in the server's log (without fix)": up.get("llg_error", "")})
+    if not rows:
+        return None
+    return Table(pd.DataFrame(rows), caption=f"The guide's quotes, and the same cases on real weights (llama-server's `content`, "
+                                             f"llguidance {snap['inputs'][0].get('llguidance', '')})",
+                 note=(f"From the dated snapshot `make quotes` (and `make bench`) wrote on {snap.get('date')}, on a {snap.get('cpu')} "
+                       "(reports/bench-real-quotes.json), not from this report's results: a real model's words depend on the CPU "
+                       "(the venv's ggml is built -march=native, so at temperature 0 a near-tie can break another way on another "
+                       "machine of the same kind), and every committed table must regenerate byte for byte. What the grammar "
+                       "decides, the outcome, is the report's own, in the tables above."))
 
 
 @takes_results
@@ -144,6 +178,7 @@ def server_section(res: Results) -> Section | None:
     for f in failed:
         rows.append({"model": f["vocab"], "vocab": f["vocab"], "stands in for": "",
                      "without fix": Cell(f"failed: {f.get('error', '')}", "bad"), "with fix": Cell("failed", "bad"), "greedy engaged": ""})
+    served_vocabs = set(df.vocab)
     # every case, both llguidance versions
     full = []
     for (model, llg), g in main.groupby(["model", "llguidance"], sort=False):
@@ -189,6 +224,9 @@ def server_section(res: Results) -> Section | None:
         sec.views.append(Table(pd.DataFrame([{**{k: v for k, v in m.items() if k not in ("match", "why", "why_short", "guide")},
                                               "match": Cell(m["match"], matched(m["match"])), "why": m["why"]} for m in match]),
                                caption=f"Guide 8's server table against this suite's (its three cases; llguidance {pinned})"))
+    quoted = quote_table(res.real_quotes, served_vocabs)
+    if quoted is not None:
+        sec.views.append(quoted)
     sec.views.append(Table(pd.DataFrame(rows), caption=f"Every model served here, the guide's three cases (llguidance {pinned})",
                            note=blocks("server", only=("note",), quotes=list(quotes.itertuples()))["note"], collapsed=True))
     sec.views.append(Table(pd.DataFrame(full), caption="Every case (adds dots and no_space), per llguidance version", collapsed=True))

@@ -50,4 +50,8 @@ def vocab_story(res: Results, v: str) -> str:
                     forced={**up, "error": first_words(up["error"], 110) if up.get("error") else "", "output": str(up.get("output", ""))} if up else None,
                     probe=probe.get(v), e2e=e2e, bug_c=fx if fx and fx.get("steps") else None, pr=pr,
                     literal=(forced.get(v, {}).get("fixed") or {}).get("output", ""))
+    from ..models import overridden
+
+    if v in overridden():  # what the input is comes before what happened to it
+        text = f"**{v}** is {overridden()[v].why}.\n\n{text}"
     return text

@@ -268,6 +268,20 @@ def names(vocabs: list[str]) -> str:
     return ", ".join(vocabs) if vocabs else "none"
 
 
+def overridden_note(df: pd.DataFrame) -> str:
+    """For a table with a row of an input loaded with key overrides (`models.overridden`): a
+    sentence saying what that input is and why, so it is said wherever its rows appear; else ""."""
+    from ..models import overridden
+
+    said = []
+    for name, m in overridden().items():
+        hit = any(col in df and df[col].map(lambda x, n=name: str(getattr(x, "value", x)).startswith((n, m.file + " --override-kv"))).any()
+                  for col in ("vocab", "input", "model"))
+        if hit:
+            said.append(f"`{name}` is {m.why}.")
+    return " ".join(said)
+
+
 def first_words(text: object, n: int = 70) -> str:
     t = str(text or "")
     return t if len(t) <= n else t[:n] + "…"
@@ -281,4 +295,4 @@ def pinned_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 __all__ = ["Cell", "shows", "after_fix", "matched", "SAME", "WORDS", "header", "group_rows", "Table", "Section", "md_table", "html_table", "values", "guide_order", "vocab_key", "int_columns",
-           "result_rows", "piece_text", "cell_value", "names", "first_words", "pinned_rows", "GUIDE_VOCABS", "PR_BASE"]
+           "result_rows", "piece_text", "cell_value", "names", "first_words", "pinned_rows", "overridden_note", "GUIDE_VOCABS", "PR_BASE"]

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from .. import guide
-from ..models import REAL_MODELS
+from ..models import REAL_MODELS, overridden
 from ..server import LLG_PINNED
 from .data import Results, takes_results
 from .prose import blocks
@@ -95,20 +95,25 @@ def bad_tokens(row: dict[str, Any]) -> tuple[int, int]:
 def abort_cause(up: dict[str, Any], fx: dict[str, Any]) -> tuple[str, str, bool]:
     """Why the PR's test still exits non-zero after the fix with no wrong token: (a few words for
     the cell, the sentence's words, whether it is the same before the PR). "" where it passes or a
-    wrong token explains it."""
+    wrong token explains it. The sentence is the cause the native analysis named from what the test
+    and the sampler did (`native.causes`, its rule in `pr_test_rule`), the one classifier of aborts;
+    a result made before it named causes is read from its row the same way."""
     if fx.get("pr_test_exit") in (None, "", 0) or any(bad_tokens(fx)):
         return "", "", False
+    rule = str(fx.get("pr_test_rule") or "")
+    named = str(fx.get("pr_test_cause") or "")
     err = str(fx.get("pr_test_llg_error") or "")
-    if "Too many items" in err:
+    if rule == "llg_limit" or (not rule and "Too many items" in err):
         # before the PR the same test hits the same limit on both samplers (the shipped test's llg error)
         same = all("Too many items" in str(r.get("shipped_test_llg_error") or "") for r in (up, fx))
-        return ("bug D: item limit", "a mask over llguidance's step_max_items (50000) drops the grammar (bug D)"
+        return ("bug D: item limit", (named or "a mask over llguidance's step_max_items (50000) drops the grammar (bug D)")
                 + (", as the test before the PR does on both samplers" if same else ""), same)
-    if fx.get("tok_eos") == -1:
-        return ("no end token", "the vocab has no end-of-turn or end-of-sequence token, and the test's "
+    if rule == "no_eos" or (not rule and fx.get("tok_eos") == -1):
+        return ("no end token", named or "the vocab has no end-of-turn or end-of-sequence token, and the test's "
                 "`test_sampler_chain`, which the PR leaves as it was, indexes token -1", True)
     fail = str(fx.get("pr_test_failure") or err)
-    return fail[:40] or "aborted", fail[:80] or "aborted", False
+    return (rule.replace("_", " ") if rule and rule != "unclassified" else "cause not classified",
+            named or f"cause not classified: {fail[:80] or 'aborted'}", False)
 
 
 def pr_test_cell(up: dict[str, Any], fx: dict[str, Any]) -> Cell | str:
@@ -296,12 +301,23 @@ def verdict(res: Results) -> Verdict | None:
     loads = [x for x in loads if x["model"] in set(served.model)]
     server = None
     ignored = None
+    overridden_here = {v: m for v, m in overridden().items() if v in info}
+    real_weight = []
     if not served.empty:
         up = served[served.bridge == "upstream"]
         silent = up[(up.outcome != "pass") & (up.http_status == 200) & ~up.error_field.astype(bool)]
         server = {"silent": len(silent), "failing": int((up.outcome != "pass").sum()), "models": served.model.nunique(),
                   "fixed_bad": len(served[(served.bridge == "fixed") & (served.outcome == "violation")]),
-                  **load_verdict(loads)}
+                  **load_verdict(loads), "real": int(served[~served.synthetic.astype(bool)].vocab.nunique()) if "synthetic" in served else 0}
+        # the guide's real-weight rows (TinyLlama, Mistral, Hermes: SentencePiece with the space prefix), on a
+        # trained model loaded with llama.cpp's own override: its three server cases without and with the fix
+        for v in overridden_here:
+            g = served[(served.vocab == v) & served.case.isin(guide.SERVER_CASES)]
+            if not g.empty:
+                real_weight.append({"input": v, "up": int((g[g.bridge == "upstream"].outcome == "pass").sum()),
+                                    "fx": int((g[g.bridge == "fixed"].outcome == "pass").sum()), "n": len(guide.SERVER_CASES),
+                                    "silent": int(((g.bridge == "upstream") & (g.outcome != "pass") & (g.http_status == 200)
+                                                   & ~g.error_field.astype(bool)).sum())})
         rej = served_all[served_all.case == "rejected_schema"]
         if not rej.empty:
             ign = rej[rej.outcome == "ignored"]
@@ -345,7 +361,8 @@ def verdict(res: Results) -> Verdict | None:
                   port=port, aborts=aborts, abort_groups=[{"why": w, "vocabs": [x["vocab"] for x in aborts if x["why"] == w]}
                                                           for w in dict.fromkeys(x["why"] for x in aborts)], passing=passing, n_native=len({v for v, _ in native}), ctest=ctest,
                   bug_c=bug_c, bug_d=bug_d, server=server, ignored=ignored, url=ISSUES_URL,
-                  issue_b=UPSTREAM["B"][0])
+                  issue_b=UPSTREAM["B"][0], overridden=[f"`{v}`" for v in overridden_here], real_weight=real_weight,
+                  why={v: m.why for v, m in overridden_here.items()})
     sentences = [line.removeprefix("- ") for line in said["sentences"].splitlines() if line.strip()]
     facts = {"n": n, "hit_a": hit_a, "hit_b": hit_b, "beyond": beyond, "repaired": repaired, "broken": broken, "costs": costs,
              "time": timing, "matched": n_matched, "figures": len(figs), "port": port, "aborts": aborts,
