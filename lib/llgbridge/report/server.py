@@ -257,11 +257,11 @@ def server_section(res: Results) -> Section | None:
                                     "not by `make report`: how the server batches concurrent requests changes from run to run; this is "
                                     "that run's snapshot."))
     said_words = df.content_match.astype(str) if "content_match" in df else pd.Series("", index=df.index)
-    matched = df[said_words.str.startswith(("same", "differs"))]
-    content_said = None if matched.empty else {
-        "n": len(matched), "same": int(matched.content_match.astype(str).str.startswith("same").sum()),
-        "differ": int(matched.content_match.astype(str).str.startswith("differs").sum()),
-        "rules": ", ".join(sorted({c for c in matched.content_match.astype(str) if c.startswith("same")}))}
+    compared = df[said_words.str.startswith(("same", "differs"))]  # answers whose tokens the server returned
+    content_said = None if compared.empty else {
+        "n": len(compared), "same": int(compared.content_match.astype(str).str.startswith("same").sum()),
+        "differ": int(compared.content_match.astype(str).str.startswith("differs").sum()),
+        "rules": ", ".join(sorted({c for c in compared.content_match.astype(str) if c.startswith("same")}))}
     bug_c: dict[str, int] | None = None
     special = df[df.case.isin(["special_literal", "special_pattern"]) & (df.llguidance == pinned)]
     if not special.empty:
