@@ -56,19 +56,24 @@ def test_the_unit_command_exits_as_the_page_says(unit: repro.UnitRepro) -> None:
 
 
 def _start(s: repro.ServerRepro, sampler: str, log: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """The printed server command line with the suite's build and model, on a free port."""
-    port = S.free_port()
+    """The printed server command line with the suite's build and model, on a port the server binds
+    itself (`--port 0`) and names in its log, as `server.serve` starts it: never another server's."""
     argv = shlex.split(s.server_command(exe=str(S.binary(sampler, S.LLG_PINNED)), model=str(S.DATA / "models" / s.model)))
-    argv[argv.index("--port") + 1] = str(port)
+    argv[argv.index("--port") + 1] = "0"
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log.open("wb"), stderr=subprocess.STDOUT,
                             start_new_session=True, preexec_fn=S._die_with_parent)
     deadline = time.monotonic() + S.STARTUP_TIMEOUT
+    port = 0
     while time.monotonic() < deadline:
         assert proc.poll() is None, log.read_text()[-2000:]
+        if not port:
+            m = S.LISTENING.search(log.read_bytes())
+            port = int(m.group(1)) if m else 0
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                if r.status == 200:
-                    return proc, port
+            if port:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return proc, port
         except OSError:
             pass
         time.sleep(0.1)

@@ -16,7 +16,7 @@ from .prose import blocks
 from .table import Cell, Section, Table, after_fix, group_rows, int_columns, matched, shows
 
 
-SERVER_CONTROLS = ("json_enum_gbnf", "json_enum_chat", "rejected_schema", "special_literal")
+SERVER_CONTROLS = ("json_enum_gbnf", "json_enum_chat", "rejected_schema", "special_literal", "special_pattern")
 
 
 def server_frame(ok: list[dict[str, Any]]) -> pd.DataFrame:
@@ -116,7 +116,7 @@ def guide_server_rows(res: Results) -> list[dict[str, Any]]:
                                                          f"({'yes' if ours['greedy'] else 'no'})", "match": mark,
                         "why": ("; ".join(why) + ".") if why else "the same cases pass without and with the fix, greedy the same "
                                                                   "(the guide gives no llg error count to compare).",
-                        "why_short": short or "the same", "guide": gm})
+                        "why_short": short or "the same", "guide": gm, "stand_in": g.vocab.iloc[0]})
     return out
 def quote_table(snap: dict[str, Any] | None, served: set[str]) -> Table | None:
     """The guide's pre-fix quotes beside the same cases on real weights, from the dated snapshot
@@ -186,7 +186,7 @@ def server_section(res: Results) -> Section | None:
                      "with fix": server_score(g[g.sampler == "fixed"])})
     # the controls: GBNF from the same schema, and the chat endpoint's response_format
     ctrl = []
-    for (model, case), g in df[df.case.isin(SERVER_CONTROLS) & (df.case != "special_literal") & (df.llguidance == pinned)].groupby(["model", "case"], sort=False):
+    for (model, case), g in df[df.case.isin(SERVER_CONTROLS) & ~df.case.isin(("special_literal", "special_pattern")) & (df.llguidance == pinned)].groupby(["model", "case"], sort=False):
         ctrl.append({"model": model, "case": case, **{s: (f"{x.outcome.iloc[0]} (HTTP {x.http_status.iloc[0]})"
                                                           + (f": {x.error.iloc[0]}" if x.error.iloc[0] else ""))
                                                       for s, x in g.groupby("sampler", sort=False)}})
@@ -221,7 +221,7 @@ def server_section(res: Results) -> Section | None:
     fixed_bad = main[(main.sampler == "fixed") & (main.outcome == "violation")]
     match = guide_server_rows(res)
     if match:
-        sec.views.append(Table(pd.DataFrame([{**{k: v for k, v in m.items() if k not in ("match", "why", "why_short", "guide")},
+        sec.views.append(Table(pd.DataFrame([{**{k: v for k, v in m.items() if k not in ("match", "why", "why_short", "guide", "stand_in")},
                                               "match": Cell(m["match"], matched(m["match"])), "why": m["why"]} for m in match]),
                                caption=f"Guide 8's server table against this suite's (its three cases; llguidance {pinned})"))
     quoted = quote_table(res.real_quotes, served_vocabs)

@@ -343,7 +343,8 @@ def verdict(res: Results) -> Verdict | None:
                              "real bytes that the table gives its special text.")
     differ = [r for r in srv_rows if r["match"] == "✗"]
     if differ:
-        disagreements.append("**Guide 8's server table:** " + "; ".join(f"{r['guide']}: {r['why_short']}" for r in differ) + ".")
+        disagreements.append("**Guide 8's server table:** " + "; ".join(f"{r['guide']} (standing in: {r.get('stand_in', '')}): {r['why_short']}"
+                                                                          for r in differ) + ".")
     missed = [name for name, ok in figs if not ok]
     if missed:
         disagreements.append(f"**Figures that differ:** {', '.join(missed)}.")
