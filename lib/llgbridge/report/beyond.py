@@ -53,7 +53,8 @@ def beyond_section(res: Results) -> Section | None:
             stops = [r["vocab"] for r in rows if not str(r.get(col, "")).startswith("spelled")]
             summary.append({"sampler": col, "spells the literal out on": f"{len(rows) - len(stops)} of {len(rows)}",
                             "stops early on": Cell(names(stops), shows(stops))})
-        sec.views.append(Table(pd.DataFrame(summary), caption="Bug C, compiled: a literal spelling the end-of-turn token as text, per sampler"))
+        sec.views.append(Table(pd.DataFrame(summary), caption="Bug C, compiled: a literal spelling the end-of-turn token as text, per sampler",
+                               collapsed=True))
         sec.views.append(Table(walks, caption="Bug C per vocab: where the walk of the literal stops", collapsed=True))
         sec.raw_table("beyond_special", special)
     # bug D: the PR's own test hitting llguidance's item limit, and what failing closed changes

@@ -64,15 +64,15 @@ def versions() -> dict[str, str]:
     return out
 
 
+BRIDGES_SUMMARY = "The four bridges: each one's token table and tokenize_fn"
+
+
 def code_block(v: dict[str, str]) -> str:
+    """What code was tested: a paragraph, then the bridges' table (the page shows it collapsed
+    under `BRIDGES_SUMMARY`, after the paragraph's first blank line)."""
     commit = vendored_commit()
     return (
-        "| bridge | token table | `tokenize_fn` | what it is |\n|---|---|---|---|\n"
-        "| `upstream` | `llama_detokenize(&t, 1, false, false)` | `llama_tokenize(add_special=false, parse_special=true)` | llama.cpp before the PR (the upstream sampler) |\n"
-        "| `fixed` | `llama_token_to_piece(t, 0, false)` | kept only where the PR's three probes round-trip, else greedy | the PR |\n"
-        "| `sentinel` | `llama_token_to_piece(t, 0, true)` | `llama_tokenize` with a sentinel byte prepended and stripped | llguidance's own `lltokenizer_from_vocab` |\n"
-        "| `truth` | `llama_token_to_piece` | none (forcing off) | the yardstick for \"legal\" |\n\n"
-        f"**What is a port and what is compiled.** The bridges above are Python ports of `common/llguidance.cpp`, field "
+        f"**What is a port and what is compiled.** The bridges below are Python ports of `common/llguidance.cpp`, field "
         f"for field, driving the real llguidance {v['llguidance']} (its C API, from its wheel) and the real llama.cpp "
         f"(llama-cpp-python {v['llama-cpp-python']}). The section *The compiled code* runs the C++ itself: "
         "`common/llguidance.cpp` before the PR (the upstream sampler), the same file with the PR applied from `patches/`, and llama.cpp's own "
@@ -80,7 +80,12 @@ def code_block(v: dict[str, str]) -> str:
         f"llama.cpp is the tree that llama-cpp-python {v['llama-cpp-python']} vendors"
         + (f" (commit {commit[:12]})" if commit else "")
         + f"; the PR's base is {PR_BASE} (the guide). The end-to-end matrix uses synthetic models unless marked real. "
-        "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + "."
+        "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".\n\n"
+        "| bridge | token table | `tokenize_fn` | what it is |\n|---|---|---|---|\n"
+        "| `upstream` | `llama_detokenize(&t, 1, false, false)` | `llama_tokenize(add_special=false, parse_special=true)` | llama.cpp before the PR (the upstream sampler) |\n"
+        "| `fixed` | `llama_token_to_piece(t, 0, false)` | kept only where the PR's three probes round-trip, else greedy | the PR |\n"
+        "| `sentinel` | `llama_token_to_piece(t, 0, true)` | `llama_tokenize` with a sentinel byte prepended and stripped | llguidance's own `lltokenizer_from_vocab` |\n"
+        "| `truth` | `llama_token_to_piece` | none (forcing off) | the yardstick for \"legal\" |\n"
     )
 
 
@@ -221,7 +226,7 @@ def build(results: Path = RESULTS, out: Path = REPORTS, bench_csv: Path = REPORT
         title=title, verdict={"sentences": shown.sentences, "table": shown.table(links).html if not shown.df.empty else "",
                               "recommendation": rec, "disagreements": shown.disagreements,
                               "reproduced": shown.reproduced if shown.reproduced[1] else None},
-        failed=failed, code=code, sections=sections, vocabs=vocabs, glossary=GLOSSARY, repro=repro_md, tested=tested_md,
+        failed=failed, code=code, bridges_summary=BRIDGES_SUMMARY, sections=sections, vocabs=vocabs, glossary=GLOSSARY, repro=repro_md, tested=tested_md,
         notebooks_note=notebooks_note, comment=vt is not None)
     intro = ("Every table of the review guide for the llguidance token-bytes / tokenize_fn fix, measured by this suite "
              f"(`make report`) on the vocab fixtures vendored in llama-cpp-python {v['llama-cpp-python']}, through llguidance "

@@ -93,7 +93,7 @@ def exactness_section(res: Results) -> Section | None:
     summary = [{"the probe says": "exact" if pe else "not exact", "the inputs say": kind, "vocabs": len(g),
                 "which": ", ".join(g.vocab)} for (pe, kind), g in
                pvx.assign(kind=pvx.cell).groupby(["probe_exact", "kind"], sort=False)]
-    sec.views.append(Table(pd.DataFrame(summary), "The probe's verdict against the inputs'"))
+    sec.views.append(Table(pd.DataFrame(summary), "The probe's verdict against the inputs'", collapsed=True))
     sec.views.append(Table(shown, "Per vocab, with the shortest input that shows a disagreement", collapsed=True))
     sec.raw_table("bridges", bridges_)
     sec.raw_table("exactness", exact)

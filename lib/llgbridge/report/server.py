@@ -101,21 +101,20 @@ def guide_server_rows(res: Results) -> list[dict[str, Any]]:
                 short = "cases passed differ"
             if gl is not None and gl != ours["llg_without"]:
                 cases = ", ".join(f"{c} {n}" for c, n in ours["per_case"].items())
-                why.append(f"llg errors without the fix: the guide counted {gl}; this suite counts the `llg error` lines the "
-                           f"server logs per request: {ours['llg_without']} ({cases}); a grammar broken without the matcher dying "
-                           "(bug A's corrupted JSON key) logs none. The guide's logs are not published: its count cannot be checked")
+                why.append(f"the guide counted {gl} llg errors; here {ours['llg_without']} `llg error` log lines ({cases}): a grammar "
+                           "broken without the matcher dying (bug A's corrupted key) logs none; the guide's logs are unpublished, "
+                           "so its count cannot be checked")
                 short = short or f"{ours['llg_without']} llg errors here, {gl} in the guide (its count cannot be checked)"
             elif gl is None and "silent" in without:
-                why.append(f"the guide gives no count (\"silent\": nothing reaches the client); here {ours['llg_without']} `llg error` "
-                           "lines in the server's log, none in a response" + ("" if ours["silent"] else ", but some failures were loud"))
+                why.append(f"\"silent\" in the guide: nothing reaches the client; here {ours['llg_without']} `llg error` log lines, "
+                           "none in a response" + ("" if ours["silent"] else ", but some failures were loud"))
             mark = "✓" if same_cases and not short else "✗"
             out.append({"the guide's model": f"{gm} ({tok})", "the guide: without / with (greedy)": f"{without} / {with_} ({greedy})",
-                        "stand-in here": f"{model} ({'synthetic' if synthetic else 'real'})",
+                        "stand-in here": f"{model if synthetic else g.vocab.iloc[0]} ({'synthetic' if synthetic else 'real'})",
                         "here: without / with (greedy)": f"{ours['without']}/{ours['n']}, {ours['llg_without']} llg errors / "
                                                          f"{ours['with']}/{ours['n']}, {ours['llg_with']} llg errors "
                                                          f"({'yes' if ours['greedy'] else 'no'})", "match": mark,
-                        "why": ("; ".join(why) + ".") if why else "the same cases pass without and with the fix, greedy the same "
-                                                                  "(the guide gives no llg error count to compare).",
+                        "why": ("; ".join(why) + ".") if why else "the same cases pass, greedy the same (no llg error count in the guide).",
                         "why_short": short or "the same", "guide": gm, "stand_in": g.vocab.iloc[0]})
     return out
 def quote_table(snap: dict[str, Any] | None, served: set[str]) -> Table | None:

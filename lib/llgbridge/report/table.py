@@ -277,8 +277,8 @@ def overridden_note(df: pd.DataFrame) -> str:
     for name, m in overridden().items():
         hit = any(col in df and df[col].map(lambda x, n=name: str(getattr(x, "value", x)).startswith((n, m.file + " --override-kv"))).any()
                   for col in ("vocab", "input", "model"))
-        if hit:
-            said.append(f"`{name}` is {m.why}.")
+        if hit:  # the short form: the verdict and the input's own page say why at length
+            said.append(f"`{name}`: {m.why.split(':')[0]}.")
     return " ".join(said)
 
 
