@@ -283,6 +283,20 @@ def test_a_log_that_cannot_be_written_fails_its_rows_in_one_line(tmp_path: Path)
     assert all("could not be written" in r.error and "No space left on device" in r.error and "\n" not in r.error for r in rows)
 
 
+def _wait_stopped(pid: int) -> None:
+    """SIGSTOP takes effect when each thread next leaves the kernel, not when kill() returns: in
+    that window the server's HTTP thread still answered /health (CI saw True). Wait until every
+    thread of `pid` is in state T."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        states = {(t / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                  for t in Path(f"/proc/{pid}/task").iterdir()}
+        if states <= {"T", "t"}:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"server {pid} did not stop within 10 s of SIGSTOP")
+
+
 def test_a_stopped_server_is_unhealthy_not_an_exception(tmp_path: Path) -> None:
     """The health check after the load test, on a server that stopped answering (SIGSTOP): a
     TimeoutError escaped it, the run lost every row it had collected for the input, and the runner
@@ -291,6 +305,7 @@ def test_a_stopped_server_is_unhealthy_not_an_exception(tmp_path: Path) -> None:
     with S.serve(S.binary("fixed", PIN), path, tmp_path / "s.log") as srv:
         os.kill(srv.proc.pid, signal.SIGSTOP)
         try:
+            _wait_stopped(srv.proc.pid)
             t0 = time.monotonic()
             assert S.answers_health(srv, 1.0) is False
             assert time.monotonic() - t0 < 10
