@@ -7,6 +7,7 @@ improves on, fixed, in the port (`bridge(name, variant(...))`) and the compiled 
 such test must then fail on an assertion: that is how a test shows it catches the bug it names
 (`make test-swapped`).
 """
+
 from __future__ import annotations
 
 import os
@@ -47,5 +48,10 @@ def variant(name: str) -> str:
     if not SWAP:
         return name
     # a candidate patch beside the PR is swapped for the PR it improves on
-    return {"upstream": "fixed", "fixed": "upstream", "sentinel": "upstream", "nospecial": "fixed",
-            "failclosed": "fixed"}.get(name, name)
+    return {
+        "upstream": "fixed",
+        "fixed": "upstream",
+        "sentinel": "upstream",
+        "nospecial": "fixed",
+        "failclosed": "fixed",
+    }.get(name, name)

@@ -2,6 +2,7 @@
 notebooks, and where the programs a test runs in a process of its own live (`programs/`).
 Test modules import them from here (`from helpers import ...`), never from each other.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,11 +43,20 @@ def write_notebook(folder: Path, name: str, code: str) -> None:
     """`folder/name.ipynb`: a parameters cell (`vocab`, `results_dir`), then `code`."""
     nb = {
         "cells": [
-            {"cell_type": "code", "execution_count": None, "id": "p", "metadata": {"tags": ["parameters"]}, "outputs": [],
-             "source": ["vocab = ''\n", "results_dir = ''"]},
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "id": "p",
+                "metadata": {"tags": ["parameters"]},
+                "outputs": [],
+                "source": ["vocab = ''\n", "results_dir = ''"],
+            },
             {"cell_type": "code", "execution_count": None, "id": "c", "metadata": {}, "outputs": [], "source": [code]},
         ],
-        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}, "language_info": {"name": "python"}},
+        "metadata": {
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"},
+        },
         "nbformat": 4,
         "nbformat_minor": 5,
     }
@@ -56,10 +66,14 @@ def write_notebook(folder: Path, name: str, code: str) -> None:
 def abort_notebook(tmp_path: Path) -> Path:
     """A folder with a notebook `abort` that makes the real llama.cpp abort its kernel: a vocab
     with a duplicate token loaded past the suite's own check, so llama.cpp's GGML_ASSERT fires."""
-    dup = write_vocab(tmp_path / "dup.gguf", lambda k, v: v[:300] + [v[301]] + v[301:] if k == Keys.Tokenizer.LIST else v)
+    dup = write_vocab(
+        tmp_path / "dup.gguf", lambda k, v: v[:300] + [v[301]] + v[301:] if k == Keys.Tokenizer.LIST else v
+    )
     nb = tmp_path / "nbs"
     nb.mkdir(exist_ok=True)
-    code = ("import llama_cpp\np = llama_cpp.llama_model_default_params()\np.vocab_only = True\n"
-            f"llama_cpp.llama_model_load_from_file({str(dup).encode()!r}, p)")
+    code = (
+        "import llama_cpp\np = llama_cpp.llama_model_default_params()\np.vocab_only = True\n"
+        f"llama_cpp.llama_model_load_from_file({str(dup).encode()!r}, p)"
+    )
     write_notebook(nb, "abort", code)
     return nb

@@ -2,6 +2,7 @@
 (`batch.plan`), and the pool of workers that runs them (`batch.run_pool`, sized by Make's
 jobserver). The batch must give the same results as one run per notebook, byte for byte, a crash
 inside native code must end only its own notebook's run, and a worker that dies only its input's."""
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,9 @@ def _payload(path: Path) -> dict:
 @pytest.fixture(scope="module")
 def batched(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("batch")
-    statuses = run.execute_batch("llama-bpe", ["probe", "census"], out_root=out / "reports", results_dir=out / "results")
+    statuses = run.execute_batch(
+        "llama-bpe", ["probe", "census"], out_root=out / "reports", results_dir=out / "results"
+    )
     assert [(s["notebook"], s["status"]) for s in statuses] == [("probe", "ok"), ("census", "ok")], statuses
     for st in statuses:
         run.write_timing(out / "results", st)
@@ -34,7 +37,9 @@ def batched(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_a_vocab_is_loaded_once_for_all_its_analyses(batched: Path) -> None:
-    timing = [json.loads((batched / "results" / ".timing" / n / "llama-bpe.json").read_text()) for n in ("probe", "census")]
+    timing = [
+        json.loads((batched / "results" / ".timing" / n / "llama-bpe.json").read_text()) for n in ("probe", "census")
+    ]
     assert timing[0]["load"] > 0 and timing[1]["load"] == 0, timing  # census reused probe's load
 
 
@@ -42,7 +47,9 @@ def test_a_batch_gives_what_one_run_per_notebook_gives(batched: Path, tmp_path: 
     for notebook in ("probe", "census"):
         st = run.execute(notebook, "llama-bpe", out_root=tmp_path / "reports", results_dir=tmp_path / "results")
         assert st["status"] == "ok", st
-        assert _payload(batched / "results" / notebook / "llama-bpe.json") == _payload(tmp_path / "results" / notebook / "llama-bpe.json")
+        assert _payload(batched / "results" / notebook / "llama-bpe.json") == _payload(
+            tmp_path / "results" / notebook / "llama-bpe.json"
+        )
     page = (batched / "reports" / "html" / "census" / "llama-bpe.html").read_text()
     assert "<title>census · llama-bpe</title>" in page and str(ROOT) not in page
 
@@ -69,11 +76,26 @@ def test_the_plan_runs_only_what_is_out_of_date(batched: Path, tmp_path: Path) -
 @pytest.mark.slow
 def test_a_crash_in_a_batch_ends_only_its_notebook(tmp_path: Path) -> None:
     nbs = abort_notebook(tmp_path)
-    ok = ("import json, pathlib\np = pathlib.Path(results_dir) / 'fine' / (vocab + '.json')\np.parent.mkdir(parents=True, exist_ok=True)\n"
-          "p.write_text(json.dumps({'status': 'ok', 'notebook': 'fine', 'vocab': vocab}))")
+    ok = (
+        "import json, pathlib\np = pathlib.Path(results_dir) / 'fine' / (vocab + '.json')\np.parent.mkdir(parents=True, exist_ok=True)\n"
+        "p.write_text(json.dumps({'status': 'ok', 'notebook': 'fine', 'vocab': vocab}))"
+    )
     write_notebook(nbs, "fine", ok)
-    out = subprocess.run([sys.executable, str(PROGRAMS / "execute_batch.py"), "x", "abort,fine,abort", str(tmp_path / "r"),
-                          str(tmp_path / "res"), str(nbs)], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(PROGRAMS / "execute_batch.py"),
+            "x",
+            "abort,fine,abort",
+            str(tmp_path / "r"),
+            str(tmp_path / "res"),
+            str(nbs),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     st = json.loads(out.stdout.splitlines()[-1])
     assert [s["status"] for s in st] == ["failed", "ok", "failed"], st
     assert all(s["error"].startswith("the kernel died: llama-vocab.cpp:") for s in st if s["status"] == "failed"), st
@@ -90,18 +112,28 @@ def test_a_worker_that_dies_ends_only_its_inputs_runs(tmp_path: Path) -> None:
     nbs = tmp_path / "nbs"
     nbs.mkdir()
     write_notebook(nbs, "killer", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")
-    ok = ("import json, pathlib\np = pathlib.Path(results_dir) / 'fine' / (vocab + '.json')\np.parent.mkdir(parents=True, exist_ok=True)\n"
-          "p.write_text(json.dumps({'status': 'ok', 'notebook': 'fine', 'vocab': vocab}))")
+    ok = (
+        "import json, pathlib\np = pathlib.Path(results_dir) / 'fine' / (vocab + '.json')\np.parent.mkdir(parents=True, exist_ok=True)\n"
+        "p.write_text(json.dumps({'status': 'ok', 'notebook': 'fine', 'vocab': vocab}))"
+    )
     write_notebook(nbs, "fine", ok)
     res = tmp_path / "res"
     said: list[str] = []
-    statuses, starts = batch.run_pool([("a", ["killer", "fine"]), ("b", ["fine"])], 1, results=res, say=said.append,
-                                      out_root=tmp_path / "r", notebooks=nbs)
+    statuses, starts = batch.run_pool(
+        [("a", ["killer", "fine"]), ("b", ["fine"])],
+        1,
+        results=res,
+        say=said.append,
+        out_root=tmp_path / "r",
+        notebooks=nbs,
+    )
     got = {(s["vocab"], s["notebook"]): s for s in statuses}
     assert got["b", "fine"]["status"] == "ok", statuses
     for n in ("killer", "fine"):
         assert got["a", n]["status"] == "failed", statuses
-        assert got["a", n]["error"] == "the worker process was lost (killed by SIGKILL, twice) before this run", statuses
+        assert got["a", n]["error"] == "the worker process was lost (killed by SIGKILL, twice) before this run", (
+            statuses
+        )
         assert os.stat(res / n / "a.json").st_mtime == 0  # retried by the next make
     assert len(starts) == 3 and len(said) == 3, (starts, said)
 
@@ -111,18 +143,22 @@ def _make(tmp_path: Path, flags: list[str], code: str) -> str:
     (tmp_path / "Makefile").write_text(f"all:\n\t+@{sys.executable} slots.py\n")
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS")}
     env["PYTHONPATH"] = str(ROOT / "lib")
-    return subprocess.run(["make", "-s", *flags], cwd=tmp_path, capture_output=True, text=True, env=env, check=True).stdout
+    return subprocess.run(
+        ["make", "-s", *flags], cwd=tmp_path, capture_output=True, text=True, env=env, check=True
+    ).stdout
 
 
 def test_the_pool_takes_makes_job_slots_and_gives_them_back(tmp_path: Path) -> None:
     """Under the real Make: -j3 lends two slots beyond the recipe's own, a plain make none, and
     -n runs nothing."""
-    code = ("from llgbridge.jobserver import Jobserver, make_flags\n"
-            "dry, jobs, flags = make_flags(); s = Jobserver(flags); u = s.usable; n = 0\n"
-            "while s.take(): n += 1\n"
-            "s.close(); t = Jobserver(flags); m = 0\n"
-            "while t.take(): m += 1\n"
-            "t.close(); print(dry, jobs, u, n, m)")
+    code = (
+        "from llgbridge.jobserver import Jobserver, make_flags\n"
+        "dry, jobs, flags = make_flags(); s = Jobserver(flags); u = s.usable; n = 0\n"
+        "while s.take(): n += 1\n"
+        "s.close(); t = Jobserver(flags); m = 0\n"
+        "while t.take(): m += 1\n"
+        "t.close(); print(dry, jobs, u, n, m)"
+    )
     assert _make(tmp_path, ["-j3"], code).split() == ["False", "3", "True", "2", "2"]  # given back: taken again
     assert _make(tmp_path, [], code).split() == ["False", "None", "False", "0", "0"]
     assert _make(tmp_path, ["-n"], code).splitlines()[-1].split()[0] == "True"
@@ -136,8 +172,13 @@ def test_make_report_serial_and_j2_write_the_same_bytes(tmp_path: Path) -> None:
     from llgbridge import regen
 
     tree = regen.tree_copy(tmp_path)
-    small = {"VOCABS": "llama-spm gpt-2 bert-bge", "BATCH": "census probe soundness", "MATRIX_VOCABS": "",
-             "REAL_VOCABS": "", "CORPUS_SAMPLE_VOCABS": ""}
+    small = {
+        "VOCABS": "llama-spm gpt-2 bert-bge",
+        "BATCH": "census probe soundness",
+        "MATRIX_VOCABS": "",
+        "REAL_VOCABS": "",
+        "CORPUS_SAMPLE_VOCABS": "",
+    }
     kept = {}
     for jobs in (1, 2):
         r = regen.regenerate(tree, "small", jobs, tmp_path / f"j{jobs}.log", small)

@@ -1,6 +1,7 @@
 """The C census loop of `make bench` agrees with the Python census, token for token counts; the
 bench's parts of a census process add up to its wall; the fast walk of a GGUF's string arrays
 names the same byte as the format's own reader where a file is cut."""
+
 from __future__ import annotations
 
 import subprocess
@@ -20,7 +21,12 @@ from llgbridge.paths import ROOT, VOCABS
 def test_c_loop_agrees_with_python_census() -> None:
     binary = bench.compile_c()
     names = ["llama-spm", "llama-bpe", "bert-bge"]
-    out = subprocess.run([str(binary), *(str(VOCABS / f"ggml-vocab-{n}.gguf") for n in names)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [str(binary), *(str(VOCABS / f"ggml-vocab-{n}.gguf") for n in names)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     got = bench.parse(out.stdout)
     for n in names:
         c = census.run_census(vocab(n))
@@ -40,8 +46,12 @@ def test_both_census_processes_in_parts_add_up_to_their_wall() -> None:
         assert abs(sum(parts.values()) - run.wall) < 1e-9
         for line in run.lines.values():
             assert 0 < line.load < line.seconds and 0 <= line.free < line.seconds and line.compute > 0
-    page = bench.render({"meta": bench.meta_context({"machine": "m", "nproc": "2", "loadavg": "0", "repeat": "1"}),
-                         "census": bench.census_context(c.lines, [py], [c], 0.0)})
+    page = bench.render(
+        {
+            "meta": bench.meta_context({"machine": "m", "nproc": "2", "loadavg": "0", "repeat": "1"}),
+            "census": bench.census_context(c.lines, [py], [c], 0.0),
+        }
+    )
     assert page.startswith("# Census: Python vs C\n") and "## " not in page  # the census section alone
     wall_row = next(row for row in page.splitlines() if row.startswith("| **process wall**"))
     assert [x.strip() for x in wall_row.split("|")[2:4]] == [f"{py.wall:.3f}", f"{c.wall:.3f}"]
@@ -49,12 +59,27 @@ def test_both_census_processes_in_parts_add_up_to_their_wall() -> None:
 
 def test_the_census_worker_imports_only_the_census() -> None:
     # the worker's start is timed against the C program's: the bench's own tools stay out of it
-    p = subprocess.run([sys.executable, "-X", "importtime", "-m", "llgbridge.census_worker", str(VOCABS / "ggml-vocab-bert-bge.gguf")],
-                       capture_output=True, text=True, cwd=ROOT, check=True)
+    p = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "llgbridge.census_worker", str(VOCABS / "ggml-vocab-bert-bge.gguf")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
     imported = {row.rsplit("|", 1)[-1].strip() for row in p.stderr.splitlines() if row.startswith("import time:")}
     assert {"llgbridge.census", "llgbridge.vocab"} <= imported
-    assert not imported & {"tqdm", "llgbridge.bench", "llgbridge.maskpath", "llgbridge.llg", "llguidance", "pandas", "llgbridge.report",
-                           "argparse", "statistics", "subprocess"}, imported
+    assert not imported & {
+        "tqdm",
+        "llgbridge.bench",
+        "llgbridge.maskpath",
+        "llgbridge.llg",
+        "llguidance",
+        "pandas",
+        "llgbridge.report",
+        "argparse",
+        "statistics",
+        "subprocess",
+    }, imported
 
 
 def _cut_messages(src: Path, key: str, elements: list[int]) -> list[tuple[int, str]]:
@@ -69,7 +94,12 @@ def _cut_messages(src: Path, key: str, elements: list[int]) -> list[tuple[int, s
         length = f.parts[f.data[j] - 1]
         at = data.__array_interface__["data"][0] - base
         length_at = length.__array_interface__["data"][0] - base
-        out.append((length_at + 3, f"truncated GGUF: length of {key}[{j}] at byte {length_at} needs 8 bytes, file has {length_at + 3}"))
+        out.append(
+            (
+                length_at + 3,
+                f"truncated GGUF: length of {key}[{j}] at byte {length_at} needs 8 bytes, file has {length_at + 3}",
+            )
+        )
         assert data.nbytes > 0  # a cut inside an empty string's bytes would be inside its length field
         cut = at + data.nbytes - 1
         out.append((cut, f"truncated GGUF: {key}[{j}] at byte {at} needs {data.nbytes} bytes, file has {cut}"))

@@ -1,5 +1,6 @@
 """Every bridge builds on every fixture (or refuses it as llguidance does); token tables hold the
 bytes the guide says; the matcher keeps its callback alive; bad names and grammars are one line."""
+
 from __future__ import annotations
 
 import gc
@@ -57,8 +58,11 @@ def test_upstream_always_forces() -> None:
 
 
 def test_unknown_bridge_is_a_one_line_error() -> None:
-    with pytest.raises(InputError, match=r"^bridge 'nope': unknown bridge; choose one of upstream, fixed, sentinel, "
-                                          r"nospecial, failclosed, truth$"):
+    with pytest.raises(
+        InputError,
+        match=r"^bridge 'nope': unknown bridge; choose one of upstream, fixed, sentinel, "
+        r"nospecial, failclosed, truth$",
+    ):
         bridges.build(vocab("llama-spm"), "nope")
 
 

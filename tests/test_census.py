@@ -1,4 +1,5 @@
 """The byte-diff census reproduces the guide's table 4.3 and its examples (by token id and bytes)."""
+
 from __future__ import annotations
 
 import json
@@ -69,8 +70,14 @@ def test_a_wrong_typed_field_costs_its_one_result_not_the_section(tmp_path: Path
         (tmp_path / "census" / f"{v}.json").write_text(json.dumps(r))
     ok, failed = results.load(tmp_path, "census")
     assert [r["vocab"] for r in ok] == ["bert-bge", "llama-spm"]
-    assert failed == [{"notebook": "census", "vocab": "gpt-2", "error": "unusable result: "
-                       f"{tmp_path / 'census' / 'gpt-2.json'}: summary.differing is str (\"23\"), expected int"}]
+    assert failed == [
+        {
+            "notebook": "census",
+            "vocab": "gpt-2",
+            "error": "unusable result: "
+            f'{tmp_path / "census" / "gpt-2.json"}: summary.differing is str ("23"), expected int',
+        }
+    ]
     sec = report.census_section(tmp_path)
     assert sec is not None
     assert sorted(sec.raw[0].df.vocab) == ["bert-bge", "llama-spm"]

@@ -55,8 +55,13 @@ def render(md: str) -> str:
 def test_a_token_with_a_pipe_or_angle_brackets_stays_in_its_cell() -> None:
     """Bug C's literal and a SentencePiece end token, as the tables hold them: each row keeps its
     header's two cells, and GitHub shows the bytes, not HTML."""
-    df = pd.DataFrame({"vocab": ["llama-bpe", "llama-spm"], "literal": ["say <|eot_id|> now", "say </s> now"],
-                       "output": ["say ", "a|b `x`"]})
+    df = pd.DataFrame(
+        {
+            "vocab": ["llama-bpe", "llama-spm"],
+            "literal": ["say <|eot_id|> now", "say </s> now"],
+            "output": ["say ", "a|b `x`"],
+        }
+    )
     md = md_table(df)
     assert table_shapes(md) == []
     html = render(md)
@@ -67,7 +72,7 @@ def test_a_token_with_a_pipe_or_angle_brackets_stays_in_its_cell() -> None:
 
 def test_prose_keeps_special_token_text_visible() -> None:
     """A sentence that names a special token outside a code span (the verdict's bug C line)."""
-    html = render(gfm.prose("`say </s> now` stops at </s>: the sampler allows only [\"<eos>\"]"))
+    html = render(gfm.prose('`say </s> now` stops at </s>: the sampler allows only ["<eos>"]'))
     assert RAW not in html and "stops at &lt;/s&gt;" in html and "[&quot;&lt;eos&gt;&quot;]" in html
     assert "<code>say &lt;/s&gt; now</code>" in html
 

@@ -5,6 +5,7 @@ LocalCluster and worker processes that really die (`os.abort`). The tiny corpus 
 that compile with one that is not JSON, one llguidance does not support and one past its size
 limit, so every kind of row is produced.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,7 +38,11 @@ def _schemas() -> None:
 
 def tables(r: corpus.CorpusRun) -> tuple[str, str, str]:
     """The deterministic outputs of a run, as written."""
-    return corpus.csv_text(corpus.summary_rows(r)), corpus.csv_text(corpus.failure_rows(r)), corpus.csv_text(corpus.rejection_rows(r))
+    return (
+        corpus.csv_text(corpus.summary_rows(r)),
+        corpus.csv_text(corpus.failure_rows(r)),
+        corpus.csv_text(corpus.rejection_rows(r)),
+    )
 
 
 @cache
@@ -72,12 +77,19 @@ def test_each_bad_schema_is_a_row_with_its_reason() -> None:
     rows, fails, rejected = serial()
     summary = {r["bridge"]: r for r in _csv(rows)}
     for b in BRIDGES:
-        assert (summary[b]["schemas"], summary[b]["compiled"], summary[b]["rejected"], summary[b]["unreadable"]) == ("5", "2", "2", "1")
+        assert (summary[b]["schemas"], summary[b]["compiled"], summary[b]["rejected"], summary[b]["unreadable"]) == (
+            "5",
+            "2",
+            "2",
+            "1",
+        )
     by_schema = {r["schema"]: r for r in _csv(rejected)}
     assert sorted(by_schema) == sorted([UNREADABLE, UNSUPPORTED, TOO_LARGE])
     assert by_schema[UNREADABLE]["error"].startswith("not JSON: ") and by_schema[UNREADABLE]["status"] == "unreadable"
     assert "Unimplemented keys" in by_schema[UNSUPPORTED]["error"]
-    assert by_schema[TOO_LARGE]["error"].endswith("schema too large") and by_schema[TOO_LARGE]["name"] == "Azure Pipelines"
+    assert (
+        by_schema[TOO_LARGE]["error"].endswith("schema too large") and by_schema[TOO_LARGE]["name"] == "Azure Pipelines"
+    )
     assert all((x["vocabs"], x["bridges"]) == ("llama-spm", "fixed upstream") for x in by_schema.values())
     assert {r["schema"] for r in _csv(fails)} <= set(COMPILES)
 
@@ -216,8 +228,22 @@ def test_a_dead_worker_costs_one_retry_then_the_job_fails_and_the_run_completes(
 
 
 def test_make_corpus_writes_its_tables_and_resumes(tmp_path: Path) -> None:
-    args = ["--vocabs", "llama-spm", "--schemas", "3", "--seed", "1", "--bridges", "fixed", "--engine", "serial",
-            "--out", str(tmp_path / "out"), "--cache", str(tmp_path / "cache")]
+    args = [
+        "--vocabs",
+        "llama-spm",
+        "--schemas",
+        "3",
+        "--seed",
+        "1",
+        "--bridges",
+        "fixed",
+        "--engine",
+        "serial",
+        "--out",
+        str(tmp_path / "out"),
+        "--cache",
+        str(tmp_path / "cache"),
+    ]
     assert corpus.main(args) == 0
     run = json.loads((tmp_path / "out" / "run.json").read_text())
     assert (run["schemas"], run["computed"], run["cached"]) == (3, 6, 0)
@@ -234,10 +260,29 @@ def test_make_corpus_on_a_dask_local_cluster_gives_the_serial_bytes(tmp_path: Pa
     import subprocess
 
     common = ["--vocabs", "llama-spm", "--schemas", "4", "--seed", "2", "--bridges", "upstream,fixed"]
-    assert corpus.main([*common, "--engine", "serial", "--out", str(tmp_path / "a"), "--cache", str(tmp_path / "ca")]) == 0
+    assert (
+        corpus.main([*common, "--engine", "serial", "--out", str(tmp_path / "a"), "--cache", str(tmp_path / "ca")]) == 0
+    )
     # as `make corpus ENGINE=dask` runs it: the module as a script, whose functions Dask must ship
-    p = subprocess.run([sys.executable, "-m", "llgbridge.corpus", *common, "--engine", "dask", "--workers", "2",
-                        "--out", str(tmp_path / "b"), "--cache", str(tmp_path / "cb")], capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "llgbridge.corpus",
+            *common,
+            "--engine",
+            "dask",
+            "--workers",
+            "2",
+            "--out",
+            str(tmp_path / "b"),
+            "--cache",
+            str(tmp_path / "cb"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     for name in ("corpus.csv", "corpus_failures.csv", "corpus_rejected.csv"):
         assert (tmp_path / "b" / name).read_bytes() == (tmp_path / "a" / name).read_bytes(), name
@@ -265,7 +310,13 @@ def _bench_snapshot(folder: Path, r: corpus.CorpusRun) -> Path:
     """A `make bench` snapshot of `r`'s timing, as bench.corpus_mask_time writes it; its bench.csv path."""
     from llgbridge.report.data import CORPUS_TIMING_JSON
 
-    snap = {"schemas": len(TINY), "seed": 0, "hist_edges_us": corpus.HIST_EDGES, "hist": corpus.histograms(r), "timing": corpus.timing_rows(r)}
+    snap = {
+        "schemas": len(TINY),
+        "seed": 0,
+        "hist_edges_us": corpus.HIST_EDGES,
+        "hist": corpus.histograms(r),
+        "timing": corpus.timing_rows(r),
+    }
     folder.mkdir(parents=True, exist_ok=True)
     (folder / CORPUS_TIMING_JSON).write_text(json.dumps(snap))
     return folder / "bench.csv"
@@ -301,13 +352,19 @@ def test_the_mask_time_figure_is_make_benchs_snapshot_not_the_results_timing(tmp
     for k, scale in enumerate((1.0, 3.0)):
         payload = corpus.payload(r, len(TINY), corpus.Params())
         payload["timing"] = [{**t, "mask_us_avg": (t["mask_us_avg"] or 0) * scale + k} for t in payload["timing"]]
-        payload["hist"] = {key: counts[1:] + counts[:1] for key, counts in payload["hist"].items()} if k else payload["hist"]
+        payload["hist"] = (
+            {key: counts[1:] + counts[:1] for key, counts in payload["hist"].items()} if k else payload["hist"]
+        )
         nb.write_result(str(tmp_path / f"res{k}"), "corpus", "llama-spm", payload)
         sec = report.corpus_section(Results(root=tmp_path / f"res{k}", bench_csv=bench_csv))
         assets.append(sec.assets)
     assert assets[0] == assets[1] and set(assets[0]) == {"corpus/mask-time.svg", "corpus/mask-time.csv"}
     snap_rows = corpus.timing_rows(r)
-    assert assets[0]["corpus/mask-time.csv"].splitlines()[1].startswith(f"{snap_rows[0]['vocab']},{snap_rows[0]['bridge']},")
+    assert (
+        assets[0]["corpus/mask-time.csv"]
+        .splitlines()[1]
+        .startswith(f"{snap_rows[0]['vocab']},{snap_rows[0]['bridge']},")
+    )
 
 
 def test_a_build_writes_each_sections_figures_and_drops_the_tables_it_did_not_write(tmp_path: Path) -> None:

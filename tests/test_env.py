@@ -1,4 +1,5 @@
 """pyproject.toml and environment.yml pin the same releases."""
+
 import re
 import tomllib
 

@@ -4,6 +4,7 @@ Asserted as properties of the seeded inputs, each set against a computation that
 through llguidance (llama.cpp's own `llama_tokenize`, or a hand-checked tokenization), never as
 counts this suite printed before.
 """
+
 from __future__ import annotations
 
 from functools import cache

@@ -1,4 +1,5 @@
 """Fixtures are fetched once, verified against the committed manifest, and never half-written."""
+
 from __future__ import annotations
 
 import io
@@ -74,5 +75,7 @@ def test_a_dropped_fixture_named_as_a_real_model_is_refused_naming_both_files(tm
     assert "fine" in names and "smollm2-135m" not in names
     [r] = fixtures.refused(tmp_path)
     assert r["vocab"] == "ggml-vocab-smollm2-135m.gguf" and "\n" not in r["error"]
-    assert r["error"] == ("refused file name: ggml-vocab-smollm2-135m.gguf claims the name 'smollm2-135m', which the real "
-                          "model data/models/SmolLM2-135M-Instruct.Q4_1.gguf holds (it keeps it); rename the file")
+    assert r["error"] == (
+        "refused file name: ggml-vocab-smollm2-135m.gguf claims the name 'smollm2-135m', which the real "
+        "model data/models/SmolLM2-135M-Instruct.Q4_1.gguf holds (it keeps it); rename the file"
+    )

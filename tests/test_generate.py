@@ -1,4 +1,5 @@
 """End-to-end generation through each bridge on synthetic models (guide 8)."""
+
 from __future__ import annotations
 
 import json
@@ -67,11 +68,29 @@ def test_a_users_model_runs_through_the_matrix_notebook(tmp_path: Path) -> None:
     # the path `make matrix MODELS=...` takes, with a synthetic model under another name
     mine = tmp_path / "my-model.gguf"
     shutil.copy(synth.ensure_model("llama-bpe"), mine)
-    cmd = [sys.executable, "-m", "llgbridge.run", "matrix", "my-model", "-p", "models", json.dumps([str(mine)]),
-           "-p", "cases", '["forced_literal"]', "--out-root", str(tmp_path / "reports"), "--results", str(tmp_path / "results")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "llgbridge.run",
+        "matrix",
+        "my-model",
+        "-p",
+        "models",
+        json.dumps([str(mine)]),
+        "-p",
+        "cases",
+        '["forced_literal"]',
+        "--out-root",
+        str(tmp_path / "reports"),
+        "--results",
+        str(tmp_path / "results"),
+    ]
     subprocess.run(cmd, check=True, cwd=ROOT)
     res = json.loads((tmp_path / "results" / "matrix" / "my-model.json").read_text())
     assert res["status"] == "ok", res
     assert [(r["model"], r["bridge"], r["outcome"]) for r in res["rows"]] == [
-        ("my-model.gguf", "upstream", "pass"), ("my-model.gguf", "fixed", "pass"), ("my-model.gguf", "sentinel", "pass")]
+        ("my-model.gguf", "upstream", "pass"),
+        ("my-model.gguf", "fixed", "pass"),
+        ("my-model.gguf", "sentinel", "pass"),
+    ]
     assert res["device"] == "CPU"

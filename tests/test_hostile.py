@@ -4,6 +4,7 @@ Crafted GGUFs are written here with `gguf.GGUFWriter` (llama-spm's real tokenize
 changed); no crafted binary is committed. Kernels are started only where the break lives in one
 (a notebook run, a native abort, Make).
 """
+
 from __future__ import annotations
 
 import json
@@ -71,8 +72,13 @@ def test_2_an_unusable_file_name_is_refused_in_one_line(tmp_path: Path, name: st
 
 
 def test_2_the_makefile_parses_with_every_name_refused() -> None:
-    out = subprocess.run([sys.executable, "-m", "llgbridge.fixtures", "--names"], cwd=ROOT, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT / "lib")})
+    out = subprocess.run(
+        [sys.executable, "-m", "llgbridge.fixtures", "--names"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "lib")},
+    )
     names = out.stdout.split()
     assert all(not paths.name_problem(n) for n in names), names
 
@@ -96,16 +102,26 @@ def spm_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     nb.write_result(str(out), "census", "llama-spm", census.run_census(v).to_json())
     forced = [masks.forced_test(bridge("llama-spm", b), FORCED_LITERAL) for b in ("upstream", "fixed", "sentinel")]
     nb.write_result(str(out), "forced", "llama-spm", masks.forced_payload(FORCED_LITERAL, forced, {}, "llama-spm"))
-    leaks = [masks.leak_test(bridge("llama-spm", b), bridge("llama-spm", "truth"), LEAK_GRAMMAR) for b in ("upstream", "fixed")]
+    leaks = [
+        masks.leak_test(bridge("llama-spm", b), bridge("llama-spm", "truth"), LEAK_GRAMMAR)
+        for b in ("upstream", "fixed")
+    ]
     nb.write_result(str(out), "leak", "llama-spm", masks.leak_payload(v, LEAK_GRAMMAR, leaks, {}))
     return out
 
 
-def _result(res: Path, analysis: str, stem: str, prov_params: dict[str, Any], inputs: list[Path], template: Path) -> Path:
+def _result(
+    res: Path, analysis: str, stem: str, prov_params: dict[str, Any], inputs: list[Path], template: Path
+) -> Path:
     src = json.loads((template / analysis / "llama-spm.json").read_text())
     full = params.check(analysis, {"vocab": stem, **prov_params})
-    src.update(vocab=stem, provenance={**results.provenance(analysis, full),
-                                       "inputs": [{"path": str(p), "sha256": results.file_sha256(p)} for p in inputs]})
+    src.update(
+        vocab=stem,
+        provenance={
+            **results.provenance(analysis, full),
+            "inputs": [{"path": str(p), "sha256": results.file_sha256(p)} for p in inputs],
+        },
+    )
     for row in src.get("rows", []):
         row["vocab"] = stem
     out = res / analysis / f"{stem}.json"
@@ -127,14 +143,18 @@ def test_4_a_result_whose_input_changed_is_stale(tmp_path: Path, spm_copy: Path,
     assert not ok and f["error"] == f"stale result: its input {spm_copy} changed since it ran; make report reruns it"
 
 
-def test_4_a_result_whose_input_is_gone_is_left_out_with_one_line(tmp_path: Path, spm_copy: Path, spm_results: Path) -> None:
+def test_4_a_result_whose_input_is_gone_is_left_out_with_one_line(
+    tmp_path: Path, spm_copy: Path, spm_results: Path
+) -> None:
     _result(tmp_path / "res", "forced", "mine", {"vocab_path": str(spm_copy)}, [spm_copy], spm_results)
     spm_copy.unlink()
     assert results.load(tmp_path / "res", "forced") == ([], [])
     assert results.dropped(tmp_path / "res") == [f"forced/mine: left out, its input {spm_copy} is gone"]
 
 
-def test_r3_5_a_result_copied_onto_another_input_is_stale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spm_results: Path) -> None:
+def test_r3_5_a_result_copied_onto_another_input_is_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spm_results: Path
+) -> None:
     """Round three, 5: llama-spm's leak result filed as gpt-2's, its vocab fields edited: it
     measured llama-spm's file, so the report must not show it as gpt-2's, and the pool reruns it."""
     from llgbridge import batch
@@ -149,11 +169,16 @@ def test_r3_5_a_result_copied_onto_another_input_is_stale(tmp_path: Path, monkey
     ok, failed = results.load(tmp_path / "res", "leak")
     assert [x["vocab"] for x in ok] == ["llama-spm"]
     assert [f["vocab"] for f in failed] == ["gpt-2"]
-    assert "it was made from data/vocabs/ggml-vocab-llama-spm.gguf, not from data/vocabs/ggml-vocab-gpt-2.gguf" in failed[0]["error"]
+    assert (
+        "it was made from data/vocabs/ggml-vocab-llama-spm.gguf, not from data/vocabs/ggml-vocab-gpt-2.gguf"
+        in failed[0]["error"]
+    )
     assert batch.out_of_date("leak", "gpt-2", tmp_path / "res").startswith("it was made from")
 
 
-def test_r3_a_result_of_other_code_is_stale_in_the_report_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spm_results: Path) -> None:
+def test_r3_a_result_of_other_code_is_stale_in_the_report_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spm_results: Path
+) -> None:
     """One judge of "current": a result whose recorded code version is not today's is stale for the
     report as it is for the pool (it used to be shown until the pool reran it)."""
     monkeypatch.setattr(results, "RESULTS", tmp_path / "res")
@@ -182,12 +207,19 @@ def test_r3_9_a_nul_byte_in_a_grammar_is_refused(tmp_path: Path) -> None:
 def test_r3_10_text_typed_under_a_c_locale_is_the_text_typed() -> None:
     """Round three, 10: under LC_ALL=C Python decodes argv as ASCII with surrogate escapes."""
     env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
-    r = subprocess.run([sys.executable, str(PROGRAMS / "parse_literal.py"), "h\u00e9llo \u2713"], env=env, capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, str(PROGRAMS / "parse_literal.py"), "h\u00e9llo \u2713"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == ascii("h\u00e9llo \u2713")
 
 
-def test_4_the_main_report_takes_only_default_parameters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spm_results: Path) -> None:
+def test_4_the_main_report_takes_only_default_parameters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spm_results: Path
+) -> None:
     monkeypatch.setattr(results, "RESULTS", tmp_path / "res")
     _result(tmp_path / "res", "forced", "llama-spm", {"literal": "hi there"}, [SPM], spm_results)
     _result(tmp_path / "res", "leak", "llama-spm", {}, [SPM], spm_results)
@@ -207,7 +239,9 @@ def test_4_the_readme_by_hand_example_leaves_the_main_tables_alone() -> None:
     byhand = json.loads((results.BYHAND / "forced" / "llama-spm.json").read_text())
     assert byhand["literal"] == "hi there" and byhand["provenance"]["params"]["literal"] == "hi there"
     after = report.forced_section(RESULTS)
-    assert [t.df.to_csv() for t in (after.raw if after else [])] == [t.df.to_csv() for t in (table_before.raw if table_before else [])]
+    assert [t.df.to_csv() for t in (after.raw if after else [])] == [
+        t.df.to_csv() for t in (table_before.raw if table_before else [])
+    ]
 
 
 def test_4_a_model_given_to_make_matrix_never_takes_a_synthetic_models_name() -> None:
@@ -227,14 +261,28 @@ def test_4_the_synthetic_model_cache_is_keyed_by_content(tmp_path: Path) -> None
 
 
 # -- 5. inconsistent tokenizers pass as ok ---------------------------------------------------------
-@pytest.mark.parametrize("change, says", [
-    (_eos_out_of_range, "inconsistent tokenizer: tokenizer.ggml.eos_token_id = 99999 is outside the 32000 tokens"),
-    (lambda k, v: v + [0.0] if k == Keys.Tokenizer.SCORES else v, "32000 tokens but 32001 entries in tokenizer.ggml.scores"),
-    (lambda k, v: 7 if k == Keys.Tokenizer.PAD_ID else v, ""),  # in range: loads
-    (lambda k, v: v[:300] + [v[301]] + v[301:] if k == Keys.Tokenizer.LIST else v, "tokenizer.ggml.tokens[301] repeats token 300"),
-    (lambda k, v: v[:300] + [b"a\0b"] + v[301:] if k == Keys.Tokenizer.LIST else v, "tokenizer.ggml.tokens[300] holds a NUL byte"),
-])
-def test_5_an_inconsistent_tokenizer_is_refused_before_llama_cpp_sees_it(tmp_path: Path, change: Any, says: str) -> None:
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        (_eos_out_of_range, "inconsistent tokenizer: tokenizer.ggml.eos_token_id = 99999 is outside the 32000 tokens"),
+        (
+            lambda k, v: v + [0.0] if k == Keys.Tokenizer.SCORES else v,
+            "32000 tokens but 32001 entries in tokenizer.ggml.scores",
+        ),
+        (lambda k, v: 7 if k == Keys.Tokenizer.PAD_ID else v, ""),  # in range: loads
+        (
+            lambda k, v: v[:300] + [v[301]] + v[301:] if k == Keys.Tokenizer.LIST else v,
+            "tokenizer.ggml.tokens[301] repeats token 300",
+        ),
+        (
+            lambda k, v: v[:300] + [b"a\0b"] + v[301:] if k == Keys.Tokenizer.LIST else v,
+            "tokenizer.ggml.tokens[300] holds a NUL byte",
+        ),
+    ],
+)
+def test_5_an_inconsistent_tokenizer_is_refused_before_llama_cpp_sees_it(
+    tmp_path: Path, change: Any, says: str
+) -> None:
     p = write_vocab(tmp_path / "v.gguf", change)
     if not says:
         assert Vocab(p).n_tokens == 32000
@@ -246,11 +294,26 @@ def test_5_an_inconsistent_tokenizer_is_refused_before_llama_cpp_sees_it(tmp_pat
 @pytest.mark.slow
 def test_6_an_abort_keeps_its_cause_and_its_log(tmp_path: Path) -> None:
     nb = abort_notebook(tmp_path)
-    out = subprocess.run([sys.executable, str(PROGRAMS / "execute.py"), "abort", "x", str(tmp_path / "r"), str(tmp_path / "res"), str(nb)],
-                         capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(PROGRAMS / "execute.py"),
+            "abort",
+            "x",
+            str(tmp_path / "r"),
+            str(tmp_path / "res"),
+            str(nb),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     st = json.loads(out.stdout.splitlines()[-1])
     assert st["status"] == "failed" and st["error"].startswith("the kernel died: llama-vocab.cpp:"), st
-    assert "GGML_ASSERT(id_to_token.size() == token_to_id.size()) failed" in st["error"] and "/" not in st["error"].split(":")[0]
+    assert (
+        "GGML_ASSERT(id_to_token.size() == token_to_id.size()) failed" in st["error"]
+        and "/" not in st["error"].split(":")[0]
+    )
     assert "GGML_ASSERT" in (tmp_path / "r" / st["log"]).read_text()
     assert len(out.stdout.splitlines()) + len(out.stderr.splitlines()) < 10, out.stderr[-2000:]  # no gdb flood
 
@@ -266,7 +329,9 @@ def test_7_an_unwritable_output_folder_is_one_line_and_the_result_says_so(tmp_pa
     assert st["unwritten"] == f"{blocked / 'res' / 'census'}: Not a directory", st
 
 
-def test_7_a_full_disk_while_writing_a_result_names_the_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spm_results: Path) -> None:
+def test_7_a_full_disk_while_writing_a_result_names_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spm_results: Path
+) -> None:
     from llgbridge import nb
 
     def full(path: Path, data: Any) -> None:
@@ -274,7 +339,9 @@ def test_7_a_full_disk_while_writing_a_result_names_the_path(tmp_path: Path, mon
 
     monkeypatch.setattr(nb, "write_json", full)
     with pytest.raises(InputError, match=r"census/llama-spm.json: No space left on device$"):
-        nb.write_result(str(tmp_path), "census", "llama-spm", json.loads((spm_results / "census" / "llama-spm.json").read_text()))
+        nb.write_result(
+            str(tmp_path), "census", "llama-spm", json.loads((spm_results / "census" / "llama-spm.json").read_text())
+        )
 
 
 def test_7_atomic_writes_follow_the_umask(tmp_path: Path) -> None:
@@ -287,19 +354,27 @@ def test_7_atomic_writes_follow_the_umask(tmp_path: Path) -> None:
 
 
 # -- 8. messages that do not name the cause --------------------------------------------------------
-@pytest.mark.parametrize("notebook, name, value, says", [
-    ("forced", "bridges", [["upstream"]], "parameter bridges: element 0 should be str, got list ['upstream']"),
-    ("matrix", "cases", [[1]], "parameter cases: element 0 should be str, got list [1]"),
-    ("matrix", "models", [1], "parameter models: element 0 should be str, got int 1"),
-    ("census", "results_dir", 5, "parameter results_dir: expected str, got int 5"),
-    ("forced", "literal", "\ud800", "parameter literal: is not valid text ('\\ud800' at character 0 cannot be written as UTF-8)"),
-    ("forced", "max_steps", -1, "parameter max_steps: must be at least 1, got -1"),
-    ("exactness", "n_inputs", 0, "parameter n_inputs: must be at least 1, got 0"),
-    ("soundness", "seed", -3, "parameter seed: must be at least 0, got -3"),
-    ("matrix", "temperature", True, "parameter temperature: expected number, got bool True"),
-    ("forced", "colour", "red", "parameter colour: forced has no such parameter"),
-    ("census", "vocab", "../../x", "parameter vocab: '../../x' is not a usable input name"),
-])
+@pytest.mark.parametrize(
+    "notebook, name, value, says",
+    [
+        ("forced", "bridges", [["upstream"]], "parameter bridges: element 0 should be str, got list ['upstream']"),
+        ("matrix", "cases", [[1]], "parameter cases: element 0 should be str, got list [1]"),
+        ("matrix", "models", [1], "parameter models: element 0 should be str, got int 1"),
+        ("census", "results_dir", 5, "parameter results_dir: expected str, got int 5"),
+        (
+            "forced",
+            "literal",
+            "\ud800",
+            "parameter literal: is not valid text ('\\ud800' at character 0 cannot be written as UTF-8)",
+        ),
+        ("forced", "max_steps", -1, "parameter max_steps: must be at least 1, got -1"),
+        ("exactness", "n_inputs", 0, "parameter n_inputs: must be at least 1, got 0"),
+        ("soundness", "seed", -3, "parameter seed: must be at least 0, got -3"),
+        ("matrix", "temperature", True, "parameter temperature: expected number, got bool True"),
+        ("forced", "colour", "red", "parameter colour: forced has no such parameter"),
+        ("census", "vocab", "../../x", "parameter vocab: '../../x' is not a usable input name"),
+    ],
+)
 def test_8_every_parameter_is_checked_in_full(notebook: str, name: str, value: Any, says: str) -> None:
     with pytest.raises(InputError) as e:
         params.check(notebook, {name: value})
@@ -310,8 +385,10 @@ def test_8_run_refuses_before_any_kernel(capsys: pytest.CaptureFixture[str]) -> 
     assert run.main(["forced", "llama-spm", "-p", "colour", "red"]) == 2
     assert run.main(["forced", "llama-spm", "-p", "max_steps", "-5"]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert err == ["[forced] llama-spm: parameter colour: forced has no such parameter (it takes vocab, vocab_path, overrides, literal, bridges, max_steps, results_dir)",
-                   "[forced] llama-spm: parameter max_steps: must be at least 1, got -5"]
+    assert err == [
+        "[forced] llama-spm: parameter colour: forced has no such parameter (it takes vocab, vocab_path, overrides, literal, bridges, max_steps, results_dir)",
+        "[forced] llama-spm: parameter max_steps: must be at least 1, got -5",
+    ]
 
 
 def test_8_the_notebooks_check_as_run_does() -> None:
@@ -360,7 +437,11 @@ def _tree_copy(tmp_path: Path, fixtures_kept: tuple[str, ...] = ()) -> tuple[Pat
     for link in (tree / "data").iterdir():
         link.unlink()  # the shared native build, models and schemas: this test's own, or none
     manifest = tree / "lib" / "llgbridge" / "vocabs.sha256"
-    manifest.write_text("".join(ln + "\n" for ln in manifest.read_text().splitlines() if ln.split()[-1:] and ln.split()[-1] in fixtures_kept))
+    manifest.write_text(
+        "".join(
+            ln + "\n" for ln in manifest.read_text().splitlines() if ln.split()[-1:] and ln.split()[-1] in fixtures_kept
+        )
+    )
     vocabs = tree / "data" / "vocabs"
     vocabs.mkdir(parents=True)
     for name in fixtures_kept:
@@ -374,12 +455,25 @@ def _tree_copy(tmp_path: Path, fixtures_kept: tuple[str, ...] = ()) -> tuple[Pat
 def test_9_a_user_value_never_reaches_a_shell(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     tree, env = _tree_copy(tmp_path, ("ggml-vocab-llama-spm.gguf",))
-    for target, var in (("whatif", "VOCAB"), ("whatif", "NAME"), ("matrix", "MODELS"), ("whatif", "PARAMS"), ("gguf-fuzz", "N"),
-                        ("gguf-fuzz", "SEED"), ("whatif", "OVERRIDE"), ("matrix", "OVERRIDE")):
+    for target, var in (
+        ("whatif", "VOCAB"),
+        ("whatif", "NAME"),
+        ("matrix", "MODELS"),
+        ("whatif", "PARAMS"),
+        ("gguf-fuzz", "N"),
+        ("gguf-fuzz", "SEED"),
+        ("whatif", "OVERRIDE"),
+        ("matrix", "OVERRIDE"),
+    ):
         value = f'x"; touch {marker}; echo "'
         extra = [] if var == "VOCAB" else ["VOCAB=" + str(SPM) if target == "whatif" else ""]
-        subprocess.run(["make", "-s", target, f"{var}={value}", "STAMP=.stamp", *[e for e in extra if e]], cwd=tree,
-                       capture_output=True, timeout=120, env=env)
+        subprocess.run(
+            ["make", "-s", target, f"{var}={value}", "STAMP=.stamp", *[e for e in extra if e]],
+            cwd=tree,
+            capture_output=True,
+            timeout=120,
+            env=env,
+        )
         assert not marker.exists(), (target, var)
 
 
@@ -391,11 +485,19 @@ def test_r3_16_a_long_params_reaches_whatif_whole(tmp_path: Path) -> None:
     tree, env = _tree_copy(tmp_path, ("ggml-vocab-llama-spm.gguf",))
     value = "-p nosuch '" + "a " * 49500 + "'"
     assert len(value) > 99_000
-    out = subprocess.run(["make", "-s", "whatif", f"VOCAB={SPM}", f"PARAMS={value}", "STAMP=.stamp"], cwd=tree,
-                         capture_output=True, text=True, timeout=120, env=env)
+    out = subprocess.run(
+        ["make", "-s", "whatif", f"VOCAB={SPM}", f"PARAMS={value}", "STAMP=.stamp"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert out.returncode == 2, out.stderr[-500:]
-    assert out.stderr.splitlines()[0] == ("whatif: parameter nosuch: no analysis notebook takes it (census, leak, forced, probe, "
-                                          "exactness, soundness, matrix, native, server)"), out.stderr[-500:]
+    assert out.stderr.splitlines()[0] == (
+        "whatif: parameter nosuch: no analysis notebook takes it (census, leak, forced, probe, "
+        "exactness, soundness, matrix, native, server)"
+    ), out.stderr[-500:]
 
 
 def test_r3_18_a_real_models_text_stays_out_of_the_committed_table() -> None:
@@ -406,8 +508,20 @@ def test_r3_18_a_real_models_text_stays_out_of_the_committed_table() -> None:
     from llgbridge import generate as G
 
     def row(synthetic: bool, text: str) -> G.MatrixRow:
-        return G.MatrixRow(model="m.gguf", vocab="gemma3-270m", synthetic=synthetic, case="no_space", bridge="fixed", outcome="pass",
-                           llg_errors=0, greedy=False, n_tokens=len(text), output=text, prompt="completion", tokens=[1] * len(text))
+        return G.MatrixRow(
+            model="m.gguf",
+            vocab="gemma3-270m",
+            synthetic=synthetic,
+            case="no_space",
+            bridge="fixed",
+            outcome="pass",
+            llg_errors=0,
+            greedy=False,
+            n_tokens=len(text),
+            output=text,
+            prompt="completion",
+            tokens=[1] * len(text),
+        )
 
     here, there = row(False, "raphael,red,andblueare"), row(False, "ellow,blue,andredarea")
     assert here.row() == there.row()
@@ -434,9 +548,24 @@ def test_make_report_with_three_hostile_inputs(tmp_path: Path) -> None:
     (tree / "data" / "native" / "server").mkdir()
     (tree / "data" / "native" / "server" / ".built").touch()
     # the report's own path: the pool (llgbridge.batch) with the census alone
-    out = subprocess.run(["make", "report", "BATCH=census", "MATRIX_VOCABS=", "REAL_VOCABS=", "CORPUS_SAMPLE_VOCABS=",
-                          "NATIVE_SRC=", "SERVER_SRC=", "STAMP=.stamp"],
-                         cwd=tree, capture_output=True, text=True, env=env, timeout=900)
+    out = subprocess.run(
+        [
+            "make",
+            "report",
+            "BATCH=census",
+            "MATRIX_VOCABS=",
+            "REAL_VOCABS=",
+            "CORPUS_SAMPLE_VOCABS=",
+            "NATIVE_SRC=",
+            "SERVER_SRC=",
+            "STAMP=.stamp",
+        ],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert out.returncode != 0, out.stdout[-3000:] + out.stderr[-3000:]
     inputs = (tree / "reports" / "tables" / "inputs.csv").read_text().splitlines()
     assert "census,gpt-2,ok," in inputs and "census,llama-spm,ok," in inputs, inputs
@@ -445,4 +574,6 @@ def test_make_report_with_three_hostile_inputs(tmp_path: Path) -> None:
     assert any("census/big:" in ln and "16384 bytes" in ln for ln in failed), failed
     assert any("census/eos:" in ln and "eos_token_id = 99999" in ln for ln in failed), failed
     assert any("ggml-vocab--dash.gguf: refused file name" in ln for ln in failed), failed
-    assert "ggml-vocab--dash.gguf: refused file name" in out.stderr.splitlines()[0]  # said once when Make asked for names
+    assert (
+        "ggml-vocab--dash.gguf: refused file name" in out.stderr.splitlines()[0]
+    )  # said once when Make asked for names

@@ -1,4 +1,5 @@
 """Bad inputs get one line naming the input and the cause; crashes and hangs stay isolated."""
+
 from __future__ import annotations
 
 import json
@@ -38,13 +39,18 @@ def test_empty_file(tmp_path: Path) -> None:
     assert one_line_error(tmp_path / "e.gguf").endswith("empty file")
 
 
-@pytest.mark.parametrize("content", [b"hello, I am text\n", bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8))])
+@pytest.mark.parametrize(
+    "content", [b"hello, I am text\n", bytes(np.random.default_rng(0).integers(0, 256, 4096, dtype=np.uint8))]
+)
 def test_text_and_random_bytes(tmp_path: Path, content: bytes) -> None:
     (tmp_path / "x.gguf").write_bytes(content)
     assert "not a GGUF file" in one_line_error(tmp_path / "x.gguf")
 
 
-@pytest.mark.parametrize("cut, where", [(10, "tensor count"), (100, "general.name"), (5000, "tokenizer.ggml.tokens["), (400_000, "tokenizer.ggml.")])
+@pytest.mark.parametrize(
+    "cut, where",
+    [(10, "tensor count"), (100, "general.name"), (5000, "tokenizer.ggml.tokens["), (400_000, "tokenizer.ggml.")],
+)
 def test_truncated(tmp_path: Path, cut: int, where: str) -> None:
     p = tmp_path / f"cut{cut}.gguf"
     p.write_bytes(SPM.read_bytes()[:cut])
@@ -72,13 +78,18 @@ def test_score_count_differs_from_token_count(tmp_path: Path) -> None:
 
 
 def test_a_piece_longer_than_the_bridge_buffer(tmp_path: Path) -> None:
-    p = write_vocab(tmp_path / "long.gguf", lambda k, v: v[:300] + [b"a" * 2000] + v[301:] if k == Keys.Tokenizer.LIST else v)
+    p = write_vocab(
+        tmp_path / "long.gguf", lambda k, v: v[:300] + [b"a" * 2000] + v[301:] if k == Keys.Tokenizer.LIST else v
+    )
     v = Vocab(p)
     for name in ("upstream", "fixed"):  # sentinel's buffer is 16 kB, as llamacpp.py's
         with pytest.raises(InputError) as e:
             bridges.build(v, name)
         msg = str(e.value)
-        assert msg.startswith(f"{p}: ") and "2000 bytes, longer than the bridge's 1024-byte buffer (upstream aborts)" in msg
+        assert (
+            msg.startswith(f"{p}: ")
+            and "2000 bytes, longer than the bridge's 1024-byte buffer (upstream aborts)" in msg
+        )
 
 
 def test_vocab_only_file_given_to_generation() -> None:
@@ -118,7 +129,9 @@ def test_a_native_crash_fails_that_input_only(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_run_past_the_time_limit_is_stopped(tmp_path: Path) -> None:
     write_notebook(tmp_path, "slow", "import time\ntime.sleep(60)")
-    st = run.execute("slow", "x", out_root=tmp_path / "r", results_dir=tmp_path / "res", timeout=3, notebooks_dir=tmp_path)
+    st = run.execute(
+        "slow", "x", out_root=tmp_path / "r", results_dir=tmp_path / "res", timeout=3, notebooks_dir=tmp_path
+    )
     assert st["status"] == "failed" and st["error"].startswith("Timeout"), st
     assert st["seconds"] < 50
 
@@ -144,7 +157,9 @@ def test_an_interrupted_write_leaves_the_previous_file(tmp_path: Path, monkeypat
 def test_fuzzed_fixtures_never_hang_or_escape(tmp_path: Path) -> None:
     mutants = gguf_fuzz.fuzz(n=60, seed=0, progress=False)
     outcomes = {m.outcome for m in mutants}
-    assert outcomes <= {"ok", "error", "crash"}, [(m.path.name, m.outcome, m.message) for m in mutants if m.outcome not in ("ok", "error", "crash")]
+    assert outcomes <= {"ok", "error", "crash"}, [
+        (m.path.name, m.outcome, m.message) for m in mutants if m.outcome not in ("ok", "error", "crash")
+    ]
     assert all("\n" not in m.message for m in mutants)
 
 

@@ -2,6 +2,7 @@
 llama-cpp-python's own ctypes bindings do, byte for byte, on every token; and where llama.cpp
 would throw through its C caller (a token outside the vocab) or overrun (a length past the
 buffer), it raises instead."""
+
 from __future__ import annotations
 
 import ctypes

@@ -1,4 +1,5 @@
 """The in-place mask apply: what llguidance's own numpy kernel computes, without the copy."""
+
 from __future__ import annotations
 
 import numpy as np

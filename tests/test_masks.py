@@ -3,6 +3,7 @@
 Where a count is asserted it is the guide's, or it is set against a computation that does not
 go through llguidance: Python's `re` over the bytes llama.cpp gives.
 """
+
 from __future__ import annotations
 
 import re
@@ -45,7 +46,12 @@ def test_upstream_leaks_the_guides_six_pieces_on_llama_bpe() -> None:
 @pytest.mark.parametrize(
     "name, good",
     # llguidance's own integration refuses bert-bge (no EOS)
-    [(n, g) for n in ("llama-bpe", "llama-spm", "gemma-4", "bert-bge") for g in ("fixed", "sentinel") if (n, g) != ("bert-bge", "sentinel")],
+    [
+        (n, g)
+        for n in ("llama-bpe", "llama-spm", "gemma-4", "bert-bge")
+        for g in ("fixed", "sentinel")
+        if (n, g) != ("bert-bge", "sentinel")
+    ],
 )
 def test_fixed_and_sentinel_allow_no_illegal_token(name: str, good: str) -> None:
     r = leak(name, variant(good))
@@ -80,7 +86,9 @@ def test_upstream_forces_the_wrong_token_on_llama_spm() -> None:
 def test_upstream_matcher_dies_on_llama_spm_with_llguidances_message() -> None:
     r = forced("llama-spm", "upstream")
     # the guide quotes the same failure on "quick"; here the literal's second word
-    assert r.error.startswith("Parser Error: token \"world\" doesn't satisfy the grammar; forced bytes: got ' '; applying 'w'")
+    assert r.error.startswith(
+        "Parser Error: token \"world\" doesn't satisfy the grammar; forced bytes: got ' '; applying 'w'"
+    )
     assert r.output == b" hello world"
 
 
@@ -122,18 +130,28 @@ def test_one_bridges_error_costs_only_its_row_on_an_all_control_vocab(tmp_path: 
     ctl = write_vocab(tmp_path / "ctl.gguf", all_control)
     res = tmp_path / "results"
     st = run.execute("leak", "ctl", {"vocab_path": str(ctl)}, out_root=tmp_path / "r", results_dir=res)
-    assert st["status"] == "failed" and "no token has text: all 32000 tokens are control or unknown tokens" in st["error"], st
+    assert (
+        st["status"] == "failed" and "no token has text: all 32000 tokens are control or unknown tokens" in st["error"]
+    ), st
     v = Vocab(ctl, "ctl")
     built, build_errors = nb.build_bridges(v, ["upstream", "fixed", "sentinel"])
     got, mask_errors = masks.leak_tests(built, B.build(v, "truth"), grammars.LEAK_GRAMMAR)
-    r = {"status": "ok", "notebook": "leak", "vocab": "ctl", **masks.leak_payload(v, grammars.LEAK_GRAMMAR, got, build_errors, mask_errors)}
+    r = {
+        "status": "ok",
+        "notebook": "leak",
+        "vocab": "ctl",
+        **masks.leak_payload(v, grammars.LEAK_GRAMMAR, got, build_errors, mask_errors),
+    }
     (res / "leak").mkdir(parents=True, exist_ok=True)
     (res / "leak" / "ctl.json").write_text(json.dumps(r))
     assert results.check("leak", "ctl", r) == ""
     rows = {x["bridge"]: x for x in r["rows"]}
     assert sorted(rows) == ["fixed", "sentinel", "upstream"]
     for b in ("upstream", "fixed"):
-        assert rows[b]["error"] == "its mask failed: no token of this vocab can continue the grammar (llguidance stopped: NoExtensionBias)"
+        assert (
+            rows[b]["error"]
+            == "its mask failed: no token of this vocab can continue the grammar (llguidance stopped: NoExtensionBias)"
+        )
     assert rows["sentinel"]["build_error"] == "sentinel bridge: could not find a good sentinel token in the range 1..32"
     assert all("\n" not in str(v) for x in r["rows"] for v in x.values())
     from llgbridge import report
@@ -141,8 +159,15 @@ def test_one_bridges_error_costs_only_its_row_on_an_all_control_vocab(tmp_path: 
     # llama-spm's leak result computed here as its notebook computes it (a fresh clone has no data/results);
     # a result that records no provenance stands (results._stale)
     grammar = grammars.LEAK_GRAMMAR
-    leaks = [masks.leak_test(bridge("llama-spm", b), bridge("llama-spm", "truth"), grammar) for b in ("upstream", "fixed")]
-    spm = {"status": "ok", "notebook": "leak", "vocab": "llama-spm", **masks.leak_payload(vocab("llama-spm"), grammar, leaks, {})}
+    leaks = [
+        masks.leak_test(bridge("llama-spm", b), bridge("llama-spm", "truth"), grammar) for b in ("upstream", "fixed")
+    ]
+    spm = {
+        "status": "ok",
+        "notebook": "leak",
+        "vocab": "llama-spm",
+        **masks.leak_payload(vocab("llama-spm"), grammar, leaks, {}),
+    }
     (res / "leak" / "llama-spm.json").write_text(json.dumps(spm))
     sec = report.leak_section(res)  # the report takes the rows as they are, beside another vocab's
     assert sec is not None

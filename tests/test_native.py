@@ -93,8 +93,14 @@ def test_patches_apply_cleanly_to_the_pinned_sdist() -> None:
 
 def test_header_layouts_equal_the_ctypes_binding() -> None:
     """native/llguidance.h and llg.py declare the same structs: offsets and sizes agree."""
-    out = subprocess.run([str(native.BIN / "harness-upstream"), "--layout"], capture_output=True, text=True, check=True).stdout
-    structs = {"LlgParserLimits": llg.LlgParserLimits, "LlgConstraintInit": llg.LlgConstraintInit, "LlgTokenizerInit": llg.LlgTokenizerInit}
+    out = subprocess.run(
+        [str(native.BIN / "harness-upstream"), "--layout"], capture_output=True, text=True, check=True
+    ).stdout
+    structs = {
+        "LlgParserLimits": llg.LlgParserLimits,
+        "LlgConstraintInit": llg.LlgConstraintInit,
+        "LlgTokenizerInit": llg.LlgTokenizerInit,
+    }
     seen = 0
     for line in out.splitlines():
         word, name, *rest = line.split()
@@ -181,13 +187,19 @@ def test_the_failclosed_candidate_allows_only_the_end_after_too_many_items() -> 
 
 
 @pytest.mark.guards("bug C and bug D")
-@pytest.mark.parametrize("name, sampler", [("llama-bpe", "nospecial"), ("gemma-4", "nospecial"), ("gemma-4", "failclosed")])
+@pytest.mark.parametrize(
+    "name, sampler", [("llama-bpe", "nospecial"), ("gemma-4", "nospecial"), ("gemma-4", "failclosed")]
+)
 def test_each_candidates_port_equals_its_compiled_sampler(name: str, sampler: str) -> None:
     """Bug C's literal and bug D's grammar (llama.cpp's own "mixed quantifiers"), through each
     candidate's compiled sampler and its port (bridges.NoSpecial, FailClosed): every allowed set, the
     error and what the sampler allows at the failed step (the end of generation, failing closed)."""
     v = vocab(name)
-    jobs = [j for j in native.jobs_for(bridge(name, "truth"), FORCED_LITERAL, LEAK_GRAMMAR, walks=0) if j.id in ("special", "mixed")]
+    jobs = [
+        j
+        for j in native.jobs_for(bridge(name, "truth"), FORCED_LITERAL, LEAK_GRAMMAR, walks=0)
+        if j.id in ("special", "mixed")
+    ]
     assert [j.id for j in jobs] == ["special", "mixed"]
     traces = native.harness(sampler, v.path, jobs)
     if sampler == "failclosed":
@@ -202,7 +214,9 @@ def _dup_vocab(tmp_path: Path) -> Path:
     from gguf import Keys
     from helpers import write_vocab as _write_vocab
 
-    return _write_vocab(tmp_path / "dup.gguf", lambda k, v: v[:300] + [v[301]] + v[301:] if k == Keys.Tokenizer.LIST else v)
+    return _write_vocab(
+        tmp_path / "dup.gguf", lambda k, v: v[:300] + [v[301]] + v[301:] if k == Keys.Tokenizer.LIST else v
+    )
 
 
 def test_a_harness_abort_names_the_assert_not_the_debugger(tmp_path: Path) -> None:
@@ -226,15 +240,25 @@ def _harness_under(limit_kb: int, vocab_path: Path) -> tuple[str, int]:
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit_kb * 1024, limit_kb * 1024))
 
-    r = subprocess.run([str(native.BIN / "harness-fixed"), str(vocab_path)], input=native.Job("leak", LEAK_GRAMMAR, ()).line().encode(),
-                       capture_output=True, timeout=120, preexec_fn=cap)
-    return r.stdout.decode("utf-8", "replace") + r.stderr.decode("utf-8", "replace"), r.returncode if r.returncode >= 0 else 128 - r.returncode
+    r = subprocess.run(
+        [str(native.BIN / "harness-fixed"), str(vocab_path)],
+        input=native.Job("leak", LEAK_GRAMMAR, ()).line().encode(),
+        capture_output=True,
+        timeout=120,
+        preexec_fn=cap,
+    )
+    return r.stdout.decode("utf-8", "replace") + r.stderr.decode(
+        "utf-8", "replace"
+    ), r.returncode if r.returncode >= 0 else 128 - r.returncode
 
 
-@pytest.mark.parametrize("limit_kb, says", [
-    (100_000, "out of memory: llama_model_load: error loading model"),  # C++ std::bad_alloc in the loader
-    (200_000, "out of memory: memory allocation of "),  # llguidance (Rust) aborts on a failed allocation
-])
+@pytest.mark.parametrize(
+    "limit_kb, says",
+    [
+        (100_000, "out of memory: llama_model_load: error loading model"),  # C++ std::bad_alloc in the loader
+        (200_000, "out of memory: memory allocation of "),  # llguidance (Rust) aborts on a failed allocation
+    ],
+)
 def test_a_memory_failure_is_named_out_of_memory(limit_kb: int, says: str) -> None:
     """Under an address-space limit (`ulimit -v`) the harness fails in llama.cpp's loader (C++
     bad_alloc) or in llguidance (Rust's allocation abort): the cause says out of memory, not a crash."""
@@ -245,10 +269,15 @@ def test_a_memory_failure_is_named_out_of_memory(limit_kb: int, says: str) -> No
 def test_an_uncaught_exception_keeps_its_type_and_what() -> None:
     """libstdc++'s terminate handler writes the type, then `what():` on the next line (cut off at the
     quote when the streams interleave); the cause keeps both, addresses and pids taken out."""
-    full = ("terminate called after throwing an instance of 'std::out_of_range'\n"
-            "  what():  vector::_M_range_check: __n (which is 5) >= this->size() (which is 3)\n"
-            "[Inferior 1 (process 6572) detached]\n")
-    assert native.crash_cause(full, 134) == "uncaught std::out_of_range: vector::_M_range_check: __n (which is 5) >= this->size() (which is 3)"
+    full = (
+        "terminate called after throwing an instance of 'std::out_of_range'\n"
+        "  what():  vector::_M_range_check: __n (which is 5) >= this->size() (which is 3)\n"
+        "[Inferior 1 (process 6572) detached]\n"
+    )
+    assert (
+        native.crash_cause(full, 134)
+        == "uncaught std::out_of_range: vector::_M_range_check: __n (which is 5) >= this->size() (which is 3)"
+    )
     cut = "terminate called after throwing an instance of '\nllg error at 0x7ffd1234abcd\n  what():  bad grammar\n"
     assert native.crash_cause(cut, 134) == "uncaught exception: bad grammar"
     assert native.crash_cause("[Inferior 1 (process 6572) detached]\n", 139) == "segmentation fault (SIGSEGV)"
@@ -266,6 +295,8 @@ def test_a_path_with_a_space_is_refused_in_one_line_before_make_runs(tmp_path: P
     bad = tmp_path / "with space"
     with pytest.raises(RuntimeError) as e:
         native.run_make(bad / "Makefile", [f"OUT={bad}"], "native build")
-    assert str(e.value) == (f"native build refused: {str(bad / 'Makefile')!r} has a space in it, which make cannot quote "
-                            "in a file name; move the checkout (or the venv) to a path without one")
+    assert str(e.value) == (
+        f"native build refused: {str(bad / 'Makefile')!r} has a space in it, which make cannot quote "
+        "in a file name; move the checkout (or the venv) to a path without one"
+    )
     assert not (bad / "marker").exists()

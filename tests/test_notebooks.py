@@ -1,4 +1,5 @@
 """The analysis notebooks execute under papermill on a small fixture and write their result."""
+
 from __future__ import annotations
 
 import json
@@ -66,6 +67,11 @@ def test_a_parameter_of_the_wrong_type_is_named(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"^parameter max_steps: expected int, got str 'many'$"):
         run.execute("forced", "llama-bpe", {"max_steps": "many"}, tmp_path / "r", tmp_path / "res")
     with pytest.raises(pm.PapermillExecutionError) as e:
-        pm.execute_notebook(str(ROOT / "notebooks" / "forced.ipynb"), str(tmp_path / "out.ipynb"), cwd=str(ROOT), progress_bar=False,
-                            parameters={"vocab": "llama-bpe", "results_dir": str(tmp_path / "res"), "max_steps": "many"})
+        pm.execute_notebook(
+            str(ROOT / "notebooks" / "forced.ipynb"),
+            str(tmp_path / "out.ipynb"),
+            cwd=str(ROOT),
+            progress_bar=False,
+            parameters={"vocab": "llama-bpe", "results_dir": str(tmp_path / "res"), "max_steps": "many"},
+        )
     assert (e.value.ename, e.value.evalue) == ("InputError", "parameter max_steps: expected int, got str 'many'")

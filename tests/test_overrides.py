@@ -7,6 +7,7 @@ when the override is dropped anywhere along the way (the expectations are the is
 facts: `[29104 ' hello', 1902]` against `[23391 'hello', 1902]`, 137,542 differing tokens, and the
 upstream server's `llg error` on the forced literal).
 """
+
 from __future__ import annotations
 
 import json
@@ -45,18 +46,21 @@ def plain(gemma: Path) -> Vocab:
 
 
 # -- the syntax, as llama.cpp's --override-kv takes it ---------------------------------------------------
-@pytest.mark.parametrize("text, says", [
-    ("tokenizer.ggml.add_space_prefix", "no '='"),
-    ("=bool:true", "an empty key"),
-    ("k=yes:1", "unknown type 'yes'"),
-    ("k=bool:yes", "'yes' is not a boolean"),
-    ("k=int:abc", "'abc' is not a whole number"),  # std::atol would take it as 0
-    ("k=int:99999999999999999999", "does not fit"),
-    ("k=float:1x", "'1x' is not a number"),
-    ("k=str:" + "x" * 128, "at most 127"),
-    ("k=str:a,b", "a comma"),  # --override-kv splits its argument as a CSV row
-    ("k" * 128 + "=int:1", "at most 127"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("tokenizer.ggml.add_space_prefix", "no '='"),
+        ("=bool:true", "an empty key"),
+        ("k=yes:1", "unknown type 'yes'"),
+        ("k=bool:yes", "'yes' is not a boolean"),
+        ("k=int:abc", "'abc' is not a whole number"),  # std::atol would take it as 0
+        ("k=int:99999999999999999999", "does not fit"),
+        ("k=float:1x", "'1x' is not a number"),
+        ("k=str:" + "x" * 128, "at most 127"),
+        ("k=str:a,b", "a comma"),  # --override-kv splits its argument as a CSV row
+        ("k" * 128 + "=int:1", "at most 127"),
+    ],
+)
 def test_a_bad_override_is_refused_in_one_line_naming_it(text: str, says: str) -> None:
     with pytest.raises(InputError) as e:
         overrides.parse(text)
@@ -65,8 +69,12 @@ def test_a_bad_override_is_refused_in_one_line_naming_it(text: str, says: str) -
 
 
 def test_overrides_are_spelled_one_way_and_a_key_once() -> None:
-    assert overrides.canonical(["b=int:007", "a=float:1", "c=bool:false", "d=str:x y"]) == \
-        ["a=float:1.0", "b=int:7", "c=bool:false", "d=str:x y"]
+    assert overrides.canonical(["b=int:007", "a=float:1", "c=bool:false", "d=str:x y"]) == [
+        "a=float:1.0",
+        "b=int:7",
+        "c=bool:false",
+        "d=str:x y",
+    ]
     with pytest.raises(InputError, match="overridden twice"):
         overrides.parse_all(["a=int:1", "a=int:2"])
     assert overrides.suffix(overrides.parse_all([SPACE])) == "+add_space_prefix-true"
@@ -81,8 +89,10 @@ def test_a_notebook_refuses_a_bad_override_before_it_runs() -> None:
 def test_an_override_llama_cpp_never_reads_or_reads_as_another_type_is_refused(gemma: Path) -> None:
     with pytest.raises(InputError) as e:
         Vocab(gemma, "x", ["tokenizer.ggml.nonesuch=bool:true"])
-    assert str(e.value) == ("override 'tokenizer.ggml.nonesuch=bool:true': llama.cpp never read tokenizer.ggml.nonesuch "
-                            "while loading gemma-3-270m-q4_k_m.gguf: the override changes nothing there")
+    assert str(e.value) == (
+        "override 'tokenizer.ggml.nonesuch=bool:true': llama.cpp never read tokenizer.ggml.nonesuch "
+        "while loading gemma-3-270m-q4_k_m.gguf: the override changes nothing there"
+    )
     with pytest.raises(InputError) as e:
         Vocab(gemma, "x", ["tokenizer.ggml.add_space_prefix=int:1"])
     assert "llama.cpp reads tokenizer.ggml.add_space_prefix as bool, not int, and kept the file's value" in str(e.value)
@@ -93,7 +103,10 @@ def test_an_override_llama_cpp_cannot_load_with_names_it_and_llama_cpps_reason(g
     for load in (lambda: Vocab(gemma, "x", [bad]), lambda: generate.load_model(gemma, n_ctx=64, overrides=[bad])):
         with pytest.raises(InputError) as e:
             load()
-        assert str(e.value) == f"gemma-3-270m-q4_k_m.gguf with {bad}: llama.cpp cannot load it: unknown model architecture: 'nonesuch'"
+        assert (
+            str(e.value)
+            == f"gemma-3-270m-q4_k_m.gguf with {bad}: llama.cpp cannot load it: unknown model architecture: 'nonesuch'"
+        )
 
 
 # -- what the override does to llama.cpp's tokenizer --------------------------------------------------------
@@ -123,8 +136,9 @@ def test_the_input_takes_its_overrides_from_the_registry() -> None:
     assert models.REAL_MODELS[NAME].file == models.REAL_MODELS["gemma3-270m"].file
     assert nb.input_overrides(NAME) == [SPACE]
     assert nb.input_overrides(NAME, "data/models/gemma-3-270m-q4_k_m.gguf") == []  # a file given: only the parameter's
-    assert nb.input_overrides("llama-spm", "", ["tokenizer.ggml.add_space_prefix=bool:false"]) == \
-        ["tokenizer.ggml.add_space_prefix=bool:false"]
+    assert nb.input_overrides("llama-spm", "", ["tokenizer.ggml.add_space_prefix=bool:false"]) == [
+        "tokenizer.ggml.add_space_prefix=bool:false"
+    ]
 
 
 # -- provenance: the same file with and without the override are two inputs -------------------------------
@@ -138,26 +152,36 @@ def test_a_result_without_the_override_is_not_current_for_the_overridden_input(g
     assert results.why_stale(results.RESULTS, "census", _result("gemma3-270m", "gemma3-270m")) == ""
     # the plain model's result filed under the overridden input's name, and the other way round: the
     # file is the same, its sha256 too, so only the overrides tell them apart
-    assert results.why_stale(results.RESULTS, "census", _result("gemma3-270m", NAME)) == \
-        f"it was made without the override {SPACE}, which this input is loaded with"
-    assert results.why_stale(results.RESULTS, "census", _result(NAME, "gemma3-270m")) == \
-        f"it was made with the override {SPACE}, which this input is not loaded with"
+    assert (
+        results.why_stale(results.RESULTS, "census", _result("gemma3-270m", NAME))
+        == f"it was made without the override {SPACE}, which this input is loaded with"
+    )
+    assert (
+        results.why_stale(results.RESULTS, "census", _result(NAME, "gemma3-270m"))
+        == f"it was made with the override {SPACE}, which this input is not loaded with"
+    )
 
 
 def test_the_report_refuses_a_plain_result_copied_onto_the_overridden_input(tmp_path: Path) -> None:
     (tmp_path / "census").mkdir()
-    r = {**_result("gemma3-270m", NAME), "summary": {"vocab": NAME, "differing": 0, "n_tokens": 262144, "lost_leading_space": 0},
-         "diffs": []}
+    r = {
+        **_result("gemma3-270m", NAME),
+        "summary": {"vocab": NAME, "differing": 0, "n_tokens": 262144, "lost_leading_space": 0},
+        "diffs": [],
+    }
     (tmp_path / "census" / f"{NAME}.json").write_text(json.dumps(r))
     ok, failed = results.load(tmp_path, "census")
-    assert ok == [] and [f["error"] for f in failed] == \
-        [f"stale result: it was made without the override {SPACE}, which this input is loaded with; make report reruns it"]
+    assert ok == [] and [f["error"] for f in failed] == [
+        f"stale result: it was made without the override {SPACE}, which this input is loaded with; make report reruns it"
+    ]
 
 
 def test_a_model_given_with_overrides_is_an_input_not_a_setting() -> None:
     given = {"vocab": "model-m+add_space_prefix-true", "models": ["m.gguf"], "overrides": [SPACE]}
     assert params.changed("matrix", params.check("matrix", given)) == {}
-    assert params.changed("matrix", params.check("matrix", {"vocab": "llama-spm", "overrides": [SPACE]})) == {"overrides": [SPACE]}
+    assert params.changed("matrix", params.check("matrix", {"vocab": "llama-spm", "overrides": [SPACE]})) == {
+        "overrides": [SPACE]
+    }
 
 
 def test_an_overridden_input_never_shares_a_synthetic_model(tmp_path: Path) -> None:
@@ -187,7 +211,9 @@ def test_the_prs_test_sees_bug_b_on_the_overridden_model(spaced: Vocab, plain: V
 
 # -- the product: llama-server with --override-kv ----------------------------------------------------------
 @pytest.mark.slow
-def test_the_upstream_server_breaks_the_forced_literal_on_real_weights(spaced: Vocab, plain: Vocab, tmp_path: Path) -> None:
+def test_the_upstream_server_breaks_the_forced_literal_on_real_weights(
+    spaced: Vocab, plain: Vocab, tmp_path: Path
+) -> None:
     _, why = S.built()
     if why:
         pytest.skip(why)
@@ -197,15 +223,30 @@ def test_the_upstream_server_breaks_the_forced_literal_on_real_weights(spaced: V
     got = {}
     for v in (spaced, plain):
         for sampler in ("upstream", "fixed"):
-            rows, _ = serving.run_build(S.binary(sampler, S.LLG_PINNED), v.path, v, False, S.LLG_PINNED, sampler, ["forced_literal"],
-                                        prompts, tmp_path / f"{v.name}-{sampler}.log", 16, 0, 0.0)
+            rows, _ = serving.run_build(
+                S.binary(sampler, S.LLG_PINNED),
+                v.path,
+                v,
+                False,
+                S.LLG_PINNED,
+                sampler,
+                ["forced_literal"],
+                prompts,
+                tmp_path / f"{v.name}-{sampler}.log",
+                16,
+                0,
+                0.0,
+            )
             got[(v.name, sampler)] = rows[0]
     up, fx = got[(NAME, "upstream")], got[(NAME, "fixed")]
     # HTTP 200, no error field: the only signs are the log's llg error and the text the grammar forbids
     assert (up.http_status, up.error_field, up.outcome) == (200, False, "violation")
     assert up.llg_errors >= 1 and "doesn't satisfy the grammar" in up.error
     assert spaced.real_bytes(up.tokens).startswith(b" hello")
-    assert "Using metadata override ( bool) 'tokenizer.ggml.add_space_prefix'" in (tmp_path / f"{NAME}-upstream.log").read_text()
+    assert (
+        "Using metadata override ( bool) 'tokenizer.ggml.add_space_prefix'"
+        in (tmp_path / f"{NAME}-upstream.log").read_text()
+    )
     assert (fx.outcome, spaced.real_bytes(fx.tokens)) == ("pass", b"hello world")
     # without the override the same build passes: the failure is the space prefix's
     assert got[("gemma3-270m", "upstream")].outcome == "pass"
@@ -217,10 +258,14 @@ def test_an_abort_no_rule_knows_is_cause_not_classified_with_its_assertion(tmp_p
     if why:
         pytest.skip(why)
     # a duplicate token: llama.cpp's own loader stops on a GGML_ASSERT, before the test's first check
-    dup = write_vocab(tmp_path / "dup.gguf", lambda k, v: v[:300] + [v[301]] + v[301:] if k == Keys.Tokenizer.LIST else v)
+    dup = write_vocab(
+        tmp_path / "dup.gguf", lambda k, v: v[:300] + [v[301]] + v[301:] if k == Keys.Tokenizer.LIST else v
+    )
     run = native.run_test("pr", "fixed", dup)
     assert native.classify(run, None, 2) == (
-        "unclassified", "cause not classified: llama-vocab.cpp:2544: GGML_ASSERT(id_to_token.size() == token_to_id.size()) failed")
+        "unclassified",
+        "cause not classified: llama-vocab.cpp:2544: GGML_ASSERT(id_to_token.size() == token_to_id.size()) failed",
+    )
 
 
 def test_the_tok_eos_rule_names_bert_bges_abort() -> None:

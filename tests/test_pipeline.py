@@ -1,4 +1,5 @@
 """The pipeline around the analyses: what Make reruns, how a run fails, what an executed page holds."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,13 @@ LIB = ROOT / "lib" / "llgbridge"
 
 def _import_closure(analysis: str) -> set[Path]:
     nb = json.loads((ROOT / "notebooks" / f"{analysis}.ipynb").read_text())
-    code = "\n".join(line for c in nb["cells"] if c["cell_type"] == "code" for line in "".join(c["source"]).splitlines()
-                     if not line.lstrip().startswith(("%", "!")))
+    code = "\n".join(
+        line
+        for c in nb["cells"]
+        if c["cell_type"] == "code"
+        for line in "".join(c["source"]).splitlines()
+        if not line.lstrip().startswith(("%", "!"))
+    )
     return results.import_closure([LIB / "__init__.py"], code)
 
 
@@ -54,7 +60,10 @@ def test_the_makefile_keeps_no_second_list_of_what_a_result_depends_on() -> None
     # a compiled module's C source is Make's to build, so the Makefile names that one
     named = sorted({m for mods in (*results.MODULES.values(), results.CORE) for m in mods if m.endswith(".py")})
     assert not [m for m in named if re.search(rf"\b{re.escape(m)}\b", makefile)], named
-    assert "data/results/%.json" not in makefile and "$(eval" not in makefile.split("$(POOL_STAMP):")[0].split("BATCH :=")[1]
+    assert (
+        "data/results/%.json" not in makefile
+        and "$(eval" not in makefile.split("$(POOL_STAMP):")[0].split("BATCH :=")[1]
+    )
     deps = _prerequisites("data/results/.batch/pool")
     assert "FORCE" in deps and "data/models/synthetic-gemma-4.gguf" in deps and "data/schemas/.complete" in deps
     assert "data/native/.built" in deps and "data/native/server/.built" in deps and "data/models/.fetched" in deps
@@ -81,7 +90,7 @@ def test_a_failed_run_is_one_line_and_retried(tmp_path: Path) -> None:
     assert "<title>census · no-such-vocab</title>" in page and "../../index.html" in page
     executed = (tmp_path / "reports" / "notebooks" / "census" / "no-such-vocab.ipynb").read_text()
     assert str(ROOT) not in executed  # tracebacks and papermill's metadata name files absolutely
-    assert "`vocab` | `\\\"no-such-vocab\\\"` | given" in executed  # the parameters that ran, shown
+    assert '`vocab` | `\\"no-such-vocab\\"` | given' in executed  # the parameters that ran, shown
 
 
 def test_a_result_a_notebook_writes_loads_through_its_schema(tmp_path: Path) -> None:

@@ -36,8 +36,15 @@ def test_a_stopped_worker_is_killed_in_bounded_time_and_its_job_alone_runs_again
     done: dict[int, tuple[Any, int]] = {}
     lost: dict[int, str] = {}
     t0 = time.monotonic()
-    pool.run([("ok", ""), ("stop", str(tmp_path / "m")), ("ok", "")], stopper, workers=2, stall=3, heartbeat=0.5,
-             on_done=lambda i, v, n: done.__setitem__(i, (v, n)), on_lost=lambda i, why, n: lost.__setitem__(i, why))
+    pool.run(
+        [("ok", ""), ("stop", str(tmp_path / "m")), ("ok", "")],
+        stopper,
+        workers=2,
+        stall=3,
+        heartbeat=0.5,
+        on_done=lambda i, v, n: done.__setitem__(i, (v, n)),
+        on_lost=lambda i, why, n: lost.__setitem__(i, why),
+    )
     # without a stall limit this never returns: nothing is printed for as long as the worker stays stopped
     assert time.monotonic() - t0 < 60
     assert lost == {} and done == {0: ("ok", 1), 1: ("stop", 2), 2: ("ok", 1)}
@@ -56,8 +63,15 @@ def always_stops() -> Iterator[Callable[[Any, Callable[[Any], None]], Any]]:
 def test_a_job_that_stops_every_worker_is_lost_twice_naming_the_stall() -> None:
     done: dict[int, Any] = {}
     lost: dict[int, tuple[str, int]] = {}
-    pool.run(["stop", "ok"], always_stops, workers=1, stall=2, heartbeat=0.5,
-             on_done=lambda i, v, n: done.__setitem__(i, v), on_lost=lambda i, why, n: lost.__setitem__(i, (why, n)))
+    pool.run(
+        ["stop", "ok"],
+        always_stops,
+        workers=1,
+        stall=2,
+        heartbeat=0.5,
+        on_done=lambda i, v, n: done.__setitem__(i, v),
+        on_lost=lambda i, why, n: lost.__setitem__(i, (why, n)),
+    )
     assert done == {1: "ok"}
     assert lost == {0: ("stopped answering for 2 s, then killed", 2)}
 
@@ -71,14 +85,25 @@ def test_a_stopped_notebook_worker_costs_its_input_one_retry(tmp_path: Path) -> 
     nbs = tmp_path / "nbs"
     nbs.mkdir()
     marker = tmp_path / "stopped"
-    _notebook(nbs, "stopper", f"import os, pathlib, signal\nm = pathlib.Path({str(marker)!r})\n"
-                              "if not m.exists():\n    m.write_text(str(os.getppid()))\n    os.kill(os.getppid(), signal.SIGSTOP)\n"
-                              "import json\np = pathlib.Path(results_dir) / 'stopper' / (vocab + '.json')\n"
-                              "p.parent.mkdir(parents=True, exist_ok=True)\n"
-                              "p.write_text(json.dumps({'status': 'ok', 'notebook': 'stopper', 'vocab': vocab}))")
+    _notebook(
+        nbs,
+        "stopper",
+        f"import os, pathlib, signal\nm = pathlib.Path({str(marker)!r})\n"
+        "if not m.exists():\n    m.write_text(str(os.getppid()))\n    os.kill(os.getppid(), signal.SIGSTOP)\n"
+        "import json\np = pathlib.Path(results_dir) / 'stopper' / (vocab + '.json')\n"
+        "p.parent.mkdir(parents=True, exist_ok=True)\n"
+        "p.write_text(json.dumps({'status': 'ok', 'notebook': 'stopper', 'vocab': vocab}))",
+    )
     said: list[str] = []
-    statuses, starts = batch.run_pool([("a", ["stopper"])], 1, results=tmp_path / "res", say=said.append,
-                                      out_root=tmp_path / "r", notebooks=nbs, stall=5)
+    statuses, starts = batch.run_pool(
+        [("a", ["stopper"])],
+        1,
+        results=tmp_path / "res",
+        say=said.append,
+        out_root=tmp_path / "r",
+        notebooks=nbs,
+        stall=5,
+    )
     assert [(s["vocab"], s["notebook"], s["status"]) for s in statuses] == [("a", "stopper", "ok")], statuses
     assert len(starts) == 2, starts
     stopped = int(marker.read_text())
@@ -114,15 +139,22 @@ def test_ctrl_c_at_the_terminal_is_not_recorded_as_a_crash(tmp_path: Path) -> No
 
     nbs = tmp_path / "nbs"
     nbs.mkdir()
-    code = ("import json, os, pathlib, signal, time\nos.killpg(int(os.environ['CTRL_C_GROUP']), signal.SIGINT)\ntime.sleep(1.5)\n"
-            "p = pathlib.Path(results_dir) / NAME / (vocab + '.json')\np.parent.mkdir(parents=True, exist_ok=True)\n"
-            "p.write_text(json.dumps({'status': 'ok', 'notebook': NAME, 'vocab': vocab}))")
+    code = (
+        "import json, os, pathlib, signal, time\nos.killpg(int(os.environ['CTRL_C_GROUP']), signal.SIGINT)\ntime.sleep(1.5)\n"
+        "p = pathlib.Path(results_dir) / NAME / (vocab + '.json')\np.parent.mkdir(parents=True, exist_ok=True)\n"
+        "p.write_text(json.dumps({'status': 'ok', 'notebook': NAME, 'vocab': vocab}))"
+    )
     for name in ("first", "second"):
         _notebook(nbs, name, f"NAME = {name!r}\n" + code)
     script = tmp_path / "parent.py"
     script.write_text(CTRL_C_PARENT)
     # the parent leads a process group of its own, as `make` leads the terminal's
-    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True,
-                            start_new_session=True, cwd=Path(__file__).parents[1])
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        cwd=Path(__file__).parents[1],
+    )
     out, _ = proc.communicate(timeout=300)
     assert json.loads(out.strip().splitlines()[-1]) == [["first", "ok", ""], ["second", "ok", ""], 1]

@@ -1,5 +1,6 @@
 """The probe (guide 5.1, 5.3, 6): the PR's verdict, the tokenizer state behind it, and what the
 fixed bridge makes of it. Figures are the guide's (5.1: `"The"` -> `[450] ' The'` on llama-spm)."""
+
 from __future__ import annotations
 
 import pytest

@@ -7,6 +7,7 @@ failed one as `run.execute` writes it. The verdict's cells are checked against t
 and its bug-B finding on bert-bge against the guide's 7.2 mechanism (the forced mask admits a
 token that is not a prefix).
 """
+
 from __future__ import annotations
 
 import os
@@ -39,8 +40,15 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
         nb.write_result(str(out), "leak", name, masks.leak_payload(v, LEAK_GRAMMAR, leaks, {}))
         forced = [masks.forced_test(bridge(name, b), FORCED_LITERAL) for b in ("upstream", "fixed")]
         nb.write_result(str(out), "forced", name, masks.forced_payload(FORCED_LITERAL, forced, {}, name))
-    write_json(out / "probe" / "broken.json", {"status": "failed", "notebook": "probe", "vocab": "broken",
-                                               "error": "InputError: data/vocabs/ggml-vocab-broken.gguf: no such file"})
+    write_json(
+        out / "probe" / "broken.json",
+        {
+            "status": "failed",
+            "notebook": "probe",
+            "vocab": "broken",
+            "error": "InputError: data/vocabs/ggml-vocab-broken.gguf: no such file",
+        },
+    )
     return out
 
 
@@ -58,8 +66,16 @@ def _files(out: Path) -> dict[str, bytes]:
 def test_the_report_is_byte_stable(results: Path, built: Path, tmp_path: Path) -> None:
     report.build(results, tmp_path)
     assert _files(built) == _files(tmp_path)
-    assert {"index.html", "pr-review-tables.md", "run.json", "tables/census.csv", "tables/probe.csv", "tables/inputs.csv",
-            "vocab/llama-bpe.html", "vocab/bert-bge.html"} <= set(_files(built))
+    assert {
+        "index.html",
+        "pr-review-tables.md",
+        "run.json",
+        "tables/census.csv",
+        "tables/probe.csv",
+        "tables/inputs.csv",
+        "vocab/llama-bpe.html",
+        "vocab/bert-bge.html",
+    } <= set(_files(built))
 
 
 def test_census_sits_beside_the_guides_figures(built: Path) -> None:
@@ -83,19 +99,32 @@ def test_the_verdict_answers_from_the_results(results: Path) -> None:
     text = " ".join(vt.sentences)
     assert "so masks admit whitespace the grammar forbids) hits **2 of 2 vocabs**: llama-bpe, bert-bge." in text
     # guide 7.2's mechanism on a WPM vocab: upstream's forced mask admits a token that is no prefix
-    assert "generation runs unconstrained) hits **1 of 2 vocabs**: bert-bge. Beyond the guide, which names SentencePiece only: bert-bge (WPM)." in text
+    assert (
+        "generation runs unconstrained) hits **1 of 2 vocabs**: bert-bge. Beyond the guide, which names SentencePiece only: bert-bge (WPM)."
+        in text
+    )
     assert "**The fix repairs all 2** affected vocabs" in text
     assert "on **1 of 2 vocabs**: bert-bge" in text  # the probe fails on bert-bge, so the fix tokenizes greedily
     bge = vt.values.set_index("input").loc["bert-bge"]
     # guide 4.3 and 4.4: 5 wrong tokens, 2 illegal ones admitted without the fix, 0 with it
-    assert (bge["bug A: tokens with wrong bytes"], bge["bug A: illegal tokens admitted"], bge["with the fix: illegal admitted"]) == (5, 2, 0)
+    assert (
+        bge["bug A: tokens with wrong bytes"],
+        bge["bug A: illegal tokens admitted"],
+        bge["with the fix: illegal admitted"],
+    ) == (5, 2, 0)
     assert bge["bug B: llama_tokenize exact"] == "no" and bge["with the fix: tokenizer"] == "greedy"
     # each cell carries its colour: the leak shows upstream, the fix repairs it, greedy is its cost
     cells = vt.df.set_index("input").loc["bert-bge"]
-    assert (cells["bug A: illegal tokens admitted"].cls, cells["with the fix: illegal admitted"].cls,
-            cells["with the fix: tokenizer"].cls) == ("bad", "fixed", "cost")
+    assert (
+        cells["bug A: illegal tokens admitted"].cls,
+        cells["with the fix: illegal admitted"].cls,
+        cells["with the fix: tokenizer"].cls,
+    ) == ("bad", "fixed", "cost")
     # no native or server results here: what was not run says so, and no call is made on a rule not measured
-    assert bge["the PR's test: exit without → with"] == "not run" and bge["end to end: cases passed without → with"] == "not run"
+    assert (
+        bge["the PR's test: exit without → with"] == "not run"
+        and bge["end to end: cases passed without → with"] == "not run"
+    )
     assert vt.recommendation["call"].startswith("none yet")
     # every guide figure this small run recomputes is reproduced
     matched, compared = vt.reproduced
@@ -103,14 +132,19 @@ def test_the_verdict_answers_from_the_results(results: Path) -> None:
 
 
 def test_failed_inputs_are_named_everywhere(results: Path, built: Path, tmp_path: Path) -> None:
-    assert "**Failed inputs:** probe/broken: InputError: data/vocabs/ggml-vocab-broken.gguf: no such file" in (built / "pr-review-tables.md").read_text()
+    assert (
+        "**Failed inputs:** probe/broken: InputError: data/vocabs/ggml-vocab-broken.gguf: no such file"
+        in (built / "pr-review-tables.md").read_text()
+    )
     assert "<h2>Failed inputs</h2>" in (built / "index.html").read_text()
     inputs = pd.read_csv(built / "tables" / "inputs.csv", keep_default_na=False)
     assert inputs[inputs.status == "failed"][["analysis", "input"]].values.tolist() == [["probe", "broken"]]
     assert report.main(["--results", str(results), "--out", str(tmp_path / "again")]) == 1
 
 
-def test_a_result_that_does_not_load_is_a_failed_input_and_the_page_is_still_written(results: Path, tmp_path: Path) -> None:
+def test_a_result_that_does_not_load_is_a_failed_input_and_the_page_is_still_written(
+    results: Path, tmp_path: Path
+) -> None:
     import shutil
 
     bad = tmp_path / "results"
@@ -187,7 +221,9 @@ def test_every_local_link_of_the_committed_report_resolves_in_a_clean_checkout()
     (or a folder holding some); reports/html/ is generated and git-ignored, so nothing links there."""
     import subprocess
 
-    tracked = set(subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split())
+    tracked = set(
+        subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    )
     folders = {str(Path(f).parent) for f in tracked}
     while any(str(Path(d).parent) not in folders for d in list(folders)):
         folders |= {str(Path(d).parent) for d in folders}
@@ -220,7 +256,7 @@ def test_the_census_figure_shows_bpes_few_tokens_with_their_counts(built: Path) 
     """Guide 4.3's counts (117 of 128256 on llama-bpe, 5 of 30522 on bert-bge) are printed at their
     bars, which a log axis of the share keeps visible beside SentencePiece's half of the vocab."""
     page = (built / "index.html").read_text()
-    figure = page.split("<section id=\"census\">", 1)[1].split("</figure>", 1)[0]
+    figure = page.split('<section id="census">', 1)[1].split("</figure>", 1)[0]
     assert "117 of 128256 (0.091%)" in figure and "5 of 30522 (0.016%)" in figure
     assert "0.01%" in figure and "100%" in figure  # the log axis's ticks
 
@@ -233,13 +269,28 @@ def test_a_sentinel_example_is_given_in_real_bytes() -> None:
 
     v = vocab("llama-spm")
     assert v.token_to_piece(0) == b"" and v.token_to_piece(0, 0, True) == b"<unk>"
-    worst = {"bridge": "sentinel", "vocab": "llama-spm", "grammar": "json_nested", "sample": '{"user": {"name": "Ada"}}',
-             "step": 7, "prefix": '{"user": {"name": "', "next": "Ad", "n_under": 1, "under": '["<0:<unk>>"]'}
+    worst = {
+        "bridge": "sentinel",
+        "vocab": "llama-spm",
+        "grammar": "json_nested",
+        "sample": '{"user": {"name": "Ada"}}',
+        "step": 7,
+        "prefix": '{"user": {"name": "',
+        "next": "Ad",
+        "n_under": 1,
+        "under": '["<0:<unk>>"]',
+    }
     (ex,) = sentinel_examples([{"vocab": "llama-spm", "worst": [worst, {**worst, "bridge": "upstream"}]}])
-    assert (ex["vocab"], ex["token"], ex["text"], ex["prefix"], ex["step"]) == ("llama-spm", "0", "<unk>", '{"user": {"name": "', 7)
+    assert (ex["vocab"], ex["token"], ex["text"], ex["prefix"], ex["step"]) == (
+        "llama-spm",
+        "0",
+        "<unk>",
+        '{"user": {"name": "',
+        7,
+    )
     assert ex["real bytes"].startswith("none")
     md = report.md_table(pd.DataFrame([ex]))
-    assert "'<unk>'" in md and "'{\"user\": {\"name\": \"'" in md  # byte columns quoted once, as every table quotes them
+    assert "'<unk>'" in md and '\'{"user": {"name": "\'' in md  # byte columns quoted once, as every table quotes them
 
 
 def test_one_palette_and_one_word_for_each_thing() -> None:
@@ -249,8 +300,13 @@ def test_one_palette_and_one_word_for_each_thing() -> None:
     sources = [p for p in (ROOT / "lib" / "llgbridge").rglob("*.py") if p.name != "palette.py"]
     sources += sorted((ROOT / "notebooks").glob("*.ipynb"))
     assert [str(p.relative_to(ROOT)) for p in sources if hexes.search(p.read_text())] == []
-    page_code = [*(ROOT / "lib" / "llgbridge" / "report").glob("*.py"), *(ROOT / "lib" / "llgbridge" / "templates").glob("*")]
-    assert [p.name for p in page_code if re.search(r"shipped (sampler|bridge)|the shipped `common", p.read_text())] == []
+    page_code = [
+        *(ROOT / "lib" / "llgbridge" / "report").glob("*.py"),
+        *(ROOT / "lib" / "llgbridge" / "templates").glob("*"),
+    ]
+    assert [
+        p.name for p in page_code if re.search(r"shipped (sampler|bridge)|the shipped `common", p.read_text())
+    ] == []
 
 
 def test_no_report_module_is_analysis_code() -> None:
@@ -265,23 +321,50 @@ def test_no_report_module_is_analysis_code() -> None:
 # binaries' logs: command-r hits the item limit on both samplers, bert-bge has no end token
 _LIMIT = "parser error: Too many items (limit 50000; mask); try avoiding single-byte/short lexemes"
 _ROWS = {
-    "command-r": ({"pr_test_exit": 134, "no_space_bad": 0, "forced_bad": 0, "tok_eos": 255001, "pr_test_llg_error": _LIMIT,
-                   "shipped_test_llg_error": _LIMIT},
-                  {"pr_test_exit": 134, "no_space_bad": 0, "forced_bad": 0, "tok_eos": 255001, "pr_test_llg_error": _LIMIT,
-                   "shipped_test_llg_error": _LIMIT}),
-    "bert-bge": ({"pr_test_exit": 134, "no_space_bad": 2, "forced_bad": 1, "tok_eos": -1, "pr_test_llg_error": ""},
-                 {"pr_test_exit": 134, "no_space_bad": 0, "forced_bad": 0, "tok_eos": -1, "pr_test_llg_error": "NoExtensionBias",
-                  "pr_test_failure": "test-grammar-llguidance.cpp:1236: Assertion `cur[tok_arr.selected].id == tok_eos' failed."}),
-    "llama-spm": ({"pr_test_exit": 134, "no_space_bad": 6136, "forced_bad": 1, "tok_eos": 2},
-                  {"pr_test_exit": 0, "no_space_bad": 0, "forced_bad": 0, "tok_eos": 2}),
+    "command-r": (
+        {
+            "pr_test_exit": 134,
+            "no_space_bad": 0,
+            "forced_bad": 0,
+            "tok_eos": 255001,
+            "pr_test_llg_error": _LIMIT,
+            "shipped_test_llg_error": _LIMIT,
+        },
+        {
+            "pr_test_exit": 134,
+            "no_space_bad": 0,
+            "forced_bad": 0,
+            "tok_eos": 255001,
+            "pr_test_llg_error": _LIMIT,
+            "shipped_test_llg_error": _LIMIT,
+        },
+    ),
+    "bert-bge": (
+        {"pr_test_exit": 134, "no_space_bad": 2, "forced_bad": 1, "tok_eos": -1, "pr_test_llg_error": ""},
+        {
+            "pr_test_exit": 134,
+            "no_space_bad": 0,
+            "forced_bad": 0,
+            "tok_eos": -1,
+            "pr_test_llg_error": "NoExtensionBias",
+            "pr_test_failure": "test-grammar-llguidance.cpp:1236: Assertion `cur[tok_arr.selected].id == tok_eos' failed.",
+        },
+    ),
+    "llama-spm": (
+        {"pr_test_exit": 134, "no_space_bad": 6136, "forced_bad": 1, "tok_eos": 2},
+        {"pr_test_exit": 0, "no_space_bad": 0, "forced_bad": 0, "tok_eos": 2},
+    ),
 }
 
 
-@pytest.mark.parametrize("name, text, cls", [
-    ("command-r", "134 → 134: bug D: item limit", "same"),
-    ("bert-bge", "134 (2 with a space, 1 not a prefix) → 134: no end token", "same"),
-    ("llama-spm", "134 (6136 with a space, 1 not a prefix) → 0", "fixed"),
-])
+@pytest.mark.parametrize(
+    "name, text, cls",
+    [
+        ("command-r", "134 → 134: bug D: item limit", "same"),
+        ("bert-bge", "134 (2 with a space, 1 not a prefix) → 134: no end token", "same"),
+        ("llama-spm", "134 (6136 with a space, 1 not a prefix) → 0", "fixed"),
+    ],
+)
 def test_an_abort_after_the_fix_with_no_wrong_token_is_not_coloured_as_the_bug(name: str, text: str, cls: str) -> None:
     """Issue 31: the PR test's cell says what its colour says. With the fix, command-r and
     bert-bge still exit 134 with 0 wrong tokens (bug D; a vocab without an end token): not "bug
@@ -302,7 +385,7 @@ def test_the_first_screen_names_where_the_suite_finds_the_guide_wrong() -> None:
     """Issue 31: the disagreements (question 4, section 4.5) stand beside the count of figures
     reproduced, above the verdict's findings, not 30,000 px down."""
     page = (ROOT / "reports" / "index.html").read_text(encoding="utf-8")
-    head = page[:page.index("<h2>Verdict</h2>")]
+    head = page[: page.index("<h2>Verdict</h2>")]
     assert "of the guide's figures that this suite recomputes were reproduced exactly" in head
     assert "question 4" in head and "(4.5)" in head and "Recommendation:" in head
 

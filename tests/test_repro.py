@@ -58,10 +58,18 @@ def test_the_unit_command_exits_as_the_page_says(unit: repro.UnitRepro) -> None:
 def _start(s: repro.ServerRepro, sampler: str, log: Path) -> tuple[subprocess.Popen[bytes], int]:
     """The printed server command line with the suite's build and model, on a port the server binds
     itself (`--port 0`) and names in its log, as `server.serve` starts it: never another server's."""
-    argv = shlex.split(s.server_command(exe=str(S.binary(sampler, S.LLG_PINNED)), model=str(S.DATA / "models" / s.model)))
+    argv = shlex.split(
+        s.server_command(exe=str(S.binary(sampler, S.LLG_PINNED)), model=str(S.DATA / "models" / s.model))
+    )
     argv[argv.index("--port") + 1] = "0"
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-                            start_new_session=True, preexec_fn=S._die_with_parent)
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=S._die_with_parent,
+    )
     deadline = time.monotonic() + S.STARTUP_TIMEOUT
     port = 0
     while time.monotonic() < deadline:
@@ -82,7 +90,9 @@ def _start(s: repro.ServerRepro, sampler: str, log: Path) -> tuple[subprocess.Po
 
 def _curl(s: repro.ServerRepro, port: int) -> tuple[int, dict]:
     """The printed curl request, as printed, on `port`; the status comes from curl's -w."""
-    out = subprocess.run([*shlex.split(s.curl(port)), "-w", "\n%{http_code}"], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [*shlex.split(s.curl(port)), "-w", "\n%{http_code}"], capture_output=True, text=True, timeout=300
+    )
     body, status = out.stdout.rsplit("\n", 1)
     return int(status), json.loads(body)
 
@@ -106,7 +116,11 @@ def test_the_server_commands_answer_as_the_page_says(sampler: str, tmp_path: Pat
     for s in SERVERS:
         want = s.without if sampler == "upstream" else s.with_
         status, body = got[s.case, s.vocab]
-        assert (status, "error" in body, body.get("stop_type")) == (want.http_status, want.error_field, want.stop_type), s.finding
+        assert (status, "error" in body, body.get("stop_type")) == (
+            want.http_status,
+            want.error_field,
+            want.stop_type,
+        ), s.finding
         assert body["content"].startswith(want.content), (s.finding, body["content"][:80])
 
 

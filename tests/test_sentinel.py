@@ -3,6 +3,7 @@
 The yardstick is llguidance's Python integration itself (`llguidance.llamacpp`), run on the same
 vocab: same tokens for the same bytes, same token table, same refusals with the same reasons.
 """
+
 from __future__ import annotations
 
 import pytest

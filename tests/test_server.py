@@ -102,11 +102,26 @@ def test_the_port_and_the_server_agree(name: str, tmp_path: Path) -> None:
     matrix = {"rows": rows, "tokens": tokens}
     served_rows = []
     for s in S.SAMPLERS:
-        got, _ = serving.run_build(S.binary(s, S.venv_llguidance()), path, v, True, S.venv_llguidance(), s, cases,
-                                   {c: G.PLAIN for c in cases}, tmp_path / f"{s}.log", 64, 0, 0.0)
+        got, _ = serving.run_build(
+            S.binary(s, S.venv_llguidance()),
+            path,
+            v,
+            True,
+            S.venv_llguidance(),
+            s,
+            cases,
+            {c: G.PLAIN for c in cases},
+            tmp_path / f"{s}.log",
+            64,
+            0,
+            0.0,
+        )
         served_rows += got
-    served = {"rows": [r.row() for r in served_rows], "tokens": [r.tokens for r in served_rows],
-              "port_llguidance": S.venv_llguidance()}
+    served = {
+        "rows": [r.row() for r in served_rows],
+        "tokens": [r.tokens for r in served_rows],
+        "port_llguidance": S.venv_llguidance(),
+    }
     cells = serving.differential(matrix, served)
     assert len(cells) == len(cases) * len(S.SAMPLERS)
     assert [c for c in cells if not c.same] == []
@@ -135,7 +150,12 @@ def test_a_model_the_server_cannot_load_is_one_line(tmp_path: Path) -> None:
 def test_a_request_that_times_out_is_no_answer(tmp_path: Path) -> None:
     path, _ = _model("llama-spm")
     with S.serve(S.binary("fixed", PIN), path, tmp_path / "t.log") as srv:
-        r = S.post(srv, "/completion", {"prompt": "Output:", "n_predict": 4096, "temperature": 0, "ignore_eos": True}, timeout=0.001)
+        r = S.post(
+            srv,
+            "/completion",
+            {"prompt": "Output:", "n_predict": 4096, "temperature": 0, "ignore_eos": True},
+            timeout=0.001,
+        )
         assert r.status == 0 and "no answer" in r.text
         assert srv.alive()
 
@@ -170,7 +190,13 @@ def test_bug_c_by_a_json_schema_pattern_on_the_fixed_server_and_nospecial_repair
     `tokenize_fn` parses them into the control token, and the answer is `"` with stop_type eos and
     HTTP 200 (checked by hand with curl); candidate 0004 (`nospecial`) spells the text out."""
     row, _ = _ask(variant("fixed"), "llama-bpe", serving.SPECIAL_PATTERN_CASE, tmp_path)
-    assert (row.http_status, row.error_field, row.stop_type, row.output, row.outcome) == (200, False, "eos", '"', "violation")
+    assert (row.http_status, row.error_field, row.stop_type, row.output, row.outcome) == (
+        200,
+        False,
+        "eos",
+        '"',
+        "violation",
+    )
     assert row.content_match == "same"  # the server's own content says so too
     fixed, _ = _ask(variant("nospecial"), "llama-bpe", serving.SPECIAL_PATTERN_CASE, tmp_path)
     assert (fixed.outcome, fixed.output) == ("pass", '"<|eot_id|>x"')
@@ -185,9 +211,20 @@ def test_every_judged_answer_is_the_servers_own_content(tmp_path: Path) -> None:
     for name in ("llama-spm", "llama-bpe"):
         path, v = _model(name)
         for sampler in S.SAMPLERS:
-            rows, _ = serving.run_build(S.binary(sampler, PIN), path, v, True, PIN, sampler, list(G.CASES) + [serving.SPECIAL_CASE],
-                                        {c: G.PLAIN for c in [*G.CASES, serving.SPECIAL_CASE]}, tmp_path / f"{sampler}-{name}.log",
-                                        64, 0, 0.0)
+            rows, _ = serving.run_build(
+                S.binary(sampler, PIN),
+                path,
+                v,
+                True,
+                PIN,
+                sampler,
+                list(G.CASES) + [serving.SPECIAL_CASE],
+                {c: G.PLAIN for c in [*G.CASES, serving.SPECIAL_CASE]},
+                tmp_path / f"{sampler}-{name}.log",
+                64,
+                0,
+                0.0,
+            )
             assert [(r.case, r.content_match) for r in rows if r.content_match != "same"] == [], (name, sampler)
             assert all(r.outcome != serving.DISAGREES for r in rows)
 
@@ -212,11 +249,19 @@ def test_replayed_answers_judged_from_threads_are_the_servers_content(tmp_path: 
     path, v = _model("llama-spm")
     cases = [*G.CASES, serving.GBNF_CASE, ""]
     with S.serve(S.binary("upstream", PIN), path, tmp_path / "replay.log") as srv:
-        replies = [(c, *serving.request_for(c, G.PLAIN, 64, 0, 0.0, v)[:2],
-                    S.post(srv, *serving.request_for(c, G.PLAIN, 64, 0, 0.0, v)[::2])) for c in cases]
+        replies = [
+            (
+                c,
+                *serving.request_for(c, G.PLAIN, 64, 0, 0.0, v)[:2],
+                S.post(srv, *serving.request_for(c, G.PLAIN, 64, 0, 0.0, v)[::2]),
+            )
+            for c in cases
+        ]
 
         def judged(a: tuple[str, str, str, S.Reply]) -> str:
-            return serving.answered(srv, v, path.name, True, PIN, "upstream", a[0], a[1], a[2], a[3], [], False).content_match
+            return serving.answered(
+                srv, v, path.name, True, PIN, "upstream", a[0], a[1], a[2], a[3], [], False
+            ).content_match
 
         old = sys.getswitchinterval()
         sys.setswitchinterval(1e-6)
@@ -236,11 +281,15 @@ def test_a_judge_that_reads_other_bytes_disagrees_with_the_server(tmp_path: Path
     with S.serve(S.binary("fixed", PIN), path, tmp_path / "x.log") as srv:
         endpoint, sent_as, body = serving.request_for("forced_literal", G.PLAIN, 64, 0, 0.0, v)
         reply = S.post(srv, endpoint, body)
-        good = serving.answered(srv, v, path.name, True, PIN, "fixed", "forced_literal", endpoint, sent_as, reply, [], False)
+        good = serving.answered(
+            srv, v, path.name, True, PIN, "fixed", "forced_literal", endpoint, sent_as, reply, [], False
+        )
         assert (good.outcome, good.output, good.content_match) == ("pass", "hello world", "same")
         assert reply.body is not None
         reply.body["content"] = "hello workd"  # one byte of another piece, as the shared buffer gave it
-        bad = serving.answered(srv, v, path.name, True, PIN, "fixed", "forced_literal", endpoint, sent_as, reply, [], False)
+        bad = serving.answered(
+            srv, v, path.name, True, PIN, "fixed", "forced_literal", endpoint, sent_as, reply, [], False
+        )
     assert bad.outcome == serving.DISAGREES
     assert bad.content_match == "differs at byte 9: judge 'ld', server 'kd'"
     # <0xE4> alone is not UTF-8: the server's JSON carries U+FFFD for it (nlohmann's replace)
@@ -277,10 +326,24 @@ def test_a_log_that_cannot_be_written_fails_its_rows_in_one_line(tmp_path: Path)
     path, v = _model("llama-spm")
     log = tmp_path / "full.log"
     log.symlink_to("/dev/full")
-    rows, _ = serving.run_build(S.binary("upstream", PIN), path, v, True, PIN, "upstream", ["forced_literal", "dots"],
-                                {"forced_literal": G.PLAIN, "dots": G.PLAIN}, log, 64, 0, 0.0)
+    rows, _ = serving.run_build(
+        S.binary("upstream", PIN),
+        path,
+        v,
+        True,
+        PIN,
+        "upstream",
+        ["forced_literal", "dots"],
+        {"forced_literal": G.PLAIN, "dots": G.PLAIN},
+        log,
+        64,
+        0,
+        0.0,
+    )
     assert [r.outcome for r in rows] == ["error", "error"]
-    assert all("could not be written" in r.error and "No space left on device" in r.error and "\n" not in r.error for r in rows)
+    assert all(
+        "could not be written" in r.error and "No space left on device" in r.error and "\n" not in r.error for r in rows
+    )
 
 
 def _wait_stopped(pid: int) -> None:
@@ -289,8 +352,7 @@ def _wait_stopped(pid: int) -> None:
     thread of `pid` is in state T."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        states = {(t / "stat").read_text().rsplit(")", 1)[1].split()[0]
-                  for t in Path(f"/proc/{pid}/task").iterdir()}
+        states = {(t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in Path(f"/proc/{pid}/task").iterdir()}
         if states <= {"T", "t"}:
             return
         time.sleep(0.01)
@@ -322,7 +384,8 @@ def _servers(parent: int | None = None) -> list[int]:
         if d.name.isdigit():
             try:
                 if os.readlink(d / "exe") in ours and (
-                        parent is None or int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent):
+                    parent is None or int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent
+                ):
                     out.append(int(d.name))
             except (OSError, ValueError, IndexError):
                 continue
@@ -341,9 +404,11 @@ def test_a_killed_parent_takes_its_server_with_it(tmp_path: Path) -> None:
     that started it (PR_SET_PDEATHSIG), so none is left behind."""
     path, _ = _model("llama-spm")
     ready = tmp_path / "ready"
-    script = (f"from pathlib import Path\nfrom llgbridge import server as S\nimport time\n"
-              f"with S.serve(S.binary('fixed', {PIN!r}), Path({str(path)!r}), Path({str(tmp_path / 'k.log')!r})) as srv:\n"
-              f"    Path({str(ready)!r}).write_text(str(srv.proc.pid))\n    time.sleep(600)\n")
+    script = (
+        f"from pathlib import Path\nfrom llgbridge import server as S\nimport time\n"
+        f"with S.serve(S.binary('fixed', {PIN!r}), Path({str(path)!r}), Path({str(tmp_path / 'k.log')!r})) as srv:\n"
+        f"    Path({str(ready)!r}).write_text(str(srv.proc.pid))\n    time.sleep(600)\n"
+    )
     parent = subprocess.Popen([sys.executable, "-c", script])
     try:
         deadline = time.monotonic() + 120

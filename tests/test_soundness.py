@@ -4,6 +4,7 @@ The truth is llguidance fed real bytes with forcing off; where a figure is asser
 guide's (its six leaked llama-bpe pieces), or a property (nothing under-constrained, narrowing
 only where forcing collapses the mask).
 """
+
 from __future__ import annotations
 
 from functools import cache
@@ -65,7 +66,7 @@ def test_the_walk_records_upstreams_dead_matcher_and_leaves_it() -> None:
     r = sound("llama-spm", "upstream")
     grammar, sample, step, error = r.errors[0]
     assert (grammar, sample, step) == ("literal", grammars.FORCED_LITERAL, 1)
-    assert error.startswith("Parser Error: token \"world\" doesn't satisfy the grammar")
+    assert error.startswith('Parser Error: token "world" doesn\'t satisfy the grammar')
     assert not [d for d in r.diffs if (d.grammar, d.sample) == (grammar, sample) and d.step > step]
 
 
@@ -90,24 +91,37 @@ def test_a_resource_limit_mid_walk_is_recorded_with_the_limit_and_what_follows()
     failing closed allows the three end-of-generation tokens (<eos>, <|tool_response>, <turn|>)."""
     v = vocab("gemma-4")
     fx, fc = bridge("gemma-4", "fixed"), bridge("gemma-4", variant("failclosed"))
-    sound = soundness.soundness(bridge("gemma-4", "truth"), [fx, fc], {"mixed": MIXED_QUANTIFIERS}, {"mixed": ("bryyyy",)}, walks=0)
+    sound = soundness.soundness(
+        bridge("gemma-4", "truth"), [fx, fc], {"mixed": MIXED_QUANTIFIERS}, {"mixed": ("bryyyy",)}, walks=0
+    )
     rows = soundness.mask_error_rows(sound)
     frame = soundness.bug_d_frame(rows)
     assert sorted(frame.bridge) == sorted(["truth", "fixed", fc.name])
     assert set(frame.step) == {1} and set(frame["at"]) == {"mask"} and set(frame.limit) == {50000}
-    assert set(frame.limit_of) == {"mask"} and all(frame.error.str.startswith("parser error: Too many items (limit 50000; mask)"))
-    assert (frame["items"] > 50000).all() and (frame.over_limit == frame["items"] - 50000).all()  # llguidance's all_items
+    assert set(frame.limit_of) == {"mask"} and all(
+        frame.error.str.startswith("parser error: Too many items (limit 50000; mask)")
+    )
+    assert (frame["items"] > 50000).all() and (
+        frame.over_limit == frame["items"] - 50000
+    ).all()  # llguidance's all_items
     by = frame.set_index("bridge")
     assert (by.at["fixed", "then"], by.at["fixed", "then_allowed"]) == ("grammar dropped", v.n_tokens)
     assert (by.at["failclosed", "then"], by.at["failclosed", "then_allowed"]) == ("end of generation only", 3)
-    assert sound["fixed"].row()["errors"] == 0  # the walk was skipped (the truth stopped): the old counts are as they were
+    assert (
+        sound["fixed"].row()["errors"] == 0
+    )  # the walk was skipped (the truth stopped): the old counts are as they were
 
 
 def test_an_error_that_names_no_limit_is_kept_but_is_not_bug_d() -> None:
     """Upstream on llama-spm: its forced ' hello' is not what the literal needs (guide 5.1): an
     error mid-walk at consume, with no limit, so bug_d_frame leaves it out unless asked."""
-    sound = soundness.soundness(bridge("llama-spm", "truth"), [bridge("llama-spm", "upstream")],
-                                {"literal": soundness.BATTERY["literal"]}, {"literal": soundness.SAMPLES["literal"]}, walks=0)
+    sound = soundness.soundness(
+        bridge("llama-spm", "truth"),
+        [bridge("llama-spm", "upstream")],
+        {"literal": soundness.BATTERY["literal"]},
+        {"literal": soundness.SAMPLES["literal"]},
+        walks=0,
+    )
     rows = soundness.mask_error_rows(sound)
     assert [(r["bridge"], r["step"], r["at"], r["limit"]) for r in rows] == [("upstream", 1, "consume", None)]
     assert "doesn't satisfy the grammar" in rows[0]["error"] and rows[0]["then"] == "grammar dropped"

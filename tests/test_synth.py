@@ -1,4 +1,5 @@
 """Synthetic llama models: they load and generate, tokenize as their fixture does, and are reproducible."""
+
 from __future__ import annotations
 
 import hashlib

@@ -19,7 +19,9 @@ from llgbridge.report import tested
 
 
 def test_the_patches_are_counted_as_git_counts_them() -> None:
-    out = subprocess.run(["git", "apply", "--numstat", *map(str, patch_files())], cwd=ROOT, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["git", "apply", "--numstat", *map(str, patch_files())], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     git: dict[str, list[int]] = {}
     for line in out.stdout.splitlines():
         plus, minus, path = line.split("\t")
@@ -32,7 +34,9 @@ def test_the_patches_are_counted_as_git_counts_them() -> None:
     assert f"**+{total[0]} −{total[1]}**" in md and '"4 files, 152 insertions, 13 deletions"' in md
 
 
-@pytest.mark.skipif(not (SHIPPED / "common" / "llguidance.cpp").exists(), reason="the vendored tree is not extracted (make native)")
+@pytest.mark.skipif(
+    not (SHIPPED / "common" / "llguidance.cpp").exists(), reason="the vendored tree is not extracted (make native)"
+)
 def test_the_guides_citations_are_checked_against_the_tested_tree() -> None:
     got = {(c["citation"].file, c["citation"].lines): (c["holds"], c["here"]) for c in tested.check_citations()}
     assert got[("common/llguidance.cpp", (139, 139))] == (True, "")

@@ -83,8 +83,9 @@ def test_the_server_judge_from_threads_is_the_serial_answer() -> None:
     v = vocab("llama-spm")
     cases = ["forced_literal", "half_free", "dots", "json_enum", serving.GBNF_CASE]
     hello = v.tokenize(b"hello world", parse_special=False)
-    answers = [(cases[i % len(cases)], toks) for i, toks in enumerate(
-        _sequences(v.n_tokens, 150, 24, seed=3) + [hello] * 10)]
+    answers = [
+        (cases[i % len(cases)], toks) for i, toks in enumerate(_sequences(v.n_tokens, 150, 24, seed=3) + [hello] * 10)
+    ]
 
     def judged(a: tuple[str, list[int]]) -> tuple[Any, ...]:
         case, toks = a
@@ -99,5 +100,9 @@ def test_first_violation_from_threads_is_the_serial_answer() -> None:
     v = vocab("llama-bpe")
     grammar = G.CASES["half_free"].grammar
     legal = v.tokenize(b"BEGIN[abc] END", parse_special=False)
-    seqs = [legal] * 20 + _sequences(v.n_tokens, 60, 12, seed=4) + [legal[:k] + [t] for k in range(len(legal)) for t in (220, 13)]
+    seqs = (
+        [legal] * 20
+        + _sequences(v.n_tokens, 60, 12, seed=4)
+        + [legal[:k] + [t] for k in range(len(legal)) for t in (220, 13)]
+    )
     assert _differ(lambda s: G.first_violation(v, grammar, s), seqs, rounds=1) == []

@@ -1,4 +1,5 @@
 """`make whatif` on a fixture copied under another name gives a report of its own."""
+
 from __future__ import annotations
 
 import shutil
@@ -17,14 +18,26 @@ def test_whatif_on_a_renamed_fixture(tmp_path: Path) -> None:
     mine = tmp_path / "my-vocab.gguf"
     shutil.copy(VOCABS / "ggml-vocab-llama-spm.gguf", mine)
     out = tmp_path / "report"
-    st = whatif.whatif(mine, params={"literal": "hi there", "cases": ["forced_literal"]}, out=out, models_dir=tmp_path / "models")
+    st = whatif.whatif(
+        mine, params={"literal": "hi there", "cases": ["forced_literal"]}, out=out, models_dir=tmp_path / "models"
+    )
     assert [s["status"] for s in st] == ["ok"] * len(whatif.ANALYSES), st
     census = pd.read_csv(out / "tables" / "census.csv")
     assert census[["vocab", "differing", "lost_leading_space"]].values.tolist() == [["my-vocab", 16410, 16395]]
     forced = pd.read_csv(out / "tables" / "forced.csv")
-    assert set(forced.vocab) == {"my-vocab"} and sorted(forced.bridge) == ["failclosed", "fixed", "nospecial", "sentinel", "upstream"]
+    assert set(forced.vocab) == {"my-vocab"} and sorted(forced.bridge) == [
+        "failclosed",
+        "fixed",
+        "nospecial",
+        "sentinel",
+        "upstream",
+    ]
     matrix = pd.read_csv(out / "tables" / "matrix.csv")
-    assert sorted(zip(matrix.bridge, matrix.outcome)) == [("fixed", "pass"), ("sentinel", "pass"), ("upstream", "violation")]
+    assert sorted(zip(matrix.bridge, matrix.outcome)) == [
+        ("fixed", "pass"),
+        ("sentinel", "pass"),
+        ("upstream", "violation"),
+    ]
     assert (out / "index.html").exists() and (out / "html" / "census" / "my-vocab.html").exists()
 
 
@@ -74,8 +87,13 @@ def test_whatif_with_an_override_says_what_it_changed(tmp_path: Path) -> None:
     mine = tmp_path / "spm.gguf"
     shutil.copy(VOCABS / "ggml-vocab-llama-spm.gguf", mine)
     out = tmp_path / "report"
-    st = whatif.whatif(mine, params={"cases": ["forced_literal"]}, out=out, models_dir=tmp_path / "models",
-                       overrides=["tokenizer.ggml.add_space_prefix=bool:false"])
+    st = whatif.whatif(
+        mine,
+        params={"cases": ["forced_literal"]},
+        out=out,
+        models_dir=tmp_path / "models",
+        overrides=["tokenizer.ggml.add_space_prefix=bool:false"],
+    )
     assert [s["status"] for s in st] == ["ok"] * len(whatif.ANALYSES), st
     name = "spm+add_space_prefix-false"
     assert {s["vocab"] for s in st} == {name}

@@ -5,6 +5,7 @@ assertion failure counts as failing "as it must": an exception of any other kind
 fixture, a bridge that cannot be built, a typo) says nothing about the bug, so it fails this
 run too, as does a test skipped or erroring in setup.
 """
+
 import os
 import sys
 
@@ -24,7 +25,12 @@ class Outcomes:
         report = (yield).get_result()
         if report.when == "call" and report.passed:
             self.passed.append(item.nodeid)
-        elif report.when == "call" and report.failed and call.excinfo is not None and call.excinfo.errisinstance(AssertionError):
+        elif (
+            report.when == "call"
+            and report.failed
+            and call.excinfo is not None
+            and call.excinfo.errisinstance(AssertionError)
+        ):
             self.caught.append(item.nodeid)
         elif report.failed or report.skipped:
             self.other.append(f"{item.nodeid} ({report.when}: {report.outcome})")

@@ -86,6 +86,7 @@ def _size(vocab: str) -> int:
 def order(jobs: dict[str, list[str]]) -> list[tuple[str, list[str]]]:
     """The inputs the largest first (the file's size times its runs, a matrix counted as four),
     so the last input a worker takes is a small one and two workers end close together."""
+
     def cost(item: tuple[str, list[str]]) -> tuple[int, str]:
         vocab, analyses = item
         return (-_size(vocab) * sum(4 if a == "matrix" else 1 for a in analyses), vocab)
@@ -104,7 +105,9 @@ def notebook_worker(out_root: Path | None, results: Path | None, notebooks: Path
     os.environ["MAKEFLAGS"] = ""  # the kernels run no Make, and must not see its job slots
     # stopped by the pool (an interrupted make): leave through Worker.__exit__, which stops the kernel
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    with Worker(out_root, results, notebooks_dir=notebooks or NOTEBOOKS, progress=False) as w:  # the pool says each run's line
+    with Worker(
+        out_root, results, notebooks_dir=notebooks or NOTEBOOKS, progress=False
+    ) as w:  # the pool says each run's line
 
         def handle(job: dict[str, Any], emit: Callable[[Any], None]) -> None:
             try:
@@ -116,9 +119,16 @@ def notebook_worker(out_root: Path | None, results: Path | None, notebooks: Path
         yield handle
 
 
-def run_pool(jobs: list[tuple[str, list[str]]], workers: int, server: Jobserver | None = None,
-             results: Path = RESULTS, say: Callable[[str], None] = print, out_root: Path | None = None,
-             notebooks: Path | None = None, stall: float = pool.STALL) -> tuple[list[RunStatus], list[dict[str, float]]]:
+def run_pool(
+    jobs: list[tuple[str, list[str]]],
+    workers: int,
+    server: Jobserver | None = None,
+    results: Path = RESULTS,
+    say: Callable[[str], None] = print,
+    out_root: Path | None = None,
+    notebooks: Path | None = None,
+    stall: float = pool.STALL,
+) -> tuple[list[RunStatus], list[dict[str, float]]]:
     """Run `jobs` ((input, its analyses), in order) on at most `workers` workers (`pool.run`); the
     first is this command's own slot, each other one takes a slot from `server` first. A worker
     lost mid-input runs that input's remaining analyses once more on a fresh worker; lost again,
@@ -145,9 +155,18 @@ def run_pool(jobs: list[tuple[str, list[str]]], workers: int, server: Jobserver 
                 _write_failed(results, st)
                 emitted(i, st)
 
-    stats = pool.run([{"vocab": v, "analyses": a} for v, a in jobs], notebook_worker, (out_root, results, notebooks),
-                     workers=workers, slots=server, stall=stall, on_emit=emitted, again=left, on_lost=lost,
-                     on_done=lambda i, value, tries: None)
+    stats = pool.run(
+        [{"vocab": v, "analyses": a} for v, a in jobs],
+        notebook_worker,
+        (out_root, results, notebooks),
+        workers=workers,
+        slots=server,
+        stall=stall,
+        on_emit=emitted,
+        again=left,
+        on_lost=lost,
+        on_done=lambda i, value, tries: None,
+    )
     return statuses, stats.starts
 
 
@@ -162,8 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m llgbridge.batch", description=__doc__.splitlines()[0])
     ap.add_argument("--vocabs", nargs="*", default=[], help="the inputs every --analyses runs on")
     ap.add_argument("--analyses", nargs="*", default=[])
-    ap.add_argument("--also", action="append", default=[], metavar="ANALYSIS=V1,V2",
-                    help="an analysis on some inputs only (the matrix on the synthetic models, the corpus sample)")
+    ap.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="ANALYSIS=V1,V2",
+        help="an analysis on some inputs only (the matrix on the synthetic models, the corpus sample)",
+    )
     ap.add_argument("--workers", type=int, default=None, help="at most this many (default: Make's -j, else 1)")
     ap.add_argument("--stamp", type=Path, default=None, help="written when every run ends ok (dated 1970 otherwise)")
     a = ap.parse_args(argv)
@@ -194,13 +218,25 @@ def main(argv: list[str] | None = None) -> int:
         n_runs = sum(len(x) for x in todo.values())
         print(f"== {n_runs} runs on {len(todo)} inputs, at most {limit} worker(s)", flush=True)
         try:
-            statuses, starts = run_pool(order(todo), limit, server if server.usable and not a.workers else None,
-                                        say=lambda s: print(s, flush=True))
+            statuses, starts = run_pool(
+                order(todo),
+                limit,
+                server if server.usable and not a.workers else None,
+                say=lambda s: print(s, flush=True),
+            )
         finally:
             server.close()
         failed = sum(s["status"] != "ok" for s in statuses)
-        write_json(RESULTS / ".timing" / "pool.json", {"plan": round(plan_s, 4), "wall": round(time.monotonic() - t0, 4),
-                                                       "workers": starts, "runs": len(statuses), "failed": failed})
+        write_json(
+            RESULTS / ".timing" / "pool.json",
+            {
+                "plan": round(plan_s, 4),
+                "wall": round(time.monotonic() - t0, 4),
+                "workers": starts,
+                "runs": len(statuses),
+                "failed": failed,
+            },
+        )
         if any("unwritten" in s for s in statuses):
             return 1  # a result that could not be written is lost to the report: Make must stop and say so
     if a.stamp is not None and (todo or not a.stamp.exists()):

@@ -102,15 +102,31 @@ class Run:
         """Seconds per part (PARTS); they add up to `wall`."""
         lines = self.lines.values()
         timed = sum(x.seconds for x in lines)
-        return {"start": self.start, "load": sum(x.load for x in lines), "compute": sum(x.compute for x in lines),
-                "free": sum(x.free for x in lines), "write": self.wall - self.start - timed}
+        return {
+            "start": self.start,
+            "load": sum(x.load for x in lines),
+            "compute": sum(x.compute for x in lines),
+            "free": sum(x.free for x in lines),
+            "write": self.wall - self.start - timed,
+        }
 
 
 def compile_c() -> Path:
     include, lib = llama_dirs()
     BUILD.mkdir(parents=True, exist_ok=True)
     exe, tmp = BUILD / "census", BUILD / ".census.tmp"
-    cmd = ["cc", "-O2", "-Wall", f"-I{include}", str(SOURCE), f"-L{lib}", f"-Wl,-rpath,{lib}", "-lllama", "-o", str(tmp)]
+    cmd = [
+        "cc",
+        "-O2",
+        "-Wall",
+        f"-I{include}",
+        str(SOURCE),
+        f"-L{lib}",
+        f"-Wl,-rpath,{lib}",
+        "-lllama",
+        "-o",
+        str(tmp),
+    ]
     subprocess.run(cmd, check=True)
     os.replace(tmp, exe)  # a failed compile leaves the previous binary, never half of one
     return exe
@@ -160,11 +176,14 @@ def check_agree(py: Run, c: Run) -> None:
     bad = [
         f"{n}: python {py.lines.get(n)} vs C {c.lines[n]}"
         for n in c.lines
-        if n not in py.lines or (py.lines[n].n_tokens, py.lines[n].differing, py.lines[n].lost)
+        if n not in py.lines
+        or (py.lines[n].n_tokens, py.lines[n].differing, py.lines[n].lost)
         != (c.lines[n].n_tokens, c.lines[n].differing, c.lines[n].lost)
     ]
     if bad or py.lines.keys() != c.lines.keys():
-        raise SystemExit("python and C census disagree:\n" + "\n".join(bad or [f"{sorted(py.lines)} vs {sorted(c.lines)}"]))
+        raise SystemExit(
+            "python and C census disagree:\n" + "\n".join(bad or [f"{sorted(py.lines)} vs {sorted(c.lines)}"])
+        )
 
 
 def ablation(paths: list[Path]) -> list[tuple[str, float]]:
@@ -173,6 +192,7 @@ def ablation(paths: list[Path]) -> list[tuple[str, float]]:
     The earlier stages are rebuilt here from the public API, so the table measures what each
     change bought on this machine today rather than quoting old numbers.
     """
+
     def per_token(v: Vocab) -> None:
         lstrip, clean = detokenize_mechanisms(v)
         read_meta(v.path), observed_add_space_prefix(v)
@@ -278,23 +298,49 @@ def census_context(ref: dict[str, Line], py: list[Run], c: list[Run], checks: fl
     ratio = py_wall / c_wall
     # repetition i's Python run against its C run (they ran back to back): the spread of the ratio
     ratios = sorted(p.wall / q.wall for p, q in zip(py, c))
-    vocabs = [[n, x.n_tokens, x.differing, x.lost, f"{py_per[n]:.3f}", f"{c_per[n]:.3f}", f"{py_per[n] / c_per[n]:.2f}"]
-              for n, x in ref.items()]
+    vocabs = [
+        [n, x.n_tokens, x.differing, x.lost, f"{py_per[n]:.3f}", f"{c_per[n]:.3f}", f"{py_per[n] / c_per[n]:.2f}"]
+        for n, x in ref.items()
+    ]
     vocabs.append(["**all**", total_tokens, "", "", f"{py_sum:.3f}", f"{c_sum:.3f}", f"{py_sum / c_sum:.2f}"])
     pp, cp = median_parts(py), median_parts(c)
     parts = []
     for key, label in PARTS:
-        parts.append([label, f"{pp[key]:.3f}", f"{cp[key]:.3f}", f"{pp[key] - cp[key]:+.3f}",
-                      f"{pp[key] / cp[key]:.2f}" if cp[key] > 0.0005 else ""])
+        parts.append(
+            [
+                label,
+                f"{pp[key]:.3f}",
+                f"{cp[key]:.3f}",
+                f"{pp[key] - cp[key]:+.3f}",
+                f"{pp[key] / cp[key]:.2f}" if cp[key] > 0.0005 else "",
+            ]
+        )
         if key == "load":
-            parts.append(["(of which Python's checks before the load: read_kv + check_tokenizer, timed apart)",
-                          f"{checks:.3f}", "", "", ""])
+            parts.append(
+                [
+                    "(of which Python's checks before the load: read_kv + check_tokenizer, timed apart)",
+                    f"{checks:.3f}",
+                    "",
+                    "",
+                    "",
+                ]
+            )
     parts.append(["**process wall**", f"{py_wall:.3f}", f"{c_wall:.3f}", f"{py_wall - c_wall:+.3f}", f"{ratio:.2f}"])
     return {
-        "goal": GOAL, "met": ratio <= GOAL, "ratio": f"{ratio:.2f}", "py_wall": f"{py_wall:.2f}", "c_wall": f"{c_wall:.2f}",
-        "ratio_min": f"{ratios[0]:.2f}", "ratio_max": f"{ratios[-1]:.2f}", "n_runs": len(ratios),
-        "py_sum": f"{py_sum:.2f}", "c_sum": f"{c_sum:.2f}", "sum_ratio": f"{py_sum / c_sum:.2f}",
-        "py_cpu": f"{py_cpu:.2f}", "c_cpu": f"{c_cpu:.2f}", "cpu_ratio": f"{py_cpu / c_cpu:.2f}",
+        "goal": GOAL,
+        "met": ratio <= GOAL,
+        "ratio": f"{ratio:.2f}",
+        "py_wall": f"{py_wall:.2f}",
+        "c_wall": f"{c_wall:.2f}",
+        "ratio_min": f"{ratios[0]:.2f}",
+        "ratio_max": f"{ratios[-1]:.2f}",
+        "n_runs": len(ratios),
+        "py_sum": f"{py_sum:.2f}",
+        "c_sum": f"{c_sum:.2f}",
+        "sum_ratio": f"{py_sum / c_sum:.2f}",
+        "py_cpu": f"{py_cpu:.2f}",
+        "c_cpu": f"{c_cpu:.2f}",
+        "cpu_ratio": f"{py_cpu / c_cpu:.2f}",
         "parts": _table(["part", "Python s", "C s", "Python - C s", "Python/C"], parts),
         "vocabs": _table(["vocab", "n_tokens", "differing", "lost space", "Python s", "C s", "Python/C"], vocabs),
     }
@@ -318,34 +364,80 @@ def census_rows(ref: dict[str, Line], py: list[Run], c: list[Run], checks: float
     pp, cp = median_parts(py), median_parts(c)
     for key, _ in PARTS:
         rows.append(_row("census_part", "ALL", total_tokens, f"c: {key}", cp[key]))
-        rows.append(_row("census_part", "ALL", total_tokens, f"python: {key}", pp[key], pp[key] / cp[key] if cp[key] > 0 else None))
+        rows.append(
+            _row(
+                "census_part",
+                "ALL",
+                total_tokens,
+                f"python: {key}",
+                pp[key],
+                pp[key] / cp[key] if cp[key] > 0 else None,
+            )
+        )
     rows.append(_row("census_part", "ALL", total_tokens, "python: load checks", checks))
     return rows
 
 
 def _row(bench: str, vocab: str, n: int, variant: str, s: float, ratio: float | None = None) -> dict[str, object]:
-    return {"benchmark": bench, "vocab": vocab, "n_tokens": n, "variant": variant, "seconds": round(s, 6),
-            "ratio": "" if ratio is None else round(ratio, 3), "us_per_token": round(1e6 * s / max(n, 1), 4)}
+    return {
+        "benchmark": bench,
+        "vocab": vocab,
+        "n_tokens": n,
+        "variant": variant,
+        "seconds": round(s, 6),
+        "ratio": "" if ratio is None else round(ratio, 3),
+        "us_per_token": round(1e6 * s / max(n, 1), 4),
+    }
 
 
 def render(context: dict[str, Any]) -> str:
     """templates/bench.md.j2 with `context`; a section whose key is None is left out."""
-    env = jinja2.Environment(loader=jinja2.PackageLoader("llgbridge", "templates"), keep_trailing_newline=True,
-                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
-    sections = ("census", "ablation", "builds", "mask_path", "generation", "decode", "server_load", "corpus_time", "regen")
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("llgbridge", "templates"),
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    sections = (
+        "census",
+        "ablation",
+        "builds",
+        "mask_path",
+        "generation",
+        "decode",
+        "server_load",
+        "corpus_time",
+        "regen",
+    )
     # every section ends in a blank line; the page does not
     return env.get_template("bench.md.j2").render({k: None for k in sections} | context).rstrip("\n") + "\n"
 
 
 def meta_context(meta: dict[str, str]) -> dict[str, str]:
-    return {**meta, "versions": ", ".join(f"{k} {v}" for k, v in meta.items() if k not in ("machine", "nproc", "loadavg", "repeat"))}
+    return {
+        **meta,
+        "versions": ", ".join(
+            f"{k} {v}" for k, v in meta.items() if k not in ("machine", "nproc", "loadavg", "repeat")
+        ),
+    }
 
 
 def write_reports(
-    out: Path, ref: dict[str, Line], py: list[Run], c: list[Run], checks: float, stages: list[tuple[str, float]],
-    builds: dict[tuple[str, str], float], meta: dict[str, str], paths: list[dict[str, Any]],
-    real: list[dict[str, Any]], mask: list[dict[str, Any]], regens: dict[str, Any] | None = None,
-    load: loadtest.LoadRun | None = None, corpus_time: dict[str, Any] | None = None,
+    out: Path,
+    ref: dict[str, Line],
+    py: list[Run],
+    c: list[Run],
+    checks: float,
+    stages: list[tuple[str, float]],
+    builds: dict[tuple[str, str], float],
+    meta: dict[str, str],
+    paths: list[dict[str, Any]],
+    real: list[dict[str, Any]],
+    mask: list[dict[str, Any]],
+    regens: dict[str, Any] | None = None,
+    load: loadtest.LoadRun | None = None,
+    corpus_time: dict[str, Any] | None = None,
 ) -> None:
     total_tokens = sum(x.n_tokens for x in ref.values())
     rows = census_rows(ref, py, c, checks)
@@ -371,8 +463,14 @@ def write_reports(
     for r in real:
         row("decode_forward_ms", r["vocab"], r["n_vocab"], r["bridge"], r["forward_ms"] / 1000)
         row("decode_mask_ms", r["vocab"], r["n_vocab"], r["bridge"], r["mask_ms"] / 1000, r["mask_share"])
-        row("decode_tok_s", r["vocab"], r["n_vocab"], r["bridge"], r["constrained_tok_s"],
-            r["constrained_tok_s"] / r["unconstrained_tok_s"] if r["unconstrained_tok_s"] else None)
+        row(
+            "decode_tok_s",
+            r["vocab"],
+            r["n_vocab"],
+            r["bridge"],
+            r["constrained_tok_s"],
+            r["constrained_tok_s"] / r["unconstrained_tok_s"] if r["unconstrained_tok_s"] else None,
+        )
     regens = regens or {"regens": [], "identity": {}}
     for r in regens["regens"]:
         tag = "serial" if r.jobs == 1 else f"j{r.jobs}"
@@ -388,7 +486,14 @@ def write_reports(
         row("report_regeneration_identity", content, n, f"serial_vs_j{j}_differing", len(differ))
     for m in mask:
         row("mask_per_token", m["vocab"], m["n_vocab"], m["bridge"], m["mask_s"])
-        row("generation_tok_s", m["vocab"], m["n_vocab"], m["bridge"], m["constrained_tok_s"], m["constrained_tok_s"] / m["unconstrained_tok_s"])
+        row(
+            "generation_tok_s",
+            m["vocab"],
+            m["n_vocab"],
+            m["bridge"],
+            m["constrained_tok_s"],
+            m["constrained_tok_s"] / m["unconstrained_tok_s"],
+        )
 
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
@@ -400,34 +505,127 @@ def write_reports(
     context: dict[str, Any] = {
         "meta": meta_context(meta),
         "census": census_context(ref, py, c, checks),
-        "ablation": {"c_work": f"{c_work:.2f}", "table": _table(
-            ["stage", "seconds", "vs C loop"],
-            [["C loop (bench/census.c)", f"{c_work:.2f}", "1.00"], *[[label, f"{s:.2f}", f"{s / c_work:.2f}"] for label, s in stages]])},
+        "ablation": {
+            "c_work": f"{c_work:.2f}",
+            "table": _table(
+                ["stage", "seconds", "vs C loop"],
+                [
+                    ["C loop (bench/census.c)", f"{c_work:.2f}", "1.00"],
+                    *[[label, f"{s:.2f}", f"{s / c_work:.2f}"] for label, s in stages],
+                ],
+            ),
+        },
         "builds": _table(
             ["vocab", "n_tokens", *(f"{v} s" for v in TIMED_BRIDGES), *(f"{v} us/token" for v in TIMED_BRIDGES)],
-            [[n, line.n_tokens, *(f"{builds[n, v]:.3f}" for v in TIMED_BRIDGES),
-              *(f"{1e6 * builds[n, v] / line.n_tokens:.2f}" for v in TIMED_BRIDGES)] for n, line in by_size]),
-        "mask_path": None if not paths else {"grammar": maskpath.GRAMMAR, "steps": maskpath.STEPS, "table": _table(
-            ["vocab", "n_vocab", "compute µs p50 / p99", "apply, old, µs p50 / p99", "apply µs p50 / p99",
-             "llama.cpp apply µs p50 / p99", "ratio", "forward ms p50 / p99"],
-            [[r["vocab"], r["n_vocab"], f"{r['compute_p50_us']} / {r['compute_p99_us']}", f"{r['apply_old_p50_us']} / {r['apply_old_p99_us']}",
-              f"{r['apply_p50_us']} / {r['apply_p99_us']}", f"{r['llama_apply_p50_us']} / {r['llama_apply_p99_us']}",
-              r["ratio_to_llama"], f"{r['forward_p50_ms']} / {r['forward_p99_ms']}"] for r in paths])},
-        "generation": None if not mask else {"grammar": maskpath.GRAMMAR, "tokens": GEN_TOKENS, "table": _table(
-            ["vocab", "n_vocab", "bridge", "mask ms/token", "constrained tok/s", "unconstrained tok/s"],
-            [[m["vocab"], m["n_vocab"], m["bridge"], f"{1000 * m['mask_s']:.2f}", f"{m['constrained_tok_s']:.0f}",
-              f"{m['unconstrained_tok_s']:.0f}"] for m in mask])},
-        "decode": {"threads": DECODE_THREADS, "grammar": maskpath.GRAMMAR, "tokens": DECODE_TOKENS, "table": None if not real else _table(
-            ["model", "n_vocab", "prompt", "bridge", "tokens", "forward ms/token", "mask ms/token", "step ms", "mask share",
-             "tok/s", "unconstrained tok/s"],
-            [[r["vocab"], r["n_vocab"], r["prompt"], r["bridge"], f"{r['n_tokens']:.0f}", f"{r['forward_ms']:.1f}",
-              f"{r['mask_ms']:.2f}", f"{r['step_ms']:.1f}", f"{100 * r['mask_share']:.1f}%", f"{r['constrained_tok_s']:.1f}",
-              f"{r['unconstrained_tok_s']:.1f}"] for r in real])},
+            [
+                [
+                    n,
+                    line.n_tokens,
+                    *(f"{builds[n, v]:.3f}" for v in TIMED_BRIDGES),
+                    *(f"{1e6 * builds[n, v] / line.n_tokens:.2f}" for v in TIMED_BRIDGES),
+                ]
+                for n, line in by_size
+            ],
+        ),
+        "mask_path": None
+        if not paths
+        else {
+            "grammar": maskpath.GRAMMAR,
+            "steps": maskpath.STEPS,
+            "table": _table(
+                [
+                    "vocab",
+                    "n_vocab",
+                    "compute µs p50 / p99",
+                    "apply, old, µs p50 / p99",
+                    "apply µs p50 / p99",
+                    "llama.cpp apply µs p50 / p99",
+                    "ratio",
+                    "forward ms p50 / p99",
+                ],
+                [
+                    [
+                        r["vocab"],
+                        r["n_vocab"],
+                        f"{r['compute_p50_us']} / {r['compute_p99_us']}",
+                        f"{r['apply_old_p50_us']} / {r['apply_old_p99_us']}",
+                        f"{r['apply_p50_us']} / {r['apply_p99_us']}",
+                        f"{r['llama_apply_p50_us']} / {r['llama_apply_p99_us']}",
+                        r["ratio_to_llama"],
+                        f"{r['forward_p50_ms']} / {r['forward_p99_ms']}",
+                    ]
+                    for r in paths
+                ],
+            ),
+        },
+        "generation": None
+        if not mask
+        else {
+            "grammar": maskpath.GRAMMAR,
+            "tokens": GEN_TOKENS,
+            "table": _table(
+                ["vocab", "n_vocab", "bridge", "mask ms/token", "constrained tok/s", "unconstrained tok/s"],
+                [
+                    [
+                        m["vocab"],
+                        m["n_vocab"],
+                        m["bridge"],
+                        f"{1000 * m['mask_s']:.2f}",
+                        f"{m['constrained_tok_s']:.0f}",
+                        f"{m['unconstrained_tok_s']:.0f}",
+                    ]
+                    for m in mask
+                ],
+            ),
+        },
+        "decode": {
+            "threads": DECODE_THREADS,
+            "grammar": maskpath.GRAMMAR,
+            "tokens": DECODE_TOKENS,
+            "table": None
+            if not real
+            else _table(
+                [
+                    "model",
+                    "n_vocab",
+                    "prompt",
+                    "bridge",
+                    "tokens",
+                    "forward ms/token",
+                    "mask ms/token",
+                    "step ms",
+                    "mask share",
+                    "tok/s",
+                    "unconstrained tok/s",
+                ],
+                [
+                    [
+                        r["vocab"],
+                        r["n_vocab"],
+                        r["prompt"],
+                        r["bridge"],
+                        f"{r['n_tokens']:.0f}",
+                        f"{r['forward_ms']:.1f}",
+                        f"{r['mask_ms']:.2f}",
+                        f"{r['step_ms']:.1f}",
+                        f"{100 * r['mask_share']:.1f}%",
+                        f"{r['constrained_tok_s']:.1f}",
+                        f"{r['unconstrained_tok_s']:.1f}",
+                    ]
+                    for r in real
+                ],
+            ),
+        },
         "regen": regen_context(regens, GOALS),
-        "server_load": None if load is None else {"md": loadtest.SERVER_LOAD_MD, "rounds": load.rounds,
-                                                  "fixed_violations": sum(r["violations"] for r in load.rows if r["sampler"] == "fixed"),
-                                                  "disagrees": sum(r["judge_disagrees"] for r in load.rows),
-                                                  "builds": len(load.rows)},
+        "server_load": None
+        if load is None
+        else {
+            "md": loadtest.SERVER_LOAD_MD,
+            "rounds": load.rounds,
+            "fixed_violations": sum(r["violations"] for r in load.rows if r["sampler"] == "fixed"),
+            "disagrees": sum(r["judge_disagrees"] for r in load.rows),
+            "builds": len(load.rows),
+        },
         "corpus_time": corpus_mask_time_context(corpus_time),
     }
     if corpus_time:
@@ -442,18 +640,55 @@ def regen_context(regens: dict[str, Any], goals: dict[str, float]) -> dict[str, 
     if not rs:
         return None
     return {
-        "goals": {"serial": f"{goals['serial']:.0f}", "j2": f"{goals['j2']:.0f}", "overhead": f"{100 * goals['overhead_share']:.0f}"},
-        "table": _table(["content", "make", "runs", "wall s", "analysis s", "overhead s", "overhead share"],
-                        [[r.content, f"-j{r.jobs}", len(r.runs), f"{r.wall:.1f}", f"{r.analysis:.1f}", f"{r.overhead:.1f}",
-                          f"{100 * r.share:.0f}%"] for r in rs]),
-        "identity": [{"content": content, "jobs": j, "n": n, "differ": ", ".join(differ[:10]), "n_differ": len(differ)}
-                     for (content, j), (n, differ) in regens["identity"].items()],
-        "parts": _table(["part", *(f"{r.content} -j{r.jobs}" for r in rs)],
-                        [[name, *(f"{r.parts()[name]:.1f}" for r in rs)] for name in rs[0].parts()]),
-        "by_analysis": [{"content": r.content, "table": _table(
-            ["analysis", "runs", "wall s", "compute s", "overhead s", "overhead share"],
-            [[x["analysis"], x["runs"], f"{x['wall']:.1f}", f"{x['compute']:.1f}", f"{x['overhead']:.1f}",
-              f"{100 * x['share']:.0f}%"] for x in r.by_analysis()])} for r in rs if r.jobs == 1],
+        "goals": {
+            "serial": f"{goals['serial']:.0f}",
+            "j2": f"{goals['j2']:.0f}",
+            "overhead": f"{100 * goals['overhead_share']:.0f}",
+        },
+        "table": _table(
+            ["content", "make", "runs", "wall s", "analysis s", "overhead s", "overhead share"],
+            [
+                [
+                    r.content,
+                    f"-j{r.jobs}",
+                    len(r.runs),
+                    f"{r.wall:.1f}",
+                    f"{r.analysis:.1f}",
+                    f"{r.overhead:.1f}",
+                    f"{100 * r.share:.0f}%",
+                ]
+                for r in rs
+            ],
+        ),
+        "identity": [
+            {"content": content, "jobs": j, "n": n, "differ": ", ".join(differ[:10]), "n_differ": len(differ)}
+            for (content, j), (n, differ) in regens["identity"].items()
+        ],
+        "parts": _table(
+            ["part", *(f"{r.content} -j{r.jobs}" for r in rs)],
+            [[name, *(f"{r.parts()[name]:.1f}" for r in rs)] for name in rs[0].parts()],
+        ),
+        "by_analysis": [
+            {
+                "content": r.content,
+                "table": _table(
+                    ["analysis", "runs", "wall s", "compute s", "overhead s", "overhead share"],
+                    [
+                        [
+                            x["analysis"],
+                            x["runs"],
+                            f"{x['wall']:.1f}",
+                            f"{x['compute']:.1f}",
+                            f"{x['overhead']:.1f}",
+                            f"{100 * x['share']:.0f}%",
+                        ]
+                        for x in r.by_analysis()
+                    ],
+                ),
+            }
+            for r in rs
+            if r.jobs == 1
+        ],
     }
 
 
@@ -500,8 +735,16 @@ def generation_timing(vocabs: tuple[str, ...] = GEN_VOCABS, repeat: int = 3) -> 
         for variant in TIMED_BRIDGES:
             b = bridges.build(v, variant)
             rate, mask = median_rate(lambda: b.new_matcher(GRAMMAR))
-            out.append({"vocab": name, "n_vocab": v.n_tokens, "bridge": variant, "mask_s": mask,
-                        "constrained_tok_s": rate, "unconstrained_tok_s": free})
+            out.append(
+                {
+                    "vocab": name,
+                    "n_vocab": v.n_tokens,
+                    "bridge": variant,
+                    "mask_s": mask,
+                    "constrained_tok_s": rate,
+                    "unconstrained_tok_s": free,
+                }
+            )
     return out
 
 
@@ -529,7 +772,9 @@ def real_decode_timing(repeat: int = 3, n_threads: int = DECODE_THREADS) -> list
             print(f"bench: real decode step skipped: {e}", file=sys.stderr)
             continue
         llm, v = generate.load_model(path, n_threads=n_threads, overrides=m.overrides), Vocab(path, name, m.overrides)
-        case = generate.Case("decode", GRAMMAR, lambda s: True, "", instruction=DECODE_ASK, completion=DECODE_COMPLETION)
+        case = generate.Case(
+            "decode", GRAMMAR, lambda s: True, "", instruction=DECODE_ASK, completion=DECODE_COMPLETION
+        )
         prompt = generate.case_prompt(llm, case, m.instruct)
         generate.generate(llm, v, None, prompt, max_tokens=8)  # warm-up
 
@@ -541,20 +786,47 @@ def real_decode_timing(repeat: int = 3, n_threads: int = DECODE_THREADS) -> list
                 # prompt); a mean, as the forward and mask figures are, so the share adds up
                 t = g.token_times
                 step = (t[-1] - t[0]) / (len(t) - 1) if len(t) >= 2 else 0.0
-                runs.append({"forward_ms": 1000 * g.forward_seconds / max(g.n_forward, 1),
-                             "mask_ms": 1000 * g.mask_seconds / g.n_masks if g.n_masks else 0.0,
-                             "step_ms": 1000 * step, "tok_s": 1 / step if step else 0.0, "n_tokens": len(g.tokens)})
+                runs.append(
+                    {
+                        "forward_ms": 1000 * g.forward_seconds / max(g.n_forward, 1),
+                        "mask_ms": 1000 * g.mask_seconds / g.n_masks if g.n_masks else 0.0,
+                        "step_ms": 1000 * step,
+                        "tok_s": 1 / step if step else 0.0,
+                        "n_tokens": len(g.tokens),
+                    }
+                )
             return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
 
         free = medians(lambda: None)
-        out.append({"vocab": name, "model": path.name, "n_vocab": v.n_tokens, "bridge": "none", "prompt": prompt.kind,
-                    **free, "mask_share": 0.0, "constrained_tok_s": free["tok_s"], "unconstrained_tok_s": free["tok_s"]})
+        out.append(
+            {
+                "vocab": name,
+                "model": path.name,
+                "n_vocab": v.n_tokens,
+                "bridge": "none",
+                "prompt": prompt.kind,
+                **free,
+                "mask_share": 0.0,
+                "constrained_tok_s": free["tok_s"],
+                "unconstrained_tok_s": free["tok_s"],
+            }
+        )
         for variant in TIMED_BRIDGES:
             b = bridges.build(v, variant)
             c = medians(lambda: b.new_matcher(GRAMMAR))
-            out.append({"vocab": name, "model": path.name, "n_vocab": v.n_tokens, "bridge": variant, "prompt": prompt.kind, **c,
-                        "mask_share": c["mask_ms"] / c["step_ms"] if c["step_ms"] else 0.0,
-                        "constrained_tok_s": c["tok_s"], "unconstrained_tok_s": free["tok_s"]})
+            out.append(
+                {
+                    "vocab": name,
+                    "model": path.name,
+                    "n_vocab": v.n_tokens,
+                    "bridge": variant,
+                    "prompt": prompt.kind,
+                    **c,
+                    "mask_share": c["mask_ms"] / c["step_ms"] if c["step_ms"] else 0.0,
+                    "constrained_tok_s": c["tok_s"],
+                    "unconstrained_tok_s": free["tok_s"],
+                }
+            )
     return out
 
 
@@ -567,17 +839,30 @@ def corpus_mask_time(vocabs: list[str]) -> dict[str, Any] | None:
         return None
     p = params.declared("corpus")
     ids = corpus.sample_ids(p["schemas"], p["seed"])
-    run = corpus.run([(v, corpus.repo_path(vocab_path(v))) for v in vocabs], ids, list(p["bridges"]), corpus.Params(seed=p["seed"]),
-                     cache_dir=None)
-    return {"schemas": len(ids), "seed": p["seed"], "hist_edges_us": corpus.HIST_EDGES, "hist": corpus.histograms(run),
-            "timing": corpus.timing_rows(run)}
+    run = corpus.run(
+        [(v, corpus.repo_path(vocab_path(v))) for v in vocabs],
+        ids,
+        list(p["bridges"]),
+        corpus.Params(seed=p["seed"]),
+        cache_dir=None,
+    )
+    return {
+        "schemas": len(ids),
+        "seed": p["seed"],
+        "hist_edges_us": corpus.HIST_EDGES,
+        "hist": corpus.histograms(run),
+        "timing": corpus.timing_rows(run),
+    }
 
 
 def corpus_mask_time_context(snap: dict[str, Any] | None) -> dict[str, Any] | None:
     if not snap:
         return None
     rows = snap["timing"]
-    return {"schemas": snap["schemas"], "table": _table(list(rows[0]), [["" if v is None else v for v in r.values()] for r in rows])}
+    return {
+        "schemas": snap["schemas"],
+        "table": _table(list(rows[0]), [["" if v is None else v for v in r.values()] for r in rows]),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -585,12 +870,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=REPORTS, help="where bench.csv and bench.md go (default: reports)")
     ap.add_argument("--repeat", type=int, default=3, help="repetitions; medians are reported (default: 3)")
     ap.add_argument("--vocabs", help="comma-separated fixture names (default: all in data/vocabs)")
-    ap.add_argument("--regen", nargs="*", default=["today", "full"], metavar="CONTENT", choices=["today", "full"],
-                    help="the report regenerations to time, serial and -j2 (default: today full; none: --regen)")
-    ap.add_argument("--corpus-vocabs", metavar="NAMES",
-                    help="the corpus sample's vocabs, space-separated, for its mask-time figure (default: those with a corpus result)")
-    ap.add_argument("--only", choices=["census"],
-                    help="run only this part and print its section of bench.md; writes nothing (census: Python vs C)")
+    ap.add_argument(
+        "--regen",
+        nargs="*",
+        default=["today", "full"],
+        metavar="CONTENT",
+        choices=["today", "full"],
+        help="the report regenerations to time, serial and -j2 (default: today full; none: --regen)",
+    )
+    ap.add_argument(
+        "--corpus-vocabs",
+        metavar="NAMES",
+        help="the corpus sample's vocabs, space-separated, for its mask-time figure (default: those with a corpus result)",
+    )
+    ap.add_argument(
+        "--only",
+        choices=["census"],
+        help="run only this part and print its section of bench.md; writes nothing (census: Python vs C)",
+    )
     args = ap.parse_args(argv)
     paths = sorted(VOCABS.glob("ggml-vocab-*.gguf"))
     if args.vocabs:
@@ -598,15 +895,20 @@ def main(argv: list[str] | None = None) -> int:
     if not paths:
         raise SystemExit(f"no fixtures in {VOCABS}: run `make data` first")
     exe = compile_c()
-    meta = {"machine": f"{platform.platform()} {platform.machine()}", "nproc": str(os.cpu_count()),
-            "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()), "repeat": str(args.repeat), **versions()}
+    meta = {
+        "machine": f"{platform.platform()} {platform.machine()}",
+        "nproc": str(os.cpu_count()),
+        "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "repeat": str(args.repeat),
+        **versions(),
+    }
     c_cmd = [str(exe), *map(str, paths)]
     py_cmd = [sys.executable, "-m", "llgbridge.census_worker", *map(str, paths)]
     py_runs: list[Run] = []
     c_runs: list[Run] = []
     for i in tqdm(range(args.repeat), desc="census python vs C"):
         # alternate the order so drift in the machine's load hits both sides alike
-        for side in (("c", "py") if i % 2 == 0 else ("py", "c")):
+        for side in ("c", "py") if i % 2 == 0 else ("py", "c"):
             if side == "c":
                 c_runs.append(run_child(c_cmd))
             else:
@@ -614,22 +916,44 @@ def main(argv: list[str] | None = None) -> int:
         check_agree(py_runs[-1], c_runs[-1])
     checks = check_seconds(paths, args.repeat)
     if args.only == "census":
-        print(render({"meta": meta_context(meta), "census": census_context(c_runs[0].lines, py_runs, c_runs, checks)}), end="")
+        print(
+            render({"meta": meta_context(meta), "census": census_context(c_runs[0].lines, py_runs, c_runs, checks)}),
+            end="",
+        )
         return 0
     stages = ablation(paths)
     builds = bridge_builds(paths, args.repeat)
     regens = regen.measure(tuple(args.regen)) if args.regen else None
     load = loadtest.run()
-    write_reports(args.out, c_runs[0].lines, py_runs, c_runs, checks, stages, builds, meta,
-                  mask_path_timing(), real_decode_timing(), generation_timing(), regens, load,
-                  corpus_mask_time(args.corpus_vocabs.split() if args.corpus_vocabs is not None else
-                                   sorted(f.stem for f in (RESULTS / "corpus").glob("*.json"))))
+    write_reports(
+        args.out,
+        c_runs[0].lines,
+        py_runs,
+        c_runs,
+        checks,
+        stages,
+        builds,
+        meta,
+        mask_path_timing(),
+        real_decode_timing(),
+        generation_timing(),
+        regens,
+        load,
+        corpus_mask_time(
+            args.corpus_vocabs.split()
+            if args.corpus_vocabs is not None
+            else sorted(f.stem for f in (RESULTS / "corpus").glob("*.json"))
+        ),
+    )
     # the guide's quotes on real weights: a real model's words depend on the CPU, so, like every
     # timing here, they are a dated snapshot the report quotes (`quotes`)
     snap = quotes.snapshot()
     if snap["inputs"]:
         write_json(args.out / quotes.SNAPSHOT, snap)
-    print(f"wrote {args.out / 'bench.csv'} and {args.out / 'bench.md'}" + (f" and {quotes.SNAPSHOT}" if snap["inputs"] else ""))
+    print(
+        f"wrote {args.out / 'bench.csv'} and {args.out / 'bench.md'}"
+        + (f" and {quotes.SNAPSHOT}" if snap["inputs"] else "")
+    )
     for line in load.failures:
         print(f"bench: load test: {line}", file=sys.stderr)
     return 1 if loadtest.failed(load) else 0

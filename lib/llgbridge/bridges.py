@@ -41,6 +41,7 @@ _FAILURES = threading.Lock()
 SPECIAL_MARKER = b"\xff"  # llguidance's prefix for special tokens (common/llguidance.cpp:179)
 LLAMA_TOKEN_NULL = -1
 
+
 def llama_tok_eos(vocab: Vocab) -> int:
     """llama.cpp's `tok_eos` for llguidance: EOT, else EOS (common/llguidance.cpp:148-151)."""
     tok = vocab.eot
@@ -49,9 +50,7 @@ def llama_tok_eos(vocab: Vocab) -> int:
     return tok
 
 
-def _table(
-    vocab: Vocab, primary: Callable[[int, int], bytes], fallback: Callable[[int, int], bytes]
-) -> list[bytes]:
+def _table(vocab: Vocab, primary: Callable[[int, int], bytes], fallback: Callable[[int, int], bytes]) -> list[bytes]:
     """The loop of common/llguidance.cpp:161-186 with its two conversion calls as parameters.
 
     `primary(token, max_len)` gives the token's bytes; when it gives nothing (a control or
@@ -286,8 +285,14 @@ def variant(name: str) -> type[Bridge]:
     """The class of the bridge called `name`; the one place a bridge name is checked."""
     from .sentinel import Sentinel  # sentinel.py builds on Bridge, so it imports this module
 
-    classes: dict[str, type[Bridge]] = {"upstream": Upstream, "fixed": Fixed, "sentinel": Sentinel, "nospecial": NoSpecial,
-                                        "failclosed": FailClosed, "truth": Truth}
+    classes: dict[str, type[Bridge]] = {
+        "upstream": Upstream,
+        "fixed": Fixed,
+        "sentinel": Sentinel,
+        "nospecial": NoSpecial,
+        "failclosed": FailClosed,
+        "truth": Truth,
+    }
     if name not in classes:
         raise InputError(f"bridge {name!r}", f"unknown bridge; choose one of {', '.join(NAMES)}")
     return classes[name]

@@ -37,8 +37,21 @@ def llama_dirs() -> tuple[Path, Path]:
 def build() -> Path:
     include, lib = llama_dirs()
     tmp = TARGET.with_name(".llamacall.tmp.so")
-    cmd = ["cc", "-O2", "-Wall", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", f"-I{include}",
-           str(SOURCE), f"-L{lib}", f"-Wl,-rpath,{lib}", "-lllama", "-o", str(tmp)]
+    cmd = [
+        "cc",
+        "-O2",
+        "-Wall",
+        "-shared",
+        "-fPIC",
+        f"-I{sysconfig.get_paths()['include']}",
+        f"-I{include}",
+        str(SOURCE),
+        f"-L{lib}",
+        f"-Wl,-rpath,{lib}",
+        "-lllama",
+        "-o",
+        str(tmp),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         tmp.unlink(missing_ok=True)

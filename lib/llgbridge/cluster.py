@@ -72,8 +72,14 @@ def _outcome(res: tuple[str, Any], attempts: int) -> Outcome:
     return Outcome(value=val, attempts=attempts) if kind == "ok" else Outcome(error=str(val), attempts=attempts)
 
 
-def run_jobs(fn: Callable[[Any], Any], jobs: Sequence[Any], engine: str = "serial", workers: int | None = None,
-             cluster: str | None = None, desc: str = "jobs") -> list[Outcome]:
+def run_jobs(
+    fn: Callable[[Any], Any],
+    jobs: Sequence[Any],
+    engine: str = "serial",
+    workers: int | None = None,
+    cluster: str | None = None,
+    desc: str = "jobs",
+) -> list[Outcome]:
     """One `Outcome` per job, in order. `workers` defaults to the machine's CPU count."""
     if engine not in ENGINES:
         raise ValueError(f"engine {engine!r}: choose one of {', '.join(ENGINES)}")
@@ -130,12 +136,22 @@ def dask_client(workers: int, cluster: str | None = None) -> Iterator[Any]:
     # worker's death is charged to the job it ran and not to jobs queued behind it; and the
     # scheduler gives up on that job at once, leaving the one retry to run_jobs
     with dask.config.set({"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0}):
-        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                          silence_logs=logging.CRITICAL) as lc, Client(lc) as client:
+        with (
+            LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                silence_logs=logging.CRITICAL,
+            ) as lc,
+            Client(lc) as client,
+        ):
             yield client
 
 
-def _run_dask(fn: Callable[[Any], Any], jobs: Sequence[Any], workers: int, cluster: str | None, desc: str) -> list[Outcome]:
+def _run_dask(
+    fn: Callable[[Any], Any], jobs: Sequence[Any], workers: int, cluster: str | None, desc: str
+) -> list[Outcome]:
     from distributed import as_completed
     from distributed.scheduler import KilledWorker
 
@@ -168,8 +184,10 @@ def _run_dask(fn: Callable[[Any], Any], jobs: Sequence[Any], workers: int, clust
                         index[nf.key] = i
                         ac.add(nf)
                     else:
-                        out[i] = Outcome(error=f"the worker died twice running it (KilledWorker: {first_line(str(e))[:200]})",
-                                         attempts=attempts[i])
+                        out[i] = Outcome(
+                            error=f"the worker died twice running it (KilledWorker: {first_line(str(e))[:200]})",
+                            attempts=attempts[i],
+                        )
                         bar.update()
                 fut.release()
     return [o for o in out if o is not None]

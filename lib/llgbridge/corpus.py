@@ -76,7 +76,16 @@ from typing import Any
 import numpy as np
 
 from .bridges import VARIANTS
-from .corpus_job import ERROR_CHARS, BridgeJob, InstancesJob, Params, bridge_job, bridge_record, instances_job, instances_record
+from .corpus_job import (
+    ERROR_CHARS,
+    BridgeJob,
+    InstancesJob,
+    Params,
+    bridge_job,
+    bridge_record,
+    instances_job,
+    instances_record,
+)
 from .errors import InputError
 from .paths import DATA, REPORTS, ROOT, resolve, vocab_path, write_atomic, write_json
 from .results import file_sha256
@@ -118,7 +127,9 @@ def sample_ids(n: int | None, seed: int = 0) -> list[str]:
     return sorted(random.Random(seed).sample(ids, n))
 
 
-def plan(vocabs: list[tuple[str, str]], schema_ids: list[str], params: Params, schemas_dir: Path | None = None) -> list[InstancesJob]:
+def plan(
+    vocabs: list[tuple[str, str]], schema_ids: list[str], params: Params, schemas_dir: Path | None = None
+) -> list[InstancesJob]:
     """The instances jobs for (vocab name, vocab path) x schema ids, grouped by vocab (so a
     worker builds each vocab's bridges once)."""
     from .schemas import SCHEMAS, manifest
@@ -136,7 +147,9 @@ def plan(vocabs: list[tuple[str, str]], schema_ids: list[str], params: Params, s
     for name, path in vocabs:
         vd = file_digest(path)
         for sid in schema_ids:
-            jobs.append(InstancesJob(sid, repo_path(d / f"{sid}.json"), digests[sid], name, repo_path(Path(path)), vd, params))
+            jobs.append(
+                InstancesJob(sid, repo_path(d / f"{sid}.json"), digests[sid], name, repo_path(Path(path)), vd, params)
+            )
     return jobs
 
 
@@ -171,8 +184,16 @@ def _cached(cache_dir: Path | None, key: str) -> dict[str, Any] | None:
     return rec if isinstance(rec, dict) and rec.get("key") == key else None
 
 
-def _stage(fn: Any, jobs: list[Any], failed: Any, cache_dir: Path | None, engine: str, workers: int | None,
-           cluster: str | None, desc: str) -> tuple[list[dict[str, Any]], int]:
+def _stage(
+    fn: Any,
+    jobs: list[Any],
+    failed: Any,
+    cache_dir: Path | None,
+    engine: str,
+    workers: int | None,
+    cluster: str | None,
+    desc: str,
+) -> tuple[list[dict[str, Any]], int]:
     """Each job's record: from the cache, else computed (and cached unless it failed)."""
     from .cluster import run_jobs
 
@@ -190,9 +211,17 @@ def _stage(fn: Any, jobs: list[Any], failed: Any, cache_dir: Path | None, engine
     return [r for r in recs if r is not None], len(todo)
 
 
-def run(vocabs: list[tuple[str, str]], schema_ids: list[str], bridges: list[str] | tuple[str, ...] = BRIDGES,
-        params: Params = Params(), engine: str = "serial", workers: int | None = None, cluster: str | None = None,
-        cache_dir: Path | None = CACHE, schemas_dir: Path | None = None) -> CorpusRun:
+def run(
+    vocabs: list[tuple[str, str]],
+    schema_ids: list[str],
+    bridges: list[str] | tuple[str, ...] = BRIDGES,
+    params: Params = Params(),
+    engine: str = "serial",
+    workers: int | None = None,
+    cluster: str | None = None,
+    cache_dir: Path | None = CACHE,
+    schemas_dir: Path | None = None,
+) -> CorpusRun:
     """Every (schema, vocab) then every (schema, vocab, bridge) job; see `cluster.run_jobs` for the engines."""
     from .bridges import variant
 
@@ -222,22 +251,33 @@ def summary_rows(r: CorpusRun) -> list[dict[str, Any]]:
         verdicts = [c["verdict"] for rec in insts for c in rec["jsonschema"]]
         status = [x["status"] for x in recs]
         built = {x["error"] for x in recs if x["status"] == "not built"}
-        rows.append({
-            "vocab": vocab, "bridge": bridge, "schemas": len(recs),
-            "compiled": status.count("ok"), "rejected": status.count("rejected"), "unreadable": status.count("unreadable"),
-            "failed": status.count("failed"),
-            "instances": sum(len(x["instances"]) for x in insts),
-            "schemas_without_instances": sum(1 for x in insts if x.get("status") == "ok" and not x["instances"]),
-            "jsonschema_invalid": verdicts.count("invalid"), "jsonschema_unchecked": verdicts.count("unchecked"),
-            "walks": sum(x["walks"] for x in recs), "masks": sum(x["steps"] for x in recs),
-            "under": sum(x["under"] for x in recs), "under_schemas": sum(1 for x in recs if x["under"]),
-            "over": sum(x["over"] for x in recs), "over_collapsed": sum(x["over_collapsed"] for x in recs),
-            "over_schemas": sum(1 for x in recs if x["over"]),
-            "stop_disagree": sum(x["stop_disagree"] for x in recs),
-            "errors": sum(x["errors"] for x in recs), "error_schemas": sum(1 for x in recs if x["errors"]),
-            "skipped": sum(x["skipped"] for x in recs),
-            "build_error": "; ".join(sorted(built)),
-        })
+        rows.append(
+            {
+                "vocab": vocab,
+                "bridge": bridge,
+                "schemas": len(recs),
+                "compiled": status.count("ok"),
+                "rejected": status.count("rejected"),
+                "unreadable": status.count("unreadable"),
+                "failed": status.count("failed"),
+                "instances": sum(len(x["instances"]) for x in insts),
+                "schemas_without_instances": sum(1 for x in insts if x.get("status") == "ok" and not x["instances"]),
+                "jsonschema_invalid": verdicts.count("invalid"),
+                "jsonschema_unchecked": verdicts.count("unchecked"),
+                "walks": sum(x["walks"] for x in recs),
+                "masks": sum(x["steps"] for x in recs),
+                "under": sum(x["under"] for x in recs),
+                "under_schemas": sum(1 for x in recs if x["under"]),
+                "over": sum(x["over"] for x in recs),
+                "over_collapsed": sum(x["over_collapsed"] for x in recs),
+                "over_schemas": sum(1 for x in recs if x["over"]),
+                "stop_disagree": sum(x["stop_disagree"] for x in recs),
+                "errors": sum(x["errors"] for x in recs),
+                "error_schemas": sum(1 for x in recs if x["errors"]),
+                "skipped": sum(x["skipped"] for x in recs),
+                "build_error": "; ".join(sorted(built)),
+            }
+        )
     return rows
 
 
@@ -256,22 +296,37 @@ def failure_rows(r: CorpusRun) -> list[dict[str, Any]]:
         verdicts = inst.get("jsonschema", [])
         bad = [c for c in verdicts if c["verdict"] != "valid"]
         no_instances = inst.get("status") == "ok" and not inst.get("instances")
-        if rec["status"] == "ok" and not (rec["under"] or rec["over"] or rec["errors"] or rec["skipped"] or bad or no_instances):
+        if rec["status"] == "ok" and not (
+            rec["under"] or rec["over"] or rec["errors"] or rec["skipped"] or bad or no_instances
+        ):
             continue
         w = rec.get("worst") or {}
-        rows.append({
-            "vocab": rec["vocab"], "bridge": rec["bridge"], "schema": rec["schema"], "name": names.get(rec["schema"], ""),
-            "status": rec["status"], "error": rec["error"],
-            "instances": len(inst.get("instances", [])),
-            "instances_note": (inst.get("walk_error") or ("no walk finished" if no_instances else "")),
-            "jsonschema_invalid": sum(c["verdict"] == "invalid" for c in verdicts),
-            "jsonschema_unchecked": sum(c["verdict"] == "unchecked" for c in verdicts),
-            "jsonschema_message": bad[0]["message"] if bad else "",
-            "under": rec["under"], "over": rec["over"], "over_collapsed": rec["over_collapsed"], "errors": rec["errors"],
-            "first_error": rec["first_error"], "skipped": rec["skipped"], "first_skip": rec["first_skip"],
-            "worst_step": w.get("step", ""), "worst_prefix": w.get("prefix", ""), "worst_under": w.get("under", "") if w.get("n_under") else "",
-            "worst_over": w.get("over", "") if w.get("n_over") else "",
-        })
+        rows.append(
+            {
+                "vocab": rec["vocab"],
+                "bridge": rec["bridge"],
+                "schema": rec["schema"],
+                "name": names.get(rec["schema"], ""),
+                "status": rec["status"],
+                "error": rec["error"],
+                "instances": len(inst.get("instances", [])),
+                "instances_note": (inst.get("walk_error") or ("no walk finished" if no_instances else "")),
+                "jsonschema_invalid": sum(c["verdict"] == "invalid" for c in verdicts),
+                "jsonschema_unchecked": sum(c["verdict"] == "unchecked" for c in verdicts),
+                "jsonschema_message": bad[0]["message"] if bad else "",
+                "under": rec["under"],
+                "over": rec["over"],
+                "over_collapsed": rec["over_collapsed"],
+                "errors": rec["errors"],
+                "first_error": rec["first_error"],
+                "skipped": rec["skipped"],
+                "first_skip": rec["first_skip"],
+                "worst_step": w.get("step", ""),
+                "worst_prefix": w.get("prefix", ""),
+                "worst_under": w.get("under", "") if w.get("n_under") else "",
+                "worst_over": w.get("over", "") if w.get("n_over") else "",
+            }
+        )
     return rows
 
 
@@ -284,9 +339,17 @@ def rejection_rows(r: CorpusRun) -> list[dict[str, Any]]:
     for rec in r.bridges:
         if rec["status"] in ("rejected", "unreadable"):
             groups.setdefault((rec["schema"], rec["status"], rec["error"]), []).append(rec)
-    return [{"schema": schema, "name": names.get(schema, ""), "status": status, "error": error,
-             "vocabs": " ".join(sorted({x["vocab"] for x in recs})), "bridges": " ".join(sorted({x["bridge"] for x in recs}))}
-            for (schema, status, error), recs in sorted(groups.items())]
+    return [
+        {
+            "schema": schema,
+            "name": names.get(schema, ""),
+            "status": status,
+            "error": error,
+            "vocabs": " ".join(sorted({x["vocab"] for x in recs})),
+            "bridges": " ".join(sorted({x["bridge"] for x in recs})),
+        }
+        for (schema, status, error), recs in sorted(groups.items())
+    ]
 
 
 def _pct(xs: np.ndarray, q: float) -> float | None:
@@ -308,11 +371,20 @@ def timing_rows(r: CorpusRun) -> list[dict[str, Any]]:
         c = np.array([t for x in recs for t in x["compile_us"][:1]], dtype=float)
         f = np.array([x["ttfm_us"] for x in recs if x.get("ttfm_us") is not None], dtype=float)
         c50, f50 = _pct(c, 50), _pct(f, 50)
-        rows.append({"vocab": vocab, "bridge": bridge, "masks": len(m), "mask_us_avg": round(float(m.mean()), 1) if len(m) else None,
-                     "mask_us_p50": _pct(m, 50), "mask_us_p90": _pct(m, 90), "mask_us_p99": _pct(m, 99),
-                     "mask_us_max": round(float(m.max()), 1) if len(m) else None,
-                     "compile_ms_p50": None if c50 is None else round(c50 / 1000, 2),
-                     "ttfm_ms_p50": None if f50 is None else round(f50 / 1000, 2)})
+        rows.append(
+            {
+                "vocab": vocab,
+                "bridge": bridge,
+                "masks": len(m),
+                "mask_us_avg": round(float(m.mean()), 1) if len(m) else None,
+                "mask_us_p50": _pct(m, 50),
+                "mask_us_p90": _pct(m, 90),
+                "mask_us_p99": _pct(m, 99),
+                "mask_us_max": round(float(m.max()), 1) if len(m) else None,
+                "compile_ms_p50": None if c50 is None else round(c50 / 1000, 2),
+                "ttfm_ms_p50": None if f50 is None else round(f50 / 1000, 2),
+            }
+        )
     return rows
 
 
@@ -336,9 +408,18 @@ def mask_error_rows(r: CorpusRun) -> list[dict[str, Any]]:
 
 def payload(r: CorpusRun, n_schemas: int, params: Params) -> dict[str, Any]:
     """The corpus notebook's result for one vocab."""
-    return {"schemas": n_schemas, "params": asdict(params), "rows": summary_rows(r), "failures": failure_rows(r),
-            "rejected": rejection_rows(r), "mask_errors": mask_error_rows(r),
-            "timing": timing_rows(r), "hist": histograms(r), "hist_edges_us": HIST_EDGES, "seconds": r.seconds}
+    return {
+        "schemas": n_schemas,
+        "params": asdict(params),
+        "rows": summary_rows(r),
+        "failures": failure_rows(r),
+        "rejected": rejection_rows(r),
+        "mask_errors": mask_error_rows(r),
+        "timing": timing_rows(r),
+        "hist": histograms(r),
+        "hist_edges_us": HIST_EDGES,
+        "seconds": r.seconds,
+    }
 
 
 def csv_text(rows: list[dict[str, Any]]) -> str:
@@ -368,8 +449,11 @@ def refuse_overridden(vocab: str, path: str = "") -> None:
 
     kv = input_overrides({"vocab": vocab, "vocab_path": path})
     if kv:
-        raise InputError(vocab, f"is loaded with the key override {', '.join(kv)}, which the corpus's jobs do not carry: "
-                                "run the corpus on the plain file")
+        raise InputError(
+            vocab,
+            f"is loaded with the key override {', '.join(kv)}, which the corpus's jobs do not carry: "
+            "run the corpus on the plain file",
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -411,17 +495,40 @@ def main(argv: list[str] | None = None) -> int:
     # the machine's load beside the timings: on 2 cores shared with other work, the p99 of mask
     # time grew tenfold (measured), while the counts do not move
     load_before = round(os.getloadavg()[0], 2)
-    print(f"corpus: {len(ids)} schemas x {len(vocabs)} vocabs x {a.bridges} on {engine}"
-          + (f" at {a.cluster}" if a.cluster else ""), flush=True)
-    r = run(vocabs, ids, [b for b in a.bridges.split(",") if b], params, engine=engine, workers=workers,
-            cluster=a.cluster or None, cache_dir=a.cache)
-    meta = {"vocabs": names, "schemas": len(ids), "bridges": a.bridges, "engine": engine,
-            "workers": workers or os.cpu_count(), "cluster": "yes" if a.cluster else "local", "params": asdict(params),
-            "cpus": os.cpu_count(), "load_1min_before": load_before, "load_1min_after": round(os.getloadavg()[0], 2)}
+    print(
+        f"corpus: {len(ids)} schemas x {len(vocabs)} vocabs x {a.bridges} on {engine}"
+        + (f" at {a.cluster}" if a.cluster else ""),
+        flush=True,
+    )
+    r = run(
+        vocabs,
+        ids,
+        [b for b in a.bridges.split(",") if b],
+        params,
+        engine=engine,
+        workers=workers,
+        cluster=a.cluster or None,
+        cache_dir=a.cache,
+    )
+    meta = {
+        "vocabs": names,
+        "schemas": len(ids),
+        "bridges": a.bridges,
+        "engine": engine,
+        "workers": workers or os.cpu_count(),
+        "cluster": "yes" if a.cluster else "local",
+        "params": asdict(params),
+        "cpus": os.cpu_count(),
+        "load_1min_before": load_before,
+        "load_1min_after": round(os.getloadavg()[0], 2),
+    }
     write_outputs(r, a.out, meta)
     failed = [x for x in r.instances + r.bridges if x.get("status") == "failed"]
     shown = repo_path(a.out)
-    print(f"corpus: {r.computed} jobs computed, {r.cached} from the cache, in {r.seconds} s; tables in {shown}/", flush=True)
+    print(
+        f"corpus: {r.computed} jobs computed, {r.cached} from the cache, in {r.seconds} s; tables in {shown}/",
+        flush=True,
+    )
     for x in failed:
         print(f"FAILED {x['vocab']}/{x['schema']}/{x.get('bridge', 'instances')}: {x['error']}", file=sys.stderr)
     return 0

@@ -52,7 +52,9 @@ def code_hash() -> str:
 
     here = Path(__file__)
     lib = here.parent
-    parts = {str(f.relative_to(lib)): hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(import_closure([here]))}
+    parts = {
+        str(f.relative_to(lib)): hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(import_closure([here]))
+    }
     parts["llguidance"] = metadata.version("llguidance")
     parts["llama-cpp-python"] = metadata.version("llama-cpp-python")
     return _sha(parts)
@@ -72,8 +74,15 @@ class InstancesJob:
     def key(self) -> str:
         # the names too, not only the contents: the wheel has schemas with identical bytes under
         # different names, and a record carries its names into the tables
-        return _sha({"kind": "instances", "schema": [self.schema, self.schema_digest], "vocab": [self.vocab, self.vocab_digest],
-                     "params": asdict(self.params), "code": code_hash()})
+        return _sha(
+            {
+                "kind": "instances",
+                "schema": [self.schema, self.schema_digest],
+                "vocab": [self.vocab, self.vocab_digest],
+                "params": asdict(self.params),
+                "code": code_hash(),
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -130,7 +139,9 @@ def read_schema(job: InstancesJob) -> tuple[Any, str]:
     try:
         data = path.read_bytes()
     except OSError as e:
-        raise InputError(f"schema {job.schema_path}", f"cannot be read: {type(e).__name__}: {first_line(str(e))}") from None
+        raise InputError(
+            f"schema {job.schema_path}", f"cannot be read: {type(e).__name__}: {first_line(str(e))}"
+        ) from None
     if hashlib.sha256(data).hexdigest() != job.schema_digest:
         raise InputError(f"schema {job.schema_path}", "changed since the run was planned: run it again")
     try:
@@ -165,14 +176,18 @@ def _rejected(e: InputError, schema: Any) -> str:
     keys in any order), which would make the tables differ between two runs of the same inputs."""
     msg = e.cause.removeprefix("llguidance rejected it: ")
     refs = _outside_refs(schema)
-    msg = _RESOURCE.sub("a $ref to a document it does not fetch" + (f" ({len(refs)} in the schema, first: {refs[0]})" if refs else ""),
-                        msg)
+    msg = _RESOURCE.sub(
+        "a $ref to a document it does not fetch" + (f" ({len(refs)} in the schema, first: {refs[0]})" if refs else ""),
+        msg,
+    )
     msg = _UNIMPLEMENTED.sub(lambda m: "Unimplemented keys: " + json.dumps(sorted(json.loads(m.group(1)))), msg)
     return msg[:ERROR_CHARS]
 
 
 # -- instances ----------------------------------------------------------------------------------
-def walk_instances(truth: Bridge, grammar: str, seed: int, params: Params, classes: tuple[Any, ...]) -> tuple[list[str], str]:
+def walk_instances(
+    truth: Bridge, grammar: str, seed: int, params: Params, classes: tuple[Any, ...]
+) -> tuple[list[str], str]:
     """(up to `params.instances` valid strings, the first llguidance error met while walking or "").
 
     Up to twice as many walks as instances are tried. See the module's docstring for the policy.
@@ -239,8 +254,17 @@ def check_instance(schema: Any, instance: str) -> dict[str, str]:
 def instances_record(job: InstancesJob, **fields: Any) -> dict[str, Any]:
     """An instances job's record: no instances yet, then `fields` (the one shape, for a job that
     ran and for one whose worker failed)."""
-    return {"key": job.key, "schema": job.schema, "vocab": job.vocab, "status": "ok", "error": "",
-            "instances": [], "walk_error": "", "jsonschema": [], **fields}
+    return {
+        "key": job.key,
+        "schema": job.schema,
+        "vocab": job.vocab,
+        "status": "ok",
+        "error": "",
+        "instances": [],
+        "walk_error": "",
+        "jsonschema": [],
+        **fields,
+    }
 
 
 def instances_job(job: InstancesJob) -> dict[str, Any]:
@@ -258,20 +282,50 @@ def instances_job(job: InstancesJob) -> dict[str, Any]:
         return {**rec, "status": "rejected", "error": _rejected(e, schema)}
     seed = int(_sha([job.params.seed, job.schema])[:12], 16)
     insts, walk_error = walk_instances(truth, grammar, seed, job.params, _classes(job.vocab_path, job.vocab))
-    return {**rec, "instances": insts, "walk_error": walk_error, "jsonschema": [check_instance(schema, x) for x in insts]}
+    return {
+        **rec,
+        "instances": insts,
+        "walk_error": walk_error,
+        "jsonschema": [check_instance(schema, x) for x in insts],
+    }
 
 
 # -- bridge jobs --------------------------------------------------------------------------------
-COUNTS = ("walks", "steps", "under", "under_steps", "over", "over_steps", "over_collapsed", "stop_disagree", "errors", "skipped")
+COUNTS = (
+    "walks",
+    "steps",
+    "under",
+    "under_steps",
+    "over",
+    "over_steps",
+    "over_collapsed",
+    "stop_disagree",
+    "errors",
+    "skipped",
+)
 
 
 def bridge_record(job: BridgeJob, **fields: Any) -> dict[str, Any]:
     """A bridge job's record: zero counts and no timing, then `fields` (the one shape, for a job
     that ran and for one whose worker failed)."""
     ij = job.inst
-    return {"key": job.key, "schema": ij.schema, "vocab": ij.vocab, "bridge": job.bridge, "status": "ok", "error": "",
-            **{c: 0 for c in COUNTS}, "first_error": "", "first_skip": "", "worst": {},
-            "compile_us": [], "ttfm_us": None, "mask_us": [], "mask_errors": [], **fields}
+    return {
+        "key": job.key,
+        "schema": ij.schema,
+        "vocab": ij.vocab,
+        "bridge": job.bridge,
+        "status": "ok",
+        "error": "",
+        **{c: 0 for c in COUNTS},
+        "first_error": "",
+        "first_skip": "",
+        "worst": {},
+        "compile_us": [],
+        "ttfm_us": None,
+        "mask_us": [],
+        "mask_errors": [],
+        **fields,
+    }
 
 
 def bridge_job(job: BridgeJob) -> dict[str, Any]:
@@ -291,7 +345,12 @@ def bridge_job(job: BridgeJob) -> dict[str, Any]:
         try:
             m = bridge.new_matcher(grammar)
         except InputError as e:
-            return {**rec, "status": "rejected", "error": _rejected(e, schema), "compile_us": [t // 1000 for t in timing.compile_ns]}
+            return {
+                **rec,
+                "status": "rejected",
+                "error": _rejected(e, schema),
+                "compile_us": [t // 1000 for t in timing.compile_ns],
+            }
         try:
             m.mask()
             ttfm = (timing.compile_ns[0] + timing.mask_ns[0]) // 1000
@@ -305,12 +364,17 @@ def bridge_job(job: BridgeJob) -> dict[str, Any]:
             soundness.walk(truth, [bridge], {job.bridge: result}, ij.schema, grammar, x)
     row = result.row()
     worst = result.worst(1)
-    return {**rec, **{c: row[c] for c in COUNTS}, "first_error": row["first_error"][:ERROR_CHARS],
-            "first_skip": result.skipped[0][2][:ERROR_CHARS] if result.skipped else "",
-            "worst": soundness.describe(bridge, worst[0]) if worst else {},
-            "compile_us": [t // 1000 for t in timing.compile_ns], "ttfm_us": ttfm,
-            "mask_us": [round(t / 1000, 1) for t in timing.mask_ns],
-            "mask_errors": [asdict(e) for e in result.mask_errors]}  # bug D: soundness.bug_d_frame
+    return {
+        **rec,
+        **{c: row[c] for c in COUNTS},
+        "first_error": row["first_error"][:ERROR_CHARS],
+        "first_skip": result.skipped[0][2][:ERROR_CHARS] if result.skipped else "",
+        "worst": soundness.describe(bridge, worst[0]) if worst else {},
+        "compile_us": [t // 1000 for t in timing.compile_ns],
+        "ttfm_us": ttfm,
+        "mask_us": [round(t / 1000, 1) for t in timing.mask_ns],
+        "mask_errors": [asdict(e) for e in result.mask_errors],
+    }  # bug D: soundness.bug_d_frame
 
 
 # -- running --------------------------------------------------------------------------------------

@@ -57,8 +57,7 @@ SPECIAL_TEXTS: tuple[bytes, ...] = (
 WHITESPACE = b" \t\n"
 # words and non-ASCII text that the fixtures tokenize with pieces of several sizes
 WORDS: tuple[bytes, ...] = tuple(
-    w.encode()
-    for w in ("a", "The", "hello", "world", "1", "42", "é", "héllo", "wörld", "中文", "🦙", "x", "{", '"k"')
+    w.encode() for w in ("a", "The", "hello", "world", "1", "42", "é", "héllo", "wörld", "中文", "🦙", "x", "{", '"k"')
 )
 CONTEXTS: tuple[bytes, ...] = (b"x", b"\n")  # see `canonical`
 N_MINIMIZED = 5
@@ -354,16 +353,46 @@ def probe_vs_exactness(
     )
 
 
-def payload(vocab: str, bridges: list[str], built: dict[str, Bridge], build_errors: dict[str, str],
-            exact: dict[str, ExactnessResult], pvx: ProbeVsExactness, n_inputs: int, seed: int) -> dict[str, Any]:
+def payload(
+    vocab: str,
+    bridges: list[str],
+    built: dict[str, Bridge],
+    build_errors: dict[str, str],
+    exact: dict[str, ExactnessResult],
+    pvx: ProbeVsExactness,
+    n_inputs: int,
+    seed: int,
+) -> dict[str, Any]:
     """The exactness notebook's result: a row per bridge (built or not), the exactness rows, the probe against them."""
-    rows = [{"vocab": vocab, "bridge": name, "built": name in built, "build_error": build_errors.get(name, ""),
-             "tokenize_exact_rate": round(exact[name].exact_rate, 4) if name in exact else "",
-             "tokenizer": exact[name].tokenizer if name in exact else "",
-             "forcing": built[name].forcing if name in built else ""} for name in bridges]
-    return {"n_inputs": n_inputs, "seed": seed, "bridges": rows, "exactness": [r.row() for r in exact.values()],
-            "probe_vs_exactness": pvx.row()}
+    rows = [
+        {
+            "vocab": vocab,
+            "bridge": name,
+            "built": name in built,
+            "build_error": build_errors.get(name, ""),
+            "tokenize_exact_rate": round(exact[name].exact_rate, 4) if name in exact else "",
+            "tokenizer": exact[name].tokenizer if name in exact else "",
+            "forcing": built[name].forcing if name in built else "",
+        }
+        for name in bridges
+    ]
+    return {
+        "n_inputs": n_inputs,
+        "seed": seed,
+        "bridges": rows,
+        "exactness": [r.row() for r in exact.values()],
+        "probe_vs_exactness": pvx.row(),
+    }
 
 
-__all__ = ["inputs", "inp_texts", "exactness", "canonical", "minimize", "probe_vs_exactness", "payload", "ExactnessResult",
-           "ProbeVsExactness"]
+__all__ = [
+    "inputs",
+    "inp_texts",
+    "exactness",
+    "canonical",
+    "minimize",
+    "probe_vs_exactness",
+    "payload",
+    "ExactnessResult",
+    "ProbeVsExactness",
+]

@@ -67,8 +67,10 @@ def _problem(name: str) -> str:
     model = REAL_MODELS.get(name)
     if model is None:
         return ""
-    return (f"{FIXTURE_PREFIX}{name}{FIXTURE_SUFFIX} claims the name {name!r}, which the real model "
-            f"data/models/{model.file} holds (it keeps it)")
+    return (
+        f"{FIXTURE_PREFIX}{name}{FIXTURE_SUFFIX} claims the name {name!r}, which the real model "
+        f"data/models/{model.file} holds (it keeps it)"
+    )
 
 
 def _dropped(extra: Path) -> list[str]:
@@ -136,7 +138,9 @@ def extract(sdist: Path, dest: Path, names: dict[str, str], members_dir: str = "
                     f.write(chunk)
             got = sha256(out)
             if got != digest:
-                raise SystemExit(f"{name}: checksum mismatch (expected {digest[:16]}..., got {got[:16]}...); nothing was placed")
+                raise SystemExit(
+                    f"{name}: checksum mismatch (expected {digest[:16]}..., got {got[:16]}...); nothing was placed"
+                )
             staged.append(out)
         for out in staged:
             os.replace(out, dest / out.name)
@@ -170,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     return place_verified(Path(argv[0] if argv else "data/vocabs"), ensure, verify, "make data")
 
 
-def place_verified(dest: Path, ensure: Callable[[Path], object], verify: Callable[[Path], list[str]], rerun: str) -> int:
+def place_verified(
+    dest: Path, ensure: Callable[[Path], object], verify: Callable[[Path], list[str]], rerun: str
+) -> int:
     """`ensure(dest)`, then `verify(dest)`: the exit status of a fetch command, with one line
     naming the files whose bytes differ from the manifest."""
     ensure(dest)

@@ -202,8 +202,14 @@ def _no_extra_bufts() -> Iterator[None]:
         bindings.llama_model_default_params = default
 
 
-def load_model(path: Path, n_gpu_layers: int = 0, seed: int = 0, n_ctx: int = 512, n_threads: int = 2,
-               overrides: Iterable[str | Override] = ()) -> Any:
+def load_model(
+    path: Path,
+    n_gpu_layers: int = 0,
+    seed: int = 0,
+    n_ctx: int = 512,
+    n_threads: int = 2,
+    overrides: Iterable[str | Override] = (),
+) -> Any:
     """A `llama_cpp.Llama` without ggml's extra buffer types (see the module's docstring), with
     llama.cpp's key `overrides` (`KEY=TYPE:VALUE`) through llama-cpp-python's `kv_overrides`; one
     that llama.cpp did not take, or that stops the load, is refused in one line naming it."""
@@ -219,7 +225,12 @@ def load_model(path: Path, n_gpu_layers: int = 0, seed: int = 0, n_ctx: int = 51
     try:
         with _no_extra_bufts():
             llm = llama_cpp.Llama(
-                model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_gpu_layers=n_gpu_layers, seed=seed, verbose=False,
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_threads=n_threads,
+                n_gpu_layers=n_gpu_layers,
+                seed=seed,
+                verbose=False,
                 kv_overrides=llama_cpp_python(ovs),
             )
     except ValueError:
@@ -233,7 +244,9 @@ def load_model(path: Path, n_gpu_layers: int = 0, seed: int = 0, n_ctx: int = 51
     if ovs:
         check_log(ovs, "".join(_OVERRIDE_LOG), path.name)
     if llm.model_params.use_extra_bufts:  # a llama-cpp-python that builds its parameters another way
-        raise InputError(path, "use_extra_bufts could not be turned off: decoding a quantized model may crash in ggml's AMX kernels")
+        raise InputError(
+            path, "use_extra_bufts could not be turned off: decoding a quantized model may crash in ggml's AMX kernels"
+        )
     return llm
 
 
@@ -335,7 +348,9 @@ def generate(
     t0 = time.perf_counter()
     toks = llm.tokenize(prompt.text.encode(), add_bos=prompt.add_bos, special=prompt.parse_special)
     procs = llama_cpp.LogitsProcessorList([apply])
-    for tok in llm.generate(toks, temp=temperature, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0, logits_processor=procs):
+    for tok in llm.generate(
+        toks, temp=temperature, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0, logits_processor=procs
+    ):
         g.token_times.append(time.perf_counter())
         if llama_cpp.llama_vocab_is_eog(vocab.llama_vocab, tok):
             g.stop = "eog"
@@ -507,14 +522,34 @@ def run_case(
     return row(judge(case, g), g)
 
 
-def payload(paths: list[Path], device: str, n_gpu_layers: int, temperature: float, seed: int, max_tokens: int,
-            cases: list[str], prompts: dict[str, Prompt], rows: list[MatrixRow], timing: Any) -> dict[str, Any]:
+def payload(
+    paths: list[Path],
+    device: str,
+    n_gpu_layers: int,
+    temperature: float,
+    seed: int,
+    max_tokens: int,
+    cases: list[str],
+    prompts: dict[str, Prompt],
+    rows: list[MatrixRow],
+    timing: Any,
+) -> dict[str, Any]:
     """The matrix notebook's result (`results.SCHEMAS["matrix"]`): settings, cases and their
     prompts, a row per (model, case, bridge), the tokens and the text of each (a real model's only
     here: `MatrixRow.row`), and the timings kept apart."""
     return {
-        "models": [str(p.name) for p in paths], "device": device, "n_gpu_layers": n_gpu_layers,
-        "temperature": temperature, "seed": seed, "max_tokens": max_tokens,
-        "cases": {c: {"grammar": CASES[c].grammar, "description": CASES[c].description, "prompt": prompts[c].text} for c in cases},
-        "rows": [r.row() for r in rows], "tokens": [r.tokens for r in rows], "outputs": [r.output for r in rows], "timing": timing,
+        "models": [str(p.name) for p in paths],
+        "device": device,
+        "n_gpu_layers": n_gpu_layers,
+        "temperature": temperature,
+        "seed": seed,
+        "max_tokens": max_tokens,
+        "cases": {
+            c: {"grammar": CASES[c].grammar, "description": CASES[c].description, "prompt": prompts[c].text}
+            for c in cases
+        },
+        "rows": [r.row() for r in rows],
+        "tokens": [r.tokens for r in rows],
+        "outputs": [r.output for r in rows],
+        "timing": timing,
     }

@@ -215,7 +215,9 @@ def run_mutants(mutants: list[Mutant], timeout: float = 30.0, progress: bool = T
     return mutants
 
 
-def fuzz(n: int = 300, seed: int = 0, vocab: str = "llama-spm", timeout: float = 30.0, progress: bool = True) -> list[Mutant]:
+def fuzz(
+    n: int = 300, seed: int = 0, vocab: str = "llama-spm", timeout: float = 30.0, progress: bool = True
+) -> list[Mutant]:
     with tempfile.TemporaryDirectory(prefix="llgfuzz") as tmp:
         mutants = make_mutants(vocab_path(vocab), n, seed, Path(tmp))
         return run_mutants(mutants, timeout, progress)
@@ -224,6 +226,7 @@ def fuzz(n: int = 300, seed: int = 0, vocab: str = "llama-spm", timeout: float =
 def _count(low: int) -> Any:
     """An argparse type: a whole number of at least `low`, refused in one line otherwise (`N=-5`
     is not 0 runs, and `N='1; echo'` is not a number)."""
+
     def parse(text: str) -> int:
         try:
             n = int(text)
@@ -249,7 +252,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     mutants = fuzz(a.n, a.seed, a.vocab, a.timeout)
     counts = Counter(c.outcome for c in mutants)
-    print(f"{len(mutants)} mutants from ggml-vocab-{a.vocab}.gguf, seed {a.seed}: " + ", ".join(f"{counts.get(o, 0)} {o}" for o in OUTCOMES))
+    print(
+        f"{len(mutants)} mutants from ggml-vocab-{a.vocab}.gguf, seed {a.seed}: "
+        + ", ".join(f"{counts.get(o, 0)} {o}" for o in OUTCOMES)
+    )
     kinds = Counter((c.kind, c.outcome) for c in mutants)
     for (k, o), m in sorted(kinds.items()):
         print(f"  {k:12} {o:10} {m}")

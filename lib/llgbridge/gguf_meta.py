@@ -67,7 +67,9 @@ class _Cursor:
 
     def take(self, n: int, what: str) -> bytes:
         if n < 0 or self.pos + n > len(self.buf):
-            raise InputError(self.path, f"truncated GGUF: {what} at byte {self.pos} needs {n} bytes, file has {len(self.buf)}")
+            raise InputError(
+                self.path, f"truncated GGUF: {what} at byte {self.pos} needs {n} bytes, file has {len(self.buf)}"
+            )
         b = self.buf[self.pos : self.pos + n]
         self.pos += n
         return b
@@ -209,9 +211,13 @@ def check_tokenizer(path: Path, kv: dict[str, Any]) -> None:
         raise InputError(path, f"inconsistent tokenizer: {Keys.Tokenizer.LIST} is empty")
     if toks.duplicate:
         j, first = toks.duplicate
-        raise InputError(path, f"inconsistent tokenizer: {Keys.Tokenizer.LIST}[{j}] repeats token {first} (llama.cpp aborts on it)")
+        raise InputError(
+            path, f"inconsistent tokenizer: {Keys.Tokenizer.LIST}[{j}] repeats token {first} (llama.cpp aborts on it)"
+        )
     if toks.nul is not None:
-        raise InputError(path, f"inconsistent tokenizer: {Keys.Tokenizer.LIST}[{toks.nul}] holds a NUL byte (llama.cpp aborts on it)")
+        raise InputError(
+            path, f"inconsistent tokenizer: {Keys.Tokenizer.LIST}[{toks.nul}] holds a NUL byte (llama.cpp aborts on it)"
+        )
     # every special-token id key gguf knows (bos, eos, unk, pad, sep, cls, mask, eot, eom, fim_*)
     ids = [v for k, v in vars(Keys.Tokenizer).items() if k.endswith("_ID") and isinstance(v, str)]
     for key in ids:

@@ -74,7 +74,10 @@ SERVER_REAL_STAND_IN: dict[str, tuple[str, ...]] = {
 SERVER_CASES = ("forced_literal", "json_enum", "half_free")
 # guide 8's pre-fix outputs worth quoting (TinyLlama-1.1B), by case: (the quote as the guide prints it, the bug)
 QUOTES: dict[str, tuple[str, str]] = {
-    "forced_literal": ("' The quicker you can do this, the more points you will earn...'", "B: the matcher dies, free text"),
-    "json_enum": ("' { \"colo ur\": \"c h artreu se\", \"count\":10 }'", "A: spurious spaces, a corrupted key"),
+    "forced_literal": (
+        "' The quicker you can do this, the more points you will earn...'",
+        "B: the matcher dies, free text",
+    ),
+    "json_enum": ('\' { "colo ur": "c h artreu se", "count":10 }\'', "A: spurious spaces, a corrupted key"),
     "half_free": ("' BEG IN[iqr] END'", "A"),
 }

@@ -21,7 +21,10 @@ class Jobserver:
     def __init__(self, makeflags: str) -> None:
         self.rfd = self.wfd = -1
         self.held: list[bytes] = []
-        auth = next((w.split("=", 1)[1] for w in makeflags.split() if w.startswith(("--jobserver-auth=", "--jobserver-fds="))), "")
+        auth = next(
+            (w.split("=", 1)[1] for w in makeflags.split() if w.startswith(("--jobserver-auth=", "--jobserver-fds="))),
+            "",
+        )
         try:
             if auth.startswith("fifo:"):
                 self.rfd = os.open(auth[5:], os.O_RDONLY | os.O_NONBLOCK)

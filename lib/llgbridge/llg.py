@@ -208,7 +208,10 @@ class Matcher:
             lib.llg_free_matcher(self._h)
             self._h = None
             shown = first_line(grammar) or "(empty)"
-            raise InputError(f"{kind} grammar {shown[:60]!r}", f"llguidance rejected it: {first_line(err.decode('utf-8', 'replace'))}")
+            raise InputError(
+                f"{kind} grammar {shown[:60]!r}",
+                f"llguidance rejected it: {first_line(err.decode('utf-8', 'replace'))}",
+            )
         self.n_words = lib.llg_matcher_get_mask_byte_size(self._h) // 4
         weakref.finalize(self, lib.llg_free_matcher, self._h)
         if (t := _timing(owner)) is not None:

@@ -42,15 +42,32 @@ from .report.data import SERVER_LOAD_CSV
 LOAD_REQUESTS = 32  # per round, over the server notebook's `parallel` slots
 LOAD_ROUNDS = 5
 SERVER_LOAD_MD = "bench-server-load.md"
-COLUMNS = ("model", "llguidance", "sampler", "rounds", "requests", "parallel", "passed", "violations", "violations_per_round",
-           "judge_disagrees", "other", "differ_from_sequential", "healthy_after", "llg_errors", "violating")
+COLUMNS = (
+    "model",
+    "llguidance",
+    "sampler",
+    "rounds",
+    "requests",
+    "parallel",
+    "passed",
+    "violations",
+    "violations_per_round",
+    "judge_disagrees",
+    "other",
+    "differ_from_sequential",
+    "healthy_after",
+    "llg_errors",
+    "violating",
+)
 
 
 @dataclass
 class LoadRun:
     rounds: int
     rows: list[dict[str, Any]] = field(default_factory=list)  # one per (model, llguidance, sampler), summed
-    confirmed: list[dict[str, Any]] = field(default_factory=list)  # violations of a build but upstream, the content confirming
+    confirmed: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # violations of a build but upstream, the content confirming
     failures: list[str] = field(default_factory=list)  # one line per model or round that could not run
 
 
@@ -63,14 +80,25 @@ def summed(loads: list[dict[str, Any]], rounds: int) -> list[dict[str, Any]]:
     out = []
     for (model, llg, sampler), xs in sorted(by.items()):
         xs = sorted(xs, key=lambda x: x.get("round", 1))
-        out.append({"model": model, "llguidance": llg, "sampler": sampler, "rounds": len(xs), "requests": xs[0]["requests"],
-                    "parallel": xs[0]["parallel"], "passed": sum(x["passed"] for x in xs),
-                    "violations": sum(x["violations"] for x in xs),
-                    "violations_per_round": " ".join(str(x["violations"]) for x in xs),
-                    "judge_disagrees": sum(x.get("judge_disagrees", 0) for x in xs), "other": sum(x["other"] for x in xs),
-                    "differ_from_sequential": sum(x["differ_from_sequential"] for x in xs),
-                    "healthy_after": all(x["healthy_after"] for x in xs), "llg_errors": sum(x["llg_errors"] for x in xs),
-                    "violating": "; ".join(sorted({v for x in xs for v in x["violating"].split("; ") if v})[:3])})
+        out.append(
+            {
+                "model": model,
+                "llguidance": llg,
+                "sampler": sampler,
+                "rounds": len(xs),
+                "requests": xs[0]["requests"],
+                "parallel": xs[0]["parallel"],
+                "passed": sum(x["passed"] for x in xs),
+                "violations": sum(x["violations"] for x in xs),
+                "violations_per_round": " ".join(str(x["violations"]) for x in xs),
+                "judge_disagrees": sum(x.get("judge_disagrees", 0) for x in xs),
+                "other": sum(x["other"] for x in xs),
+                "differ_from_sequential": sum(x["differ_from_sequential"] for x in xs),
+                "healthy_after": all(x["healthy_after"] for x in xs),
+                "llg_errors": sum(x["llg_errors"] for x in xs),
+                "violating": "; ".join(sorted({v for x in xs for v in x["violating"].split("; ") if v})[:3]),
+            }
+        )
     return out
 
 
@@ -91,14 +119,31 @@ def run(models_dir: Path = DATA / "models", rounds: int = LOAD_ROUNDS, say: Any 
         name = path.stem.removeprefix("synthetic-")
         lines: list[str] = []
         try:
-            got = serving.run(name, path, True, None, list(p["cases"]), p["prompt"], tuple(p["samplers"]), p["temperature"],
-                              p["seed"], p["max_tokens"], LOAD_REQUESTS, p["parallel"], say=lines.append, candidates=(),
-                              load_rounds=rounds)
+            got = serving.run(
+                name,
+                path,
+                True,
+                None,
+                list(p["cases"]),
+                p["prompt"],
+                tuple(p["samplers"]),
+                p["temperature"],
+                p["seed"],
+                p["max_tokens"],
+                LOAD_REQUESTS,
+                p["parallel"],
+                say=lines.append,
+                candidates=(),
+                load_rounds=rounds,
+            )
         except Exception as e:  # noqa: BLE001 - one model's failure is one line; the others still run
             result.failures.append(f"{name}: {first_line(str(e)) or type(e).__name__}")
             continue
-        result.failures += [f"{name}: {ln.strip()}" for ln in lines if ln.strip().startswith("load round") and ":" in ln
-                            and "requests over" not in ln]
+        result.failures += [
+            f"{name}: {ln.strip()}"
+            for ln in lines
+            if ln.strip().startswith("load round") and ":" in ln and "requests over" not in ln
+        ]
         loads += [x.row() for x in got.loads]
         # upstream's violations under load are the bugs the PR fixes, the same as one at a time
         # (`differ_from_sequential`); a violation of any other build would be news: each is kept
@@ -123,16 +168,32 @@ def table(rows: list[dict[str, Any]]) -> Table:
 
 
 def render(result: LoadRun) -> str:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("llgbridge", "templates"), keep_trailing_newline=True,
-                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("llgbridge", "templates"),
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
     fixed = [r for r in result.rows if r["sampler"] == "fixed"]
-    return env.get_template("bench-server-load.md.j2").render(
-        run=result, requests=LOAD_REQUESTS, parallel=result.rows[0]["parallel"] if result.rows else 4,
-        table=table(result.rows).markdown if result.rows else "", models=len({r["model"] for r in result.rows}),
-        builds=len(result.rows), fixed_violations=sum(r["violations"] for r in fixed),
-        upstream_violations=sum(r["violations"] for r in result.rows if r["sampler"] == "upstream"),
-        disagrees=sum(r["judge_disagrees"] for r in result.rows), fixed_requests=sum(r["rounds"] * r["requests"] for r in fixed),
-        healthy=all(r["healthy_after"] for r in result.rows)).rstrip("\n") + "\n"
+    return (
+        env.get_template("bench-server-load.md.j2")
+        .render(
+            run=result,
+            requests=LOAD_REQUESTS,
+            parallel=result.rows[0]["parallel"] if result.rows else 4,
+            table=table(result.rows).markdown if result.rows else "",
+            models=len({r["model"] for r in result.rows}),
+            builds=len(result.rows),
+            fixed_violations=sum(r["violations"] for r in fixed),
+            upstream_violations=sum(r["violations"] for r in result.rows if r["sampler"] == "upstream"),
+            disagrees=sum(r["judge_disagrees"] for r in result.rows),
+            fixed_requests=sum(r["rounds"] * r["requests"] for r in fixed),
+            healthy=all(r["healthy_after"] for r in result.rows),
+        )
+        .rstrip("\n")
+        + "\n"
+    )
 
 
 def write(out: Path, result: LoadRun) -> None:
@@ -150,7 +211,9 @@ def failed(result: LoadRun) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m llgbridge.loadtest", description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=LOAD_ROUNDS, help=f"load-test repetitions per build (default {LOAD_ROUNDS})")
+    ap.add_argument(
+        "--rounds", type=int, default=LOAD_ROUNDS, help=f"load-test repetitions per build (default {LOAD_ROUNDS})"
+    )
     ap.add_argument("--out", type=Path, default=REPORTS)
     a = ap.parse_args(argv)
     result = run(rounds=a.rounds)

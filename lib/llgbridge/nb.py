@@ -30,7 +30,9 @@ def check_params(notebook: str, namespace: dict[str, Any]) -> dict[str, Any]:
     return P.check(notebook, given)
 
 
-def input_overrides(vocab: str, path: str = "", overrides: list[str] | None = None, models: list[str] | None = None) -> list[str]:
+def input_overrides(
+    vocab: str, path: str = "", overrides: list[str] | None = None, models: list[str] | None = None
+) -> list[str]:
     """llama.cpp's key overrides the input loads with (`results.input_overrides`): a registered
     input's own (`gemma3-270m+space-prefix`), then the `overrides` parameter; one line naming an
     override that cannot be read."""
@@ -140,7 +142,9 @@ def result_path(results_dir: str, analysis: str, vocab: str) -> Path:
     return resolve(results_dir) / analysis / f"{vocab}.json"
 
 
-def write_result(results_dir: str, analysis: str, vocab: str, payload: dict[str, Any], params: dict[str, Any] | None = None) -> Path:
+def write_result(
+    results_dir: str, analysis: str, vocab: str, payload: dict[str, Any], params: dict[str, Any] | None = None
+) -> Path:
     """The tidy result of one (analysis, vocab) run; `status: ok` marks it complete. Returns
     where it went.
 
@@ -162,8 +166,10 @@ def write_result(results_dir: str, analysis: str, vocab: str, payload: dict[str,
     changed = P.changed(analysis, params) if params is not None else {}
     if changed and out.parent.parent.resolve() == RESULTS.resolve():
         out = BYHAND / analysis / out.name
-        print(f"{analysis}: non-default parameters ({', '.join(changed)}), so the result goes to "
-              f"{out.relative_to(ROOT)}, not into the main report")
+        print(
+            f"{analysis}: non-default parameters ({', '.join(changed)}), so the result goes to "
+            f"{out.relative_to(ROOT)}, not into the main report"
+        )
     try:
         write_json(out, record)
     except OSError as e:  # a full disk or a read-only folder: one line naming the path

@@ -83,7 +83,7 @@ def parse(text: str | Override) -> Override:
         raise _refuse(text, "an empty key")
     if len(key.encode()) > KEY_MAX:
         raise _refuse(text, f"the key is {len(key.encode())} bytes; llama.cpp keeps at most {KEY_MAX}")
-    if any(c in key for c in "\0\n\r,\"") or key != key.strip():
+    if any(c in key for c in '\0\n\r,"') or key != key.strip():
         raise _refuse(text, "the key holds a space at an end, a comma, a quote, a newline or a NUL byte")
     kind, colon, value = rest.partition(":")
     if not colon or kind not in TYPES:
@@ -109,9 +109,12 @@ def parse(text: str | Override) -> Override:
         return Override(key, kind, value == "true")
     if len(value.encode()) > STR_MAX:
         raise _refuse(text, f"the value is {len(value.encode())} bytes; llama.cpp keeps at most {STR_MAX}")
-    if any(c in value for c in "\0\n\r,\""):
-        raise _refuse(text, "the value holds a comma, a quote, a newline or a NUL byte, which llama-server's "
-                            "--override-kv would split or cut")
+    if any(c in value for c in '\0\n\r,"'):
+        raise _refuse(
+            text,
+            "the value holds a comma, a quote, a newline or a NUL byte, which llama-server's "
+            "--override-kv would split or cut",
+        )
     return Override(key, kind, value)
 
 
@@ -197,8 +200,25 @@ def check_log(ovs: Iterable[Override], log: str, loaded: str, vocab_only: bool =
             want, got = bad[o.key]
             raise _refuse(o.text, f"llama.cpp reads {o.key} as {want}, not {got}, and kept the file's value ({loaded})")
         if o.key not in applied and (not vocab_only or o.key.startswith(VOCAB_ONLY_KEYS)):
-            raise _refuse(o.text, f"llama.cpp never read {o.key} while loading {loaded}: the override changes nothing there")
+            raise _refuse(
+                o.text, f"llama.cpp never read {o.key} while loading {loaded}: the override changes nothing there"
+            )
 
 
-__all__ = ["APPLIED", "BAD_TYPE", "ENV", "Override", "TYPES", "canonical", "check_log", "env", "llama_cpp_python", "model_label", "parse",
-           "parse_all", "server_args", "suffix", "tag"]
+__all__ = [
+    "APPLIED",
+    "BAD_TYPE",
+    "ENV",
+    "Override",
+    "TYPES",
+    "canonical",
+    "check_log",
+    "env",
+    "llama_cpp_python",
+    "model_label",
+    "parse",
+    "parse_all",
+    "server_args",
+    "suffix",
+    "tag",
+]

@@ -7,8 +7,14 @@ reruns no analysis (the report, which lists it in the Makefile's REPORT_SRC, is 
 from __future__ import annotations
 
 # the bridges, in the order the report draws them (llama.cpp as shipped first)
-BRIDGES: dict[str, str] = {"upstream": "#c0504d", "fixed": "#4f9a4f", "sentinel": "#4f81bd", "nospecial": "#8064a2",
-                           "failclosed": "#f79646", "truth": "#7f7f7f"}
+BRIDGES: dict[str, str] = {
+    "upstream": "#c0504d",
+    "fixed": "#4f9a4f",
+    "sentinel": "#4f81bd",
+    "nospecial": "#8064a2",
+    "failclosed": "#f79646",
+    "truth": "#7f7f7f",
+}
 ORDER: tuple[str, ...] = tuple(BRIDGES)
 
 # outcomes: a bug showing is upstream's colour, a repair the fix's

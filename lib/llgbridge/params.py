@@ -28,8 +28,14 @@ NOTEBOOKS = ROOT / "notebooks"
 
 # lower bounds: a count below them means nothing (or would silently do nothing)
 MINIMUM: dict[str, int | float] = {
-    "max_steps": 1, "n_inputs": 1, "max_tokens": 1, "walks": 0, "seed": 0, "n_examples": 0,
-    "temperature": 0, "n_gpu_layers": -1,  # -1: llama.cpp's "every layer"
+    "max_steps": 1,
+    "n_inputs": 1,
+    "max_tokens": 1,
+    "walks": 0,
+    "seed": 0,
+    "n_examples": 0,
+    "temperature": 0,
+    "n_gpu_layers": -1,  # -1: llama.cpp's "every layer"
 }
 # element types of lists whose default is empty
 ITEMS: dict[str, type] = {"models": str, "overrides": str}
@@ -110,7 +116,9 @@ def check_value(name: str, value: Any, default: Any) -> None:
         item = ITEMS.get(name) or (type(default[0]) if default else None)
         for i, x in enumerate(value):
             if item is not None and not isinstance(x, item) or isinstance(x, bool) and item is not bool:
-                raise InputError(what, f"element {i} should be {item.__name__ if item else 'a value'}, got {_kind(x)} {x!r:.80}")
+                raise InputError(
+                    what, f"element {i} should be {item.__name__ if item else 'a value'}, got {_kind(x)} {x!r:.80}"
+                )
             if isinstance(x, str) and _text_problem(x):
                 raise InputError(what, f"element {i} {_text_problem(x)}")
     low = MINIMUM.get(name)
@@ -123,7 +131,9 @@ def check_value(name: str, value: Any, default: Any) -> None:
     if name == "overrides" and isinstance(value, list):
         from .overrides import parse_all
 
-        parse_all(value)  # KEY=TYPE:VALUE each, as llama.cpp's --override-kv takes it: one line naming the first refused
+        parse_all(
+            value
+        )  # KEY=TYPE:VALUE each, as llama.cpp's --override-kv takes it: one line naming the first refused
 
 
 def check(notebook: str, given: dict[str, Any], notebooks_dir: Path = NOTEBOOKS) -> dict[str, Any]:
@@ -147,8 +157,11 @@ def changed(notebook: str, params: dict[str, Any], notebooks_dir: Path = NOTEBOO
     setting anywhere else: a registered input carries its own (`models.REAL_MODELS`)."""
     decl = declared(notebook, notebooks_dir)
     model_input = str(params.get("vocab", "")).startswith("model-")
-    out = {k: v for k, v in params.items() if k not in NOT_SETTINGS and k in decl and v != decl[k]
-           and not (k == "overrides" and model_input)}
+    out = {
+        k: v
+        for k, v in params.items()
+        if k not in NOT_SETTINGS and k in decl and v != decl[k] and not (k == "overrides" and model_input)
+    }
     if params.get("models") and not model_input:
         out["models"] = params["models"]
     return out

@@ -55,8 +55,10 @@ def name_problem(name: object) -> str:
         return f"expected a name (text), got {type(name).__name__} {name!r}"
     if _SAFE_NAME.fullmatch(name):
         return ""
-    return (f"{name!r} is not a usable input name (letters, digits, '.', '_', '+' and '-', at most 128, "
-            "starting with a letter or digit)")
+    return (
+        f"{name!r} is not a usable input name (letters, digits, '.', '_', '+' and '-', at most 128, "
+        "starting with a letter or digit)"
+    )
 
 
 def vocab_name(path: str | os.PathLike[str]) -> str:

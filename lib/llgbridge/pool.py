@@ -116,6 +116,7 @@ class _Proc:
 @dataclass
 class Stats:
     """Each worker's start-up: seconds its process took to be ready, and the wait seen here."""
+
     starts: list[dict[str, float]] = field(default_factory=list)
 
 
@@ -219,8 +220,12 @@ def run(
                         except OSError:
                             pass
             want_slot = slots is not None and slots.usable and len(procs) < workers and len(todo) > len(idle)
-            ready = set(wait([w.conn for w in procs] + [w.proc.sentinel for w in procs] + ([slots.rfd] if want_slot else []),
-                             timeout=min(heartbeat, 0.5 if want_slot else heartbeat)))
+            ready = set(
+                wait(
+                    [w.conn for w in procs] + [w.proc.sentinel for w in procs] + ([slots.rfd] if want_slot else []),
+                    timeout=min(heartbeat, 0.5 if want_slot else heartbeat),
+                )
+            )
             now = time.monotonic()
             for w in list(procs):
                 gone = False

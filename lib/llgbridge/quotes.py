@@ -81,19 +81,39 @@ def quote(name: str, max_tokens: int = 64) -> dict[str, Any]:
                 tokens = [int(t) for t in (reply.body or {}).get("tokens") or []]
                 tokens, _ = serving._strip_eog(vocab, tokens)
                 ok = serving.judge_case(case).check(vocab.real_bytes(tokens).decode("utf-8", "replace"))
-                rows.append({"case": case, "sampler": sampler, "sent_as": sent_as, "http_status": reply.status,
-                             "error_field": reply.error != "", "content": content, "grammar_kept": ok,
-                             "llg_error": first_line(next(iter(serving.LLG_ERROR.findall(said)), ""))})
-    return {"input": name, "model": m.file, "overrides": list(m.overrides), "llguidance": llg,
-            "prompts": {c: prompts[c].text for c in CASES}, "max_tokens": max_tokens, "rows": rows}
+                rows.append(
+                    {
+                        "case": case,
+                        "sampler": sampler,
+                        "sent_as": sent_as,
+                        "http_status": reply.status,
+                        "error_field": reply.error != "",
+                        "content": content,
+                        "grammar_kept": ok,
+                        "llg_error": first_line(next(iter(serving.LLG_ERROR.findall(said)), "")),
+                    }
+                )
+    return {
+        "input": name,
+        "model": m.file,
+        "overrides": list(m.overrides),
+        "llguidance": llg,
+        "prompts": {c: prompts[c].text for c in CASES},
+        "max_tokens": max_tokens,
+        "rows": rows,
+    }
 
 
 def snapshot() -> dict[str, Any]:
     """Every overridden input's quotes, dated, with the machine that wrote them."""
     from . import models
 
-    out: dict[str, Any] = {"date": datetime.date.today().isoformat(), "cpu": cpu_model(),
-                           "machine": f"{platform.platform()} {platform.machine()}", "inputs": []}
+    out: dict[str, Any] = {
+        "date": datetime.date.today().isoformat(),
+        "cpu": cpu_model(),
+        "machine": f"{platform.platform()} {platform.machine()}",
+        "inputs": [],
+    }
     for name in models.overridden():
         try:
             out["inputs"].append(quote(name))

@@ -40,8 +40,12 @@ from .paths import DATA, ROOT
 
 CONTENTS: dict[str, dict[str, str]] = {
     # issue 15's yardstick, as it was measured: no native differential, server, real models or corpus
-    "today": {"BATCH": "census leak forced probe exactness soundness", "REAL_VOCABS": "", "CORPUS_SAMPLE_VOCABS": "",
-              "SERVER_VOCABS": ""},
+    "today": {
+        "BATCH": "census leak forced probe exactness soundness",
+        "REAL_VOCABS": "",
+        "CORPUS_SAMPLE_VOCABS": "",
+        "SERVER_VOCABS": "",
+    },
     "full": {},
 }
 GOALS = {"serial": 180.0, "j2": 120.0, "overhead_share": 0.25}  # issue 15, for `today`
@@ -77,20 +81,31 @@ class Regen:
 
     def parts(self) -> dict[str, float]:
         """The overhead in its parts, each summed over the runs; `make, planner, idle` is the rest."""
+
         def total(key: str) -> float:
             return sum(float(r.get(key, 0.0)) for r in self.runs)
 
         pooled = [r for r in self.runs if "between" in r]
         alone = [r for r in self.runs if "between" not in r]
         p = {
-            "worker start (interpreter, imports)": sum(float(w.get("process", 0.0)) for w in self.pool.get("workers", [])),
+            "worker start (interpreter, imports)": sum(
+                float(w.get("process", 0.0)) for w in self.pool.get("workers", [])
+            ),
             "kernel start and imports": total("kernel_start"),
             "vocab load": total("load"),
             "between notebooks (reset, timings)": total("between"),
             "HTML export and writes": total("publish"),
-            "handing a notebook over": sum(float(r["wall"]) - float(r["cells"]) - float(r.get("between", 0.0))
-                                           - float(r.get("publish", 0.0)) - float(r.get("kernel_start", 0.0)) for r in pooled),
-            "one-run processes (papermill: start, kernel, export)": sum(float(r["wall"]) - float(r["cells"]) for r in alone),
+            "handing a notebook over": sum(
+                float(r["wall"])
+                - float(r["cells"])
+                - float(r.get("between", 0.0))
+                - float(r.get("publish", 0.0))
+                - float(r.get("kernel_start", 0.0))
+                for r in pooled
+            ),
+            "one-run processes (papermill: start, kernel, export)": sum(
+                float(r["wall"]) - float(r["cells"]) for r in alone
+            ),
             "report render": self.report,
         }
         p["make, planner, idle"] = self.overhead - sum(p.values())
@@ -99,7 +114,9 @@ class Regen:
     def by_analysis(self) -> list[dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
         for r in self.runs:
-            a = out.setdefault(str(r["notebook"]), {"analysis": str(r["notebook"]), "runs": 0, "wall": 0.0, "compute": 0.0})
+            a = out.setdefault(
+                str(r["notebook"]), {"analysis": str(r["notebook"]), "runs": 0, "wall": 0.0, "compute": 0.0}
+            )
             a["runs"] += 1
             a["wall"] += float(r["wall"])
             a["compute"] += float(r.get("analysis", 0.0))
@@ -130,7 +147,9 @@ def tree_copy(dest: Path) -> Path:
     return tree
 
 
-def regenerate(tree: Path, content: str, jobs: int, log: Path | None = None, overrides: dict[str, str] | None = None) -> Regen:
+def regenerate(
+    tree: Path, content: str, jobs: int, log: Path | None = None, overrides: dict[str, str] | None = None
+) -> Regen:
     """`make report` in `tree` from empty results; its output to `log`, its progress as a bar.
     `overrides` (Make variables) replace the content's own."""
     from tqdm import tqdm
@@ -162,15 +181,21 @@ def regenerate(tree: Path, content: str, jobs: int, log: Path | None = None, ove
     timing = tree / "data" / "results" / ".timing"
     runs = [json.loads(f.read_text()) for f in sorted(timing.glob("*/*.json"))]
     pool = json.loads((timing / "pool.json").read_text()) if (timing / "pool.json").exists() else {}
-    report = json.loads((timing / "report.json").read_text()).get("wall", 0.0) if (timing / "report.json").exists() else 0.0
+    report = (
+        json.loads((timing / "report.json").read_text()).get("wall", 0.0) if (timing / "report.json").exists() else 0.0
+    )
     return Regen(content, jobs, wall, code, runs, pool, float(report))
 
 
 def compare(a: Path, b: Path) -> tuple[int, list[str]]:
     """(files compared, files that differ) between two `reports/` folders, less what measures a run."""
+
     def files(root: Path) -> dict[str, bytes]:
-        return {str(f.relative_to(root)): f.read_bytes() for f in root.rglob("*")
-                if f.is_file() and not str(f.relative_to(root)).startswith(NOT_COMPARED)}
+        return {
+            str(f.relative_to(root)): f.read_bytes()
+            for f in root.rglob("*")
+            if f.is_file() and not str(f.relative_to(root)).startswith(NOT_COMPARED)
+        }
 
     fa, fb = files(a), files(b)
     differ = sorted(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k))
@@ -185,10 +210,17 @@ def measure(contents: tuple[str, ...] = ("today", "full"), jobs: tuple[int, ...]
         for content in contents:
             kept: dict[int, Path] = {}
             for j in jobs:
-                print(f"report regeneration: {content}'s content, make -j{j} report, from empty results", file=sys.stderr, flush=True)
+                print(
+                    f"report regeneration: {content}'s content, make -j{j} report, from empty results",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 r = regenerate(tree, content, j, DATA / "bench" / f"regen-{content}-j{j}.log")
                 if r.returncode != 0:
-                    print(f"report regeneration: make exited {r.returncode} (see data/bench/regen-{content}-j{j}.log)", file=sys.stderr)
+                    print(
+                        f"report regeneration: make exited {r.returncode} (see data/bench/regen-{content}-j{j}.log)",
+                        file=sys.stderr,
+                    )
                 out["regens"].append(r)
                 kept[j] = Path(tmp) / f"reports-{content}-j{j}"
                 shutil.move(str(tree / "reports"), kept[j])
@@ -207,8 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     got = measure(tuple(a.content), tuple(a.jobs))
     for r in got["regens"]:
-        print(f"{r.content} -j{r.jobs}: {r.wall:.1f} s wall, {r.analysis:.1f} s analysis, {r.overhead:.1f} s overhead "
-              f"({100 * r.share:.0f}%), exit {r.returncode}")
+        print(
+            f"{r.content} -j{r.jobs}: {r.wall:.1f} s wall, {r.analysis:.1f} s analysis, {r.overhead:.1f} s overhead "
+            f"({100 * r.share:.0f}%), exit {r.returncode}"
+        )
         print("  " + ", ".join(f"{k} {v}" for k, v in r.parts().items()))
     for (content, j), (n, differ) in got["identity"].items():
         print(f"{content}: serial vs -j{j}: {n} files, {len(differ)} differ {differ[:5]}")

@@ -35,15 +35,47 @@ BYHAND = DATA / "byhand"
 # notebook's (`code_files`). The one list: the pool judges "current" by it, and nothing else keeps
 # one (tests/test_pipeline.py checks that it holds every module an analysis's notebook imports,
 # and that the Makefile lists none). A name ending in "/" is every module of that subpackage.
-CORE = ("__init__.py", "llg.py", "vocab.py", "_llamacall.c", "gguf_meta.py", "errors.py", "paths.py", "bridges.py", "sentinel.py",
-        "probe.py", "grammars.py", "guide.py", "nb.py", "show.py", "results.py", "params.py", "fixtures.py", "models.py",
-        "loaded.py", "overrides.py")
+CORE = (
+    "__init__.py",
+    "llg.py",
+    "vocab.py",
+    "_llamacall.c",
+    "gguf_meta.py",
+    "errors.py",
+    "paths.py",
+    "bridges.py",
+    "sentinel.py",
+    "probe.py",
+    "grammars.py",
+    "guide.py",
+    "nb.py",
+    "show.py",
+    "results.py",
+    "params.py",
+    "fixtures.py",
+    "models.py",
+    "loaded.py",
+    "overrides.py",
+)
 MODULES: dict[str, tuple[str, ...]] = {
-    "census": ("census.py",), "leak": ("masks.py",), "forced": ("masks.py",), "probe": (),
-    "exactness": ("exactness.py",), "soundness": ("soundness.py",),
+    "census": ("census.py",),
+    "leak": ("masks.py",),
+    "forced": ("masks.py",),
+    "probe": (),
+    "exactness": ("exactness.py",),
+    "soundness": ("soundness.py",),
     "matrix": ("generate.py", "synth.py"),
     "native": ("native/", "soundness.py"),
-    "corpus": ("corpus.py", "corpus_job.py", "cluster.py", "pool.py", "jobserver.py", "schemas.py", "schemas.tsv", "soundness.py"),
+    "corpus": (
+        "corpus.py",
+        "corpus_job.py",
+        "cluster.py",
+        "pool.py",
+        "jobserver.py",
+        "schemas.py",
+        "schemas.tsv",
+        "soundness.py",
+    ),
     "server": ("serving.py", "server.py", "generate.py", "synth.py", "native/", "soundness.py"),
 }
 # modules a notebook imports only to draw (colours): no result depends on them, so a new colour
@@ -66,7 +98,9 @@ Kind = type | tuple[type, ...]  # a JSON type, or several (`isinstance`'s second
 @dataclass(frozen=True)
 class Schema:
     keys: dict[str, Kind]  # top-level key -> JSON type (list, dict, str, int, float)
-    tables: dict[str, dict[str, Kind]]  # key holding a list of rows (or one row) -> column each row has -> its JSON type
+    tables: dict[
+        str, dict[str, Kind]
+    ]  # key holding a list of rows (or one row) -> column each row has -> its JSON type
 
 
 _NUM = (int, float)
@@ -74,30 +108,77 @@ _BRIDGE_ROW: dict[str, Kind] = {"vocab": str, "bridge": str}
 _MS = (int, float, type(None))  # a timing: none where nothing was timed
 _BLANK_INT = (int, str)  # a count, or "" where it was not measured (the native differential that did not run)
 SCHEMAS: dict[str, Schema] = {
-    "census": Schema({"summary": dict, "diffs": list},
-                     {"summary": {"vocab": str, "differing": int, "n_tokens": int, "lost_leading_space": int}}),
+    "census": Schema(
+        {"summary": dict, "diffs": list},
+        {"summary": {"vocab": str, "differing": int, "n_tokens": int, "lost_leading_space": int}},
+    ),
     "leak": Schema({"grammar": str, "rows": list, "leaked": dict}, {"rows": _BRIDGE_ROW}),
     "forced": Schema({"literal": str, "rows": list}, {"rows": _BRIDGE_ROW}),
     "probe": Schema({"probe": dict, "cases": list}, {"probe": {"vocab": str, "tokenize_exact": bool, "greedy": bool}}),
-    "native": Schema({"rows": list, "differences": list, "tests": list},
-                     {"rows": {"vocab": str, "sampler": str, "diff_cells": _BLANK_INT, "diff_differ": _BLANK_INT}}),
-    "server": Schema({"rows": list, "tokens": list, "load": list, "llguidance": list, "port_llguidance": str, "builds": dict,
-                      "cases": dict, "temperature": _NUM, "seed": int},
-                     {"rows": {"model": str, "vocab": str, "llguidance": str, "sampler": str, "case": str, "http_status": int,
-                               "error_field": bool, "outcome": str},
-                      "load": {"model": str, "llguidance": str, "sampler": str, "requests": int, "violations": int,
-                               "healthy_after": bool}}),
-    "matrix": Schema({"rows": list, "device": str, "n_gpu_layers": int, "temperature": _NUM, "seed": int, "max_tokens": int},
-                     {"rows": {"model": str, "vocab": str, "case": str, "bridge": str, "outcome": str}}),
-    "exactness": Schema({"n_inputs": int, "bridges": list, "exactness": list, "probe_vs_exactness": dict},
-                        {"bridges": _BRIDGE_ROW, "exactness": _BRIDGE_ROW, "probe_vs_exactness": {"vocab": str, "cell": str}}),
+    "native": Schema(
+        {"rows": list, "differences": list, "tests": list},
+        {"rows": {"vocab": str, "sampler": str, "diff_cells": _BLANK_INT, "diff_differ": _BLANK_INT}},
+    ),
+    "server": Schema(
+        {
+            "rows": list,
+            "tokens": list,
+            "load": list,
+            "llguidance": list,
+            "port_llguidance": str,
+            "builds": dict,
+            "cases": dict,
+            "temperature": _NUM,
+            "seed": int,
+        },
+        {
+            "rows": {
+                "model": str,
+                "vocab": str,
+                "llguidance": str,
+                "sampler": str,
+                "case": str,
+                "http_status": int,
+                "error_field": bool,
+                "outcome": str,
+            },
+            "load": {
+                "model": str,
+                "llguidance": str,
+                "sampler": str,
+                "requests": int,
+                "violations": int,
+                "healthy_after": bool,
+            },
+        },
+    ),
+    "matrix": Schema(
+        {"rows": list, "device": str, "n_gpu_layers": int, "temperature": _NUM, "seed": int, "max_tokens": int},
+        {"rows": {"model": str, "vocab": str, "case": str, "bridge": str, "outcome": str}},
+    ),
+    "exactness": Schema(
+        {"n_inputs": int, "bridges": list, "exactness": list, "probe_vs_exactness": dict},
+        {"bridges": _BRIDGE_ROW, "exactness": _BRIDGE_ROW, "probe_vs_exactness": {"vocab": str, "cell": str}},
+    ),
     "soundness": Schema({"soundness": list}, {"soundness": _BRIDGE_ROW}),
-    "corpus": Schema({"schemas": int, "params": dict, "rows": list, "failures": list, "rejected": list, "timing": list, "hist": dict,
-                      "hist_edges_us": list},
-                     {"rows": {**_BRIDGE_ROW, "schemas": int, "compiled": int, "under": int, "over": int},
-                      "failures": {**_BRIDGE_ROW, "schema": str, "status": str},
-                      "rejected": {"schema": str, "status": str, "error": str, "vocabs": str, "bridges": str},
-                      "timing": {**_BRIDGE_ROW, "masks": int, "mask_us_p50": _MS, "mask_us_p99": _MS}}),
+    "corpus": Schema(
+        {
+            "schemas": int,
+            "params": dict,
+            "rows": list,
+            "failures": list,
+            "rejected": list,
+            "timing": list,
+            "hist": dict,
+            "hist_edges_us": list,
+        },
+        {
+            "rows": {**_BRIDGE_ROW, "schemas": int, "compiled": int, "under": int, "over": int},
+            "failures": {**_BRIDGE_ROW, "schema": str, "status": str},
+            "rejected": {"schema": str, "status": str, "error": str, "vocabs": str, "bridges": str},
+            "timing": {**_BRIDGE_ROW, "masks": int, "mask_us_p50": _MS, "mask_us_p99": _MS},
+        },
+    ),
 }
 
 
@@ -199,8 +280,11 @@ def _imported(source: str, package: tuple[str, ...]) -> set[Path]:
     found: set[Path] = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("llgbridge")):
-            base = [*package[:len(package) - node.level + 1], *(node.module or "").split(".")] if node.level else \
-                (node.module or "").split(".")[1:]
+            base = (
+                [*package[: len(package) - node.level + 1], *(node.module or "").split(".")]
+                if node.level
+                else (node.module or "").split(".")[1:]
+            )
             base = [p for p in base if p]
             candidates = [base, *([*base, a.name] for a in node.names)]
         elif isinstance(node, ast.Import):
@@ -287,8 +371,11 @@ def _input_sha256(f: Path) -> str | None:
     now = file_sha256(f)
     then = loaded.at_load(f)
     if then is not None and then != now:
-        raise InputError(f, f"changed while the analysis ran (sha256 {then[:12]}… when loaded, {now[:12]}… now): "
-                            "its result is not written; run it again")
+        raise InputError(
+            f,
+            f"changed while the analysis ran (sha256 {then[:12]}… when loaded, {now[:12]}… now): "
+            "its result is not written; run it again",
+        )
     return now
 
 
@@ -297,8 +384,13 @@ def provenance(analysis: str, params: dict[str, Any]) -> dict[str, Any]:
     key overrides they were loaded with (part of the input: the same file without them is another
     input), the code version."""
     inputs = [{"path": _shown(f), "sha256": _input_sha256(f)} for f in input_files(params)]
-    return {"analysis": analysis, "params": {k: v for k, v in params.items() if k != "results_dir"},
-            "inputs": inputs, "overrides": input_overrides(params), "code": code_version(analysis)}
+    return {
+        "analysis": analysis,
+        "params": {k: v for k, v in params.items() if k != "results_dir"},
+        "inputs": inputs,
+        "overrides": input_overrides(params),
+        "code": code_version(analysis),
+    }
 
 
 def overrides_problem(recorded: Any, expected: list[str]) -> str:
@@ -349,8 +441,10 @@ def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
     expected = input_files({**params, "vocab": r.get("vocab")})
     if [p.resolve() for p in recorded] != [p.resolve() for p in expected]:
         # a result copied or renamed onto another input: it measured the file it names, not this one
-        return (f"it was made from {', '.join(_shown(p) for p in recorded) or 'no input'}, not from "
-                f"{', '.join(_shown(p) for p in expected)}")
+        return (
+            f"it was made from {', '.join(_shown(p) for p in recorded) or 'no input'}, not from "
+            f"{', '.join(_shown(p) for p in expected)}"
+        )
     # the same file loaded with other key overrides is another input (the plain Gemma 3 and
     # gemma3-270m+space-prefix share one file)
     try:
@@ -383,7 +477,9 @@ def _stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
     return f"stale result: {why}; make report reruns it" if why else ""
 
 
-def load(results: Path, analysis: str, gone: list[str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def load(
+    results: Path, analysis: str, gone: list[str] | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(usable results, failed inputs) of one analysis, each sorted by vocab; results whose input
     is gone are in neither: `gone`, when given, gets one line for each (as `dropped` says it).
 
@@ -394,7 +490,9 @@ def load(results: Path, analysis: str, gone: list[str] | None = None) -> tuple[l
         try:
             r = json.loads(p.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError) as e:
-            failed.append({"notebook": analysis, "vocab": p.stem, "error": f"unreadable result: {type(e).__name__}: {e}"})
+            failed.append(
+                {"notebook": analysis, "vocab": p.stem, "error": f"unreadable result: {type(e).__name__}: {e}"}
+            )
             continue
         lost = _gone(results, p.stem, r)
         if lost:
@@ -402,11 +500,24 @@ def load(results: Path, analysis: str, gone: list[str] | None = None) -> tuple[l
                 gone.append(f"{analysis}/{p.stem}: left out, its input {lost} is gone")
             continue
         if isinstance(r, dict) and r.get("status") not in (None, "ok"):
-            failed.append({"notebook": analysis, "vocab": p.stem, "error": str(r.get("error") or "failed"), **({"log": r["log"]} if "log" in r else {})})
+            failed.append(
+                {
+                    "notebook": analysis,
+                    "vocab": p.stem,
+                    "error": str(r.get("error") or "failed"),
+                    **({"log": r["log"]} if "log" in r else {}),
+                }
+            )
             continue
         why = check(analysis, p.stem, r, _shown(p)) or _stale(results, analysis, r)
         if why:
-            failed.append({"notebook": analysis, "vocab": p.stem, "error": why if why.startswith("stale") else f"unusable result: {why}"})
+            failed.append(
+                {
+                    "notebook": analysis,
+                    "vocab": p.stem,
+                    "error": why if why.startswith("stale") else f"unusable result: {why}",
+                }
+            )
         else:
             ok.append(r)
     return ok, failed

@@ -117,8 +117,13 @@ def execute(
         with Worker(out_root, results_dir, timeout, notebooks_dir, progress=False) as w:
             return w.run_vocab(vocab, [notebook], {notebook: params or {}})[0]
     except OSError as e:  # the environment, not the input (the worker's own folders): say which path and why
-        status: RunStatus = {"notebook": notebook, "vocab": vocab, "status": "failed", "error": env_error(e),
-                             "seconds": round(time.monotonic() - t0, 2)}
+        status: RunStatus = {
+            "notebook": notebook,
+            "vocab": vocab,
+            "status": "failed",
+            "error": env_error(e),
+            "seconds": round(time.monotonic() - t0, 2),
+        }
         try:
             write_failed(result, status, _provenance(notebook, full, notebooks_dir))
         except OSError as e2:
@@ -130,15 +135,19 @@ def execute(
 # kernel's start-up (overhead), not as the first notebook's analysis
 # a kernel started by a pool worker inherits the worker's blocked SIGINT (pool._child): the kernel
 # (its own session, out of the terminal's reach) takes interrupts again
-WARM_IMPORTS = ("import signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n"
-                "import numpy, pandas, matplotlib, matplotlib.pyplot, llama_cpp, llguidance\n"
-                "import llgbridge.nb, llgbridge.bridges, llgbridge.show, llgbridge.results\n"
-                "%matplotlib inline")
+WARM_IMPORTS = (
+    "import signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n"
+    "import numpy, pandas, matplotlib, matplotlib.pyplot, llama_cpp, llguidance\n"
+    "import llgbridge.nb, llgbridge.bridges, llgbridge.show, llgbridge.results\n"
+    "%matplotlib inline"
+)
 
 
 class Interrupted(KeyboardInterrupt):
     """The run was stopped by a signal to this process (Ctrl-C, the pool's SIGTERM), not by its
     input: nothing is recorded for it, and the next `make report` runs it again."""
+
+
 # after each notebook: what the kernel spent loading vocabs, then the notebook's names dropped
 BETWEEN = "from llgbridge import nb as _nb\n_nb.between_notebooks()"
 
@@ -168,8 +177,9 @@ class _Kernel:
 
         from nbclient import NotebookClient
 
-        client = NotebookClient(nb, km=self.km, timeout=timeout, kernel_name="python3",
-                                resources={"metadata": {"path": str(ROOT)}})
+        client = NotebookClient(
+            nb, km=self.km, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+        )
         # the open client, set after construction (nbclient's __init__ sets kc to None): a new
         # client per notebook waits for the kernel's heartbeat, 0.2 s each time (measured here)
         client.kc = self.kc
@@ -249,7 +259,9 @@ def cell_seconds(nb: object) -> float:
         ex = cell.get("metadata", {}).get("execution", {})
         a, b = ex.get("iopub.execute_input"), ex.get("shell.execute_reply")
         if a and b:
-            total += (datetime.fromisoformat(b.replace("Z", "+00:00")) - datetime.fromisoformat(a.replace("Z", "+00:00"))).total_seconds()
+            total += (
+                datetime.fromisoformat(b.replace("Z", "+00:00")) - datetime.fromisoformat(a.replace("Z", "+00:00"))
+            ).total_seconds()
     return total
 
 
@@ -268,8 +280,14 @@ class Worker:
     analysis's own; everything else is overhead.
     """
 
-    def __init__(self, out_root: Path | None = None, results_dir: Path | None = None, timeout: int = 1800,
-                 notebooks_dir: Path = NOTEBOOKS, progress: bool = True) -> None:
+    def __init__(
+        self,
+        out_root: Path | None = None,
+        results_dir: Path | None = None,
+        timeout: int = 1800,
+        notebooks_dir: Path = NOTEBOOKS,
+        progress: bool = True,
+    ) -> None:
         self.out_root = out_root or REPORTS
         self.results_dir = results_dir or RESULTS
         self.timeout = timeout
@@ -300,16 +318,22 @@ class Worker:
         if self._progress is not None:
             os.write(self._progress, (line + "\n").encode())
 
-    def run_vocab(self, vocab: str, notebooks: list[str], params: dict[str, dict[str, object]] | None = None,
-                  on_status: Callable[[RunStatus], None] | None = None) -> list[RunStatus]:
+    def run_vocab(
+        self,
+        vocab: str,
+        notebooks: list[str],
+        params: dict[str, dict[str, object]] | None = None,
+        on_status: Callable[[RunStatus], None] | None = None,
+    ) -> list[RunStatus]:
         """Each of `notebooks` on `vocab`, with its defaults or `params[notebook]`; `on_status`
         hears each run's status as it ends."""
         from nbclient.exceptions import CellExecutionError
         from papermill.iorw import load_notebook_node
         from papermill.parameterize import parameterize_notebook
 
-        plans = [_prepare(n, vocab, (params or {}).get(n, {}), self.results_dir, self.notebooks_dir)
-                 for n in notebooks]  # every check before any kernel
+        plans = [
+            _prepare(n, vocab, (params or {}).get(n, {}), self.results_dir, self.notebooks_dir) for n in notebooks
+        ]  # every check before any kernel
         out: list[RunStatus] = []
         tmp, log = self._tmp.name, self.log
         for notebook, (parameters, full, src, result) in zip(notebooks, plans):
@@ -317,14 +341,18 @@ class Worker:
             t0 = time.monotonic()
             starts = self.kernel.start_seconds
             mark = log.stat().st_size if log.exists() else 0
-            nb = parameterize_notebook(load_notebook_node(str(src)), parameters, kernel_name="python3", language="python")
+            nb = parameterize_notebook(
+                load_notebook_node(str(src)), parameters, kernel_name="python3", language="python"
+            )
             try:
                 nb = self.kernel.run(nb, self.timeout)
             except (KeyboardInterrupt, SystemExit):  # stopped (Ctrl-C, the pool's SIGTERM): leave, the kernel with us
                 self.kernel.shutdown()
                 raise
             except BaseException as e:  # noqa: BLE001 - every failure becomes a result
-                status.update(failure(notebook, vocab, e, log.read_bytes()[mark:] if log.exists() else b"", self.out_root))
+                status.update(
+                    failure(notebook, vocab, e, log.read_bytes()[mark:] if log.exists() else b"", self.out_root)
+                )
                 # only a cell that raised leaves an idle kernel to reuse: one past its time limit is
                 # still busy (the next notebook would wait for it, the time limit undone)
                 if not isinstance(e, CellExecutionError) or not self.kernel.alive():
@@ -337,16 +365,22 @@ class Worker:
                 if status["status"] == "ok" and not result.exists():
                     status.update(status="failed", error=f"the notebook wrote no result at {_rel(result)}")
                 if status["status"] != "ok":
-                            write_failed(result, status, _provenance(notebook, full, self.notebooks_dir))
+                    write_failed(result, status, _provenance(notebook, full, self.notebooks_dir))
             except OSError as e:
                 status.update(status="failed", error=env_error(e), unwritten=env_error(e))
             wall = time.monotonic() - t0
             status["seconds"] = round(wall, 2)
             cells = cell_seconds(nb)
             load = times.get("load", 0.0)
-            status["timing"] = {"wall": round(wall, 4), "kernel_start": round(self.kernel.start_seconds - starts, 4),
-                                "cells": round(cells, 4), "load": round(load, 4), "analysis": round(max(cells - load, 0.0), 4),
-                                "between": round(t2 - t1, 4), "publish": round(time.monotonic() - t2, 4)}
+            status["timing"] = {
+                "wall": round(wall, 4),
+                "kernel_start": round(self.kernel.start_seconds - starts, 4),
+                "cells": round(cells, 4),
+                "load": round(load, 4),
+                "analysis": round(max(cells - load, 0.0), 4),
+                "between": round(t2 - t1, 4),
+                "publish": round(time.monotonic() - t2, 4),
+            }
             write_timing(self.results_dir, status)
             out.append(status)
             self.say(status_line(status))
@@ -376,8 +410,10 @@ def write_timing(results_dir: Path, st: RunStatus) -> None:
         return
     timing.setdefault("wall", st.get("seconds", 0.0))
     try:
-        write_json(results_dir / ".timing" / str(st["notebook"]) / f"{st['vocab']}.json",
-                   {"notebook": st["notebook"], "vocab": st["vocab"], "status": st["status"], **timing})
+        write_json(
+            results_dir / ".timing" / str(st["notebook"]) / f"{st['vocab']}.json",
+            {"notebook": st["notebook"], "vocab": st["vocab"], "status": st["status"], **timing},
+        )
     except OSError:
         pass  # only a measurement: never the run's failure
 
@@ -394,8 +430,9 @@ def fast_imports() -> None:
         sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 
-def _prepare(notebook: str, vocab: str, params: dict[str, object], results_dir: Path,
-             notebooks_dir: Path) -> tuple[dict[str, object], dict[str, object], Path, Path]:
+def _prepare(
+    notebook: str, vocab: str, params: dict[str, object], results_dir: Path, notebooks_dir: Path
+) -> tuple[dict[str, object], dict[str, object], Path, Path]:
     """(the parameters handed to the notebook, the same with its defaults, its source, its result file).
 
     The vocab's name and the parameters are checked here, before any kernel starts.
@@ -467,8 +504,9 @@ def _exporter() -> object:
 _EXPORTER: object | None = None
 
 
-def _publish(nb: object, src: Path, notebook: str, vocab: str, parameters: dict[str, object], out_root: Path,
-             scratch: list[str]) -> None:
+def _publish(
+    nb: object, src: Path, notebook: str, vocab: str, parameters: dict[str, object], out_root: Path, scratch: list[str]
+) -> None:
     """The executed notebook and its HTML page, each with a header and without this machine's paths."""
     import nbformat
 
@@ -568,12 +606,27 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("notebook")
     ap.add_argument("vocab", nargs="?", default=None)
-    ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"), help="a notebook parameter (JSON or string)")
-    ap.add_argument("--out-root", type=Path, default=None, help="where executed notebooks and HTML go (default reports/)")
+    ap.add_argument(
+        "-p",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="a notebook parameter (JSON or string)",
+    )
+    ap.add_argument(
+        "--out-root", type=Path, default=None, help="where executed notebooks and HTML go (default reports/)"
+    )
     ap.add_argument("--results", type=Path, default=None, help="where results go (default data/results/)")
-    ap.add_argument("--models", default=None, help="matrix only: model files, as a shell would split them (make matrix MODELS=...)")
-    ap.add_argument("--override", default="", help="with --models: llama.cpp key overrides, KEY=TYPE:VALUE, split as a shell "
-                                                   "would (make matrix OVERRIDE=...)")
+    ap.add_argument(
+        "--models", default=None, help="matrix only: model files, as a shell would split them (make matrix MODELS=...)"
+    )
+    ap.add_argument(
+        "--override",
+        default="",
+        help="with --models: llama.cpp key overrides, KEY=TYPE:VALUE, split as a shell "
+        "would (make matrix OVERRIDE=...)",
+    )
     a = ap.parse_args(argv)
     fast_imports()
     label = f"[{a.notebook}] "
@@ -586,7 +639,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"MODELS: {e}", file=sys.stderr)
             return 2
         if not files:
-            print('usage: make matrix MODELS="a.gguf b.gguf" [N_GPU_LAYERS=99] [OVERRIDE="KEY=TYPE:VALUE"]', file=sys.stderr)
+            print(
+                'usage: make matrix MODELS="a.gguf b.gguf" [N_GPU_LAYERS=99] [OVERRIDE="KEY=TYPE:VALUE"]',
+                file=sys.stderr,
+            )
             return 2
         try:
             ovs = parse_all(P.from_argv(x) for x in shlex.split(a.override))
@@ -595,7 +651,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         # a model loaded with overrides is another input: its own name, and the overrides with it
         kv = {"overrides": [o.text for o in ovs]} if ovs else {}
-        runs = [((model_name(f) + suffix(ovs))[:128], {**params, "models": [str(Path(f).resolve())], **kv}) for f in files]
+        runs = [
+            ((model_name(f) + suffix(ovs))[:128], {**params, "models": [str(Path(f).resolve())], **kv}) for f in files
+        ]
     elif a.vocab is None:
         ap.error("a vocab name is needed")
     else:
@@ -611,8 +669,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if changed and results is None:
             out_root, results = out_root or BYHAND_REPORTS, BYHAND
-            print(f"{label}{vocab}: non-default parameters ({', '.join(changed)}): the result goes to "
-                  f"{_rel(results)}, the pages to {_rel(out_root)}; the main report is left alone", flush=True)
+            print(
+                f"{label}{vocab}: non-default parameters ({', '.join(changed)}): the result goes to "
+                f"{_rel(results)}, the pages to {_rel(out_root)}; the main report is left alone",
+                flush=True,
+            )
         print(f"{label}{vocab} ...", flush=True)
         try:
             st = execute(a.notebook, vocab, p, out_root, results)

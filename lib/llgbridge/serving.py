@@ -65,7 +65,11 @@ EXTRA_CASES = (GBNF_CASE, CHAT_CASE, REJECTED_CASE, SPECIAL_CASE, SPECIAL_PATTER
 # returns no matcher (common/llguidance.cpp:25-30), and the sampler it belongs to then lets every
 # token through. A client should be told; `refused` when it is, `ignored` when the answer is
 # HTTP 200 with unconstrained text
-REJECTED_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"colour": {"$ref": "#/$defs/missing"}}, "required": ["colour"]}
+REJECTED_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"colour": {"$ref": "#/$defs/missing"}},
+    "required": ["colour"],
+}
 LLG_ERROR = re.compile(r"llg error: (.*)")
 GREEDY_LINE = "tokenizer is not byte exact"
 DISAGREES = "judge disagrees"  # the outcome of an answer whose tokens and content do not agree
@@ -76,14 +80,14 @@ DISAGREES = "judge disagrees"  # the outcome of an answer whose tokens and conte
 # these rules, or the judge and the server disagree.
 CONTENT_RULES: dict[str, str] = {
     "pieces": "the content is every returned token's piece joined, as common_token_to_piece(ctx, token, special=false) "
-              "spells it: llama_token_to_piece with lstrip 0, the judge's own call",
+    "spells it: llama_token_to_piece with lstrip 0, the judge's own call",
     "control": "a control or unknown token (the end-of-generation token that stopped the answer among them) adds no "
-               "bytes: the server renders pieces with special=false",
+    "bytes: the server renders pieces with special=false",
     "utf8": "bytes that are not valid UTF-8 reach the client as U+FFFD, one per maximal invalid sequence "
-            "(nlohmann::json's error_handler_t::replace in dump_safe), as Python's errors='replace' decodes them",
+    "(nlohmann::json's error_handler_t::replace in dump_safe), as Python's errors='replace' decodes them",
     "chat": "on /v1/chat/completions the message content is what llama.cpp's chat parser keeps of the generated "
-            "text (for a json_schema response_format, the JSON: whitespace before it and a ```json fence around it "
-            "are dropped), so it is a contiguous part of the tokens' text",
+    "text (for a json_schema response_format, the JSON: whitespace before it and a ```json fence around it "
+    "are dropped), so it is a contiguous part of the tokens' text",
 }
 
 
@@ -113,8 +117,13 @@ def special_case(vocab: Vocab) -> G.Case | None:
     if not literal:
         return None
     text = special_text(vocab)
-    return G.Case(SPECIAL_CASE, literal_grammar(literal), lambda s, lit=literal: s == lit,
-                  f"a literal spelling the special token {text!r} as text", lambda s, lit=literal: lit.startswith(s))
+    return G.Case(
+        SPECIAL_CASE,
+        literal_grammar(literal),
+        lambda s, lit=literal: s == lit,
+        f"a literal spelling the special token {text!r} as text",
+        lambda s, lit=literal: lit.startswith(s),
+    )
 
 
 def special_pattern_schema(vocab: Vocab) -> dict[str, Any] | None:
@@ -138,9 +147,13 @@ def special_pattern_case(vocab: Vocab) -> G.Case | None:
         except ValueError:
             return False
 
-    return G.Case(SPECIAL_PATTERN_CASE, json_grammar(schema), check,
-                  f"a json_schema string whose pattern spells the special token {special_text(vocab)!r}",
-                  lambda s, w=want: w.startswith(s))
+    return G.Case(
+        SPECIAL_PATTERN_CASE,
+        json_grammar(schema),
+        check,
+        f"a json_schema string whose pattern spells the special token {special_text(vocab)!r}",
+        lambda s, w=want: w.startswith(s),
+    )
 
 
 def case_spec(case: str, vocab: Vocab | None = None) -> G.Case:
@@ -171,19 +184,37 @@ def violation_grammar(case: str) -> str:
     return json_grammar(G.JSON_SCHEMA) if case in EXTRA_CASES else G.CASES[case].grammar
 
 
-def request_for(case: str, prompt: G.Prompt, n_predict: int, seed: int, temperature: float,
-                vocab: Vocab | None = None) -> tuple[str, str, dict[str, Any]]:
+def request_for(
+    case: str, prompt: G.Prompt, n_predict: int, seed: int, temperature: float, vocab: Vocab | None = None
+) -> tuple[str, str, dict[str, Any]]:
     """(endpoint, how the constraint is sent, body) for one case."""
-    common: dict[str, Any] = {"n_predict": n_predict, "temperature": temperature, "seed": seed, "return_tokens": True,
-                              "cache_prompt": False}
+    common: dict[str, Any] = {
+        "n_predict": n_predict,
+        "temperature": temperature,
+        "seed": seed,
+        "return_tokens": True,
+        "cache_prompt": False,
+    }
     if case == CHAT_CASE:
         c = G.CASES["json_enum"]
-        return "/v1/chat/completions", "response_format", {
-            "messages": [{"role": "user", "content": c.instruction}], "max_tokens": n_predict, "temperature": temperature,
-            "seed": seed, "response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": {**G.JSON_SCHEMA, **G.JSON_OPTIONS}}},
-            # the chat endpoint returns its tokens only with their probabilities: they are the
-            # cross-check of its text (`content_match`)
-            "logprobs": True, "top_logprobs": 1}
+        return (
+            "/v1/chat/completions",
+            "response_format",
+            {
+                "messages": [{"role": "user", "content": c.instruction}],
+                "max_tokens": n_predict,
+                "temperature": temperature,
+                "seed": seed,
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "answer", "schema": {**G.JSON_SCHEMA, **G.JSON_OPTIONS}},
+                },
+                # the chat endpoint returns its tokens only with their probabilities: they are the
+                # cross-check of its text (`content_match`)
+                "logprobs": True,
+                "top_logprobs": 1,
+            },
+        )
     body = {"prompt": prompt.text, **common}
     if case == REJECTED_CASE:
         return "/completion", "json_schema", {**body, "json_schema": REJECTED_SCHEMA}
@@ -196,8 +227,11 @@ def request_for(case: str, prompt: G.Prompt, n_predict: int, seed: int, temperat
         return "/completion", "grammar (GBNF)", {**body, "grammar": gbnf_of(G.JSON_SCHEMA)}
     if case == "":
         return "/completion", "none", body
-    grammar = case_spec(case, vocab).grammar if case == SPECIAL_CASE and vocab is not None else (
-        G.CASES[case].grammar if case in G.CASES else "")
+    grammar = (
+        case_spec(case, vocab).grammar
+        if case == SPECIAL_CASE and vocab is not None
+        else (G.CASES[case].grammar if case in G.CASES else "")
+    )
     return "/completion", "grammar (%llguidance)", {**body, "grammar": "%llguidance {}\n" + grammar}
 
 
@@ -257,8 +291,12 @@ def _content(body: dict[str, Any], endpoint: str) -> tuple[str, list[int] | None
     tps = float(timings.get("predicted_per_second") or 0.0)
     if endpoint == "/completion":
         toks = body.get("tokens")
-        return (str(body.get("content", "")), [int(t) for t in toks] if isinstance(toks, list) else None,
-                str(body.get("stop_type", "")), tps)
+        return (
+            str(body.get("content", "")),
+            [int(t) for t in toks] if isinstance(toks, list) else None,
+            str(body.get("stop_type", "")),
+            tps,
+        )
     choice = (body.get("choices") or [{}])[0]
     text = str((choice.get("message") or {}).get("content") or "")
     probs = (choice.get("logprobs") or {}).get("content")
@@ -283,8 +321,10 @@ def content_match(vocab: Vocab, tokens: list[int] | None, content: str, chat: bo
     if chat and content and content in judged.decode("utf-8", "replace"):
         return "same after chat"
     at = next((i for i, (a, b) in enumerate(zip(judged, said)) if a != b), min(len(judged), len(said)))
-    return (f"differs at byte {at}: judge {show_text_of(judged[at:at + 24].decode('utf-8', 'backslashreplace'), 24)!r}, "
-            f"server {show_text_of(said[at:at + 24].decode('utf-8', 'backslashreplace'), 24)!r}")
+    return (
+        f"differs at byte {at}: judge {show_text_of(judged[at : at + 24].decode('utf-8', 'backslashreplace'), 24)!r}, "
+        f"server {show_text_of(said[at : at + 24].decode('utf-8', 'backslashreplace'), 24)!r}"
+    )
 
 
 @dataclass(frozen=True)
@@ -303,14 +343,30 @@ def judge_tokens(vocab: Vocab, case: str, tokens: list[int], stop: str) -> Judge
     calls (the load test calls it from several threads on one `Vocab`)."""
     c = case_spec(case, vocab)
     kept, eog = _strip_eog(vocab, tokens)
-    g = G.Generation(tokens=kept, output=vocab.real_bytes(kept), stop="eog" if eog or stop == "eos" else "limit" if stop == "limit" else stop)
+    g = G.Generation(
+        tokens=kept,
+        output=vocab.real_bytes(kept),
+        stop="eog" if eog or stop == "eos" else "limit" if stop == "limit" else stop,
+    )
     judged_by = c.grammar if case in SPECIAL_CASES else violation_grammar(case)
     shown = G.recorded_output(vocab, G.Case(case, judged_by, c.check, c.description), g)
     return Judged(G.judge(c, g), shown, G.first_violation(vocab, judged_by, kept), g.output)
 
 
-def ask(srv: S.Server, vocab: Vocab, model: str, synthetic: bool, llg: str, sampler: str, case: str, prompt: G.Prompt,
-        max_tokens: int, seed: int, temperature: float, timeout: float = S.REQUEST_TIMEOUT) -> ServerRow:
+def ask(
+    srv: S.Server,
+    vocab: Vocab,
+    model: str,
+    synthetic: bool,
+    llg: str,
+    sampler: str,
+    case: str,
+    prompt: G.Prompt,
+    max_tokens: int,
+    seed: int,
+    temperature: float,
+    timeout: float = S.REQUEST_TIMEOUT,
+) -> ServerRow:
     """One case, one request, judged, with the `llg error` lines the server logged meanwhile
     (requests are sent one at a time, so the log between two is that request's)."""
     endpoint, sent_as, body = request_for(case, prompt, max_tokens, seed, temperature, vocab)
@@ -319,18 +375,63 @@ def ask(srv: S.Server, vocab: Vocab, model: str, synthetic: bool, llg: str, samp
     log = srv.settled_log(start)
     # the warning comes once per vocab, so it is remembered rather than the whole log read again
     srv.said_greedy = srv.said_greedy or GREEDY_LINE in log
-    return answered(srv, vocab, model, synthetic, llg, sampler, case, endpoint, sent_as, reply, LLG_ERROR.findall(log), srv.said_greedy)
+    return answered(
+        srv,
+        vocab,
+        model,
+        synthetic,
+        llg,
+        sampler,
+        case,
+        endpoint,
+        sent_as,
+        reply,
+        LLG_ERROR.findall(log),
+        srv.said_greedy,
+    )
 
 
-def answered(srv: S.Server, vocab: Vocab, model: str, synthetic: bool, llg: str, sampler: str, case: str, endpoint: str,
-             sent_as: str, reply: S.Reply, llg_errs: list[str], greedy: bool) -> ServerRow:
+def answered(
+    srv: S.Server,
+    vocab: Vocab,
+    model: str,
+    synthetic: bool,
+    llg: str,
+    sampler: str,
+    case: str,
+    endpoint: str,
+    sent_as: str,
+    reply: S.Reply,
+    llg_errs: list[str],
+    greedy: bool,
+) -> ServerRow:
     """The row of one reply. Reads the server's state (is it alive, its last log lines) and changes
     nothing: the load test calls it from several threads."""
 
-    def row(outcome: str, text: str = "", tokens: list[int] | None = None, stop: str = "", error: str = "", tps: float = 0.0) -> ServerRow:
-        return ServerRow(model, vocab.name, synthetic, llg, sampler, case, endpoint, sent_as, reply.status,
-                         reply.error != "", outcome, len(llg_errs), greedy, len(tokens or []), text, stop_type=stop,
-                         error=first_line(error or (llg_errs[0] if llg_errs else "")), tokens=tokens or [], tok_s=tps)
+    def row(
+        outcome: str, text: str = "", tokens: list[int] | None = None, stop: str = "", error: str = "", tps: float = 0.0
+    ) -> ServerRow:
+        return ServerRow(
+            model,
+            vocab.name,
+            synthetic,
+            llg,
+            sampler,
+            case,
+            endpoint,
+            sent_as,
+            reply.status,
+            reply.error != "",
+            outcome,
+            len(llg_errs),
+            greedy,
+            len(tokens or []),
+            text,
+            stop_type=stop,
+            error=first_line(error or (llg_errs[0] if llg_errs else "")),
+            tokens=tokens or [],
+            tok_s=tps,
+        )
 
     if reply.status == 0:
         alive = "" if srv.alive() else f"; the server exited ({srv.last_lines()})"
@@ -338,8 +439,12 @@ def answered(srv: S.Server, vocab: Vocab, model: str, synthetic: bool, llg: str,
     if case == REJECTED_CASE:
         loud = reply.status != 200 or bool(reply.error) or reply.body is None
         text = "" if loud or reply.body is None else _content(reply.body, endpoint)[0]
-        return row("refused" if loud else "ignored", show_text_of(text), stop=str((reply.body or {}).get("stop_type", "")),
-                   error=reply.error or (llg_errs[0] if llg_errs else ""))
+        return row(
+            "refused" if loud else "ignored",
+            show_text_of(text),
+            stop=str((reply.body or {}).get("stop_type", "")),
+            error=reply.error or (llg_errs[0] if llg_errs else ""),
+        )
     if reply.status != 200 or reply.error or reply.body is None:
         return row("error", error=reply.error or reply.text[:300])
     return judged_row(row, vocab, case, endpoint, reply.body)
@@ -409,9 +514,23 @@ def taken(srv: S.Server, overrides: tuple[Override, ...]) -> None:
             raise S.ServerError(str(e)) from None
 
 
-def load(exe: Path, model: Path, vocab: Vocab, synthetic: bool, llg: str, sampler: str, cases: list[str],
-         prompts: dict[str, G.Prompt], sequential: dict[str, str], log_path: Path, requests: int = 32, parallel: int = 4,
-         max_tokens: int = 64, seed: int = 0, n_gpu_layers: int = 0) -> tuple[LoadResult, list[ServerRow]]:
+def load(
+    exe: Path,
+    model: Path,
+    vocab: Vocab,
+    synthetic: bool,
+    llg: str,
+    sampler: str,
+    cases: list[str],
+    prompts: dict[str, G.Prompt],
+    sequential: dict[str, str],
+    log_path: Path,
+    requests: int = 32,
+    parallel: int = 4,
+    max_tokens: int = 64,
+    seed: int = 0,
+    n_gpu_layers: int = 0,
+) -> tuple[LoadResult, list[ServerRow]]:
     """`requests` constrained requests (the cases in turn) over `parallel` slots at once, every
     output judged; `sequential` holds each case's outcome from the one-at-a-time run, so a slot
     whose matcher died touching another shows as an outcome that changed. Returns the summary and
@@ -424,12 +543,32 @@ def load(exe: Path, model: Path, vocab: Vocab, synthetic: bool, llg: str, sample
 
     def one(srv: S.Server, case: str) -> ServerRow:
         endpoint, sent_as, body = request_for(case, prompts[case], max_tokens, seed, 0.0, vocab)
-        return answered(srv, vocab, label(model, vocab), synthetic, llg, sampler, case, endpoint, sent_as, S.post(srv, endpoint, body), [], False)
+        return answered(
+            srv,
+            vocab,
+            label(model, vocab),
+            synthetic,
+            llg,
+            sampler,
+            case,
+            endpoint,
+            sent_as,
+            S.post(srv, endpoint, body),
+            [],
+            False,
+        )
 
     # one thread: ggml's threads spin while they wait, and on 2 shared cores two of them beside the
     # client's judging threads made each request 60 times slower than one at a time
-    with S.serve(exe, model, log_path, parallel=parallel, threads=1, n_gpu_layers=n_gpu_layers,
-                 extra=server_extra(vocab.overrides)) as srv:
+    with S.serve(
+        exe,
+        model,
+        log_path,
+        parallel=parallel,
+        threads=1,
+        n_gpu_layers=n_gpu_layers,
+        extra=server_extra(vocab.overrides),
+    ) as srv:
         taken(srv, vocab.overrides)
         with ThreadPoolExecutor(max_workers=parallel) as pool:
             rows = list(pool.map(lambda c: one(srv, c), order))
@@ -437,11 +576,24 @@ def load(exe: Path, model: Path, vocab: Vocab, synthetic: bool, llg: str, sample
         llg_total = len(LLG_ERROR.findall(srv.log()))
     outcomes = [r.outcome for r in rows]
     counted = ("pass", "violation", DISAGREES)
-    result = LoadResult(label(model, vocab), llg, sampler, requests, parallel, outcomes.count("pass"), outcomes.count("violation"),
-                        sum(1 for o in outcomes if o not in counted),
-                        sum(1 for r in rows if r.outcome != sequential.get(r.case)), healthy, llg_total,
-                        round(time.perf_counter() - t0, 3), judge_disagrees=outcomes.count(DISAGREES),
-                        violating="; ".join(sorted({f"{r.case} ({r.stop_type}): {r.output[:40]!r}" for r in rows if r.outcome == "violation"})[:3]))
+    result = LoadResult(
+        label(model, vocab),
+        llg,
+        sampler,
+        requests,
+        parallel,
+        outcomes.count("pass"),
+        outcomes.count("violation"),
+        sum(1 for o in outcomes if o not in counted),
+        sum(1 for r in rows if r.outcome != sequential.get(r.case)),
+        healthy,
+        llg_total,
+        round(time.perf_counter() - t0, 3),
+        judge_disagrees=outcomes.count(DISAGREES),
+        violating="; ".join(
+            sorted({f"{r.case} ({r.stop_type}): {r.output[:40]!r}" for r in rows if r.outcome == "violation"})[:3]
+        ),
+    )
     return result, rows
 
 
@@ -458,7 +610,9 @@ class DiffCell:
     port_outcome: str
     server_outcome: str
     compared: str  # SYNTHETIC_COMPARED, or REAL_COMPARED for a real model
-    compared_tokens: int | None  # up to the first violation of either (or all, when neither broke the grammar); None: not compared
+    compared_tokens: (
+        int | None
+    )  # up to the first violation of either (or all, when neither broke the grammar); None: not compared
     first_differing_token: int | None  # its index, None when the tokens agree that far (or were not compared)
     same: bool
 
@@ -481,26 +635,55 @@ def differential(matrix: dict[str, Any], served: dict[str, Any]) -> list[DiffCel
     temperature 0 a near-tie breaks another way on another machine of the same kind (Gemma 3 270M's
     `no_space` differed from its first token on one), so a committed count of equal tokens would not
     regenerate there. Its tokens stay in the results."""
-    port = {(r["model"], r["case"], r["bridge"]): (r, t) for r, t in zip(matrix["rows"], matrix.get("tokens") or [], strict=False)}
+    port = {
+        (r["model"], r["case"], r["bridge"]): (r, t)
+        for r, t in zip(matrix["rows"], matrix.get("tokens") or [], strict=False)
+    }
     out = []
     for r, toks in zip(served["rows"], served.get("tokens") or [], strict=False):
-        if r["llguidance"] != served.get("port_llguidance") or r["endpoint"] != "/completion" or r["case"] in EXTRA_CASES:
+        if (
+            r["llguidance"] != served.get("port_llguidance")
+            or r["endpoint"] != "/completion"
+            or r["case"] in EXTRA_CASES
+        ):
             continue
         hit = port.get((r["model"], r["case"], r["sampler"]))
         if hit is None:
             continue
         pr, ptoks = hit
         if not r.get("synthetic", True):
-            out.append(DiffCell(r["model"], r["case"], r["sampler"], pr["outcome"], r["outcome"], REAL_COMPARED, None, None,
-                                pr["outcome"] == r["outcome"]))
+            out.append(
+                DiffCell(
+                    r["model"],
+                    r["case"],
+                    r["sampler"],
+                    pr["outcome"],
+                    r["outcome"],
+                    REAL_COMPARED,
+                    None,
+                    None,
+                    pr["outcome"] == r["outcome"],
+                )
+            )
             continue
         fv = r.get("first_violation")
         n = len(toks) if fv is None else min(len(toks), fv + 1)
         diff = next((i for i in range(min(n, len(ptoks))) if ptoks[i] != toks[i]), None)
         if diff is None and (len(ptoks) < n or (fv is None and len(ptoks) != len(toks))):
             diff = min(len(ptoks), n)  # one stopped where the other went on
-        out.append(DiffCell(r["model"], r["case"], r["sampler"], pr["outcome"], r["outcome"], SYNTHETIC_COMPARED, n, diff,
-                            pr["outcome"] == r["outcome"] and diff is None))
+        out.append(
+            DiffCell(
+                r["model"],
+                r["case"],
+                r["sampler"],
+                pr["outcome"],
+                r["outcome"],
+                SYNTHETIC_COMPARED,
+                n,
+                diff,
+                pr["outcome"] == r["outcome"] and diff is None,
+            )
+        )
     return sorted(out, key=lambda d: (d.model, d.case, d.sampler))
 
 
@@ -512,31 +695,88 @@ def payload(model: Path, run: "Run", settings: dict[str, Any]) -> dict[str, Any]
 
     cases = sorted({r.case for r in run.rows}, key=[*G.CASES, *EXTRA_CASES].index)
     return {
-        "model": model.name, "llguidance": run.llguidance, "port_llguidance": run.port_llguidance, **settings,
+        "model": model.name,
+        "llguidance": run.llguidance,
+        "port_llguidance": run.port_llguidance,
+        **settings,
         "n_gpu_layers": run.n_gpu_layers,
-        "cases": {c: {"prompt": run.prompts[c].text, "prompt_kind": run.prompts[c].kind,
-                      "sent_as": request_for(c, run.prompts[c], 1, 0, 0.0)[1],
-                      **({"grammar": run.special_grammar} if c == SPECIAL_CASE else {}),
-                      **({"json_schema": run.special_schema} if c == SPECIAL_PATTERN_CASE else {})} for c in cases},
+        "cases": {
+            c: {
+                "prompt": run.prompts[c].text,
+                "prompt_kind": run.prompts[c].kind,
+                "sent_as": request_for(c, run.prompts[c], 1, 0, 0.0)[1],
+                **({"grammar": run.special_grammar} if c == SPECIAL_CASE else {}),
+                **({"json_schema": run.special_schema} if c == SPECIAL_PATTERN_CASE else {}),
+            }
+            for c in cases
+        },
         "builds": {b.name: file_sha256(b) for b in S.builds() if b.exists()},
-        "rows": [r.row() for r in run.rows], "tokens": [r.tokens for r in run.rows], "outputs": [r.output for r in run.rows], "load": [x.row() for x in run.loads],
+        "rows": [r.row() for r in run.rows],
+        "tokens": [r.tokens for r in run.rows],
+        "outputs": [r.output for r in run.rows],
+        "load": [x.row() for x in run.loads],
         "load_violations": run.load_violations,
-        "timing": {"constrained_tok_s": [{"llguidance": r.llguidance, "sampler": r.sampler, "case": r.case, "tok_s": r.tok_s}
-                                         for r in run.rows],
-                   "unconstrained_tok_s": run.baseline,
-                   "load_seconds": [{"llguidance": x.llguidance, "sampler": x.sampler, "seconds": x.seconds} for x in run.loads]},
+        "timing": {
+            "constrained_tok_s": [
+                {"llguidance": r.llguidance, "sampler": r.sampler, "case": r.case, "tok_s": r.tok_s} for r in run.rows
+            ],
+            "unconstrained_tok_s": run.baseline,
+            "load_seconds": [
+                {"llguidance": x.llguidance, "sampler": x.sampler, "seconds": x.seconds} for x in run.loads
+            ],
+        },
     }
 
 
-def _failed_rows(vocab: Vocab, model: str, synthetic: bool, llg: str, sampler: str, cases: list[str], prompts: dict[str, G.Prompt],
-                 outcome: str, why: str) -> list[ServerRow]:
-    return [ServerRow(model, vocab.name, synthetic, llg, sampler, c, *request_for(c, prompts.get(c, G.PLAIN), 1, 0, 0.0)[:2],
-                      0, False, outcome, 0, False, 0, "", error=first_line(why)) for c in cases]
+def _failed_rows(
+    vocab: Vocab,
+    model: str,
+    synthetic: bool,
+    llg: str,
+    sampler: str,
+    cases: list[str],
+    prompts: dict[str, G.Prompt],
+    outcome: str,
+    why: str,
+) -> list[ServerRow]:
+    return [
+        ServerRow(
+            model,
+            vocab.name,
+            synthetic,
+            llg,
+            sampler,
+            c,
+            *request_for(c, prompts.get(c, G.PLAIN), 1, 0, 0.0)[:2],
+            0,
+            False,
+            outcome,
+            0,
+            False,
+            0,
+            "",
+            error=first_line(why),
+        )
+        for c in cases
+    ]
 
 
-def run_build(exe: Path, model: Path, vocab: Vocab, synthetic: bool, llg: str, sampler: str, cases: list[str],
-              prompts: dict[str, G.Prompt], log_path: Path, max_tokens: int, seed: int, temperature: float,
-              n_gpu_layers: int = 0, timeout: float = S.REQUEST_TIMEOUT) -> tuple[list[ServerRow], float]:
+def run_build(
+    exe: Path,
+    model: Path,
+    vocab: Vocab,
+    synthetic: bool,
+    llg: str,
+    sampler: str,
+    cases: list[str],
+    prompts: dict[str, G.Prompt],
+    log_path: Path,
+    max_tokens: int,
+    seed: int,
+    temperature: float,
+    n_gpu_layers: int = 0,
+    timeout: float = S.REQUEST_TIMEOUT,
+) -> tuple[list[ServerRow], float]:
     """Every case through one server build, one request at a time; (rows, unconstrained tokens/s).
     The vocab's key overrides (`Vocab.overrides`) go to the server as `--override-kv`.
 
@@ -547,18 +787,58 @@ def run_build(exe: Path, model: Path, vocab: Vocab, synthetic: bool, llg: str, s
     try:
         with S.serve(exe, model, log_path, n_gpu_layers=n_gpu_layers, extra=server_extra(vocab.overrides)) as srv:
             taken(srv, vocab.overrides)
-            base = ask(srv, vocab, label(model, vocab), synthetic, llg, sampler, "", prompts.get(cases[0], G.PLAIN), max_tokens, seed,
-                       temperature, timeout) if cases else None
+            base = (
+                ask(
+                    srv,
+                    vocab,
+                    label(model, vocab),
+                    synthetic,
+                    llg,
+                    sampler,
+                    "",
+                    prompts.get(cases[0], G.PLAIN),
+                    max_tokens,
+                    seed,
+                    temperature,
+                    timeout,
+                )
+                if cases
+                else None
+            )
             for i, c in enumerate(cases):
-                r = ask(srv, vocab, label(model, vocab), synthetic, llg, sampler, c, prompts[c], max_tokens, seed, temperature, timeout)
+                r = ask(
+                    srv,
+                    vocab,
+                    label(model, vocab),
+                    synthetic,
+                    llg,
+                    sampler,
+                    c,
+                    prompts[c],
+                    max_tokens,
+                    seed,
+                    temperature,
+                    timeout,
+                )
                 rows.append(r)
                 if r.outcome == "no answer":
-                    rest = cases[i + 1:]
-                    rows += _failed_rows(vocab, label(model, vocab), synthetic, llg, sampler, rest, prompts, "no answer",
-                                         f"the server stopped answering at {c!r}: {srv.last_lines()}")
+                    rest = cases[i + 1 :]
+                    rows += _failed_rows(
+                        vocab,
+                        label(model, vocab),
+                        synthetic,
+                        llg,
+                        sampler,
+                        rest,
+                        prompts,
+                        "no answer",
+                        f"the server stopped answering at {c!r}: {srv.last_lines()}",
+                    )
                     break
     except S.ServerError as e:
-        return rows + _failed_rows(vocab, label(model, vocab), synthetic, llg, sampler, cases[len(rows):], prompts, "error", str(e)), 0.0
+        return rows + _failed_rows(
+            vocab, label(model, vocab), synthetic, llg, sampler, cases[len(rows) :], prompts, "error", str(e)
+        ), 0.0
     return rows, base.tok_s if base else 0.0
 
 
@@ -609,11 +889,26 @@ def curl_for(endpoint: str, body: dict[str, Any], base: str = "http://127.0.0.1:
     return f"curl -s {base}{endpoint} -H 'Content-Type: application/json' -d {shlex.quote(json.dumps(body, ensure_ascii=False))}"
 
 
-def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: list[str], prompt: str = "auto",
-        samplers: tuple[str, ...] = S.SAMPLERS, temperature: float = 0.0, seed: int = 0, max_tokens: int = 64,
-        load_requests: int = 0, parallel: int = 4, n_gpu_layers: int = 0, say: Any = print,
-        candidates: tuple[str, ...] = S.CANDIDATES, overrides: list[str] | tuple[str, ...] = (), log_dir: Path | None = None,
-        load_rounds: int = 1) -> Run:
+def run(
+    name: str,
+    model: Path,
+    synthetic: bool,
+    instruct: bool | None,
+    cases: list[str],
+    prompt: str = "auto",
+    samplers: tuple[str, ...] = S.SAMPLERS,
+    temperature: float = 0.0,
+    seed: int = 0,
+    max_tokens: int = 64,
+    load_requests: int = 0,
+    parallel: int = 4,
+    n_gpu_layers: int = 0,
+    say: Any = print,
+    candidates: tuple[str, ...] = S.CANDIDATES,
+    overrides: list[str] | tuple[str, ...] = (),
+    log_dir: Path | None = None,
+    load_rounds: int = 1,
+) -> Run:
     """Every case on every built server (`server.built`), one request at a time, then, when
     `load_requests`, the load test (synthetic models only: a real model on 2 cores would take
     minutes per build). The load test is `make bench`'s (`bench.server_load`), not the report's: how
@@ -637,9 +932,13 @@ def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: l
     vocab = Vocab(model, name, overrides)
     vocab.require_text()
     if special_case(vocab) is None and any(c in SPECIAL_CASES for c in cases):
-        say(f"{name}: no end-of-turn token with printable text: {', '.join(c for c in cases if c in SPECIAL_CASES)} left out")
+        say(
+            f"{name}: no end-of-turn token with printable text: {', '.join(c for c in cases if c in SPECIAL_CASES)} left out"
+        )
         cases = [c for c in cases if c not in SPECIAL_CASES]
-    llm = G.load_model(model, n_ctx=64, overrides=vocab.overrides)  # only for the prompts: the chat template and the tokens of its text
+    llm = G.load_model(
+        model, n_ctx=64, overrides=vocab.overrides
+    )  # only for the prompts: the chat template and the tokens of its text
     style = G.prompt_style(llm, prompt, synthetic, instruct)
     prompts = prompts_for(llm, cases, style)
     del llm
@@ -657,38 +956,101 @@ def run(name: str, model: Path, synthetic: bool, instruct: bool | None, cases: l
                 say(f"{exe.name}: not built, left out")
                 continue
             logs = (log_dir or LOG_DIR) / name
-            got, base = run_build(exe, model, vocab, synthetic, llg, s, cases, prompts, logs / f"{exe.name}.log",
-                                  max_tokens, seed, temperature, n_gpu_layers)
+            got, base = run_build(
+                exe,
+                model,
+                vocab,
+                synthetic,
+                llg,
+                s,
+                cases,
+                prompts,
+                logs / f"{exe.name}.log",
+                max_tokens,
+                seed,
+                temperature,
+                n_gpu_layers,
+            )
             rows += got
             baseline[f"{s}-{llg}"] = base
             passed = sum(r.outcome == "pass" for r in got)
-            say(f"{exe.name}: {passed}/{len(got)} pass, {sum(r.llg_errors for r in got)} llg errors, "
-                f"{sum(r.error_field for r in got)} error fields")
+            say(
+                f"{exe.name}: {passed}/{len(got)} pass, {sum(r.llg_errors for r in got)} llg errors, "
+                f"{sum(r.error_field for r in got)} error fields"
+            )
             if synthetic and load_requests and s not in candidates:
                 loaded = [c for c in cases if c not in (CHAT_CASE, REJECTED_CASE, *SPECIAL_CASES)]
                 for k in range(1, load_rounds + 1):
                     try:
-                        x, answers = load(exe, model, vocab, synthetic, llg, s, loaded, prompts, {r.case: r.outcome for r in got},
-                                          logs / f"{exe.name}-load.log", load_requests, parallel, max_tokens, seed, n_gpu_layers)
+                        x, answers = load(
+                            exe,
+                            model,
+                            vocab,
+                            synthetic,
+                            llg,
+                            s,
+                            loaded,
+                            prompts,
+                            {r.case: r.outcome for r in got},
+                            logs / f"{exe.name}-load.log",
+                            load_requests,
+                            parallel,
+                            max_tokens,
+                            seed,
+                            n_gpu_layers,
+                        )
                     except Exception as e:  # noqa: BLE001 - the load test's failure costs its own row, never the rows above
                         say(f"  load round {k}: {first_line(str(e)) or type(e).__name__}")
                         continue
                     x.round = k
                     loads.append(x)
                     disputed += [r for r in answers if r.outcome == DISAGREES]
-                    confirmed += [{"round": k, "case": r.case, "output": r.output, "content_match": r.content_match,
-                                   "curl": curl_for(*request_for(r.case, prompts[r.case], max_tokens, seed, 0.0, vocab)[::2]),
-                                   "server": " ".join([exe.name, "-m", model.name, "--parallel", str(parallel), "-t", "1",
-                                                       *server_extra(vocab.overrides)])}
-                                  for r in answers if r.outcome == "violation" and r.content_match.startswith("same")]
-                    say(f"  load round {k}: {x.requests} requests over {x.parallel} slots: {x.violations} violations, "
+                    confirmed += [
+                        {
+                            "round": k,
+                            "case": r.case,
+                            "output": r.output,
+                            "content_match": r.content_match,
+                            "curl": curl_for(*request_for(r.case, prompts[r.case], max_tokens, seed, 0.0, vocab)[::2]),
+                            "server": " ".join(
+                                [
+                                    exe.name,
+                                    "-m",
+                                    model.name,
+                                    "--parallel",
+                                    str(parallel),
+                                    "-t",
+                                    "1",
+                                    *server_extra(vocab.overrides),
+                                ]
+                            ),
+                        }
+                        for r in answers
+                        if r.outcome == "violation" and r.content_match.startswith("same")
+                    ]
+                    say(
+                        f"  load round {k}: {x.requests} requests over {x.parallel} slots: {x.violations} violations, "
                         f"{x.judge_disagrees} judge disagreements, {x.differ_from_sequential} differ from one at a time, "
-                        f"healthy after: {x.healthy_after}")
+                        f"healthy after: {x.healthy_after}"
+                    )
     disputed = [r for r in rows if r.outcome == DISAGREES] + disputed
     if disputed:
         r = disputed[0]
-        raise JudgeDisagrees(f"server on {name}", f"the judge and the server disagree on {r.sampler}-{r.llguidance} {r.case} "
-                                                  f"({r.content_match}); {len(disputed)} answer(s) so, nothing of this run is published")
+        raise JudgeDisagrees(
+            f"server on {name}",
+            f"the judge and the server disagree on {r.sampler}-{r.llguidance} {r.case} "
+            f"({r.content_match}); {len(disputed)} answer(s) so, nothing of this run is published",
+        )
     spec = special_case(vocab) if SPECIAL_CASE in cases else None
-    return Run(rows, loads, baseline, prompts, versions, S.venv_llguidance(), n_gpu_layers, spec.grammar if spec else "",
-               (special_pattern_schema(vocab) or {}) if SPECIAL_PATTERN_CASE in cases else {}, confirmed)
+    return Run(
+        rows,
+        loads,
+        baseline,
+        prompts,
+        versions,
+        S.venv_llguidance(),
+        n_gpu_layers,
+        spec.grammar if spec else "",
+        (special_pattern_schema(vocab) or {}) if SPECIAL_PATTERN_CASE in cases else {},
+        confirmed,
+    )

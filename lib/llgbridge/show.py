@@ -22,8 +22,21 @@ if TYPE_CHECKING:
 # results keep text columns as UTF-8 with invalid bytes written `\xNN` (backslashreplace);
 # these column names hold token pieces, probes, outputs or witnesses
 BYTE_COLUMNS = frozenset(
-    {"piece", "detok", "failed_probe", "got", "output", "witness", "witness_got", "text", "sample", "prefix", "next",
-     "real piece", "in llguidance's table"}
+    {
+        "piece",
+        "detok",
+        "failed_probe",
+        "got",
+        "output",
+        "witness",
+        "witness_got",
+        "text",
+        "sample",
+        "prefix",
+        "next",
+        "real piece",
+        "in llguidance's table",
+    }
 )
 _SURROGATE = re.compile(r"(?<!\\)\\udc([89a-f][0-9a-f])")
 

@@ -194,19 +194,35 @@ class MaskError:
     then_allowed: int | None = None  # how many tokens it then allows
 
 
-def mask_error(bridge: Bridge | None, vocab: str, grammar: str, sample: str, step: int, at: str, text: str) -> MaskError:
+def mask_error(
+    bridge: Bridge | None, vocab: str, grammar: str, sample: str, step: int, at: str, text: str
+) -> MaskError:
     """`text` (an LlgError's whole message) as a MaskError; `bridge` None for the truth."""
     lim = _LIMIT.search(first_line(text))
-    items = _ITEMS.search(text) if lim else None  # the item count is the figure a limit bounds; beside any other error it says nothing
+    items = (
+        _ITEMS.search(text) if lim else None
+    )  # the item count is the figure a limit bounds; beside any other error it says nothing
     limit = int(lim[1]) if lim else None
     n_items = int(items[1]) if items else None
     then, n = "", None
     if bridge is not None:
         then = "end of generation only" if bridge.fails_closed else "grammar dropped"
         n = len(bridge.after_mask_error())
-    return MaskError(vocab, "truth" if bridge is None else bridge.name, grammar, sample, step, at, cause_line(text),
-                     limit, lim[2] if lim else "", n_items,
-                     n_items - limit if limit is not None and n_items is not None else None, then, n)
+    return MaskError(
+        vocab,
+        "truth" if bridge is None else bridge.name,
+        grammar,
+        sample,
+        step,
+        at,
+        cause_line(text),
+        limit,
+        lim[2] if lim else "",
+        n_items,
+        n_items - limit if limit is not None and n_items is not None else None,
+        then,
+        n,
+    )
 
 
 @dataclass
@@ -315,7 +331,9 @@ def walk(
                 try:
                     vm.mask()
                 except LlgError as be:
-                    results[bname].mask_errors.append(mask_error(by_name[bname], v.name, name, sample, i, "mask", str(be)))
+                    results[bname].mask_errors.append(
+                        mask_error(by_name[bname], v.name, name, sample, i, "mask", str(be))
+                    )
             return
         nxt = tokens[i] if i < len(tokens) else None
         for bname, vm in list(live.items()):
@@ -339,7 +357,9 @@ def walk(
                 vm.consume(nxt)
             except LlgError as e:
                 results[bname].errors.append((name, sample, i, str(e)))
-                results[bname].mask_errors.append(mask_error(by_name[bname], v.name, name, sample, i, "consume", str(e)))
+                results[bname].mask_errors.append(
+                    mask_error(by_name[bname], v.name, name, sample, i, "consume", str(e))
+                )
                 del live[bname]
     if not tm.is_accepting:
         for r in results.values():
@@ -429,8 +449,21 @@ def mask_error_rows(sound: dict[str, SoundnessResult]) -> list[dict[str, Any]]:
     return [rows[k] for k in sorted(rows)]
 
 
-BUG_D_COLUMNS = ("vocab", "bridge", "grammar", "sample", "step", "at", "error", "limit", "limit_of", "items", "over_limit",
-                 "then", "then_allowed")
+BUG_D_COLUMNS = (
+    "vocab",
+    "bridge",
+    "grammar",
+    "sample",
+    "step",
+    "at",
+    "error",
+    "limit",
+    "limit_of",
+    "items",
+    "over_limit",
+    "then",
+    "then_allowed",
+)
 
 
 def bug_d_frame(rows: list[dict[str, Any]], limits_only: bool = True) -> pd.DataFrame:
@@ -445,15 +478,40 @@ def bug_d_frame(rows: list[dict[str, Any]], limits_only: bool = True) -> pd.Data
         df = df[df["limit"].notna()]
     for c in ("limit", "items", "over_limit", "then_allowed"):
         df[c] = df[c].astype("Int64")
-    return df.sort_values(["vocab", "bridge", *extra, "grammar", "sample", "step", "at"], kind="stable").reset_index(drop=True)
+    return df.sort_values(["vocab", "bridge", *extra, "grammar", "sample", "step", "at"], kind="stable").reset_index(
+        drop=True
+    )
 
 
-def payload(sound: dict[str, SoundnessResult], worst: list[dict[str, Any]], build_errors: dict[str, str], walks: int,
-            seed: int) -> dict[str, Any]:
+def payload(
+    sound: dict[str, SoundnessResult], worst: list[dict[str, Any]], build_errors: dict[str, str], walks: int, seed: int
+) -> dict[str, Any]:
     """The soundness notebook's result; `mask_errors` (bug D) is `mask_error_rows`."""
-    return {"walks": walks, "seed": seed, "soundness": [r.row() for r in sound.values()], "worst": worst,
-            "build_errors": build_errors, "mask_errors": mask_error_rows(sound)}
+    return {
+        "walks": walks,
+        "seed": seed,
+        "soundness": [r.row() for r in sound.values()],
+        "worst": worst,
+        "build_errors": build_errors,
+        "mask_errors": mask_error_rows(sound),
+    }
 
 
-__all__ = ["BATTERY", "SAMPLES", "soundness", "walk", "walk_list", "walk_samples", "describe", "worst_rows", "payload",
-           "SoundnessResult", "StepDiff", "MaskError", "mask_error", "mask_error_rows", "bug_d_frame", "BUG_D_COLUMNS"]
+__all__ = [
+    "BATTERY",
+    "SAMPLES",
+    "soundness",
+    "walk",
+    "walk_list",
+    "walk_samples",
+    "describe",
+    "worst_rows",
+    "payload",
+    "SoundnessResult",
+    "StepDiff",
+    "MaskError",
+    "mask_error",
+    "mask_error_rows",
+    "bug_d_frame",
+    "BUG_D_COLUMNS",
+]

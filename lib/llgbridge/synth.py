@@ -117,7 +117,10 @@ def make_model(
 
 
 def ensure_model(
-    vocab_name: str, models_dir: Path = paths.DATA / "models", seed: int = 0, vocab_file: Path | None = None,
+    vocab_name: str,
+    models_dir: Path = paths.DATA / "models",
+    seed: int = 0,
+    vocab_file: Path | None = None,
     overrides: list[str] | None = None,
 ) -> Path:
     """`models_dir/synthetic-<vocab_name>.gguf`, built only when missing, made with another seed, or
@@ -140,7 +143,11 @@ def ensure_model(
     source = loaded.note(vocab)
     if out.exists():
         kv = read_kv(out)[0]
-        if kv.get(SEED_KEY) == seed and kv.get(SOURCE_SHA_KEY) == source and kv.get(OVERRIDES_KEY, "") == "\n".join(kv_list):
+        if (
+            kv.get(SEED_KEY) == seed
+            and kv.get(SOURCE_SHA_KEY) == source
+            and kv.get(OVERRIDES_KEY, "") == "\n".join(kv_list)
+        ):
             return out
     return make_model(vocab, out, seed=seed, overrides=kv_list)
 

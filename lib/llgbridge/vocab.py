@@ -37,7 +37,9 @@ MAX_PIECE = 1024
 try:
     from . import _llamacall as _call
 except ImportError as e:  # pragma: no cover - make setup builds it
-    raise ImportError(f"llgbridge._llamacall is not built ({e}): run `make setup` (python -m llgbridge.cbuild)") from None
+    raise ImportError(
+        f"llgbridge._llamacall is not built ({e}): run `make setup` (python -m llgbridge.cbuild)"
+    ) from None
 
 
 # llama.cpp's own error lines from the last load, so a refusal can say why in one line
@@ -114,8 +116,12 @@ def kv_override_array(ovs: tuple[Override, ...]) -> Any:
     if not ovs:
         return None
     arr = (llama_cpp.llama_model_kv_override * (len(ovs) + 1))()
-    tags = {"int": llama_cpp.LLAMA_KV_OVERRIDE_TYPE_INT, "float": llama_cpp.LLAMA_KV_OVERRIDE_TYPE_FLOAT,
-            "bool": llama_cpp.LLAMA_KV_OVERRIDE_TYPE_BOOL, "str": llama_cpp.LLAMA_KV_OVERRIDE_TYPE_STR}
+    tags = {
+        "int": llama_cpp.LLAMA_KV_OVERRIDE_TYPE_INT,
+        "float": llama_cpp.LLAMA_KV_OVERRIDE_TYPE_FLOAT,
+        "bool": llama_cpp.LLAMA_KV_OVERRIDE_TYPE_BOOL,
+        "str": llama_cpp.LLAMA_KV_OVERRIDE_TYPE_STR,
+    }
     for slot, o in zip(arr, ovs):
         slot.key = o.key.encode()
         slot.tag = tags[o.type]
@@ -137,7 +143,9 @@ class Vocab:
     loader as `llama_model_params.kv_overrides`, as `--override-kv` gives them; one llama.cpp did
     not take is refused in one line (`overrides.check_log`)."""
 
-    def __init__(self, path: str | os.PathLike[str], name: str | None = None, overrides: Iterable[str | Override] = ()) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], name: str | None = None, overrides: Iterable[str | Override] = ()
+    ) -> None:
         self.path = Path(path)
         self.name = name or vocab_name(self.path)
         self.overrides = parse_all(overrides)
@@ -211,8 +219,11 @@ class Vocab:
     def require_text(self) -> None:
         """InputError, in one line, for a vocab on which no token has text."""
         if not self.has_text:
-            raise InputError(self.path, f"no token has text: all {self.n_tokens} tokens are control or unknown tokens "
-                                        "(every piece is empty), so no grammar can be followed and no bridge judged")
+            raise InputError(
+                self.path,
+                f"no token has text: all {self.n_tokens} tokens are control or unknown tokens "
+                "(every piece is empty), so no grammar can be followed and no bridge judged",
+            )
 
     # -- conversions -------------------------------------------------------------------------
     # Every call writes into a buffer of its own. The server's load test judges answers from
@@ -224,7 +235,10 @@ class Vocab:
         buf = bytearray(max_len)
         n = _call.token_to_piece(self.llama_vocab, token, buf, max_len, lstrip, special)
         if n < 0:
-            raise InputError(self.path, f"token {token} piece is {-n} bytes, longer than the bridge's {max_len}-byte buffer (upstream aborts)")
+            raise InputError(
+                self.path,
+                f"token {token} piece is {-n} bytes, longer than the bridge's {max_len}-byte buffer (upstream aborts)",
+            )
         return bytes(buf[:n])
 
     def detokenize(
@@ -235,7 +249,10 @@ class Vocab:
         buf = bytearray(max_len)
         n = _call.detokenize(self.llama_vocab, arr, len(tokens), buf, max_len, remove_special, unparse_special)
         if n < 0:
-            raise InputError(self.path, f"detokenize needs {-n} bytes, longer than the bridge's {max_len}-byte buffer (upstream aborts)")
+            raise InputError(
+                self.path,
+                f"detokenize needs {-n} bytes, longer than the bridge's {max_len}-byte buffer (upstream aborts)",
+            )
         return bytes(buf[:n])
 
     def iter_pieces(self, lstrip: int = 0, special: bool = False) -> Iterator[bytes]:
@@ -248,7 +265,10 @@ class Vocab:
         for t in range(self.n_tokens):
             n = tp(vp, t, buf, MAX_PIECE, lstrip, special)
             if n < 0:
-                raise InputError(self.path, f"token {t} piece is {-n} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream aborts)")
+                raise InputError(
+                    self.path,
+                    f"token {t} piece is {-n} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream aborts)",
+                )
             yield bytes(view[:n])
 
     def piece_detok_differences(self) -> list[tuple[int, bytes, bytes, bytes]]:
@@ -272,12 +292,21 @@ class Vocab:
             # n < 0 is tested because two equal error lengths would otherwise compare equal
             if n != m or n < 0 or piece != detok:
                 if n < 0:
-                    raise InputError(self.path, f"token {t} piece is {-n} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream aborts)")
+                    raise InputError(
+                        self.path,
+                        f"token {t} piece is {-n} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream aborts)",
+                    )
                 if m < 0:
-                    raise InputError(self.path, f"detokenize needs {-m} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream aborts)")
+                    raise InputError(
+                        self.path,
+                        f"detokenize needs {-m} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream aborts)",
+                    )
                 k = tp(vp, t, lstripped, MAX_PIECE, 1, False)
                 if k < 0:
-                    raise InputError(self.path, f"token {t} piece is {-k} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream aborts)")
+                    raise InputError(
+                        self.path,
+                        f"token {t} piece is {-k} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream aborts)",
+                    )
                 out.append((t, bytes(pv[:n]), bytes(dv[:m]), bytes(lv[:k])))
                 detok[:] = piece  # restore the invariant
         return out

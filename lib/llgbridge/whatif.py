@@ -126,16 +126,28 @@ def whatif(
         plain_statuses = _run_all(plain, base, out / "without")
         seconds["without"] = (time.monotonic() - t1, _server_wall(plain_statuses))
         # the plain run's failures are said too: its tables are what the page compares against
-        statuses += [{**st, "notebook": f"{st['notebook']} (without the overrides)"} for st in plain_statuses if st["status"] != "ok"]
+        statuses += [
+            {**st, "notebook": f"{st['notebook']} (without the overrides)"}
+            for st in plain_statuses
+            if st["status"] != "ok"
+        ]
         # the plain file's report first: its tables are what the overridden one is set against
         report.build(out / "without" / "results", out / "without", bench_csv=out / "without" / "bench.csv")
         report.build(out / "results", out, bench_csv=out / "bench.csv")
         extra = [override_section(out, name, plain, path, ovs)]
     # a what-if quotes only what it computed: its own (absent) bench snapshot, never the main report's
     report.build(out / "results", out, bench_csv=out / "bench.csv", extra=extra)
-    print(f"what-if report: {out / 'index.html'}" + (f" (the file without the overrides: {out / 'without' / 'index.html'})" if ovs else ""))
-    print("what-if: " + "; ".join(f"{wall:.0f} s{f' {k} the overrides' if ovs else ''} ({server:.0f} s of it the server)"
-                                   for k, (wall, server) in seconds.items()))
+    print(
+        f"what-if report: {out / 'index.html'}"
+        + (f" (the file without the overrides: {out / 'without' / 'index.html'})" if ovs else "")
+    )
+    print(
+        "what-if: "
+        + "; ".join(
+            f"{wall:.0f} s{f' {k} the overrides' if ovs else ''} ({server:.0f} s of it the server)"
+            for k, (wall, server) in seconds.items()
+        )
+    )
     return statuses
 
 
@@ -145,12 +157,47 @@ def _server_wall(statuses: list[dict[str, object]]) -> float:
 
 
 # the columns that say which row a table's row is (the rest are what was measured)
-ID_COLUMNS = ("analysis", "input", "vocab", "real_model", "model", "synthetic", "prompt", "case", "bridge", "sampler", "llguidance",
-              "endpoint", "sent_as", "test", "job", "step", "what", "schema", "mechanism", "literal")
+ID_COLUMNS = (
+    "analysis",
+    "input",
+    "vocab",
+    "real_model",
+    "model",
+    "synthetic",
+    "prompt",
+    "case",
+    "bridge",
+    "sampler",
+    "llguidance",
+    "endpoint",
+    "sent_as",
+    "test",
+    "job",
+    "step",
+    "what",
+    "schema",
+    "mechanism",
+    "literal",
+)
 MAX_SHOWN = 40  # changed cells listed per table; the CSV has them all
 # the cells a reader looks for first when a table moved: what the bugs and the fix do, upstream first
-HEADLINE = ("differing", "lost_leading_space", "allowed_with_space", "allowed_illegal", "not_prefix", "output_ok", "outcome",
-            "tokenize_exact", "greedy", "pr_test_exit", "shipped_test_exit", "no_space_bad", "forced_bad", "under", "error")
+HEADLINE = (
+    "differing",
+    "lost_leading_space",
+    "allowed_with_space",
+    "allowed_illegal",
+    "not_prefix",
+    "output_ok",
+    "outcome",
+    "tokenize_exact",
+    "greedy",
+    "pr_test_exit",
+    "shipped_test_exit",
+    "no_space_bad",
+    "forced_bad",
+    "under",
+    "error",
+)
 
 
 def _frame(p: Path) -> Any:
@@ -159,7 +206,9 @@ def _frame(p: Path) -> Any:
     return pd.read_csv(p, dtype=str, keep_default_na=False)
 
 
-def table_changes(with_dir: Path, without_dir: Path, rename: dict[str, str]) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+def table_changes(
+    with_dir: Path, without_dir: Path, rename: dict[str, str]
+) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
     """(one row per table: rows compared, rows and cells that moved; one row per moved cell), the
     overridden report's tables (`with_dir/*.csv`) against the plain file's (`without_dir`), its
     names mapped to the overridden ones (`rename`) so the same row meets itself."""
@@ -167,7 +216,9 @@ def table_changes(with_dir: Path, without_dir: Path, rename: dict[str, str]) -> 
     for p in sorted(with_dir.glob("*.csv")):
         q = without_dir / p.name
         if not q.exists():
-            summary.append({"table": p.stem, "rows": "", "rows changed": "", "cells changed": "", "how": "only with the override"})
+            summary.append(
+                {"table": p.stem, "rows": "", "rows changed": "", "cells changed": "", "how": "only with the override"}
+            )
             continue
         a, b = _frame(p), _frame(q)
         for col in (c for c in ID_COLUMNS if c in b):
@@ -179,8 +230,15 @@ def table_changes(with_dir: Path, without_dir: Path, rename: dict[str, str]) -> 
         if len(ka) != len(a) or len(kb) != len(b):  # no key names a row alone: the rows as a whole
             sa, sb = sorted(map(tuple, a.values.tolist())), sorted(map(tuple, b.values.tolist()))
             moved = len(set(sa) ^ set(sb))
-            summary.append({"table": p.stem, "rows": f"{len(b)} / {len(a)}", "rows changed": moved, "cells changed": "",
-                            "how": "rows differ" if moved else "unchanged"})
+            summary.append(
+                {
+                    "table": p.stem,
+                    "rows": f"{len(b)} / {len(a)}",
+                    "rows changed": moved,
+                    "cells changed": "",
+                    "how": "rows differ" if moved else "unchanged",
+                }
+            )
             continue
         rows_moved, n_cells, cols = 0, 0, []
         # a row is named by the key columns that tell its table's rows apart (the input's name is the same in all)
@@ -190,19 +248,43 @@ def table_changes(with_dir: Path, without_dir: Path, rename: dict[str, str]) -> 
             where = " · ".join(k[i] for i in vary if k[i])
             if ra is None or rb is None:
                 rows_moved += 1
-                cells.append({"table": p.stem, "row": where, "column": "(row)", "without": "present" if rb is not None else "absent",
-                              "with": "present" if ra is not None else "absent"})
+                cells.append(
+                    {
+                        "table": p.stem,
+                        "row": where,
+                        "column": "(row)",
+                        "without": "present" if rb is not None else "absent",
+                        "with": "present" if ra is not None else "absent",
+                    }
+                )
                 continue
             diff = [c for c in values if ra[c] != rb[c]]
             rows_moved += bool(diff)
             n_cells += len(diff)
             cols += [c for c in diff if c not in cols]
-            cells += [{"table": p.stem, "row": where, "column": c, "without": rb[c][:120], "with": ra[c][:120]} for c in diff]
-        summary.append({"table": p.stem, "rows": len(a), "rows changed": rows_moved, "cells changed": n_cells,
-                        "how": ", ".join(cols[:8]) + ("…" if len(cols) > 8 else "") if rows_moved else "unchanged"})
+            cells += [
+                {"table": p.stem, "row": where, "column": c, "without": rb[c][:120], "with": ra[c][:120]} for c in diff
+            ]
+        summary.append(
+            {
+                "table": p.stem,
+                "rows": len(a),
+                "rows changed": rows_moved,
+                "cells changed": n_cells,
+                "how": ", ".join(cols[:8]) + ("…" if len(cols) > 8 else "") if rows_moved else "unchanged",
+            }
+        )
     for q in sorted(without_dir.glob("*.csv")):
         if not (with_dir / q.name).exists():
-            summary.append({"table": q.stem, "rows": "", "rows changed": "", "cells changed": "", "how": "only without the override"})
+            summary.append(
+                {
+                    "table": q.stem,
+                    "rows": "",
+                    "rows changed": "",
+                    "cells changed": "",
+                    "how": "only without the override",
+                }
+            )
     return summary, cells
 
 
@@ -219,32 +301,56 @@ def override_section(out: Path, name: str, plain: str, path: Path, ovs: tuple[Ov
     moved = [r for r in summary if r["rows changed"] not in ("", 0)]
     flags = " ".join(f"`--override-kv {o.text}`" for o in ovs)
     sec = Section("override", "What the override changed")
-    said = [f"`{name}` is `{path.name}` loaded with {flags}; `{plain}` is the same file without "
-            f"{'it' if len(ovs) == 1 else 'them'} ([its own report](without/index.html)), every analysis run on both."]
+    said = [
+        f"`{name}` is `{path.name}` loaded with {flags}; `{plain}` is the same file without "
+        f"{'it' if len(ovs) == 1 else 'them'} ([its own report](without/index.html)), every analysis run on both."
+    ]
     if not summary:
         said.append("Neither run wrote a table to compare.")
     elif not moved:
-        said.append(f"None of the {len(summary)} tables moved: on this file the override changes nothing the suite measures.")
+        said.append(
+            f"None of the {len(summary)} tables moved: on this file the override changes nothing the suite measures."
+        )
     else:
         n = len(summary)
-        said.append((f"{len(moved)} of the {n} tables moved" if len(moved) < n else f"All {n} tables moved")
-                    + ", row by row against the plain file's (a row is the same input, bridge, case or build on both sides):")
+        said.append(
+            (f"{len(moved)} of the {n} tables moved" if len(moved) < n else f"All {n} tables moved")
+            + ", row by row against the plain file's (a row is the same input, bridge, case or build on both sides):"
+        )
         items = []
         for r in moved:
-            mine = sorted((c for c in cells if c["table"] == r["table"]),
-                          key=lambda c: (HEADLINE.index(c["column"]) if c["column"] in HEADLINE else len(HEADLINE), "upstream" not in c["row"]))
-            shown = "; ".join(f"{c['column']} {c['without'] or '(blank)'} → {c['with'] or '(blank)'}" + (f" ({c['row']})" if c["row"] else "")
-                              for c in mine[:3])
+            mine = sorted(
+                (c for c in cells if c["table"] == r["table"]),
+                key=lambda c: (
+                    HEADLINE.index(c["column"]) if c["column"] in HEADLINE else len(HEADLINE),
+                    "upstream" not in c["row"],
+                ),
+            )
+            shown = "; ".join(
+                f"{c['column']} {c['without'] or '(blank)'} → {c['with'] or '(blank)'}"
+                + (f" ({c['row']})" if c["row"] else "")
+                for c in mine[:3]
+            )
             more = len(mine) - 3
-            head = f"`{r['table']}` ({r['rows changed']} of {r['rows']} rows): " if r["cells changed"] != "" else f"`{r['table']}`: "
+            head = (
+                f"`{r['table']}` ({r['rows changed']} of {r['rows']} rows): "
+                if r["cells changed"] != ""
+                else f"`{r['table']}`: "
+            )
             items.append(head + (shown or r["how"]) + (f"; and {more} more cells ({r['how']})" if more > 0 else ""))
         said.append("\n".join(f"- {x}" for x in items))
     sec.text = "\n\n".join(said) + "\n"
     sec.views.append(Table(pd.DataFrame(summary), "Every table, with the override against without"))
     if cells:
         shown_cells = pd.DataFrame(cells)
-        shown_cells = pd.concat([g.head(MAX_SHOWN) for _, g in shown_cells.groupby("table", sort=True)]).reset_index(drop=True)
-        sec.views.append(Table(shown_cells, f"The cells that moved (at most {MAX_SHOWN} a table; tables/override_changes.csv has all)"))
+        shown_cells = pd.concat([g.head(MAX_SHOWN) for _, g in shown_cells.groupby("table", sort=True)]).reset_index(
+            drop=True
+        )
+        sec.views.append(
+            Table(
+                shown_cells, f"The cells that moved (at most {MAX_SHOWN} a table; tables/override_changes.csv has all)"
+            )
+        )
         sec.raw_table("override_changes", pd.DataFrame(cells))
     return sec
 
@@ -254,9 +360,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("path", type=Path)
     ap.add_argument("--name", default=None)
     ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
-    ap.add_argument("--params", default="", help="-p options as one string, split as a shell would (make whatif PARAMS=...)")
-    ap.add_argument("--override", default="", help="llama.cpp key overrides, KEY=TYPE:VALUE, as a shell would split them "
-                                                   "(make whatif OVERRIDE=...)")
+    ap.add_argument(
+        "--params", default="", help="-p options as one string, split as a shell would (make whatif PARAMS=...)"
+    )
+    ap.add_argument(
+        "--override",
+        default="",
+        help="llama.cpp key overrides, KEY=TYPE:VALUE, as a shell would split them (make whatif OVERRIDE=...)",
+    )
     a = ap.parse_args(argv)
     try:
         # split here, never by a shell: PARAMS and OVERRIDE come from the user's command line
@@ -277,4 +388,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
-

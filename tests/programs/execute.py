@@ -3,6 +3,7 @@ abort reads the status here, so the abort's output never reaches pytest's own pr
 
     python tests/programs/execute.py NOTEBOOK VOCAB OUT_ROOT RESULTS NOTEBOOKS_DIR
 """
+
 from __future__ import annotations
 
 import json
@@ -12,4 +13,8 @@ from pathlib import Path
 from llgbridge import run
 
 notebook, vocab, out_root, results, notebooks = sys.argv[1:]
-print(json.dumps(run.execute(notebook, vocab, out_root=Path(out_root), results_dir=Path(results), notebooks_dir=Path(notebooks))))
+print(
+    json.dumps(
+        run.execute(notebook, vocab, out_root=Path(out_root), results_dir=Path(results), notebooks_dir=Path(notebooks))
+    )
+)

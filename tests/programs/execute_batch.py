@@ -1,7 +1,8 @@
 """`run.execute_batch` in a process of its own, the statuses printed as JSON (see execute.py).
 
-    python tests/programs/execute_batch.py VOCAB NOTEBOOK,NOTEBOOK,... OUT_ROOT RESULTS NOTEBOOKS_DIR
+python tests/programs/execute_batch.py VOCAB NOTEBOOK,NOTEBOOK,... OUT_ROOT RESULTS NOTEBOOKS_DIR
 """
+
 from __future__ import annotations
 
 import json
@@ -11,5 +12,10 @@ from pathlib import Path
 from llgbridge import run
 
 vocab, notebooks, out_root, results, folder = sys.argv[1:]
-print(json.dumps(run.execute_batch(vocab, notebooks.split(","), out_root=Path(out_root), results_dir=Path(results),
-                                   notebooks_dir=Path(folder))))
+print(
+    json.dumps(
+        run.execute_batch(
+            vocab, notebooks.split(","), out_root=Path(out_root), results_dir=Path(results), notebooks_dir=Path(folder)
+        )
+    )
+)

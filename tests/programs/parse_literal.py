@@ -3,6 +3,7 @@ takes it, printed with `ascii`: a test runs this under a C locale.
 
     python tests/programs/parse_literal.py TEXT
 """
+
 from __future__ import annotations
 
 import sys

@@ -12,7 +12,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] != ["build"]:
         print("usage: python -m llgbridge.native build", file=sys.stderr)
         return 2
-    print("[native] building common/llguidance.cpp (shipped and with patches/), test-grammar-llguidance, harness ...", flush=True)
+    print(
+        "[native] building common/llguidance.cpp (shipped and with patches/), test-grammar-llguidance, harness ...",
+        flush=True,
+    )
     st = build()
     if st["built"]:
         print(f"[native] built in {st['seconds']} s: {', '.join(b.name for b in binaries())}", flush=True)

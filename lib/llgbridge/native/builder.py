@@ -50,13 +50,25 @@ CANDIDATES: dict[str, str] = {
 CANDIDATE_PATCHES = PATCHES / "candidates"
 # what the build needs from the vendored tree: common/ and the public headers for every object,
 # nlohmann for common/json.h, and the two test files the PR touches
-SOURCE_PREFIXES = ("common/", "include/", "ggml/include/", "vendor/nlohmann/", "tests/test-grammar-llguidance.cpp",
-                   "tests/CMakeLists.txt",
-                   # llama-server (`server.build`): its sources, the mtmd headers it includes (the venv has
-                   # libmtmd), the UI's templates (no assets), cpp-httplib, the subprocess header and the staging API
-                   # header common/fit.cpp and speculative.cpp include (libllama exports it)
-                   "tools/server/", "tools/mtmd/mtmd.h", "tools/mtmd/mtmd-helper.h", "tools/ui/ui.h.in",
-                   "tools/ui/ui.cpp.in", "vendor/cpp-httplib/", "vendor/sheredom/", "src/llama-ext.h")
+SOURCE_PREFIXES = (
+    "common/",
+    "include/",
+    "ggml/include/",
+    "vendor/nlohmann/",
+    "tests/test-grammar-llguidance.cpp",
+    "tests/CMakeLists.txt",
+    # llama-server (`server.build`): its sources, the mtmd headers it includes (the venv has
+    # libmtmd), the UI's templates (no assets), cpp-httplib, the subprocess header and the staging API
+    # header common/fit.cpp and speculative.cpp include (libllama exports it)
+    "tools/server/",
+    "tools/mtmd/mtmd.h",
+    "tools/mtmd/mtmd-helper.h",
+    "tools/ui/ui.h.in",
+    "tools/ui/ui.cpp.in",
+    "vendor/cpp-httplib/",
+    "vendor/sheredom/",
+    "src/llama-ext.h",
+)
 COMMIT_MEMBER = "llama_cpp_python-0.3.36/.git/modules/vendor/llama.cpp/HEAD"
 COMMIT_FILE = "LLAMA_CPP_COMMIT"
 TEST_TIMEOUT = 600  # seconds for one test binary on one vocab; gemma-4 (262k tokens) takes about 20
@@ -65,8 +77,7 @@ TEST_TIMEOUT = 600  # seconds for one test binary on one vocab; gemma-4 (262k to
 # llguidance as llama.cpp links it (common/CMakeLists.txt: GIT_TAG d795912f..., "v1.0.1")
 LLG_PINNED = "1.0.1"
 LLG_WHEELS = {  # the wheel pip picks here, and its sha256 as the registry serves it
-    "llguidance-1.0.1-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl":
-        "945ab9c077d35dc8c6a603ea6a3e4f5ba2deeae80a0b3cbfbedd142881fb4262",
+    "llguidance-1.0.1-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl": "945ab9c077d35dc8c6a603ea6a3e4f5ba2deeae80a0b3cbfbedd142881fb4262",
 }
 LLG_DIR = NATIVE / f"llguidance-{LLG_PINNED}"
 
@@ -82,7 +93,7 @@ def extract_sources(dest: Path) -> None:
         for m in tar.getmembers():
             if not m.name.startswith(MEMBER_PREFIX) or not (m.isfile() or m.isdir()):
                 continue
-            rel = m.name[len(MEMBER_PREFIX):]
+            rel = m.name[len(MEMBER_PREFIX) :]
             if rel.startswith(SOURCE_PREFIXES):
                 m.name = rel
                 members.append(m)
@@ -115,7 +126,18 @@ def apply_patches(tree: Path, dry_run: bool = False, patches: list[Path] | None 
     if not shutil.which("patch"):
         raise RuntimeError("the `patch` program is missing (Debian package `patch`)")
     for p in patch_files() if patches is None else patches:
-        cmd = ["patch", "-p1", "--fuzz=0", "--forward", "--batch", "--no-backup-if-mismatch", "-d", str(tree), "-i", str(p)]
+        cmd = [
+            "patch",
+            "-p1",
+            "--fuzz=0",
+            "--forward",
+            "--batch",
+            "--no-backup-if-mismatch",
+            "-d",
+            str(tree),
+            "-i",
+            str(p),
+        ]
         if dry_run:
             cmd.append("--dry-run")
         r = subprocess.run(cmd, capture_output=True, text=True)
@@ -139,9 +161,24 @@ def fetch_pinned_llguidance() -> Path:
     from ..fixtures import sha256
 
     with tempfile.TemporaryDirectory(dir=LLG_DIR) as tmp:
-        r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-                            f"llguidance=={LLG_PINNED}", "-d", tmp, "-q", "--disable-pip-version-check"],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary",
+                ":all:",
+                f"llguidance=={LLG_PINNED}",
+                "-d",
+                tmp,
+                "-q",
+                "--disable-pip-version-check",
+            ],
+            capture_output=True,
+            text=True,
+        )
         wheels = sorted(Path(tmp).glob("*.whl"))
         if r.returncode != 0 or not wheels:
             said = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("WARNING")]
@@ -264,9 +301,13 @@ def run_make(makefile: Path, args: list[str], what: str, jobs: int | None = None
     """`make -f makefile args`; RuntimeError with the first error line, naming `what`, when it fails."""
     if bad := make_unsafe_path(makefile, args):
         ch = _MAKE_UNSAFE.search(bad)[0]  # type: ignore[index]
-        raise RuntimeError(f"{what} refused: {bad!r} has {'a space' if ch == ' ' else repr(ch)} in it, which make cannot "
-                           "quote in a file name; move the checkout (or the venv) to a path without one")
-    r = subprocess.run(["make", "-s", "-f", str(makefile), f"-j{jobs or os.cpu_count() or 1}", *args], capture_output=True, text=True)
+        raise RuntimeError(
+            f"{what} refused: {bad!r} has {'a space' if ch == ' ' else repr(ch)} in it, which make cannot "
+            "quote in a file name; move the checkout (or the venv) to a path without one"
+        )
+    r = subprocess.run(
+        ["make", "-s", "-f", str(makefile), f"-j{jobs or os.cpu_count() or 1}", *args], capture_output=True, text=True
+    )
     if r.returncode != 0:
         errs = [ln for ln in r.stderr.splitlines() if "error" in ln.lower()] or r.stderr.strip().splitlines()
         raise RuntimeError(f"{what} failed: {errs[0] if errs else 'make exited ' + str(r.returncode)}")

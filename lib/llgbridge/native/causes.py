@@ -75,44 +75,65 @@ def classify(run: TestRun, vocab: Any, tok_eos: int) -> tuple[str, str]:
         return "", ""
     a, fail, err = run.assertion, run.failure, run.llg_error
     if "bad_space == 0" in a:
-        return "space_tokens", f"test_no_space_tokens: {run.space_bad} of {run.space_allowed} allowed tokens have a space in their piece (bug A)"
+        return (
+            "space_tokens",
+            f"test_no_space_tokens: {run.space_bad} of {run.space_allowed} allowed tokens have a space in their piece (bug A)",
+        )
     if "bad_forced == 0" in a:
-        return "forced_not_prefix", (f"test_forced_mask_bytes: {run.forced_bad} of {run.forced_allowed} allowed tokens are no prefix of "
-                                     "the literal (bug B)")
+        return "forced_not_prefix", (
+            f"test_forced_mask_bytes: {run.forced_bad} of {run.forced_allowed} allowed tokens are no prefix of "
+            "the literal (bug B)"
+        )
     string = _failed_string(fail)
     where = fail.split(" in ", 1)[-1] if " in '" in fail else "a string test"
     if string is not None:
         limit = _limit(err)
         if limit:
-            return "llg_limit", (f"llguidance's {limit} limit: the sampler dropped its grammar in {where}, so "
-                                 f"{'an invalid' if 'incorrectly' in fail else 'a valid'} string was "
-                                 f"{'accepted' if 'incorrectly' in fail else 'refused'} ({fail.split(' in ')[0]})")
+            return "llg_limit", (
+                f"llguidance's {limit} limit: the sampler dropped its grammar in {where}, so "
+                f"{'an invalid' if 'incorrectly' in fail else 'a valid'} string was "
+                f"{'accepted' if 'incorrectly' in fail else 'refused'} ({fail.split(' in ')[0]})"
+            )
         tokens = vocab.tokenize(string.encode(), add_special=False, parse_special=False)
         spelled = vocab.real_bytes(tokens)
         if spelled != string.encode():
             from ..show import show
 
-            return "string_not_spelled", (f"common_tokenize spells {show(string.encode())} as {show(spelled)} on this vocab, so the "
-                                          f"test cannot express it ({fail})")
+            return "string_not_spelled", (
+                f"common_tokenize spells {show(string.encode())} as {show(spelled)} on this vocab, so the "
+                f"test cannot express it ({fail})"
+            )
         if err:
             return "llg_dropped", f"the sampler dropped its grammar on a llguidance error ({err[:80]}), then {fail}"
     if "tok_eos" in a and tok_eos < 0:
         return "no_eos", "tok_eos = -1 (no EOT, no EOS): test_sampler_chain reads cur[-1]"
     if "tok_eos" in a:
-        return "eos_not_selected", (f"test_sampler_chain: the chain did not select tok_eos {tok_eos} ({_piece(vocab, tok_eos)}) at the end"
-                                    + (f"; llg error: {err[:80]}" if err else ""))
+        return "eos_not_selected", (
+            f"test_sampler_chain: the chain did not select tok_eos {tok_eos} ({_piece(vocab, tok_eos)}) at the end"
+            + (f"; llg error: {err[:80]}" if err else "")
+        )
     if "== token" in a and run.chain_token is not None:
         t = run.chain_token
         piece = vocab.token_to_piece(t)
         inside = bool(piece) and set(piece) <= _CHAIN_ALLOWED
-        sel = "" if run.chain_selected is None else f", selected {run.chain_selected} ({_piece(vocab, run.chain_selected)})"
-        return "chain_token_refused", (f"test_sampler_chain: token {t} ({_piece(vocab, t)}) of common_tokenize({_CHAIN_INPUT!r}) was not "
-                                       f"selected{sel}; its piece is {'inside' if inside else 'outside'} the grammar /[A-Z ]*/"
-                                       + (f"; llg error: {err[:80]}" if err else ""))
+        sel = (
+            ""
+            if run.chain_selected is None
+            else f", selected {run.chain_selected} ({_piece(vocab, run.chain_selected)})"
+        )
+        return "chain_token_refused", (
+            f"test_sampler_chain: token {t} ({_piece(vocab, t)}) of common_tokenize({_CHAIN_INPUT!r}) was not "
+            f"selected{sel}; its piece is {'inside' if inside else 'outside'} the grammar /[A-Z ]*/"
+            + (f"; llg error: {err[:80]}" if err else "")
+        )
     if "grammar != nullptr" in a:
-        return "no_sampler", "llama_sampler_init_llg returned no sampler for the test's grammar" + (f" (llg error: {err[:80]})" if err else "")
+        return "no_sampler", "llama_sampler_init_llg returned no sampler for the test's grammar" + (
+            f" (llg error: {err[:80]})" if err else ""
+        )
     evidence = a or fail or f"exit {run.exit_code}"
-    return "unclassified", f"cause not classified: {evidence}" + (f"; llg error: {err[:80]}" if err and err not in evidence else "")
+    return "unclassified", f"cause not classified: {evidence}" + (
+        f"; llg error: {err[:80]}" if err and err not in evidence else ""
+    )
 
 
 def classified(run: TestRun, vocab: Any, tok_eos: int) -> TestRun:

@@ -122,20 +122,31 @@ def _assertion(err: str) -> str:
         if m := re.search(r"([\w.-]+\.cpp:\d+): .*?(Assertion .*)$", ln):
             return f"{m[1]}: {m[2]}"
         if "GGML_ASSERT" in ln:
-            return _tidy(ln[ln.find("GGML_"):] if ":" not in ln else ln)
+            return _tidy(ln[ln.find("GGML_") :] if ":" not in ln else ln)
     return ""
 
 
-def run_test(test: str, sampler: str, vocab_path: Path, timeout: int = TEST_TIMEOUT, llg: str | None = None,
-             overrides: tuple[Override, ...] = ()) -> TestRun:
+def run_test(
+    test: str,
+    sampler: str,
+    vocab_path: Path,
+    timeout: int = TEST_TIMEOUT,
+    llg: str | None = None,
+    overrides: tuple[Override, ...] = (),
+) -> TestRun:
     """Run the `test`'s binary against `sampler` on one vocab file, linked against llguidance
     `llg` (None: the venv's), with llama.cpp's key `overrides` (through kv_override.cpp)."""
     exe = bin_dir(llg) / f"test-{test}-{sampler}"
     version = llg or venv_llguidance()
     try:
         # the test writes debug files into its working directory when a string fails
-        r = subprocess.run([str(exe), str(Path(vocab_path).resolve())], capture_output=True, timeout=timeout,
-                           cwd=tempfile.gettempdir(), env=program_env(overrides))
+        r = subprocess.run(
+            [str(exe), str(Path(vocab_path).resolve())],
+            capture_output=True,
+            timeout=timeout,
+            cwd=tempfile.gettempdir(),
+            env=program_env(overrides),
+        )
     except subprocess.TimeoutExpired:
         return TestRun(test, sampler, 124, failure=f"timed out after {timeout} s", llguidance=version)
     code = r.returncode if r.returncode >= 0 else 128 - r.returncode
@@ -180,17 +191,25 @@ def llg_errors(lines: list[str]) -> str:
     return errs[0] if errs else ""
 
 
-
-
 # -- why a program died ----------------------------------------------------------------------
 # ggml's abort handler runs gdb, whose chatter ends the output ("[Inferior 1 (process 6572)
 # detached]"): none of it says why, and its ids differ from run to run
-_NOISE = re.compile(r"^(?:#\d|\[|\(gdb\)|0x[0-9a-f]|Using host libthread_db|warning: |stack backtrace:|note: |"
-                    r"\s+at |\s*\d+: 0x|@)")
-_OOM = re.compile(r"std::bad_alloc|memory allocation of \d+ bytes failed|Cannot allocate memory|out of memory|"
-                  r"failed to allocate|MemoryError", re.I)
-_SIGNALS = {134: "abort (SIGABRT)", 135: "bus error (SIGBUS)", 136: "floating-point exception (SIGFPE)",
-            137: "killed (SIGKILL: out of memory, or a time limit)", 139: "segmentation fault (SIGSEGV)"}
+_NOISE = re.compile(
+    r"^(?:#\d|\[|\(gdb\)|0x[0-9a-f]|Using host libthread_db|warning: |stack backtrace:|note: |"
+    r"\s+at |\s*\d+: 0x|@)"
+)
+_OOM = re.compile(
+    r"std::bad_alloc|memory allocation of \d+ bytes failed|Cannot allocate memory|out of memory|"
+    r"failed to allocate|MemoryError",
+    re.I,
+)
+_SIGNALS = {
+    134: "abort (SIGABRT)",
+    135: "bus error (SIGBUS)",
+    136: "floating-point exception (SIGFPE)",
+    137: "killed (SIGKILL: out of memory, or a time limit)",
+    139: "segmentation fault (SIGSEGV)",
+}
 
 
 def _tidy(line: str) -> str:
@@ -202,7 +221,15 @@ def _tidy(line: str) -> str:
     return line[:300]
 
 
-_CRASH_KEYS = ("GGML_ASSERT", "GGML_ABORT", "terminate called", "what():", "Assertion", "panicked at", "Segmentation fault")
+_CRASH_KEYS = (
+    "GGML_ASSERT",
+    "GGML_ABORT",
+    "terminate called",
+    "what():",
+    "Assertion",
+    "panicked at",
+    "Segmentation fault",
+)
 
 
 def says_crash(text: str) -> bool:
@@ -225,12 +252,12 @@ def crash_cause(text: str, code: int | None = None) -> str:
     if oom := next((ln for ln in said if _OOM.search(ln)), None):
         return f"out of memory: {_tidy(oom)}"
     if ggml := next((ln for ln in said if "GGML_ASSERT" in ln or "GGML_ABORT" in ln), None):
-        return _tidy(ggml[ggml.find("GGML_"):] if ":" not in ggml else ggml)
+        return _tidy(ggml[ggml.find("GGML_") :] if ":" not in ggml else ggml)
     if c_assert := next((ln for ln in said if re.search(r"Assertion .* failed", ln)), None):
         return _tidy(re.sub(r"^[^:]*: ", "", c_assert, count=1) if c_assert.count(": ") > 1 else c_assert)
     text = "\n".join(said)
     if m := re.search(r"terminate called after throwing an instance of '([^'\n]*)'?", text):
-        what = re.search(r"what\(\):\s*([^\n]*)", text[m.end():])
+        what = re.search(r"what\(\):\s*([^\n]*)", text[m.end() :])
         return _tidy(f"uncaught {m[1] or 'exception'}" + (f": {what[1]}" if what and what[1] else ""))
     if m := re.search(r"panicked at ([^\n]*?):?\n([^\n]*)", text + "\n"):
         return _tidy(f"llguidance panicked at {m[1]}: {m[2]}")

@@ -36,6 +36,7 @@ from ..overrides import Override
 from .builder import TEST_TIMEOUT, bin_dir, venv_llguidance
 from .logs import check_taken, crash_cause, llg_errors, parse_ranges, program_env
 
+
 @dataclass(frozen=True)
 class Job:
     """One walk: a grammar, and the tokens to accept (None: follow the lowest allowed id)."""
@@ -62,9 +63,14 @@ class Trace:
     apply_ns: list[int] = field(default_factory=list)
 
 
-
-def harness(sampler: str, vocab_path: Path, jobs: list[Job], timeout: int = TEST_TIMEOUT, llg: str | None = None,
-            overrides: tuple[Override, ...] = ()) -> dict[str, Trace]:
+def harness(
+    sampler: str,
+    vocab_path: Path,
+    jobs: list[Job],
+    timeout: int = TEST_TIMEOUT,
+    llg: str | None = None,
+    overrides: tuple[Override, ...] = (),
+) -> dict[str, Trace]:
     """Run `jobs` through the compiled sampler (linked against llguidance `llg`, None: the
     venv's), with llama.cpp's key `overrides` (kv_override.cpp); traces by job id.
 
@@ -187,16 +193,29 @@ class Differential:
     differences: list[Difference] = field(default_factory=list)
     greedy_cpp: bool | None = None
     greedy_port: bool | None = None
-    port_errors: dict[str, str] = field(default_factory=dict)  # job id -> the port's whole llguidance error (its state dump too)
+    port_errors: dict[str, str] = field(
+        default_factory=dict
+    )  # job id -> the port's whole llguidance error (its state dump too)
 
 
-def _allowed_difference(vocab: str, sampler: str, job: Job, step: int, a: np.ndarray, b: np.ndarray) -> Difference | None:
+def _allowed_difference(
+    vocab: str, sampler: str, job: Job, step: int, a: np.ndarray, b: np.ndarray
+) -> Difference | None:
     """The difference between the compiled (`a`) and the port's (`b`) allowed ids at one step, if any."""
     if len(a) == len(b) and np.array_equal(a, b):
         return None
     oc, op = np.setdiff1d(a, b), np.setdiff1d(b, a)
-    return Difference(vocab, sampler, job.id, step, "allowed", tuple(int(x) for x in oc[:N_EXAMPLES]),
-                      tuple(int(x) for x in op[:N_EXAMPLES]), len(oc), len(op))
+    return Difference(
+        vocab,
+        sampler,
+        job.id,
+        step,
+        "allowed",
+        tuple(int(x) for x in oc[:N_EXAMPLES]),
+        tuple(int(x) for x in op[:N_EXAMPLES]),
+        len(oc),
+        len(op),
+    )
 
 
 def compare(vocab: str, sampler: str, job: Job, cpp: Trace, port: Trace, d: Differential) -> None:
@@ -212,15 +231,30 @@ def compare(vocab: str, sampler: str, job: Job, cpp: Trace, port: Trace, d: Diff
         end_p = 0
     steps = [(i, cpp.allowed[i], port.allowed[i]) for i in range(min(end_c, end_p))]
     d.cells += len(steps)
-    if end_c == end_p and cpp.error_step is not None and port.error_step is not None \
-            and end_c < len(cpp.allowed) and end_p < len(port.allowed):
-        steps.append((end_c, cpp.allowed[end_c], port.allowed[end_p]))  # the failed step: counted in the walk's end cell
+    if (
+        end_c == end_p
+        and cpp.error_step is not None
+        and port.error_step is not None
+        and end_c < len(cpp.allowed)
+        and end_p < len(port.allowed)
+    ):
+        steps.append(
+            (end_c, cpp.allowed[end_c], port.allowed[end_p])
+        )  # the failed step: counted in the walk's end cell
     d.differences += [x for i, a, b in steps if (x := _allowed_difference(vocab, sampler, job, i, a, b)) is not None]
     d.cells += 1  # where and how the walk ended
     if end_c != end_p or first_line(cpp.error) != first_line(port.error):
-        d.differences.append(Difference(vocab, sampler, job.id, min(end_c, end_p), "error" if cpp.error or port.error else "steps",
-                                        cpp=f"step {cpp.error_step}: {first_line(cpp.error)}" if cpp.error else f"{end_c} steps",
-                                        port=f"step {port.error_step}: {first_line(port.error)}" if port.error else f"{end_p} steps"))
+        d.differences.append(
+            Difference(
+                vocab,
+                sampler,
+                job.id,
+                min(end_c, end_p),
+                "error" if cpp.error or port.error else "steps",
+                cpp=f"step {cpp.error_step}: {first_line(cpp.error)}" if cpp.error else f"{end_c} steps",
+                port=f"step {port.error_step}: {first_line(port.error)}" if port.error else f"{end_p} steps",
+            )
+        )
 
 
 def special_text(vocab: Any) -> str:
@@ -257,7 +291,9 @@ def special_job(vocab: Any, max_steps: int = 64) -> Job | None:
     return Job("special", literal_grammar(literal), None, max_steps) if literal else None
 
 
-def jobs_for(truth: Any, literal: str, leak_grammar: str, walks: int = 2, seed: int = 0, max_steps: int = 64) -> list[Job]:
+def jobs_for(
+    truth: Any, literal: str, leak_grammar: str, walks: int = 2, seed: int = 0, max_steps: int = 64
+) -> list[Job]:
     """The differential's jobs for one vocab (see the module docstring)."""
     from .. import soundness
     from ..grammars import literal_grammar
@@ -288,7 +324,15 @@ def differential(bridge: Any, jobs: list[Job], traces: dict[str, Trace], llg: st
     d.greedy_port = bool(bridge.greedy)
     d.cells += 1
     if d.greedy_cpp != d.greedy_port:
-        d.differences.append(Difference(d.vocab, d.sampler, jobs[0].id if jobs else "", None, "greedy",
-                                        cpp=str(d.greedy_cpp), port=str(d.greedy_port)))
+        d.differences.append(
+            Difference(
+                d.vocab,
+                d.sampler,
+                jobs[0].id if jobs else "",
+                None,
+                "greedy",
+                cpp=str(d.greedy_cpp),
+                port=str(d.greedy_port),
+            )
+        )
     return d
-

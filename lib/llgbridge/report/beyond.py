@@ -30,7 +30,9 @@ def beyond_section(res: Results) -> Section | None:
     side = candidates_side_by_side(res)
     if special.empty and not server_ok and side is None:
         return None
-    sec = Section("beyond", "Beyond the PR: special-token text (bug C), a limit that drops the grammar (bug D), candidate patches")
+    sec = Section(
+        "beyond", "Beyond the PR: special-token text (bug C), a limit that drops the grammar (bug D), candidate patches"
+    )
     c: dict[str, Any] | None = None
     d: list[str] | None = None
     if not special.empty:
@@ -38,27 +40,51 @@ def beyond_section(res: Results) -> Section | None:
         for (v, smp), g in special.groupby(["vocab", "sampler"], sort=False):
             x = g.iloc[0]
             piv.setdefault(v, {"vocab": v, "literal": x.get("literal", "")})[smp] = (
-                "spelled" if bool(x.get("complete")) else f"stops at {show_text(str(x.get('spelled', '')))}: allows "
-                f"{x.get('stop_allowed_pieces', '')}" if not x.get("error") else f"error: {x.get('error')}")
+                "spelled"
+                if bool(x.get("complete"))
+                else f"stops at {show_text(str(x.get('spelled', '')))}: allows {x.get('stop_allowed_pieces', '')}"
+                if not x.get("error")
+                else f"error: {x.get('error')}"
+            )
         rows = [piv[v] for v in guide_order(list(piv))]
         df = pd.DataFrame(rows)
         cols = [c for c in ("upstream", "fixed", *CANDIDATE_NOTES) if c in df]
-        walks = df[["vocab", "literal", *cols]].assign(**{c: [Cell(x, shows(not str(x).startswith("spelled"))) for x in df[c]] for c in cols})
+        walks = df[["vocab", "literal", *cols]].assign(
+            **{c: [Cell(x, shows(not str(x).startswith("spelled"))) for x in df[c]] for c in cols}
+        )
         hit = [r["vocab"] for r in rows if not str(r.get("fixed", "")).startswith("spelled")]
         fixed_by = [r["vocab"] for r in rows if r["vocab"] in hit and str(r.get("nospecial", "")).startswith("spelled")]
         same = [v for v in hit if piv[v].get("upstream") == piv[v].get("fixed")]
-        c = {"llguidance": special.llguidance.iloc[0], "hit": hit, "n": len(rows), "fixed_by": fixed_by, "same": len(same)}
+        c = {
+            "llguidance": special.llguidance.iloc[0],
+            "hit": hit,
+            "n": len(rows),
+            "fixed_by": fixed_by,
+            "same": len(same),
+        }
         summary = []
         for col in cols:
             stops = [r["vocab"] for r in rows if not str(r.get(col, "")).startswith("spelled")]
-            summary.append({"sampler": col, "spells the literal out on": f"{len(rows) - len(stops)} of {len(rows)}",
-                            "stops early on": Cell(names(stops), shows(stops))})
-        sec.views.append(Table(pd.DataFrame(summary), caption="Bug C, compiled: a literal spelling the end-of-turn token as text, per sampler",
-                               collapsed=True))
+            summary.append(
+                {
+                    "sampler": col,
+                    "spells the literal out on": f"{len(rows) - len(stops)} of {len(rows)}",
+                    "stops early on": Cell(names(stops), shows(stops)),
+                }
+            )
+        sec.views.append(
+            Table(
+                pd.DataFrame(summary),
+                caption="Bug C, compiled: a literal spelling the end-of-turn token as text, per sampler",
+                collapsed=True,
+            )
+        )
         sec.views.append(Table(walks, caption="Bug C per vocab: where the walk of the literal stops", collapsed=True))
         sec.raw_table("beyond_special", special)
     # bug D: the PR's own test hitting llguidance's item limit, and what failing closed changes
-    pr = pd.DataFrame([{**t, "vocab": r["vocab"]} for r in native_ok for t in r.get("tests", []) if t.get("test") == "pr"])
+    pr = pd.DataFrame(
+        [{**t, "vocab": r["vocab"]} for r in native_ok for t in r.get("tests", []) if t.get("test") == "pr"]
+    )
     if not pr.empty:
         pin = NATIVE_PIN if (pr.llguidance == NATIVE_PIN).any() else sorted(pr.llguidance.unique(), key=version_key)[-1]
         pr = pr[pr.llguidance == pin]
@@ -66,21 +92,44 @@ def beyond_section(res: Results) -> Section | None:
         drows = []
         for v in guide_order(list(limit.vocab.unique())):
             g = pr[pr.vocab == v].set_index("sampler")
-            drows.append({"vocab": v, "the PR's sampler": f"exit {g.loc['fixed', 'exit_code']}: {first_words(g.loc['fixed', 'llg_error'])}",
-                          **{c: (f"exit {g.loc[c, 'exit_code']}" + (f": {first_words(g.loc[c, 'failure'])}" if g.loc[c, 'failure'] else ""))
-                             for c in CANDIDATE_NOTES if c in g.index}})
+            drows.append(
+                {
+                    "vocab": v,
+                    "the PR's sampler": f"exit {g.loc['fixed', 'exit_code']}: {first_words(g.loc['fixed', 'llg_error'])}",
+                    **{
+                        c: (
+                            f"exit {g.loc[c, 'exit_code']}"
+                            + (f": {first_words(g.loc[c, 'failure'])}" if g.loc[c, "failure"] else "")
+                        )
+                        for c in CANDIDATE_NOTES
+                        if c in g.index
+                    },
+                }
+            )
         d = [r["vocab"] for r in drows]
         if drows:
-            sec.views.append(Table(pd.DataFrame(drows), caption=f"Bug D: llama.cpp's own test where a mask exceeds the item limit (llguidance {pin})",
-                                   collapsed=True))
+            sec.views.append(
+                Table(
+                    pd.DataFrame(drows),
+                    caption=f"Bug D: llama.cpp's own test where a mask exceeds the item limit (llguidance {pin})",
+                    collapsed=True,
+                )
+            )
         cand = pr[pr.sampler.isin(["fixed", *CANDIDATE_NOTES])]
         if not cand.empty:
             summary = []
             for smp, g in cand.groupby("sampler", sort=False):
-                summary.append({"sampler": smp, "what it is": CANDIDATE_NOTES.get(smp, "the PR"),
-                                "PR test passes on": f"{int((g.exit_code == 0).sum())} of {len(g)} vocabs",
-                                "aborts on": names(sorted(g[g.exit_code != 0].vocab))})
-            sec.views.append(Table(pd.DataFrame(summary), caption="The PR's own test on each candidate, every vocab", collapsed=True))
+                summary.append(
+                    {
+                        "sampler": smp,
+                        "what it is": CANDIDATE_NOTES.get(smp, "the PR"),
+                        "PR test passes on": f"{int((g.exit_code == 0).sum())} of {len(g)} vocabs",
+                        "aborts on": names(sorted(g[g.exit_code != 0].vocab)),
+                    }
+                )
+            sec.views.append(
+                Table(pd.DataFrame(summary), caption="The PR's own test on each candidate, every vocab", collapsed=True)
+            )
     if side is not None:
         side.collapsed = True
         sec.views.append(side)
@@ -113,12 +162,22 @@ def candidates_side_by_side(res: Results) -> Table | None:
                 return Cell(f"not built: {first_words(x.build_error, 40)}", "bad")
             said = f"{100 * float(x.tokenize_exact_rate):.1f}% exact, " + ("forcing" if bool(x.forcing) else "greedy")
             base = g.loc["fixed"] if "fixed" in g.index else None
-            changed = base is not None and (x.tokenize_exact_rate != base.tokenize_exact_rate or x.forcing != base.forcing)
-            return Cell(said, "fixed" if changed and float(x.tokenize_exact_rate) >= float(base.tokenize_exact_rate) else
-                        ("bad" if changed else ""))
+            changed = base is not None and (
+                x.tokenize_exact_rate != base.tokenize_exact_rate or x.forcing != base.forcing
+            )
+            return Cell(
+                said,
+                "fixed"
+                if changed and float(x.tokenize_exact_rate) >= float(base.tokenize_exact_rate)
+                else ("bad" if changed else ""),
+            )
+
         rows.append({"vocab": v, "fixed (the PR)": cell("fixed"), **{c: cell(c) for c in CANDIDATE_NOTES}})
-    return Table(pd.DataFrame(rows), caption="The candidates beside the PR in the port: tokenize_fn's exactness on the exactness "
-                                             "inputs, and whether byte forcing is kept")
+    return Table(
+        pd.DataFrame(rows),
+        caption="The candidates beside the PR in the port: tokenize_fn's exactness on the exactness "
+        "inputs, and whether byte forcing is kept",
+    )
 
 
 def bug_d_everywhere(res: Results, sec: Section) -> dict[str, Any] | None:
@@ -144,24 +203,61 @@ def bug_d_everywhere(res: Results, sec: Section) -> dict[str, Any] | None:
         # side by side (1.0.1 does not dump its item count; the venv's does)
         keys = ["where", "vocab", "bridge", "grammar", "step", "error", "limit", "then", "then_allowed"]
         limits = limits.assign(**({} if "llguidance" in limits else {"llguidance": ""}))
-        limits = limits.groupby(keys, sort=False, dropna=False).agg(
-            llguidance=("llguidance", lambda x: ", ".join(sorted({str(v) for v in x if str(v) not in ("", "nan")}, key=version_key))),
-            items=("items", "max"), over_limit=("over_limit", "max")).reset_index()
-        shown = limits.assign(**{"mask went to": [f"{int(i)} items ({int(o)} over {int(lim)})" if pd.notna(i) else f"over {int(lim)}"
-                                                  for i, o, lim in zip(limits["items"], limits["over_limit"], limits["limit"])],
-                                  "then": [f"{t}: {int(n)} tokens allowed" if pd.notna(n) else t
-                                           for t, n in zip(limits["then"], limits["then_allowed"])]})
-        cols = ["where", "vocab", "bridge", *([c for c in ("llguidance",) if c in shown]), "grammar", "step", "error", "mask went to", "then"]
+        limits = (
+            limits.groupby(keys, sort=False, dropna=False)
+            .agg(
+                llguidance=(
+                    "llguidance",
+                    lambda x: ", ".join(sorted({str(v) for v in x if str(v) not in ("", "nan")}, key=version_key)),
+                ),
+                items=("items", "max"),
+                over_limit=("over_limit", "max"),
+            )
+            .reset_index()
+        )
+        shown = limits.assign(
+            **{
+                "mask went to": [
+                    f"{int(i)} items ({int(o)} over {int(lim)})" if pd.notna(i) else f"over {int(lim)}"
+                    for i, o, lim in zip(limits["items"], limits["over_limit"], limits["limit"])
+                ],
+                "then": [
+                    f"{t}: {int(n)} tokens allowed" if pd.notna(n) else t
+                    for t, n in zip(limits["then"], limits["then_allowed"])
+                ],
+            }
+        )
+        cols = [
+            "where",
+            "vocab",
+            "bridge",
+            *([c for c in ("llguidance",) if c in shown]),
+            "grammar",
+            "step",
+            "error",
+            "mask went to",
+            "then",
+        ]
         shown = shown.assign(vocab=pd.Categorical(shown.vocab, guide_order(sorted(set(shown.vocab))), ordered=True))
         shown = shown.sort_values(["where", "vocab", "bridge"], kind="stable")[cols].astype({"vocab": str})
-        sec.views.append(Table(shown.reset_index(drop=True), caption="Bug D, searched for along every walk: each mask that hit a resource limit",
-                               collapsed=True))
+        sec.views.append(
+            Table(
+                shown.reset_index(drop=True),
+                caption="Bug D, searched for along every walk: each mask that hit a resource limit",
+                collapsed=True,
+            )
+        )
     others = every[every["limit"].isna()] if not every.empty else every
 
     def cause(r: Any) -> str:
         if "panic" in str(r.error):
             return f"llguidance {r.get('llguidance', '')} panicking on {r.vocab}".replace("  ", " ")
-        return "upstream's matcher dead after bug B" if r.bridge == "upstream" else f"{r.bridge}: {first_words(r.error, 40)}"
+        return (
+            "upstream's matcher dead after bug B"
+            if r.bridge == "upstream"
+            else f"{r.bridge}: {first_words(r.error, 40)}"
+        )
+
     causes = others.apply(cause, axis=1).value_counts() if not others.empty else pd.Series(dtype=int)
     example = None
     if not limits.empty:
@@ -169,7 +265,15 @@ def bug_d_everywhere(res: Results, sec: Section) -> dict[str, Any] | None:
         both = [v for v in guide_order(sorted(set(limits.vocab))) if v in set(fc.vocab) & set(fx.vocab)]
         if both:
             v = both[0]
-            example = {"vocab": v, "failclosed": int(fc[fc.vocab == v].then_allowed.iloc[0]),
-                       "fixed": int(fx[fx.vocab == v].then_allowed.iloc[0])}
-    return {"searched": searched, "hits": hits, "other": len(others), "example": example,
-            "other_causes": "; ".join(f"{n} {c}" for c, n in sorted(causes.items(), key=lambda x: (-x[1], x[0])))}
+            example = {
+                "vocab": v,
+                "failclosed": int(fc[fc.vocab == v].then_allowed.iloc[0]),
+                "fixed": int(fx[fx.vocab == v].then_allowed.iloc[0]),
+            }
+    return {
+        "searched": searched,
+        "hits": hits,
+        "other": len(others),
+        "example": example,
+        "other_causes": "; ".join(f"{n} {c}" for c, n in sorted(causes.items(), key=lambda x: (-x[1], x[0]))),
+    }

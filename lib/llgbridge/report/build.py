@@ -85,7 +85,7 @@ def code_block(v: dict[str, str]) -> str:
         "| `upstream` | `llama_detokenize(&t, 1, false, false)` | `llama_tokenize(add_special=false, parse_special=true)` | llama.cpp before the PR (the upstream sampler) |\n"
         "| `fixed` | `llama_token_to_piece(t, 0, false)` | kept only where the PR's three probes round-trip, else greedy | the PR |\n"
         "| `sentinel` | `llama_token_to_piece(t, 0, true)` | `llama_tokenize` with a sentinel byte prepended and stripped | llguidance's own `lltokenizer_from_vocab` |\n"
-        "| `truth` | `llama_token_to_piece` | none (forcing off) | the yardstick for \"legal\" |\n"
+        '| `truth` | `llama_token_to_piece` | none (forcing off) | the yardstick for "legal" |\n'
     )
 
 
@@ -95,7 +95,9 @@ def inputs_table(res: Results) -> pd.DataFrame:
     for name, _ in SECTIONS:
         ok, failed = res.load(name)
         rows += [{"analysis": name, "input": r["vocab"], "status": "ok", "error": ""} for r in ok]
-        rows += [{"analysis": name, "input": r.get("vocab"), "status": "failed", "error": r.get("error", "")} for r in failed]
+        rows += [
+            {"analysis": name, "input": r.get("vocab"), "status": "failed", "error": r.get("error", "")} for r in failed
+        ]
     if not rows:
         return pd.DataFrame()
     return pd.DataFrame(rows).sort_values(["analysis", "input"], kind="stable").reset_index(drop=True)
@@ -106,17 +108,26 @@ def environment() -> Any:
     import jinja2
     import mistune
 
-    env = jinja2.Environment(loader=jinja2.PackageLoader("llgbridge", "templates"), autoescape=jinja2.select_autoescape(["html.j2"]),
-                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("llgbridge", "templates"),
+        autoescape=jinja2.select_autoescape(["html.j2"]),
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
     md = mistune.create_markdown(escape=True, plugins=["table"])
     env.filters["md"] = lambda s: jinja2.utils.markupsafe.Markup(md(s) if s else "")
-    env.filters["md_inline"] = lambda s: jinja2.utils.markupsafe.Markup(md(s).strip().removeprefix("<p>").removesuffix("</p>") if s else "")
+    env.filters["md_inline"] = lambda s: jinja2.utils.markupsafe.Markup(
+        md(s).strip().removeprefix("<p>").removesuffix("</p>") if s else ""
+    )
     env.filters["gfm"] = gfm.prose  # the Markdown files: what GitHub would read as HTML stays text
     return env
 
 
-def vocab_pages(out: Path, sections: list[Section], vocabs: list[str], vt: Verdict | None, res: Results,
-                link_notebooks: bool) -> None:
+def vocab_pages(
+    out: Path, sections: list[Section], vocabs: list[str], vt: Verdict | None, res: Results, link_notebooks: bool
+) -> None:
     env = environment()
     rows = {x: i for i, x in reversed(list(enumerate(vt.df["input"])))} if vt is not None else {}  # first row wins
     for v in vocabs:
@@ -132,22 +143,42 @@ def vocab_pages(out: Path, sections: list[Section], vocabs: list[str], vt: Verdi
             nb = out / "html" / sec.notebook / f"{v}.html" if sec.notebook else None
             linked = bool(link_notebooks and nb and nb.exists())
             if tables or linked:
-                parts.append({"key": sec.key, "title": sec.title, "tables": tables,
-                              "notebook": f"../html/{sec.notebook}/{v}.html" if linked else "",
-                              "notebook_path": f"html/{sec.notebook}/{v}.html" if sec.notebook and not linked else ""})
+                parts.append(
+                    {
+                        "key": sec.key,
+                        "title": sec.title,
+                        "tables": tables,
+                        "notebook": f"../html/{sec.notebook}/{v}.html" if linked else "",
+                        "notebook_path": f"html/{sec.notebook}/{v}.html" if sec.notebook and not linked else "",
+                    }
+                )
         row = ""
         if v in rows:
             row = html_table(vt.df.iloc[[rows[v]]].reset_index(drop=True))
         story = vocab_story(res, v)
         # reports/html/ is git-ignored: a committed page names where its notebooks are written, once
-        note = "" if link_notebooks else (f"Executed notebooks for {v}, one per analysis, are written by `make report` under "
-                                          f"reports/html/ANALYSIS/{v}.html (not committed).")
-        write_atomic(out / "vocab" / f"{v}.html", env.get_template("vocab.html.j2").render(vocab=v, parts=parts, verdict_row=row,
-                                                                                          story=story, notebooks_note=note))
+        note = (
+            ""
+            if link_notebooks
+            else (
+                f"Executed notebooks for {v}, one per analysis, are written by `make report` under "
+                f"reports/html/ANALYSIS/{v}.html (not committed)."
+            )
+        )
+        write_atomic(
+            out / "vocab" / f"{v}.html",
+            env.get_template("vocab.html.j2").render(
+                vocab=v, parts=parts, verdict_row=row, story=story, notebooks_note=note
+            ),
+        )
 
 
-def build(results: Path = RESULTS, out: Path = REPORTS, bench_csv: Path = REPORTS / "bench.csv",
-          extra: list[Section] | tuple[Section, ...] = ()) -> list[dict[str, Any]]:
+def build(
+    results: Path = RESULTS,
+    out: Path = REPORTS,
+    bench_csv: Path = REPORTS / "bench.csv",
+    extra: list[Section] | tuple[Section, ...] = (),
+) -> list[dict[str, Any]]:
     """Write the report; return the failed inputs. Every result is read once, into the one
     `Results` the sections, the verdict and the vocab pages share; `bench_csv` is the `make bench`
     snapshot they quote (its files beside it); `extra` sections lead the page (a what-if's
@@ -161,7 +192,13 @@ def build(results: Path = RESULTS, out: Path = REPORTS, bench_csv: Path = REPORT
         try:
             sec = fn(res)
         except Exception as e:  # noqa: BLE001 - one analysis must not cost the others their section
-            failed.append({"notebook": name, "vocab": "(all)", "error": f"the report could not build this section: {type(e).__name__}: {e}"})
+            failed.append(
+                {
+                    "notebook": name,
+                    "vocab": "(all)",
+                    "error": f"the report could not build this section: {type(e).__name__}: {e}",
+                }
+            )
             continue
         if sec is not None:
             sections.append(sec)
@@ -179,7 +216,13 @@ def build(results: Path = RESULTS, out: Path = REPORTS, bench_csv: Path = REPORT
     try:
         vt = verdict(res)
     except Exception as e:  # noqa: BLE001 - the verdict must not cost the report either
-        failed.append({"notebook": "verdict", "vocab": "(all)", "error": f"the report could not build the verdict: {type(e).__name__}: {e}"})
+        failed.append(
+            {
+                "notebook": "verdict",
+                "vocab": "(all)",
+                "error": f"the report could not build the verdict: {type(e).__name__}: {e}",
+            }
+        )
         vt = None
     inputs = inputs_table(res)
     written: set[str] = set()
@@ -202,13 +245,17 @@ def build(results: Path = RESULTS, out: Path = REPORTS, bench_csv: Path = REPORT
             # the committed report links none: reports/html/ is generated and git-ignored, so in a
             # clean checkout every such link would be dead; the page names the folder instead
             if not committed:
-                sec.notebooks = [(p.stem, f"html/{sec.notebook}/{p.name}") for p in sorted(d.glob("*.html")) if p.stem in have]
+                sec.notebooks = [
+                    (p.stem, f"html/{sec.notebook}/{p.name}") for p in sorted(d.glob("*.html")) if p.stem in have
+                ]
     # a table this build did not write (its section failed, or has no results now) must not stay
     # behind with an earlier build's rows, beside a page that says the section failed
     for old in (out / "tables").glob("*.csv"):
         if old.name not in written:
             old.unlink()
-    vocabs = guide_order(sorted({str(x) for sec in sections for t in sec.raw for x in (t.df["vocab"] if "vocab" in t.df else [])}))
+    vocabs = guide_order(
+        sorted({str(x) for sec in sections for t in sec.raw for x in (t.df["vocab"] if "vocab" in t.df else [])})
+    )
     v = versions()
     code = code_block(v)
     links = {x: f"vocab/{x}.html" for x in vocabs}
@@ -216,26 +263,64 @@ def build(results: Path = RESULTS, out: Path = REPORTS, bench_csv: Path = REPORT
     shown = vt or empty
     env = environment()
     title = "llama.cpp ↔ llguidance bridge audit"
-    rec = {"call": shown.recommendation["call"], "said": recommendation_md(shown.recommendation)} if shown.recommendation else None
+    rec = (
+        {"call": shown.recommendation["call"], "said": recommendation_md(shown.recommendation)}
+        if shown.recommendation
+        else None
+    )
     repro_md = repro.markdown(res)
     tested_md = tested.section_markdown()
     # reports/html/ is generated and git-ignored: the committed page says so once instead of linking it
-    notebooks_note = "" if not committed else ("Each analysis's executed notebooks, one per input, are written by `make report` "
-                                               "under reports/html/ (not committed).")
+    notebooks_note = (
+        ""
+        if not committed
+        else (
+            "Each analysis's executed notebooks, one per input, are written by `make report` "
+            "under reports/html/ (not committed)."
+        )
+    )
     page = env.get_template("index.html.j2").render(
-        title=title, verdict={"sentences": shown.sentences, "table": shown.table(links).html if not shown.df.empty else "",
-                              "recommendation": rec, "disagreements": shown.disagreements,
-                              "reproduced": shown.reproduced if shown.reproduced[1] else None},
-        failed=failed, code=code, bridges_summary=BRIDGES_SUMMARY, sections=sections, vocabs=vocabs, glossary=GLOSSARY, repro=repro_md, tested=tested_md,
-        notebooks_note=notebooks_note, comment=vt is not None)
-    intro = ("Every table of the review guide for the llguidance token-bytes / tokenize_fn fix, measured by this suite "
-             f"(`make report`) on the vocab fixtures vendored in llama-cpp-python {v['llama-cpp-python']}, through llguidance "
-             f"{v['llguidance']}. Section numbers are the guide's. The same tables, with plots and every raw table: index.html; "
-             "the review in two minutes: pr-comment.md.")
+        title=title,
+        verdict={
+            "sentences": shown.sentences,
+            "table": shown.table(links).html if not shown.df.empty else "",
+            "recommendation": rec,
+            "disagreements": shown.disagreements,
+            "reproduced": shown.reproduced if shown.reproduced[1] else None,
+        },
+        failed=failed,
+        code=code,
+        bridges_summary=BRIDGES_SUMMARY,
+        sections=sections,
+        vocabs=vocabs,
+        glossary=GLOSSARY,
+        repro=repro_md,
+        tested=tested_md,
+        notebooks_note=notebooks_note,
+        comment=vt is not None,
+    )
+    intro = (
+        "Every table of the review guide for the llguidance token-bytes / tokenize_fn fix, measured by this suite "
+        f"(`make report`) on the vocab fixtures vendored in llama-cpp-python {v['llama-cpp-python']}, through llguidance "
+        f"{v['llguidance']}. Section numbers are the guide's. The same tables, with plots and every raw table: index.html; "
+        "the review in two minutes: pr-comment.md."
+    )
     md = env.get_template("pr-review-tables.md.j2").render(
-        intro=intro, verdict={"sentences": shown.sentences, "markdown": shown.table().markdown if not shown.df.empty else "",
-                              "recommendation": rec, "disagreements": shown.disagreements, "reproduced": shown.reproduced},
-        failed=failed, code=code, sections=sections, glossary=GLOSSARY, repro=repro_md, tested=tested_md)
+        intro=intro,
+        verdict={
+            "sentences": shown.sentences,
+            "markdown": shown.table().markdown if not shown.df.empty else "",
+            "recommendation": rec,
+            "disagreements": shown.disagreements,
+            "reproduced": shown.reproduced,
+        },
+        failed=failed,
+        code=code,
+        sections=sections,
+        glossary=GLOSSARY,
+        repro=repro_md,
+        tested=tested_md,
+    )
     if vt is not None:
         write_atomic(out / "pr-comment.md", comment(vt, res))
     write_atomic(out / "pr-review-tables.md", md)

@@ -46,7 +46,11 @@ def census_section(res: Results) -> Section | None:
     ok, _ = res.load("census")
     if not ok:
         return None
-    df = pd.DataFrame([r["summary"] for r in ok]).sort_values("vocab", kind="stable", key=vocab_key).reset_index(drop=True)
+    df = (
+        pd.DataFrame([r["summary"] for r in ok])
+        .sort_values("vocab", kind="stable", key=vocab_key)
+        .reset_index(drop=True)
+    )
     # a real model's vocab is marked with its file (loaded vocab-only, like the fixtures)
     df.insert(1, "real_model", df.vocab.map(lambda v: REAL_MODELS[v].shown if v in REAL_MODELS else ""))
     for col in ("bos", "eos"):  # ids, absent on some vocabs: integers with blanks, not floats
@@ -60,38 +64,83 @@ def census_section(res: Results) -> Section | None:
         s = by_vocab[v]["summary"]
         g = guide.CENSUS.get(v)
         match = "" if not g else ("✓" if (s["differing"], s["lost_leading_space"], s["n_tokens"]) == g else "✗")
-        t43.append({"vocab": v + (" (real model)" if v in REAL_MODELS else ""), "differing tokens": Cell(f"{s['differing']}/{s['n_tokens']}" if s["differing"] else "0", shows(s["differing"])),
-                    "of which lost a leading space": s["lost_leading_space"],
-                    "guide: differing, lost a space": f"{g[0]}/{g[2]}, {g[1]}" if g else "", "match": Cell(match, matched(match))})
+        t43.append(
+            {
+                "vocab": v + (" (real model)" if v in REAL_MODELS else ""),
+                "differing tokens": Cell(
+                    f"{s['differing']}/{s['n_tokens']}" if s["differing"] else "0", shows(s["differing"])
+                ),
+                "of which lost a leading space": s["lost_leading_space"],
+                "guide: differing, lost a space": f"{g[0]}/{g[2]}, {g[1]}" if g else "",
+                "match": Cell(match, matched(match)),
+            }
+        )
     t43 = group_rows(pd.DataFrame(t43), keep=frozenset(GUIDE_VOCABS))
     sec.views.append(Table(t43, "Guide table 4.3: tokens whose bytes in upstream's table are wrong"))
-    t42 = pd.DataFrame([{
-        "vocab": v, "vocab type": by_vocab[v]["summary"]["vocab_type"], "pre-tokenizer": by_vocab[v]["summary"]["pre"],
-        "add_space_prefix (KV)": by_vocab[v]["summary"]["add_space_prefix_kv"],
-        "space prefix observed": by_vocab[v]["summary"]["add_space_prefix_observed"],
-        "by lstrip": by_vocab[v]["summary"]["by_lstrip"], "by clean_spaces": by_vocab[v]["summary"]["by_clean_spaces"],
-        "by both": by_vocab[v]["summary"]["by_lstrip_and_clean_spaces"], "unexplained": by_vocab[v]["summary"]["by_other"],
-    } for v in order])
-    sec.views.append(Table(t42, "Guide table 4.2, measured: which mechanism corrupts which vocab", collapsed=True,
-                           note="The guide's 4.2 is per vocab type; `clean_spaces` is set per pre-tokenizer, so it is measured here per fixture."))
+    t42 = pd.DataFrame(
+        [
+            {
+                "vocab": v,
+                "vocab type": by_vocab[v]["summary"]["vocab_type"],
+                "pre-tokenizer": by_vocab[v]["summary"]["pre"],
+                "add_space_prefix (KV)": by_vocab[v]["summary"]["add_space_prefix_kv"],
+                "space prefix observed": by_vocab[v]["summary"]["add_space_prefix_observed"],
+                "by lstrip": by_vocab[v]["summary"]["by_lstrip"],
+                "by clean_spaces": by_vocab[v]["summary"]["by_clean_spaces"],
+                "by both": by_vocab[v]["summary"]["by_lstrip_and_clean_spaces"],
+                "unexplained": by_vocab[v]["summary"]["by_other"],
+            }
+            for v in order
+        ]
+    )
+    sec.views.append(
+        Table(
+            t42,
+            "Guide table 4.2, measured: which mechanism corrupts which vocab",
+            collapsed=True,
+            note="The guide's 4.2 is per vocab type; `clean_spaces` is set per pre-tokenizer, so it is measured here per fixture.",
+        )
+    )
     ex_rows = []
     for v in order:
         diffs = {d["token"]: d for d in by_vocab[v]["diffs"]}
         if v in guide.EXAMPLES:
             tok, piece, detok = guide.EXAMPLES[v]
             d = diffs.get(tok)
-            ex_rows.append({"vocab": v, "tok": tok, "token_to_piece": piece_text(d["piece"]) if d else "",
-                            "detokenize": piece_text(d["detok"]) if d else "", "mechanism": d["mechanism"] if d else "(no difference)",
-                            "guide": f"{piece_text(piece.decode())} / {piece_text(detok.decode())}"})
+            ex_rows.append(
+                {
+                    "vocab": v,
+                    "tok": tok,
+                    "token_to_piece": piece_text(d["piece"]) if d else "",
+                    "detokenize": piece_text(d["detok"]) if d else "",
+                    "mechanism": d["mechanism"] if d else "(no difference)",
+                    "guide": f"{piece_text(piece.decode())} / {piece_text(detok.decode())}",
+                }
+            )
         elif by_vocab[v]["diffs"]:
             d = by_vocab[v]["diffs"][0]
-            ex_rows.append({"vocab": v, "tok": d["token"], "token_to_piece": piece_text(d["piece"]), "detokenize": piece_text(d["detok"]),
-                            "mechanism": d["mechanism"], "guide": ""})
-    sec.views.append(Table(pd.DataFrame(ex_rows), "Examples: the guide's tokens for its vocabs, the lowest differing id elsewhere",
-                           collapsed=True))
+            ex_rows.append(
+                {
+                    "vocab": v,
+                    "tok": d["token"],
+                    "token_to_piece": piece_text(d["piece"]),
+                    "detokenize": piece_text(d["detok"]),
+                    "mechanism": d["mechanism"],
+                    "guide": "",
+                }
+            )
+    sec.views.append(
+        Table(
+            pd.DataFrame(ex_rows),
+            "Examples: the guide's tokens for its vocabs, the lowest differing id elsewhere",
+            collapsed=True,
+        )
+    )
     sec.figure = census_figure(df)
-    sec.figure_caption = ("Read: the share of each vocab's tokens that upstream's table gets wrong, on a log axis so that a few "
-                          "in ten thousand (the space `clean_spaces` drops before `?!.,`) shows beside half of a vocab (the "
-                          "space `lstrip` drops); a vocab at 0 is unaffected.")
+    sec.figure_caption = (
+        "Read: the share of each vocab's tokens that upstream's table gets wrong, on a log axis so that a few "
+        "in ten thousand (the space `clean_spaces` drops before `?!.,`) shows beside half of a vocab (the "
+        "space `lstrip` drops); a vocab at 0 is unaffected."
+    )
     sec.raw_table("census", df)
     return sec

@@ -23,14 +23,30 @@ COMMENT_CASES = ("forced_literal", "dots", "special_literal")
 
 def affected_table(vt: Verdict) -> str:
     """The vocabs bug A or B hits, one row each: what the fix changes, the counts apart."""
-    cols = ["input", "type", "bug A: tokens with wrong bytes", "bug A: illegal tokens admitted", "with the fix: illegal admitted",
-            "bug B: forced mask", "with the fix: forced mask", "the PR's test: exit without → with"]
+    cols = [
+        "input",
+        "type",
+        "bug A: tokens with wrong bytes",
+        "bug A: illegal tokens admitted",
+        "with the fix: illegal admitted",
+        "bug B: forced mask",
+        "with the fix: forced mask",
+        "the PR's test: exit without → with",
+    ]
     hit = set(vt.facts.get("hit_a", [])) | set(vt.facts.get("hit_b", []))
     df = vt.df[vt.df["input"].isin(hit)][[c for c in cols if c in vt.df]]
-    return md_table(df.rename(columns={"bug A: tokens with wrong bytes": "wrong token bytes",
-                                       "bug A: illegal tokens admitted": "illegal admitted, without",
-                                       "with the fix: illegal admitted": "with", "bug B: forced mask": "forced mask, without",
-                                       "with the fix: forced mask": "with ", "the PR's test: exit without → with": "PR test exit"}))
+    return md_table(
+        df.rename(
+            columns={
+                "bug A: tokens with wrong bytes": "wrong token bytes",
+                "bug A: illegal tokens admitted": "illegal admitted, without",
+                "with the fix: illegal admitted": "with",
+                "bug B: forced mask": "forced mask, without",
+                "with the fix: forced mask": "with ",
+                "the PR's test: exit without → with": "PR test exit",
+            }
+        )
+    )
 
 
 def repro_compact(res: Results) -> str:
@@ -39,15 +55,25 @@ def repro_compact(res: Results) -> str:
     servers = [s for s in repro.server_repros(res) if s.case in COMMENT_CASES]
     lines = []
     if units:
-        lines += ["```sh", "# in a llama.cpp checkout with the PR applied; exit codes as this suite's builds gave them", *repro.BUILD]
+        lines += [
+            "```sh",
+            "# in a llama.cpp checkout with the PR applied; exit codes as this suite's builds gave them",
+            *repro.BUILD,
+        ]
         lines += [f"{u.command}   # with the fix: {u.with_}, without: {u.without}" for u in units]
-        lines += ["# without the fix: " + "; ".join(repro.REVERT[:1]) + ", rebuild, rerun; then " + repro.RESTORE, "```"]
+        lines += [
+            "# without the fix: " + "; ".join(repro.REVERT[:1]) + ", rebuild, rerun; then " + repro.RESTORE,
+            "```",
+        ]
     for model in dict.fromkeys(s.model for s in servers):
         mine = [s for s in servers if s.model == model]
         lines += ["", "```sh", mine[0].server_command()]
         for s in mine:
-            lines += [f"# {s.finding}: without the fix {s.without.outcome} ({s.without.content!r}), "
-                      f"with it {s.with_.outcome} ({s.with_.content!r})", s.curl()]
+            lines += [
+                f"# {s.finding}: without the fix {s.without.outcome} ({s.without.content!r}), "
+                f"with it {s.with_.outcome} ({s.with_.content!r})",
+                s.curl(),
+            ]
         lines += ["```"]
     return "\n".join(lines) + "\n"
 
@@ -58,9 +84,21 @@ def comment(vt: Verdict, res: Results) -> str:
     stat = tested.diffstat()
     plus, minus = sum(c["+"] for c in stat.values()), sum(c["-"] for c in stat.values())
     checks = tested.check_citations()
-    said = blocks("comment", cited=(sum(x["holds"] is True for x in checks), len(checks)), call=vt.recommendation.get("call", ""), rules=recommendation_md(vt.recommendation), f=f,
-                  reproduced=vt.reproduced, plus=plus, minus=minus, guide=tested.GUIDE_DIFFSTAT, upstream=tested.UPSTREAM,
-                  url=ISSUES_URL, commit=(tested.vendored_commit() or "")[:12], base=tested.PR_BASE)
+    said = blocks(
+        "comment",
+        cited=(sum(x["holds"] is True for x in checks), len(checks)),
+        call=vt.recommendation.get("call", ""),
+        rules=recommendation_md(vt.recommendation),
+        f=f,
+        reproduced=vt.reproduced,
+        plus=plus,
+        minus=minus,
+        guide=tested.GUIDE_DIFFSTAT,
+        upstream=tested.UPSTREAM,
+        url=ISSUES_URL,
+        commit=(tested.vendored_commit() or "")[:12],
+        base=tested.PR_BASE,
+    )
     parts = ["## llguidance bridge: token bytes and tokenize_fn, measured", said["call"], said["fixes"]]
     if f.get("hit_a") or f.get("hit_b"):
         parts.append(affected_table(vt).rstrip())

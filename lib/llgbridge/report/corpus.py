@@ -23,30 +23,51 @@ def corpus_section(res: Results) -> Section | None:
     rows = result_rows(ok)
     fails = pd.DataFrame([f for r in ok for f in r["failures"]])
     if not fails.empty:
-        fails = int_columns(fails.sort_values(["vocab", "bridge", "schema"], kind="stable", key=vocab_key).reset_index(drop=True))
+        fails = int_columns(
+            fails.sort_values(["vocab", "bridge", "schema"], kind="stable", key=vocab_key).reset_index(drop=True)
+        )
     # the same schema rejected on several vocabs: one row, its vocabs and bridges merged
     rej = pd.DataFrame([x for r in ok for x in r.get("rejected", [])])
     if not rej.empty:
-        rej = (rej.groupby(["schema", "name", "status", "error"], sort=True)
-               .agg(vocabs=("vocabs", lambda s: " ".join(sorted({v for x in s for v in x.split()}))),
-                    bridges=("bridges", lambda s: " ".join(sorted({b for x in s for b in x.split()}))))
-               .reset_index())
+        rej = (
+            rej.groupby(["schema", "name", "status", "error"], sort=True)
+            .agg(
+                vocabs=("vocabs", lambda s: " ".join(sorted({v for x in s for v in x.split()}))),
+                bridges=("bridges", lambda s: " ".join(sorted({b for x in s for b in x.split()}))),
+            )
+            .reset_index()
+        )
     order = guide_order(list(rows.vocab.unique()))
     n_schemas = sorted({r["schemas"] for r in ok})
     seeds = sorted({r["params"]["seed"] for r in ok})
-    view = rows.assign(_o=rows.vocab.map({v: i for i, v in enumerate(order)})).sort_values(["_o", "bridge"], kind="stable")
-    view = pd.DataFrame({
-        "vocab": view.vocab, "bridge": view.bridge, "compiled": [f"{c} / {s}" if not e else "not built" for c, s, e in zip(view.compiled, view.schemas, view.build_error)],
-        "instances": view.instances, "jsonschema rejects": view.jsonschema_invalid, "masks": view.masks,
-        "under (schemas)": [f"{u} ({k})" for u, k in zip(view.under, view.under_schemas)],
-        "over (collapsed)": [f"{o} ({c})" for o, c in zip(view.over, view.over_collapsed)],
-        "matcher errors": view.errors, "stop disagree": view.stop_disagree}).reset_index(drop=True)
-    view = view.assign(**{
-        "jsonschema rejects": [Cell(j, "bad" if j else "") for j in view["jsonschema rejects"]],
-        "under (schemas)": [Cell(u, shows(u != "0 (0)")) for u in view["under (schemas)"]],
-        "over (collapsed)": [Cell(o, "cost" if o != "0 (0)" else "ok") for o in view["over (collapsed)"]],
-        "matcher errors": [Cell(e, shows(e)) for e in view["matcher errors"]],
-        "stop disagree": [Cell(s, "bad" if s else "") for s in view["stop disagree"]]})
+    view = rows.assign(_o=rows.vocab.map({v: i for i, v in enumerate(order)})).sort_values(
+        ["_o", "bridge"], kind="stable"
+    )
+    view = pd.DataFrame(
+        {
+            "vocab": view.vocab,
+            "bridge": view.bridge,
+            "compiled": [
+                f"{c} / {s}" if not e else "not built" for c, s, e in zip(view.compiled, view.schemas, view.build_error)
+            ],
+            "instances": view.instances,
+            "jsonschema rejects": view.jsonschema_invalid,
+            "masks": view.masks,
+            "under (schemas)": [f"{u} ({k})" for u, k in zip(view.under, view.under_schemas)],
+            "over (collapsed)": [f"{o} ({c})" for o, c in zip(view.over, view.over_collapsed)],
+            "matcher errors": view.errors,
+            "stop disagree": view.stop_disagree,
+        }
+    ).reset_index(drop=True)
+    view = view.assign(
+        **{
+            "jsonschema rejects": [Cell(j, "bad" if j else "") for j in view["jsonschema rejects"]],
+            "under (schemas)": [Cell(u, shows(u != "0 (0)")) for u in view["under (schemas)"]],
+            "over (collapsed)": [Cell(o, "cost" if o != "0 (0)" else "ok") for o in view["over (collapsed)"]],
+            "matcher errors": [Cell(e, shows(e)) for e in view["matcher errors"]],
+            "stop disagree": [Cell(s, "bad" if s else "") for s in view["stop disagree"]],
+        }
+    )
     by_bridge = rows.groupby("bridge")[["under", "over", "over_collapsed", "errors", "jsonschema_invalid"]].sum()
 
     def total(b: str, col: str) -> int:
@@ -57,13 +78,25 @@ def corpus_section(res: Results) -> Section | None:
         for e in rej[rej.status == "rejected"].drop_duplicates("schema").error:
             msg = str(e).split("failed to compile JSON schema: ")[-1]
             # a remote or missing $ref names its URL: one reason, not one per URL
-            reasons[("$ref not resolvable" if msg.startswith(("Resource '", "Pointer '", "a $ref to a document")) else msg.split(":")[0].split(". ")[0])[:60]] += 1
+            reasons[
+                (
+                    "$ref not resolvable"
+                    if msg.startswith(("Resource '", "Pointer '", "a $ref to a document"))
+                    else msg.split(":")[0].split(". ")[0]
+                )[:60]
+            ] += 1
     sec = Section("corpus", "Real-world schemas at corpus scale: SchemaStore through every bridge", notebook="corpus")
     cols = ("under", "over", "over_collapsed", "errors")
-    said = blocks("corpus", maskbench=MASKBENCH_US, maskbench_note=MASKBENCH_NOTE, n_schemas=n_schemas, seeds=seeds,
-                        t={b: {c: total(b, c) for c in cols} for b in ("upstream", "fixed", "sentinel")},
-                        disagreements=int(rows.drop_duplicates("vocab").jsonschema_invalid.sum()),
-                        reasons=[f"{k} ({n})" for k, n in reasons.most_common(6)])
+    said = blocks(
+        "corpus",
+        maskbench=MASKBENCH_US,
+        maskbench_note=MASKBENCH_NOTE,
+        n_schemas=n_schemas,
+        seeds=seeds,
+        t={b: {c: total(b, c) for c in cols} for b in ("upstream", "fixed", "sentinel")},
+        disagreements=int(rows.drop_duplicates("vocab").jsonschema_invalid.sum()),
+        reasons=[f"{k} ({n})" for k, n in reasons.most_common(6)],
+    )
     sec.text, sec.more = said["text"], said["more"]
 
     # the timing is `make bench`'s snapshot (timings vary from run to run), on the vocabs sampled here
@@ -93,7 +126,11 @@ def corpus_section(res: Results) -> Section | None:
                 t = timing.get((v, b), {})
                 if counts and sum(counts):
                     # the legend's figures are the rows of corpus/mask-time.csv, from the same walks as the curve
-                    ax.stairs(counts, edges, label=f"{v}: avg {t.get('mask_us_avg')}, p50 {t.get('mask_us_p50')}, p99 {t.get('mask_us_p99')}")
+                    ax.stairs(
+                        counts,
+                        edges,
+                        label=f"{v}: avg {t.get('mask_us_avg')}, p50 {t.get('mask_us_p50')}, p99 {t.get('mask_us_p99')}",
+                    )
             for name, us in maskbench.items():
                 ax.axvline(us, color=REFERENCE, ls=styles.get(name, ":"), lw=1, label=f"MaskBench {name} {us}")
             ax.set_xscale("log")
@@ -114,12 +151,18 @@ def corpus_section(res: Results) -> Section | None:
     if plot:
         sec.assets["corpus/mask-time.svg"] = plot
         # the legend's figures as a table: one source for the plot and the numbers beside it
-        sec.assets["corpus/mask-time.csv"] = pd.DataFrame([timing[k] for k in sorted(timing)]).to_csv(index=False, lineterminator="\n")
-        sec.figure = ("<img src='corpus/mask-time.svg' alt='llg_matcher_compute_mask time per step along the walks, per "
-                      "bridge and vocab, with MaskBench marked' style='max-width:100%'>")
-        sec.figure_caption = ("Read: how long each `llg_matcher_compute_mask` call took along the sample's walks, one panel "
-                              "per bridge and one line per vocab (log axis), beside MaskBench's published llguidance figures "
-                              "(dashed); the legend gives each line's average, p50 and p99 in µs. One `make bench` run.")
+        sec.assets["corpus/mask-time.csv"] = pd.DataFrame([timing[k] for k in sorted(timing)]).to_csv(
+            index=False, lineterminator="\n"
+        )
+        sec.figure = (
+            "<img src='corpus/mask-time.svg' alt='llg_matcher_compute_mask time per step along the walks, per "
+            "bridge and vocab, with MaskBench marked' style='max-width:100%'>"
+        )
+        sec.figure_caption = (
+            "Read: how long each `llg_matcher_compute_mask` call took along the sample's walks, one panel "
+            "per bridge and one line per vocab (log axis), beside MaskBench's published llguidance figures "
+            "(dashed); the legend gives each line's average, p50 and p99 in µs. One `make bench` run."
+        )
     sec.raw_table("corpus", rows)
     if not fails.empty:
         sec.raw_table("corpus_failures", fails)

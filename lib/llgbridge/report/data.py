@@ -37,7 +37,9 @@ class Results:
     root: Path = RESULTS
     out: Path = REPORTS
     bench_csv: Path = REPORTS / "bench.csv"
-    _loaded: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]] = field(default_factory=dict, repr=False)
+    _loaded: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]] = field(
+        default_factory=dict, repr=False
+    )
 
     def _get(self, analysis: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
         if analysis not in self._loaded:

@@ -56,22 +56,38 @@ def exactness_section(res: Results) -> Section | None:
         return None
     key = ["vocab", "bridge"]
     bridges_ = pd.DataFrame([row for r in ok for row in r["bridges"]])
-    for analysis, col, name in (("leak", "allowed_illegal", "leak_allowed_illegal"), ("forced", "not_prefix", "forced_not_prefix")):
+    for analysis, col, name in (
+        ("leak", "allowed_illegal", "leak_allowed_illegal"),
+        ("forced", "not_prefix", "forced_not_prefix"),
+    ):
         got, _ = res.load(analysis)
         rows = pd.DataFrame([row for r in got for row in r["rows"]])
         if not rows.empty and col in rows:
             bridges_ = bridges_.merge(rows[key + [col]].rename(columns={col: name}), on=key, how="left")
             bridges_[name] = bridges_[name].astype("Int64")  # a bridge not built has no count, not NaN
     bridges_ = bridges_.sort_values(key, kind="stable", key=vocab_key).reset_index(drop=True)
-    exact = pd.DataFrame([row for r in ok for row in r["exactness"]]).sort_values(key, kind="stable", key=vocab_key).reset_index(drop=True)
+    exact = (
+        pd.DataFrame([row for r in ok for row in r["exactness"]])
+        .sort_values(key, kind="stable", key=vocab_key)
+        .reset_index(drop=True)
+    )
     if "minimized" in exact:
         exact = exact.assign(minimized=[shown_inputs(m) for m in exact.minimized])
-    pvx = pd.DataFrame([r["probe_vs_exactness"] for r in ok]).sort_values("vocab", kind="stable", key=vocab_key).reset_index(drop=True)
+    pvx = (
+        pd.DataFrame([r["probe_vs_exactness"] for r in ok])
+        .sort_values("vocab", kind="stable", key=vocab_key)
+        .reset_index(drop=True)
+    )
     n_inputs = sorted({r["n_inputs"] for r in ok})
     kinds = {r.vocab: witness_kind(r.witness) for r in pvx[pvx.cell.str.startswith("probe misses")].itertuples()}
     # the inputs are stored as Python's repr of bytes: shown, and written, as every byte column is
-    pvx = pvx.assign(**{c: [witness_text(w) if isinstance(w, str) else w for w in pvx[c]]
-                        for c in ("witness", "witness_got", "failed_probe") if c in pvx})
+    pvx = pvx.assign(
+        **{
+            c: [witness_text(w) if isinstance(w, str) else w for w in pvx[c]]
+            for c in ("witness", "witness_got", "failed_probe")
+            if c in pvx
+        }
+    )
 
     def exact_on(bridge: str) -> str:
         b = bridges_[(bridges_.bridge == bridge) & (bridges_.built == True)]  # noqa: E712
@@ -83,16 +99,28 @@ def exactness_section(res: Results) -> Section | None:
     counts = ", ".join(f"{n} {k}" for k, n in sorted(Counter(kinds.values()).items()))
     sec = Section("exactness", "Tokenize exactness and the probe (guide 10, rows 2 and 4)", notebook="exactness")
     said = blocks(
-        "exactness", n_inputs=n_inputs, exact={b: exact_on(b) for b in ("upstream", "fixed", "sentinel")},
+        "exactness",
+        n_inputs=n_inputs,
+        exact={b: exact_on(b) for b in ("upstream", "fixed", "sentinel")},
         not_built=[f"{r.vocab} ({r.build_error})" for r in not_built[not_built.bridge == "sentinel"].itertuples()],
-        agree=int(pvx.agree.sum()), n_vocabs=len(pvx), kinds=counts,
-        misses=[f"{r.vocab} ({show_text(r.witness)} -> {show_text(r.witness_got)})" for r in misses.itertuples()])
+        agree=int(pvx.agree.sum()),
+        n_vocabs=len(pvx),
+        kinds=counts,
+        misses=[f"{r.vocab} ({show_text(r.witness)} -> {show_text(r.witness_got)})" for r in misses.itertuples()],
+    )
     sec.claim, sec.text, sec.more = said["claim"], said["text"], said["more"]
-    shown = pvx[["vocab", "probe_exact", "failed_probe", "inputs_exact", "inputs_inexact", "cell", "witness", "witness_got"]].assign(
-        probe_exact=["yes" if x else "no" for x in pvx.probe_exact])
-    summary = [{"the probe says": "exact" if pe else "not exact", "the inputs say": kind, "vocabs": len(g),
-                "which": ", ".join(g.vocab)} for (pe, kind), g in
-               pvx.assign(kind=pvx.cell).groupby(["probe_exact", "kind"], sort=False)]
+    shown = pvx[
+        ["vocab", "probe_exact", "failed_probe", "inputs_exact", "inputs_inexact", "cell", "witness", "witness_got"]
+    ].assign(probe_exact=["yes" if x else "no" for x in pvx.probe_exact])
+    summary = [
+        {
+            "the probe says": "exact" if pe else "not exact",
+            "the inputs say": kind,
+            "vocabs": len(g),
+            "which": ", ".join(g.vocab),
+        }
+        for (pe, kind), g in pvx.assign(kind=pvx.cell).groupby(["probe_exact", "kind"], sort=False)
+    ]
     sec.views.append(Table(pd.DataFrame(summary), "The probe's verdict against the inputs'", collapsed=True))
     sec.views.append(Table(shown, "Per vocab, with the shortest input that shows a disagreement", collapsed=True))
     sec.raw_table("bridges", bridges_)

@@ -10,7 +10,19 @@ from .. import guide
 from ..show import show_list, show_text
 from .data import Results, takes_results
 from .prose import prose
-from .table import GUIDE_VOCABS, Cell, Section, Table, cell_value, first_words, group_rows, guide_order, matched, result_rows, shows
+from .table import (
+    GUIDE_VOCABS,
+    Cell,
+    Section,
+    Table,
+    cell_value,
+    first_words,
+    group_rows,
+    guide_order,
+    matched,
+    result_rows,
+    shows,
+)
 
 
 @takes_results
@@ -27,7 +39,10 @@ def forced_section(res: Results) -> Section | None:
             return "", ""
         r = row.iloc[0]
         good = r["not_prefix"] == 0 and bool(r["output_ok"])
-        return f"{'ok' if good else 'FAILS'}, {r['allowed']} allowed: {show_list(r['pieces'])}", "good" if good else "bad"
+        return (
+            f"{'ok' if good else 'FAILS'}, {r['allowed']} allowed: {show_list(r['pieces'])}",
+            "good" if good else "bad",
+        )
 
     def pieces(v: str, b: str) -> list[str] | None:
         p = cell_value(df, v, b, "pieces")
@@ -41,11 +56,23 @@ def forced_section(res: Results) -> Section | None:
         fx_cls = "fixed" if up_c == "bad" and fx_c == "good" else ("bad" if fx_c == "bad" else "ok")
         mark = ""
         if g:  # guide 7.2 lists the allowed pieces as a multiset: compare them so, duplicates included
-            mark = "✓" if [pieces(v, "upstream"), pieces(v, "fixed")] == [sorted(p.decode() for p in side) for side in g] else "✗"
-        rows.append({"vocab": v, "without fix": Cell(up, shows(up_c == "bad")), "with fix": Cell(fx, fx_cls),
-                     "guide 7.2: without / with": " / ".join(", ".join(show_text(p.decode()) for p in side) for side in g) if g else "",
-                     "match": Cell(mark, matched(mark)),
-                     "llguidance's error without the fix": Cell(first_words(err, 45), "bad" if err else "")})
+            mark = (
+                "✓"
+                if [pieces(v, "upstream"), pieces(v, "fixed")] == [sorted(p.decode() for p in side) for side in g]
+                else "✗"
+            )
+        rows.append(
+            {
+                "vocab": v,
+                "without fix": Cell(up, shows(up_c == "bad")),
+                "with fix": Cell(fx, fx_cls),
+                "guide 7.2: without / with": " / ".join(", ".join(show_text(p.decode()) for p in side) for side in g)
+                if g
+                else "",
+                "match": Cell(mark, matched(mark)),
+                "llguidance's error without the fix": Cell(first_words(err, 45), "bad" if err else ""),
+            }
+        )
         # two allowed tokens that spell the same bytes (the guide's "h" twice): name their ids
         allowed = {r["vocab"]: r.get("allowed", {}) for r in ok}.get(v, {}).get("fixed", [])
         seen: dict[str, list[int]] = {}

@@ -28,7 +28,11 @@ def code_span(text: str) -> str:
     """`text` as one inline code span, whatever backticks it holds."""
     runs = [len(m) for m in re.findall(r"`+", text)]
     fence = "`" * (max(runs, default=0) + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") or (text.startswith(" ") and text.endswith(" ") and text.strip()) else ""
+    pad = (
+        " "
+        if text.startswith("`") or text.endswith("`") or (text.startswith(" ") and text.endswith(" ") and text.strip())
+        else ""
+    )
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
@@ -41,7 +45,7 @@ def plain(text: str) -> str:
 def _outside_code(md: str, fix: "callable[[str], str]") -> str:  # type: ignore[valid-type]
     out, last = [], 0
     for m in _CODE.finditer(md):
-        out.append(fix(md[last:m.start()]))
+        out.append(fix(md[last : m.start()]))
         out.append(m.group(0))
         last = m.end()
     out.append(fix(md[last:]))

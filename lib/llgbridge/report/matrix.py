@@ -30,7 +30,9 @@ def matrix_section(res: Results) -> Section | None:
     df = pd.DataFrame([row for r in ok for row in r["rows"]])
     # results written before prompts were recorded are all plain text
     df["prompt"] = df["prompt"].fillna("plain") if "prompt" in df else "plain"
-    df = df.sort_values(["synthetic", "model", "case", "bridge"], ascending=[False, True, True, True], kind="stable").reset_index(drop=True)
+    df = df.sort_values(
+        ["synthetic", "model", "case", "bridge"], ascending=[False, True, True, True], kind="stable"
+    ).reset_index(drop=True)
     devices = sorted({f"{r['device']} (n_gpu_layers={r['n_gpu_layers']})" for r in ok})
     settings = sorted({(r["temperature"], r["seed"], r["max_tokens"]) for r in ok})
 
@@ -39,7 +41,9 @@ def matrix_section(res: Results) -> Section | None:
             return ""
         n_err = int(x.llg_errors.sum())
         other = ", ".join(f"{k} {v}" for k, v in sorted(x.outcome.value_counts().items()) if k != "pass")
-        return f"{int((x.outcome == 'pass').sum())}/{len(x)}, {n_err} llg error{'s' if n_err != 1 else ''}" + (f" ({other})" if other else "")
+        return f"{int((x.outcome == 'pass').sum())}/{len(x)}, {n_err} llg error{'s' if n_err != 1 else ''}" + (
+            f" ({other})" if other else ""
+        )
 
     def t8(part: pd.DataFrame, label: str) -> list[dict[str, Any]]:
         rows = []
@@ -47,9 +51,16 @@ def matrix_section(res: Results) -> Section | None:
             up, fx = g[g.bridge == "upstream"], g[g.bridge == "fixed"]
             up_bad, fx_bad = bool((up.outcome != "pass").any()), bool((fx.outcome != "pass").any())
             greedy = not fx.empty and bool(fx.greedy.iloc[0])
-            rows.append({"model": f"{model} ({label})", "vocab": g.vocab.iloc[0], "prompt": g.prompt.iloc[0],
-                         "without fix": Cell(score(up), shows(up_bad)), "with fix": Cell(score(fx), after_fix(up_bad, fx_bad)),
-                         "greedy engaged": Cell("yes", "cost") if greedy else "no"})
+            rows.append(
+                {
+                    "model": f"{model} ({label})",
+                    "vocab": g.vocab.iloc[0],
+                    "prompt": g.prompt.iloc[0],
+                    "without fix": Cell(score(up), shows(up_bad)),
+                    "with fix": Cell(score(fx), after_fix(up_bad, fx_bad)),
+                    "greedy engaged": Cell("yes", "cost") if greedy else "no",
+                }
+            )
         return rows
 
     synth_rows = t8(df[df.synthetic], "synthetic")
@@ -58,37 +69,83 @@ def matrix_section(res: Results) -> Section | None:
     # a real model whose run failed (its fetch, its load): its rows are marked failed, with the cause
     for f in failed:
         if f.get("vocab") in REAL_MODELS:
-            real_rows.append({"model": f"{REAL_MODELS[f['vocab']].shown} (real)", "vocab": f["vocab"], "prompt": "",
-                              "without fix": Cell(f"failed: {f.get('error', '')}", "bad"), "with fix": Cell("failed", "bad"),
-                              "greedy engaged": ""})
+            real_rows.append(
+                {
+                    "model": f"{REAL_MODELS[f['vocab']].shown} (real)",
+                    "vocab": f["vocab"],
+                    "prompt": "",
+                    "without fix": Cell(f"failed: {f.get('error', '')}", "bad"),
+                    "with fix": Cell("failed", "bad"),
+                    "greedy engaged": "",
+                }
+            )
     # every real outcome per case and bridge; the text only where the table keeps it (a real model's
     # text varies across CPUs of one kind, so the committed table holds its outcome: generate.MatrixRow.row)
     order = {b: i for i, b in enumerate(("upstream", "fixed", "sentinel"))}
-    outputs = [{"model": model, "case": case, **{b: x.outcome.iloc[0] + (f": {show_text(x.output.iloc[0])}" if x.output.iloc[0] else "")
-                                                 for b, x in sorted(g.groupby("bridge"), key=lambda bx: order.get(bx[0], 9))}}
-               for (model, case), g in real.groupby(["model", "case"], sort=False)]
+    outputs = [
+        {
+            "model": model,
+            "case": case,
+            **{
+                b: x.outcome.iloc[0] + (f": {show_text(x.output.iloc[0])}" if x.output.iloc[0] else "")
+                for b, x in sorted(g.groupby("bridge"), key=lambda bx: order.get(bx[0], 9))
+            },
+        }
+        for (model, case), g in real.groupby(["model", "case"], sort=False)
+    ]
     census_ok, _ = res.load("census")
     differing = {r["vocab"]: r["summary"]["differing"] for r in census_ok if r["vocab"] in REAL_MODELS}
     real_up_bad = real[(real.bridge == "upstream") & (real.outcome != "pass")]
     quotes = df[(df.bridge == "upstream") & (df.outcome != "pass")]
     sec = Section("matrix", "End-to-end model matrix (guide 8)", notebook="matrix")
-    said = blocks("matrix", devices=devices, settings=[f"{t}, {s}, {m}" for t, s, m in settings], mask_share=mask_share(res.bench),
-                  real={"up_bad": len(real_up_bad), "up_cases": int((real.bridge == "upstream").sum()),
-                        "differing": [f"{v} {n}" for v, n in differing.items()],
-                        "clean": [v for v, n in differing.items() if not n]} if len(real) else None,
-                  overridden=[f"`{v}`" for v in overridden() if v in set(df.vocab)])
+    said = blocks(
+        "matrix",
+        devices=devices,
+        settings=[f"{t}, {s}, {m}" for t, s, m in settings],
+        mask_share=mask_share(res.bench),
+        real={
+            "up_bad": len(real_up_bad),
+            "up_cases": int((real.bridge == "upstream").sum()),
+            "differing": [f"{v} {n}" for v, n in differing.items()],
+            "clean": [v for v, n in differing.items() if not n],
+        }
+        if len(real)
+        else None,
+        overridden=[f"`{v}`" for v in overridden() if v in set(df.vocab)],
+    )
     sec.claim, sec.text, sec.more = said["claim"], said["text"], said["more"]
     sec.views.append(Table(pd.DataFrame(synth_rows), caption="Synthetic models"))
     if real_rows:
         sec.views.append(Table(pd.DataFrame(real_rows), caption="Real models", collapsed=True))
-    sec.views.append(Table(pd.DataFrame([{"model": q.model, "case": q.case, "output": q.output[:100],
-                                          "llguidance's error": first_words(q.error, 80)} for q in quotes.itertuples() if q.synthetic]),
-                           caption="Outputs without the fix that are not a pass, as produced (synthetic models)", collapsed=True))
+    sec.views.append(
+        Table(
+            pd.DataFrame(
+                [
+                    {
+                        "model": q.model,
+                        "case": q.case,
+                        "output": q.output[:100],
+                        "llguidance's error": first_words(q.error, 80),
+                    }
+                    for q in quotes.itertuples()
+                    if q.synthetic
+                ]
+            ),
+            caption="Outputs without the fix that are not a pass, as produced (synthetic models)",
+            collapsed=True,
+        )
+    )
     if outputs:
-        sec.views.append(Table(pd.DataFrame(outputs), caption="Real models: every outcome, per case and bridge", collapsed=True,
-                               note="A real model's text is left out of the committed tables: its quantized kernels are chosen "
-                                    "by the CPU, so at temperature 0 a near-tie can break another way on another machine of the "
-                                    "same kind. What the grammar decides (the outcome) is kept; the text is in each result file "
-                                    "(`data/results/matrix/NAME.json`, `outputs`)."))
+        sec.views.append(
+            Table(
+                pd.DataFrame(outputs),
+                caption="Real models: every outcome, per case and bridge",
+                collapsed=True,
+                note="A real model's text is left out of the committed tables: its quantized kernels are chosen "
+                "by the CPU, so at temperature 0 a near-tie can break another way on another machine of the "
+                "same kind. What the grammar decides (the outcome) is kept; the text is in each result file "
+                "(`data/results/matrix/NAME.json`, `outputs`).",
+            )
+        )
     sec.raw_table("matrix", df)
     return sec

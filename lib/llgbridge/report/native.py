@@ -19,12 +19,23 @@ from .verdict import pr_test_cell
 def difference_causes(diffs: pd.DataFrame) -> pd.DataFrame:
     """The differing steps, one row per (vocab, llguidance, what the C++ said, what the port said):
     how many steps, on which samplers and walks. 55 steps of one panic are one row."""
-    d = diffs.assign(said=diffs["cpp"].astype(str).str.replace(r"^step \d+: ", "", regex=True),
-                     port_said=diffs["port"].astype(str).str.replace(r"^\d+ steps?$", "walks on to the end", regex=True))
+    d = diffs.assign(
+        said=diffs["cpp"].astype(str).str.replace(r"^step \d+: ", "", regex=True),
+        port_said=diffs["port"].astype(str).str.replace(r"^\d+ steps?$", "walks on to the end", regex=True),
+    )
     rows = []
     for (v, llg, said, port), g in d.groupby(["vocab", "llguidance", "said", "port_said"], sort=False):
-        rows.append({"vocab": v, "llguidance": llg, "steps": len(g), "samplers": ", ".join(dict.fromkeys(g.sampler)),
-                     "walks": len(set(g.job)), "the compiled sampler": said, "the port": port})
+        rows.append(
+            {
+                "vocab": v,
+                "llguidance": llg,
+                "steps": len(g),
+                "samplers": ", ".join(dict.fromkeys(g.sampler)),
+                "walks": len(set(g.job)),
+                "the compiled sampler": said,
+                "the port": port,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -38,13 +49,25 @@ def abort_causes(df: pd.DataFrame, order: list[str]) -> pd.DataFrame:
     for r in df.to_dict("records"):
         for test, col in (("PR test", "pr_test"), ("test as shipped", "shipped_test")):
             if str(r.get(f"{col}_exit", "")) not in ("", "0") and r.get(f"{col}_cause"):
-                rows.append({"vocab": r["vocab"], "test": test, "sampler": r["sampler"], "exit": r[f"{col}_exit"],
-                             "rule": r.get(f"{col}_rule", ""), "cause": r[f"{col}_cause"]})
+                rows.append(
+                    {
+                        "vocab": r["vocab"],
+                        "test": test,
+                        "sampler": r["sampler"],
+                        "exit": r[f"{col}_exit"],
+                        "rule": r.get(f"{col}_rule", ""),
+                        "cause": r[f"{col}_cause"],
+                    }
+                )
     out = pd.DataFrame(rows)
     if out.empty:
         return out
     out["_v"] = out.vocab.map(lambda v: rank.get(v, len(rank)))
-    return out.sort_values(["_v", "test", "sampler"], ascending=[True, True, False], kind="stable").drop(columns="_v").reset_index(drop=True)
+    return (
+        out.sort_values(["_v", "test", "sampler"], ascending=[True, True, False], kind="stable")
+        .drop(columns="_v")
+        .reset_index(drop=True)
+    )
 
 
 def rule_table(causes: pd.DataFrame) -> pd.DataFrame:
@@ -56,8 +79,14 @@ def rule_table(causes: pd.DataFrame) -> pd.DataFrame:
     for rule, what in RULES.items():
         hit = causes[causes.rule == rule]
         if not hit.empty:
-            rows.append({"rule": rule, "what it recognises": what, "runs": len(hit),
-                         "where": "; ".join(f"{r.vocab} ({r.test}, {r.sampler})" for r in hit.itertuples())})
+            rows.append(
+                {
+                    "rule": rule,
+                    "what it recognises": what,
+                    "runs": len(hit),
+                    "where": "; ".join(f"{r.vocab} ({r.test}, {r.sampler})" for r in hit.itertuples()),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -71,8 +100,12 @@ def native_section(res: Results) -> Section | None:
     if "llguidance" not in df:
         df["llguidance"] = port_llg
     rank = df.sampler.map({"upstream": 0, "fixed": 1})  # upstream first, as the guide's tables have it
-    df = df.assign(_rank=rank, _v=df.llguidance.map(version_key)).sort_values(["vocab", "_v", "_rank"], kind="stable", key=vocab_key) \
-        .drop(columns=["_rank", "_v"]).reset_index(drop=True)
+    df = (
+        df.assign(_rank=rank, _v=df.llguidance.map(version_key))
+        .sort_values(["vocab", "_v", "_rank"], kind="stable", key=vocab_key)
+        .drop(columns=["_rank", "_v"])
+        .reset_index(drop=True)
+    )
     diffs = pd.DataFrame([d for r in ok for d in r.get("differences", [])])
     if not diffs.empty and "llguidance" not in diffs:
         diffs["llguidance"] = port_llg
@@ -105,21 +138,36 @@ def native_section(res: Results) -> Section | None:
         # the fixed cell's colour and cause as the verdict's (an abort with no wrong token is not the bug)
         verdict_cell = pr_test_cell(up, fx)
         cause = str(verdict_cell.value).split(": ", 1)[1] if ": " in str(verdict_cell.value) else ""
-        t7.append({"vocab": v, "PR test, upstream sampler": Cell(pr_cell(up), shows(up_bad)),
-                   "PR test, fixed sampler": Cell(pr_cell(fx) + (f" ({cause})" if cause else ""), verdict_cell.cls),
-                   "string tests (fixed)": fx.get("string_tests", "") or "not run",
-                   "guide: without / with": f"exit {g[0][0]}, {g[0][1]} bad / exit {g[1][0]}, {g[1][1]} bad" if g else "",
-                   "match": Cell(match[v], matched(match[v]))})
+        t7.append(
+            {
+                "vocab": v,
+                "PR test, upstream sampler": Cell(pr_cell(up), shows(up_bad)),
+                "PR test, fixed sampler": Cell(pr_cell(fx) + (f" ({cause})" if cause else ""), verdict_cell.cls),
+                "string tests (fixed)": fx.get("string_tests", "") or "not run",
+                "guide: without / with": f"exit {g[0][0]}, {g[0][1]} bad / exit {g[1][0]}, {g[1][1]} bad" if g else "",
+                "match": Cell(match[v], matched(match[v])),
+            }
+        )
 
     def shipped_cell(r: dict[str, Any]) -> str:
         if not r or r.get("shipped_test_exit", "") == "":
             return ""
-        return "exit 0" if r["shipped_test_exit"] == 0 else f"exit {r['shipped_test_exit']}: {r['shipped_test_failure']}"
+        return (
+            "exit 0" if r["shipped_test_exit"] == 0 else f"exit {r['shipped_test_exit']}: {r['shipped_test_failure']}"
+        )
 
-    shipped = pd.DataFrame([{"vocab": v, "tok_eos": get(v, "upstream").get("tok_eos", ""),
-                             "test as shipped, upstream sampler": shipped_cell(get(v, "upstream")),
-                             "test as shipped, fixed sampler": shipped_cell(get(v, "fixed")),
-                             "the sampler's first llg error (fixed)": get(v, "fixed").get("shipped_test_llg_error", "")} for v in order])
+    shipped = pd.DataFrame(
+        [
+            {
+                "vocab": v,
+                "tok_eos": get(v, "upstream").get("tok_eos", ""),
+                "test as shipped, upstream sampler": shipped_cell(get(v, "upstream")),
+                "test as shipped, fixed sampler": shipped_cell(get(v, "fixed")),
+                "the sampler's first llg error (fixed)": get(v, "fixed").get("shipped_test_llg_error", ""),
+            }
+            for v in order
+        ]
+    )
     # like with like: the port drives the venv's llguidance, so its differential is against that build
     same = df[df.llguidance == port_llg]
     cells = int(pd.to_numeric(same["diff_cells"], errors="coerce").fillna(0).sum())
@@ -127,8 +175,16 @@ def native_section(res: Results) -> Section | None:
     harness_errors = df[df["harness_error"].astype(str) != ""]
     # llguidance versions against each other: every test cell that differs, and the masks of the
     # pinned build against the port's
-    test_cols = ["pr_test_exit", "no_space_bad", "forced_bad", "string_tests", "pr_test_failure", "shipped_test_exit",
-                 "shipped_test_failure", "greedy"]
+    test_cols = [
+        "pr_test_exit",
+        "no_space_bad",
+        "forced_bad",
+        "string_tests",
+        "pr_test_failure",
+        "shipped_test_exit",
+        "shipped_test_failure",
+        "greedy",
+    ]
     vdiff = []
     for other in (x for x in built if x != pinned):
         for v in order:
@@ -136,41 +192,95 @@ def native_section(res: Results) -> Section | None:
                 a, b = get(v, smp, pinned), get(v, smp, other)
                 changed = [c for c in test_cols if a and b and str(a.get(c, "")) != str(b.get(c, ""))]
                 if changed:
-                    vdiff.append({"vocab": v, "sampler": smp, "what": ", ".join(changed),
-                                  f"llguidance {pinned}": "; ".join(f"{c}={a.get(c)}" for c in changed),
-                                  f"llguidance {other}": "; ".join(f"{c}={b.get(c)}" for c in changed)})
+                    vdiff.append(
+                        {
+                            "vocab": v,
+                            "sampler": smp,
+                            "what": ", ".join(changed),
+                            f"llguidance {pinned}": "; ".join(f"{c}={a.get(c)}" for c in changed),
+                            f"llguidance {other}": "; ".join(f"{c}={b.get(c)}" for c in changed),
+                        }
+                    )
     cross = df[df.llguidance != port_llg]
     cross_cells = int(pd.to_numeric(cross["diff_cells"], errors="coerce").fillna(0).sum())
     cross_differ = int(pd.to_numeric(cross["diff_differ"], errors="coerce").fillna(0).sum())
     reproduced = sum(1 for v in guide.UNIT if match[v] == "✓")
-    sec = Section("native", "The compiled code: llama.cpp's own test, and the port checked (guide 7, 8 unit level)", notebook="native")
+    sec = Section(
+        "native",
+        "The compiled code: llama.cpp's own test, and the port checked (guide 7, 8 unit level)",
+        notebook="native",
+    )
     where = []
     if cross_differ and not diffs.empty:
         cd = diffs[diffs.llguidance != port_llg]
-        where = [f"{v}, {len(g)} steps on {g.sampler.nunique()} samplers (llguidance {llg} said: {said[:90]})"
-                 for (v, llg, said), g in cd.assign(said=cd.cpp.astype(str).str.split(": ", n=1).str[-1])
-                 .groupby(["vocab", "llguidance", "said"], sort=True)]
-    said = blocks("native", patches=res.patches_link, built=built, pinned=pinned, port_llg=port_llg, reproduced=reproduced,
-                  unit_here=sum(1 for v in guide.UNIT if v in order), unit_names=list(guide.UNIT),
-                  n_unit=len(guide.UNIT), n_vdiff=len(vdiff), others=[x for x in built if x != port_llg],
-                  cross_cells=cross_cells, cross_differ=cross_differ, where=where, n_diffs=len(diffs), cells=cells,
-                  n_vocabs=df.vocab.nunique(), differ=differ,
-                  unfinished=[f"{r.vocab}/{r.sampler}" for r in harness_errors.itertuples()])
+        where = [
+            f"{v}, {len(g)} steps on {g.sampler.nunique()} samplers (llguidance {llg} said: {said[:90]})"
+            for (v, llg, said), g in cd.assign(said=cd.cpp.astype(str).str.split(": ", n=1).str[-1]).groupby(
+                ["vocab", "llguidance", "said"], sort=True
+            )
+        ]
+    said = blocks(
+        "native",
+        patches=res.patches_link,
+        built=built,
+        pinned=pinned,
+        port_llg=port_llg,
+        reproduced=reproduced,
+        unit_here=sum(1 for v in guide.UNIT if v in order),
+        unit_names=list(guide.UNIT),
+        n_unit=len(guide.UNIT),
+        n_vdiff=len(vdiff),
+        others=[x for x in built if x != port_llg],
+        cross_cells=cross_cells,
+        cross_differ=cross_differ,
+        where=where,
+        n_diffs=len(diffs),
+        cells=cells,
+        n_vocabs=df.vocab.nunique(),
+        differ=differ,
+        unfinished=[f"{r.vocab}/{r.sampler}" for r in harness_errors.itertuples()],
+    )
     sec.claim, sec.text, sec.more = said["claim"], said["text"], said.get("more", "")
-    sec.views.append(Table(group_rows(pd.DataFrame(t7), keep=frozenset(GUIDE_VOCABS)),
-                           f"Guide table 7, from the compiled code (llguidance {pinned})"))
+    sec.views.append(
+        Table(
+            group_rows(pd.DataFrame(t7), keep=frozenset(GUIDE_VOCABS)),
+            f"Guide table 7, from the compiled code (llguidance {pinned})",
+        )
+    )
     causes = abort_causes(df[df.llguidance == pinned], order)
     if not causes.empty:
-        sec.views.append(Table(causes, f"Why llama.cpp's test exits non-zero, per vocab and build (llguidance {pinned})",
-                               note=said["causes_note"], collapsed=True))
-        sec.views.append(Table(rule_table(causes), "Each rule that names a cause, and where it applied", collapsed=True))
+        sec.views.append(
+            Table(
+                causes,
+                f"Why llama.cpp's test exits non-zero, per vocab and build (llguidance {pinned})",
+                note=said["causes_note"],
+                collapsed=True,
+            )
+        )
+        sec.views.append(
+            Table(rule_table(causes), "Each rule that names a cause, and where it applied", collapsed=True)
+        )
     if len(built) > 1 and vdiff:
-        sec.views.append(Table(pd.DataFrame(vdiff), "Test results that differ between the llguidance versions", collapsed=True))
+        sec.views.append(
+            Table(pd.DataFrame(vdiff), "Test results that differ between the llguidance versions", collapsed=True)
+        )
     if not diffs.empty:
-        sec.views.append(Table(difference_causes(diffs), "Every step where the compiled sampler and the port differ, one row per cause",
-                               note=said["diff_note"], collapsed=True))
-    sec.views.append(Table(group_rows(shipped, keep=frozenset(GUIDE_VOCABS)), "The test before the PR, on every vocab",
-                           note=said["shipped_note"], collapsed=True))
+        sec.views.append(
+            Table(
+                difference_causes(diffs),
+                "Every step where the compiled sampler and the port differ, one row per cause",
+                note=said["diff_note"],
+                collapsed=True,
+            )
+        )
+    sec.views.append(
+        Table(
+            group_rows(shipped, keep=frozenset(GUIDE_VOCABS)),
+            "The test before the PR, on every vocab",
+            note=said["shipped_note"],
+            collapsed=True,
+        )
+    )
     sec.raw_table("native", df)
     if not diffs.empty:
         sec.raw_table("native_differences", diffs)

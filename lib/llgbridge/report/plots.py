@@ -85,8 +85,10 @@ def bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str, steps: st
     ax.set_xscale("log")
     ax.set_xlim(0.8, top * 60)
     ax.set_xlabel(xlabel, fontsize=9)
-    ax.set_title(title + ("\n(steps covered in brackets where a bridge's matcher died before the walk's end)" if short else ""),
-                 fontsize=10)
+    ax.set_title(
+        title + ("\n(steps covered in brackets where a bridge's matcher died before the walk's end)" if short else ""),
+        fontsize=10,
+    )
     ax.legend(loc="lower right", fontsize=8)
     plt.tight_layout()
     out = svg(fig)

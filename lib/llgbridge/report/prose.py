@@ -33,8 +33,13 @@ def of(k: int, n: int, noun: str) -> str:
 def _env() -> Any:
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE), undefined=jinja2.StrictUndefined, autoescape=False,
-                             trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["show"] = show_text
     env.filters["piece"] = piece_text  # a piece as a value: the empty one shows as '', not as a blank
     env.filters["names"] = names

@@ -31,16 +31,34 @@ from . import gfm
 from .data import Results
 from .table import guide_order, pinned_rows
 
-BUILD = ("cmake -B build -DLLAMA_LLGUIDANCE=ON -DLLAMA_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release",
-         'cmake --build build --target test-grammar-llguidance llama-server -j"$(nproc)"')
-REVERT = ("git stash push -- common/llguidance.cpp", 'cmake --build build --target test-grammar-llguidance llama-server -j"$(nproc)"')
+BUILD = (
+    "cmake -B build -DLLAMA_LLGUIDANCE=ON -DLLAMA_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release",
+    'cmake --build build --target test-grammar-llguidance llama-server -j"$(nproc)"',
+)
+REVERT = (
+    "git stash push -- common/llguidance.cpp",
+    'cmake --build build --target test-grammar-llguidance llama-server -j"$(nproc)"',
+)
 RESTORE = "git stash pop"
 TEST_EXE = "./build/bin/test-grammar-llguidance"
 SERVER_EXE = "./build/bin/llama-server"
 PORT = 8080
 # the flags the server analysis starts every build with that decide what it answers: one slot of
 # 512 tokens, one thread, no warm-up; --no-repack keeps ggml's AMX kernels away on a CPU that has them
-SERVER_FLAGS = ("--host", "127.0.0.1", "--port", str(PORT), "-c", "512", "-np", "1", "-t", "1", "--no-warmup", "--no-repack")
+SERVER_FLAGS = (
+    "--host",
+    "127.0.0.1",
+    "--port",
+    str(PORT),
+    "-c",
+    "512",
+    "-np",
+    "1",
+    "-t",
+    "1",
+    "--no-warmup",
+    "--no-repack",
+)
 QUOTE = 40  # characters of an answer's content the page quotes (the test checks them)
 
 
@@ -70,9 +88,11 @@ class Answer:
     outcome: str  # as the suite judged it: pass, violation, ignored...
 
     def said(self) -> str:
-        return (f"HTTP {self.http_status}, {'an' if self.error_field else 'no'} error field, "
-                f"content {gfm.code_span(show_text(self.content) or repr(''))}{'…' if self.outcome != 'pass' and self.content else ''}, "
-                f"stop_type {self.stop_type} ({self.outcome})")
+        return (
+            f"HTTP {self.http_status}, {'an' if self.error_field else 'no'} error field, "
+            f"content {gfm.code_span(show_text(self.content) or repr(''))}{'…' if self.outcome != 'pass' and self.content else ''}, "
+            f"stop_type {self.stop_type} ({self.outcome})"
+        )
 
 
 @dataclass(frozen=True)
@@ -91,8 +111,17 @@ class ServerRepro:
         return shlex.join([exe, "-m", model or self.model, *SERVER_FLAGS])
 
     def curl(self, port: int = PORT) -> str:
-        return shlex.join(["curl", "-s", f"http://127.0.0.1:{port}{self.endpoint}", "-H", "Content-Type: application/json",
-                           "-d", json.dumps(self.body, ensure_ascii=False)])
+        return shlex.join(
+            [
+                "curl",
+                "-s",
+                f"http://127.0.0.1:{port}{self.endpoint}",
+                "-H",
+                "Content-Type: application/json",
+                "-d",
+                json.dumps(self.body, ensure_ascii=False),
+            ]
+        )
 
 
 def unit_repros(res: Results) -> list[UnitRepro]:
@@ -101,17 +130,31 @@ def unit_repros(res: Results) -> list[UnitRepro]:
     ok, _ = res.load("native")
     rows = {r["vocab"]: {x["sampler"]: x for x in pinned_rows(r)} for r in ok}
     out = []
-    for v, finding in (("llama-bpe", "bug A (a BPE vocab, the one CI runs)"), ("llama-spm", "bugs A and B (SentencePiece, the ctest entry the PR adds)")):
+    for v, finding in (
+        ("llama-bpe", "bug A (a BPE vocab, the one CI runs)"),
+        ("llama-spm", "bugs A and B (SentencePiece, the ctest entry the PR adds)"),
+    ):
         r = rows.get(v, {})
         if "upstream" in r and "fixed" in r:
             out.append(UnitRepro(finding, v, int(r["upstream"]["pr_test_exit"]), int(r["fixed"]["pr_test_exit"])))
-    limit = [v for v in guide_order(list(rows)) if "Too many items" in str(rows[v].get("fixed", {}).get("pr_test_llg_error", ""))
-             and "fixed" in rows[v] and "upstream" in rows[v]]
+    limit = [
+        v
+        for v in guide_order(list(rows))
+        if "Too many items" in str(rows[v].get("fixed", {}).get("pr_test_llg_error", ""))
+        and "fixed" in rows[v]
+        and "upstream" in rows[v]
+    ]
     if limit:
         r = rows[limit[0]]
-        out.append(UnitRepro("bug D, beyond the PR (the item limit)", limit[0], int(r["upstream"]["pr_test_exit"]),
-                             int(r["fixed"]["pr_test_exit"]),
-                             "aborts either way: with the fix the log's `llg error` is \"Too many items (limit 50000; mask)\""))
+        out.append(
+            UnitRepro(
+                "bug D, beyond the PR (the item limit)",
+                limit[0],
+                int(r["upstream"]["pr_test_exit"]),
+                int(r["fixed"]["pr_test_exit"]),
+                'aborts either way: with the fix the log\'s `llg error` is "Too many items (limit 50000; mask)"',
+            )
+        )
     return out
 
 
@@ -127,8 +170,16 @@ SERVER_FINDINGS = (
 
 
 def _answer(row: dict[str, Any]) -> Answer:
-    text = str(row.get("output", "")).split("…[", 1)[0]  # the recorded text's tail marker is the suite's, not the server's
-    return Answer(int(row["http_status"]), bool(row["error_field"]), text[:QUOTE], str(row.get("stop_type", "")), str(row["outcome"]))
+    text = str(row.get("output", "")).split("…[", 1)[
+        0
+    ]  # the recorded text's tail marker is the suite's, not the server's
+    return Answer(
+        int(row["http_status"]),
+        bool(row["error_field"]),
+        text[:QUOTE],
+        str(row.get("stop_type", "")),
+        str(row["outcome"]),
+    )
 
 
 def server_repros(res: Results) -> list[ServerRepro]:
@@ -147,10 +198,16 @@ def server_repros(res: Results) -> list[ServerRepro]:
             continue
         prompt = G.Prompt(spec["prompt"], spec["prompt_kind"])
         lookup = "forced_literal" if case == serving.SPECIAL_CASE else case  # its grammar is the result's own record
-        endpoint, _, body = serving.request_for(lookup, prompt, int(r["max_tokens"]), int(r["seed"]), float(r["temperature"]))
+        endpoint, _, body = serving.request_for(
+            lookup, prompt, int(r["max_tokens"]), int(r["seed"]), float(r["temperature"])
+        )
         if case == serving.SPECIAL_CASE:
             body = {**body, "grammar": "%llguidance {}\n" + spec["grammar"]}
-        out.append(ServerRepro(finding, v, r["model"], True, case, endpoint, body, _answer(got["upstream"]), _answer(got["fixed"])))
+        out.append(
+            ServerRepro(
+                finding, v, r["model"], True, case, endpoint, body, _answer(got["upstream"]), _answer(got["fixed"])
+            )
+        )
     return out
 
 
@@ -167,19 +224,47 @@ def markdown(res: Results) -> str:
         lines += [f"{u.command}   # {u.without}" for u in units]
         lines += [RESTORE, "```", ""]
         notes = [f"{u.vocab}: {u.note}" for u in units if u.note]
-        lines += [f"Exit codes as this suite's builds of the same test gave them (134 is an abort){': ' + '; '.join(notes) if notes else ''}.", ""]
+        lines += [
+            f"Exit codes as this suite's builds of the same test gave them (134 is an abort){': ' + '; '.join(notes) if notes else ''}.",
+            "",
+        ]
     if servers:
         models = sorted({s.model for s in servers})
-        lines += ["**Server level**: start the server on a model, then send the request; run it once built with the "
-                  "fix and once without (the unit level's `git stash`). The models are this suite's synthetic ones "
-                  f"({', '.join(f'`{m}`' for m in models)}: random weights around llama.cpp's own vocab fixture of the same "
-                  "name, `make data/models/synthetic-NAME.gguf` in this suite), so the text is noise and only what the "
-                  "grammar allows matters; a real model with the same tokenizer shows the same failure modes with other words.", ""]
+        lines += [
+            "**Server level**: start the server on a model, then send the request; run it once built with the "
+            "fix and once without (the unit level's `git stash`). The models are this suite's synthetic ones "
+            f"({', '.join(f'`{m}`' for m in models)}: random weights around llama.cpp's own vocab fixture of the same "
+            "name, `make data/models/synthetic-NAME.gguf` in this suite), so the text is noise and only what the "
+            "grammar allows matters; a real model with the same tokenizer shows the same failure modes with other words.",
+            "",
+        ]
         for s in servers:
-            lines += [f"*{s.finding}* ({s.vocab}, `{s.case}`):", "", "```sh", s.server_command(), s.curl(), "```", "",
-                      f"- without the fix: {s.without.said()}", f"- with the fix: {s.with_.said()}", ""]
+            lines += [
+                f"*{s.finding}* ({s.vocab}, `{s.case}`):",
+                "",
+                "```sh",
+                s.server_command(),
+                s.curl(),
+                "```",
+                "",
+                f"- without the fix: {s.without.said()}",
+                f"- with the fix: {s.with_.said()}",
+                "",
+            ]
     return "\n".join(lines).rstrip() + "\n"
 
 
-__all__ = ["UnitRepro", "ServerRepro", "Answer", "unit_repros", "server_repros", "markdown", "SERVER_FLAGS", "TEST_EXE",
-           "SERVER_EXE", "PORT", "QUOTE", "NATIVE_PIN"]
+__all__ = [
+    "UnitRepro",
+    "ServerRepro",
+    "Answer",
+    "unit_repros",
+    "server_repros",
+    "markdown",
+    "SERVER_FLAGS",
+    "TEST_EXE",
+    "SERVER_EXE",
+    "PORT",
+    "QUOTE",
+    "NATIVE_PIN",
+]

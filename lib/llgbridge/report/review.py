@@ -18,9 +18,21 @@ from .tested import UPSTREAM
 
 
 GUIDE_10 = [  # (#, concern, the guide's answer in brief)
-    (1, "Is greedy tokenization acceptable, or should SPM fail loudly?", "greedy keeps enforcement exact (section 6); a maintainer's call"),
-    (2, "Should SPM get a byte-exact tokenization entry point?", "better long-term; prefix-and-strip is unsafe in general (5.2)"),
-    (3, "Does the token_bytes change alter behaviour for BPE users?", "yes: it fixes 117 wrong tokens on llama-bpe; the \\xff branch is unchanged (4.5)"),
+    (
+        1,
+        "Is greedy tokenization acceptable, or should SPM fail loudly?",
+        "greedy keeps enforcement exact (section 6); a maintainer's call",
+    ),
+    (
+        2,
+        "Should SPM get a byte-exact tokenization entry point?",
+        "better long-term; prefix-and-strip is unsafe in general (5.2)",
+    ),
+    (
+        3,
+        "Does the token_bytes change alter behaviour for BPE users?",
+        "yes: it fixes 117 wrong tokens on llama-bpe; the \\xff branch is unchanged (4.5)",
+    ),
     (4, "Is the probe robust?", "fails safe on every error path; tests the round trip (5.3)"),
     (5, "Why is a /regex/ needed in test_no_space_tokens?", "a literal is forced and never consults the trie (4.4)"),
     (6, "Why are the string tests skipped on SPM?", "they tokenize their own inputs (7.3)"),
@@ -50,14 +62,27 @@ def sentinel_examples(soundness_ok: list[dict[str, Any]]) -> list[dict[str, Any]
         # `sample`, `prefix` and `text` are byte columns: stored text here, quoted by the table
         if m:
             token, text, real = m[1], m[2], "none: its piece is empty"
-            why = (f"it spells nothing, so the mask from real pieces excludes it; the sentinel's table holds "
-                   f"{show_text(m[2])} for it, which the grammar admits after this prefix")
+            why = (
+                f"it spells nothing, so the mask from real pieces excludes it; the sentinel's table holds "
+                f"{show_text(m[2])} for it, which the grammar admits after this prefix"
+            )
         else:  # a token with real bytes: the label is its piece (no id stored)
             token, text, real = "(id not stored)", "", show_text(first)
             why = "the mask from real pieces excludes it here"
-        out.append({"vocab": r["vocab"], "grammar": w["grammar"], "sample": w["sample"], "step": w["step"],
-                    "prefix": w["prefix"], "token": token, "text": text, "real bytes": real, "why it is illegal": why,
-                    "pairs like it": f"{w['n_under']} at this step"})
+        out.append(
+            {
+                "vocab": r["vocab"],
+                "grammar": w["grammar"],
+                "sample": w["sample"],
+                "step": w["step"],
+                "prefix": w["prefix"],
+                "token": token,
+                "text": text,
+                "real bytes": real,
+                "why it is illegal": why,
+                "pairs like it": f"{w['n_under']} at this step",
+            }
+        )
     return out
 
 
@@ -69,8 +94,12 @@ def probe_robustness(res: Results) -> dict[str, Any] | None:
     if not pvx:
         return None
     misses = [x for x in pvx if str(x.get("cell", "")).startswith("probe misses")]
-    return {"probe_exact": sum(1 for x in pvx if x.get("probe_exact")), "n_probed": len(pvx),
-            "misses": sorted(x["vocab"] for x in misses), "specials": len([x for x in misses if x.get("inexact_only_specials")])}
+    return {
+        "probe_exact": sum(1 for x in pvx if x.get("probe_exact")),
+        "n_probed": len(pvx),
+        "misses": sorted(x["vocab"] for x in misses),
+        "specials": len([x for x in misses if x.get("inexact_only_specials")]),
+    }
 
 
 def xff_moved(census_ok: list[dict[str, Any]]) -> dict[str, Any]:
@@ -97,18 +126,28 @@ def sentinel_cause(res: Results) -> dict[str, Any] | None:
                     labels += json.loads(w["under"])
                 except (ValueError, TypeError):
                     labels.append("")
-    return {"n": total, "stored": stored, "table": bool(labels) and all(NO_BYTES.match(x) for x in labels),
-            "vocabs": sorted({r["vocab"] for r in ok for x in r["soundness"] if x["bridge"] == "sentinel" and int(x.get("under") or 0)})}
+    return {
+        "n": total,
+        "stored": stored,
+        "table": bool(labels) and all(NO_BYTES.match(x) for x in labels),
+        "vocabs": sorted(
+            {r["vocab"] for r in ok for x in r["soundness"] if x["bridge"] == "sentinel" and int(x.get("under") or 0)}
+        ),
+    }
 
 
 @takes_results
 def review_section(res: Results) -> Section | None:
     """Guide 10's eight questions, each answered from the results, with the evidence linked."""
-    ok = {a: res.load(a)[0] for a in ("probe", "exactness", "soundness", "leak", "forced", "native", "server", "census")}
+    ok = {
+        a: res.load(a)[0] for a in ("probe", "exactness", "soundness", "leak", "forced", "native", "server", "census")
+    }
     if not ok["census"]:
         return None
     greedy = sorted(r["vocab"] for r in ok["probe"] if r["probe"].get("greedy"))
-    sound = pd.DataFrame([row for r in ok["soundness"] for row in r["soundness"]]) if ok["soundness"] else pd.DataFrame()
+    sound = (
+        pd.DataFrame([row for r in ok["soundness"] for row in r["soundness"]]) if ok["soundness"] else pd.DataFrame()
+    )
 
     def under(bridge: str, vocabs: list[str] | None = None) -> tuple[int, list[str]]:
         if sound.empty:
@@ -120,7 +159,9 @@ def review_section(res: Results) -> Section | None:
 
     served = pd.DataFrame([row for r in ok["server"] for row in r["rows"]]) if ok["server"] else pd.DataFrame()
     main_cases = served[~served.case.isin(SERVER_CONTROLS)] if not served.empty else served
-    fixed_fail = 0 if served.empty else int(((main_cases.sampler == "fixed") & (main_cases.outcome == "violation")).sum())
+    fixed_fail = (
+        0 if served.empty else int(((main_cases.sampler == "fixed") & (main_cases.outcome == "violation")).sum())
+    )
     census = {r["vocab"]: r["summary"] for r in ok["census"]}
     leak = {r["vocab"]: {x["bridge"]: x for x in r["rows"]} for r in ok["leak"]}
     forced = {r["vocab"]: {x["bridge"]: x for x in r["rows"]} for r in ok["forced"]}
@@ -136,7 +177,15 @@ def review_section(res: Results) -> Section | None:
         n_tok = census.get(v, {}).get("n_tokens")
         if up and n_tok:
             n = int(up.get("allowed") or 0)
-            cardinality.append({"vocab": v, "allowed": n, "n_tokens": n_tok, "passes": 0 < n < int(n_tok), "not_prefix": up.get("not_prefix")})
+            cardinality.append(
+                {
+                    "vocab": v,
+                    "allowed": n,
+                    "n_tokens": n_tok,
+                    "passes": 0 < n < int(n_tok),
+                    "not_prefix": up.get("not_prefix"),
+                }
+            )
     # a token takes the \xff branch where its first conversion call returns no bytes: the two sets differ exactly at
     # the census's differing tokens with one side empty
     branch = {r["vocab"]: [d for d in r["diffs"] if (d["piece"] == "") != (d["detok"] == "")] for r in ok["census"]}
@@ -144,43 +193,105 @@ def review_section(res: Results) -> Section | None:
     examples = sentinel_examples(ok["soundness"])
     cause = sentinel_cause(res)
     # where the sentinel's mask is wrong, is its tokenize_fn exact (the strip would show there)?
-    rates = {b["vocab"]: b.get("tokenize_exact_rate") for r in ok["exactness"] for b in r.get("bridges", []) if b.get("bridge") == "sentinel"}
+    rates = {
+        b["vocab"]: b.get("tokenize_exact_rate")
+        for r in ok["exactness"]
+        for b in r.get("bridges", [])
+        if b.get("bridge") == "sentinel"
+    }
     sentinel_exact = bool(cause and cause["vocabs"]) and all(rates.get(v) == 1.0 for v in cause["vocabs"])
     said = blocks(
-        "review", greedy=greedy, fixed_under={"n": n_fx, "where": where_fx}, served=not served.empty, fixed_fail=fixed_fail,
+        "review",
+        greedy=greedy,
+        fixed_under={"n": n_fx, "where": where_fx},
+        served=not served.empty,
+        fixed_fail=fixed_fail,
         sentinel_under={"n": n_sen, "where": where_sen},
         bpe={v: s["differing"] for v, s in census.items() if s.get("vocab_type") == "BPE" and s["differing"]},
-        bpe_llama=census.get("llama-bpe", {}).get("differing", "?"), moved=moved, n_census=len(branch),
-        probe_exact=sum(1 for x in pvx if x.get("probe_exact")), n_probed=len(pvx), misses=sorted(x["vocab"] for x in misses),
+        bpe_llama=census.get("llama-bpe", {}).get("differing", "?"),
+        moved=moved,
+        n_census=len(branch),
+        probe_exact=sum(1 for x in pvx if x.get("probe_exact")),
+        n_probed=len(pvx),
+        misses=sorted(x["vocab"] for x in misses),
         specials=len([x for x in misses if x.get("inexact_only_specials")]),
         lb_forced=forced.get("llama-bpe", {}).get("upstream", {}).get("not_prefix"),
         lb_leak=leak.get("llama-bpe", {}).get("upstream", {}).get("allowed_with_space"),
-        spm={"upstream_exit": spm.get("upstream", {}).get("shipped_test_exit", "?"), "fixed_exit": spm.get("fixed", {}).get("shipped_test_exit", "?"),
-             "failure": spm.get("fixed", {}).get("shipped_test_failure", "") or "a string fails to match",
-             "string_tests": spm.get("fixed", {}).get("string_tests", "?")},
-        ci={"upstream": bpe_nat.get("upstream", {}).get("pr_test_exit", "?"), "fixed": bpe_nat.get("fixed", {}).get("pr_test_exit", "?")},
-        cardinality=cardinality, prefixed=sorted(v for v, x in census.items() if x.get("add_space_prefix_observed")),
-        examples=bool(examples), sentinel_cause=cause, upstream_llg=UPSTREAM[0][1], sentinel_exact=sentinel_exact)
+        spm={
+            "upstream_exit": spm.get("upstream", {}).get("shipped_test_exit", "?"),
+            "fixed_exit": spm.get("fixed", {}).get("shipped_test_exit", "?"),
+            "failure": spm.get("fixed", {}).get("shipped_test_failure", "") or "a string fails to match",
+            "string_tests": spm.get("fixed", {}).get("string_tests", "?"),
+        },
+        ci={
+            "upstream": bpe_nat.get("upstream", {}).get("pr_test_exit", "?"),
+            "fixed": bpe_nat.get("fixed", {}).get("pr_test_exit", "?"),
+        },
+        cardinality=cardinality,
+        prefixed=sorted(v for v, x in census.items() if x.get("add_space_prefix_observed")),
+        examples=bool(examples),
+        sentinel_cause=cause,
+        upstream_llg=UPSTREAM[0][1],
+        sentinel_exact=sentinel_exact,
+    )
     # evidence is linked only where this report holds the section or table it names
-    source = {"#soundness": "soundness", "tables/soundness.csv": "soundness", "tables/census.csv": "census", "#leak": "leak",
-              "tables/probe_vs_exactness.csv": "exactness", "#native": "native", "tables/forced.csv": "forced", "#code": "census"}
+    source = {
+        "#soundness": "soundness",
+        "tables/soundness.csv": "soundness",
+        "tables/census.csv": "census",
+        "#leak": "leak",
+        "tables/probe_vs_exactness.csv": "exactness",
+        "#native": "native",
+        "tables/forced.csv": "forced",
+        "#code": "census",
+    }
 
     def held(e: str) -> str:
         return e if e and ok.get(source.get(e, ""), None) else ""
 
-    evidence = ["#soundness", "tables/soundness.csv", "tables/census.csv", "tables/probe_vs_exactness.csv", "#leak", "#native", "#code", "#native"]
-    rows = [{"#": n, "concern": q, "the guide": g, "the results": said[f"a{n}"], "evidence": held(e)}
-            for (n, q, g), e in zip(GUIDE_10, evidence)]
-    claims = [{"guide": guide_no, "claim": claim, "the results": said[block], "evidence": held(e)} for guide_no, claim, block, e in (
-        ("7.2", "an assertion on cardinality alone passes on the buggy build", "c72", "tables/forced.csv"),
-        ("9", "llama.h's \"Does not insert a leading space\" (parse_special) is false", "c9", "tables/census.csv"),
-        ("5.2", "prefix-and-strip tricks are not safe in general", "c52", "tables/soundness.csv"),
-        ("4.5", "the same tokens take the \\xff special-token branch before and after the fix", "c45", "tables/census.csv"))]
+    evidence = [
+        "#soundness",
+        "tables/soundness.csv",
+        "tables/census.csv",
+        "tables/probe_vs_exactness.csv",
+        "#leak",
+        "#native",
+        "#code",
+        "#native",
+    ]
+    rows = [
+        {"#": n, "concern": q, "the guide": g, "the results": said[f"a{n}"], "evidence": held(e)}
+        for (n, q, g), e in zip(GUIDE_10, evidence)
+    ]
+    claims = [
+        {"guide": guide_no, "claim": claim, "the results": said[block], "evidence": held(e)}
+        for guide_no, claim, block, e in (
+            ("7.2", "an assertion on cardinality alone passes on the buggy build", "c72", "tables/forced.csv"),
+            ("9", 'llama.h\'s "Does not insert a leading space" (parse_special) is false', "c9", "tables/census.csv"),
+            ("5.2", "prefix-and-strip tricks are not safe in general", "c52", "tables/soundness.csv"),
+            (
+                "4.5",
+                "the same tokens take the \\xff special-token branch before and after the fix",
+                "c45",
+                "tables/census.csv",
+            ),
+        )
+    ]
     sec = Section("review", "What a reviewer should push on (guide 10), answered from the results")
     sec.claim, sec.text = said["claim"], said["text"]
     sec.views.append(Table(pd.DataFrame(rows)))
-    sec.views.append(Table(pd.DataFrame(claims), caption="The guide's other one-measurement claims (7.2, 9, 5.2, 4.5)", collapsed=True))
+    sec.views.append(
+        Table(
+            pd.DataFrame(claims), caption="The guide's other one-measurement claims (7.2, 9, 5.2, 4.5)", collapsed=True
+        )
+    )
     if examples:
-        sec.views.append(Table(pd.DataFrame(examples), caption="5.2 in real bytes: one illegal (step, token) pair of the sentinel bridge per vocab",
-                               note=said["examples_note"], collapsed=True))
+        sec.views.append(
+            Table(
+                pd.DataFrame(examples),
+                caption="5.2 in real bytes: one illegal (step, token) pair of the sentinel bridge per vocab",
+                note=said["examples_note"],
+                collapsed=True,
+            )
+        )
     return sec

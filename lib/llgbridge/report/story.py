@@ -25,16 +25,23 @@ def vocab_story(res: Results, v: str) -> str:
         want = guide.EXAMPLES.get(v, (None,))[0]
         examples = sorted(c["diffs"], key=lambda d: (d["token"] != want, d["token"]))[:3]
     lk = leak.get(v, {})
-    up = (forced.get(v, {}).get("upstream") or {})
+    up = forced.get(v, {}).get("upstream") or {}
     e2e = None
     if served:
         pick = {(x["sampler"], x["case"]): x for x in served if x["llguidance"] == NATIVE_PIN}
         # the cases where the fix changes the outcome first, then the guide's two headline cases
         order = ("forced_literal", "json_enum", "half_free", "dots", "no_space")
-        changed = [k for k in order if (pick.get(("upstream", k)) or {}).get("outcome") != (pick.get(("fixed", k)) or {}).get("outcome")]
+        changed = [
+            k
+            for k in order
+            if (pick.get(("upstream", k)) or {}).get("outcome") != (pick.get(("fixed", k)) or {}).get("outcome")
+        ]
         cases = [*changed, *(k for k in ("forced_literal", "json_enum") if k not in changed)][:2]
-        parts = [{"case": k, "up": pick[("upstream", k)], "fx": pick[("fixed", k)]} for k in cases
-                 if pick.get(("upstream", k)) and pick.get(("fixed", k))]
+        parts = [
+            {"case": k, "up": pick[("upstream", k)], "fx": pick[("fixed", k)]}
+            for k in cases
+            if pick.get(("upstream", k)) and pick.get(("fixed", k))
+        ]
         if parts:
             e2e = {"kind": "synthetic model" if served[0].get("synthetic") else "real model", "parts": parts}
     fx = next((x for x in special if x.get("sampler") == "fixed"), None)
@@ -42,14 +49,37 @@ def vocab_story(res: Results, v: str) -> str:
     pr = None
     if "upstream" in nat and "fixed" in nat:
         _, why, same = abort_cause(nat["upstream"], nat["fixed"])
-        pr = {"without": nat["upstream"].get("pr_test_exit"), "with": nat["fixed"].get("pr_test_exit"),
-              "bad_without": bad_tokens(nat["upstream"]), "bad_with": bad_tokens(nat["fixed"]), "why": why, "same": same}
-    _, text = prose("story", census=c["summary"] if c is not None else None, examples=examples,
-                    leak={"upstream": lk["upstream"].get("allowed_with_space"), "fixed": lk.get("fixed", {}).get("allowed_with_space", "?")}
-                    if lk.get("upstream") is not None else None,
-                    forced={**up, "error": first_words(up["error"], 110) if up.get("error") else "", "output": str(up.get("output", ""))} if up else None,
-                    probe=probe.get(v), e2e=e2e, bug_c=fx if fx and fx.get("steps") else None, pr=pr,
-                    literal=(forced.get(v, {}).get("fixed") or {}).get("output", ""))
+        pr = {
+            "without": nat["upstream"].get("pr_test_exit"),
+            "with": nat["fixed"].get("pr_test_exit"),
+            "bad_without": bad_tokens(nat["upstream"]),
+            "bad_with": bad_tokens(nat["fixed"]),
+            "why": why,
+            "same": same,
+        }
+    _, text = prose(
+        "story",
+        census=c["summary"] if c is not None else None,
+        examples=examples,
+        leak={
+            "upstream": lk["upstream"].get("allowed_with_space"),
+            "fixed": lk.get("fixed", {}).get("allowed_with_space", "?"),
+        }
+        if lk.get("upstream") is not None
+        else None,
+        forced={
+            **up,
+            "error": first_words(up["error"], 110) if up.get("error") else "",
+            "output": str(up.get("output", "")),
+        }
+        if up
+        else None,
+        probe=probe.get(v),
+        e2e=e2e,
+        bug_c=fx if fx and fx.get("steps") else None,
+        pr=pr,
+        literal=(forced.get(v, {}).get("fixed") or {}).get("output", ""),
+    )
     from ..models import overridden
 
     if v in overridden():  # what the input is comes before what happened to it

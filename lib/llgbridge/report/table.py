@@ -92,34 +92,79 @@ def colours(df: pd.DataFrame) -> list[list[str]]:
 
 PROSE_COLUMNS = frozenset({"the results", "why", "what it means"})  # Markdown the report wrote
 LINK_COLUMNS = frozenset({"evidence"})  # a relative link to the table or section that shows it
-WRAP_COLUMNS = frozenset({"the PR's test: exit without → with"})  # a long cell in a table that otherwise keeps to one line
+WRAP_COLUMNS = frozenset(
+    {"the PR's test: exit without → with"}
+)  # a long cell in a table that otherwise keeps to one line
 
 # a page shows a column by what it holds, in words; the CSV keeps the name a reader can grep
 WORDS = {
-    "differ_from_sequential": "outcome differs from one request at a time", "healthy_after": "/health answers after",
-    "inputs_inexact": "inputs not tokenized exactly", "inputs_exact": "inputs tokenized exactly",
-    "n_only_port": "tokens only the port allows", "n_only_cpp": "tokens only the C++ allows",
-    "only_port": "only the port allows", "only_cpp": "only the C++ allows", "only_cpp_pieces": "pieces only the C++ allows",
-    "only_port_pieces": "pieces only the port allows", "cpp": "the compiled sampler", "port": "the port",
-    "under": "allowed but illegal", "over": "legal but masked", "over_collapsed": "of which forcing narrowed",
-    "under_steps": "steps allowing an illegal token", "over_steps": "steps masking a legal token",
-    "stop_disagree": "disagree on stopping", "witness": "shortest input that shows it",
-    "witness_got": "its tokens' real bytes", "probe_exact": "probe says exact", "failed_probe": "probe that failed",
-    "got": "came back as", "tok_eos": "end token id", "pr_test_exit": "PR test exit", "no_space_bad": "tokens with a space",
-    "forced_bad": "tokens not a prefix", "no_space_allowed": "allowed (no-space test)", "forced_allowed": "allowed (forced test)",
-    "pr_test_failure": "PR test failure", "pr_test_llg_error": "PR test: first llg error", "shipped_test_exit": "test before the PR: exit",
-    "shipped_test_failure": "test before the PR: failure", "shipped_test_llg_error": "test before the PR: first llg error",
-    "diff_jobs": "walks compared", "diff_cells": "steps compared", "diff_differ": "steps that differ",
-    "harness_error": "harness error", "allowed_with_space": "allowed with a space", "allowed_illegal": "allowed, illegal",
-    "legal_masked": "legal, masked", "not_prefix": "not a prefix", "error_step": "error at step", "output_ok": "output right",
-    "build_error": "not built because", "tokenize_exact": "llama_tokenize exact", "byte_forcing": "byte forcing",
-    "tokenize_exact_rate": "inputs tokenized exactly", "canon_defined": "canonical tokens known",
-    "canon_differs": "differs from llama.cpp's tokens", "special_failures": "special-token text failures",
-    "llg_errors": "llg error lines", "error_field": "error field", "http_status": "HTTP status", "stop_type": "stop type",
-    "first_violation": "first token the grammar forbids", "sent_as": "sent as", "n_tokens": "tokens",
-    "compared_tokens": "tokens compared", "first_differing_token": "first differing token", "port_outcome": "port's outcome",
-    "server_outcome": "server's outcome", "violating": "what broke", "then_allowed": "tokens allowed after",
-    "over_limit": "over the limit by", "limit_of": "limit of", "jsonschema_invalid": "jsonschema rejects",
+    "differ_from_sequential": "outcome differs from one request at a time",
+    "healthy_after": "/health answers after",
+    "inputs_inexact": "inputs not tokenized exactly",
+    "inputs_exact": "inputs tokenized exactly",
+    "n_only_port": "tokens only the port allows",
+    "n_only_cpp": "tokens only the C++ allows",
+    "only_port": "only the port allows",
+    "only_cpp": "only the C++ allows",
+    "only_cpp_pieces": "pieces only the C++ allows",
+    "only_port_pieces": "pieces only the port allows",
+    "cpp": "the compiled sampler",
+    "port": "the port",
+    "under": "allowed but illegal",
+    "over": "legal but masked",
+    "over_collapsed": "of which forcing narrowed",
+    "under_steps": "steps allowing an illegal token",
+    "over_steps": "steps masking a legal token",
+    "stop_disagree": "disagree on stopping",
+    "witness": "shortest input that shows it",
+    "witness_got": "its tokens' real bytes",
+    "probe_exact": "probe says exact",
+    "failed_probe": "probe that failed",
+    "got": "came back as",
+    "tok_eos": "end token id",
+    "pr_test_exit": "PR test exit",
+    "no_space_bad": "tokens with a space",
+    "forced_bad": "tokens not a prefix",
+    "no_space_allowed": "allowed (no-space test)",
+    "forced_allowed": "allowed (forced test)",
+    "pr_test_failure": "PR test failure",
+    "pr_test_llg_error": "PR test: first llg error",
+    "shipped_test_exit": "test before the PR: exit",
+    "shipped_test_failure": "test before the PR: failure",
+    "shipped_test_llg_error": "test before the PR: first llg error",
+    "diff_jobs": "walks compared",
+    "diff_cells": "steps compared",
+    "diff_differ": "steps that differ",
+    "harness_error": "harness error",
+    "allowed_with_space": "allowed with a space",
+    "allowed_illegal": "allowed, illegal",
+    "legal_masked": "legal, masked",
+    "not_prefix": "not a prefix",
+    "error_step": "error at step",
+    "output_ok": "output right",
+    "build_error": "not built because",
+    "tokenize_exact": "llama_tokenize exact",
+    "byte_forcing": "byte forcing",
+    "tokenize_exact_rate": "inputs tokenized exactly",
+    "canon_defined": "canonical tokens known",
+    "canon_differs": "differs from llama.cpp's tokens",
+    "special_failures": "special-token text failures",
+    "llg_errors": "llg error lines",
+    "error_field": "error field",
+    "http_status": "HTTP status",
+    "stop_type": "stop type",
+    "first_violation": "first token the grammar forbids",
+    "sent_as": "sent as",
+    "n_tokens": "tokens",
+    "compared_tokens": "tokens compared",
+    "first_differing_token": "first differing token",
+    "port_outcome": "port's outcome",
+    "server_outcome": "server's outcome",
+    "violating": "what broke",
+    "then_allowed": "tokens allowed after",
+    "over_limit": "over the limit by",
+    "limit_of": "limit of",
+    "jsonschema_invalid": "jsonschema rejects",
 }
 
 
@@ -143,7 +188,10 @@ def md_table(df: pd.DataFrame) -> str:
         # a value the report wrote with **bold** or `code` in it (bench.md's rows) is its Markdown
         return gfm.cell_prose(text) if col in PROSE_COLUMNS or _AUTHORED.search(text) else gfm.cell_plain(text)
 
-    lines = ["| " + " | ".join(gfm.cell_plain(header(c)) for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    lines = [
+        "| " + " | ".join(gfm.cell_plain(header(c)) for c in cols) + " |",
+        "|" + "|".join("---" for _ in cols) + "|",
+    ]
     lines += ["| " + " | ".join(cell(c, v) for c, v in zip(cols, row)) + " |" for row in shown.itertuples(index=False)]
     return "\n".join(lines) + "\n"
 
@@ -157,14 +205,21 @@ def group_rows(df: pd.DataFrame, key: str = "vocab", keep: frozenset[str] = froz
     others = [c for c in df.columns if c != key]
     groups: dict[object, list[int]] = {}
     for i, row in df.iterrows():
-        sig = ("keep", row[key]) if row[key] in keep else tuple((x.value, x.cls) if isinstance(x, Cell) else x for x in row[others])
+        sig = (
+            ("keep", row[key])
+            if row[key] in keep
+            else tuple((x.value, x.cls) if isinstance(x, Cell) else x for x in row[others])
+        )
         groups.setdefault(sig, []).append(i)
     out = []
     for idx in groups.values():
         row = df.loc[idx[0]].to_dict()
         if len(idx) > 1:
-            row[key] = f"{len(idx)} vocabs: " + ", ".join(str(df.loc[i, key]) for i in idx) if key == "vocab" else \
-                ", ".join(str(df.loc[i, key]) for i in idx)
+            row[key] = (
+                f"{len(idx)} vocabs: " + ", ".join(str(df.loc[i, key]) for i in idx)
+                if key == "vocab"
+                else ", ".join(str(df.loc[i, key]) for i in idx)
+            )
         out.append(row)
     return pd.DataFrame(out, columns=df.columns)
 
@@ -275,8 +330,13 @@ def overridden_note(df: pd.DataFrame) -> str:
 
     said = []
     for name, m in overridden().items():
-        hit = any(col in df and df[col].map(lambda x, n=name: str(getattr(x, "value", x)).startswith((n, m.file + " --override-kv"))).any()
-                  for col in ("vocab", "input", "model"))
+        hit = any(
+            col in df
+            and df[col]
+            .map(lambda x, n=name: str(getattr(x, "value", x)).startswith((n, m.file + " --override-kv")))
+            .any()
+            for col in ("vocab", "input", "model")
+        )
         if hit:  # the short form: the verdict and the input's own page say why at length
             said.append(f"`{name}`: {m.why.split(':')[0]}.")
     return " ".join(said)
@@ -294,5 +354,30 @@ def pinned_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
     return [row for row in r["rows"] if row.get("llguidance") == want]
 
 
-__all__ = ["Cell", "shows", "after_fix", "matched", "SAME", "WORDS", "header", "group_rows", "Table", "Section", "md_table", "html_table", "values", "guide_order", "vocab_key", "int_columns",
-           "result_rows", "piece_text", "cell_value", "names", "first_words", "pinned_rows", "overridden_note", "GUIDE_VOCABS", "PR_BASE"]
+__all__ = [
+    "Cell",
+    "shows",
+    "after_fix",
+    "matched",
+    "SAME",
+    "WORDS",
+    "header",
+    "group_rows",
+    "Table",
+    "Section",
+    "md_table",
+    "html_table",
+    "values",
+    "guide_order",
+    "vocab_key",
+    "int_columns",
+    "result_rows",
+    "piece_text",
+    "cell_value",
+    "names",
+    "first_words",
+    "pinned_rows",
+    "overridden_note",
+    "GUIDE_VOCABS",
+    "PR_BASE",
+]

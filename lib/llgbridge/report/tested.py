@@ -43,31 +43,62 @@ CITATIONS = (
     Citation("common/llguidance.cpp", (25, 30), "llg_new_matcher's error: logged, no matcher", "LOG_ERR"),
     Citation("common/llguidance.cpp", (39, 39), "llama_sampler_llg_accept_impl", "llama_sampler_llg_accept_impl("),
     Citation("common/llguidance.cpp", (46, 46), "llama_sampler_llg_apply", "llama_sampler_llg_apply("),
-    Citation("common/llguidance.cpp", (53, 58), "the silent drop: the matcher freed, the grammar set to null", "ctx->grammar = nullptr"),
-    Citation("common/llguidance.cpp", (80, 80), "the clone's own llama_sampler_init_llg call", "llama_sampler_init_llg("),
+    Citation(
+        "common/llguidance.cpp",
+        (53, 58),
+        "the silent drop: the matcher freed, the grammar set to null",
+        "ctx->grammar = nullptr",
+    ),
+    Citation(
+        "common/llguidance.cpp", (80, 80), "the clone's own llama_sampler_init_llg call", "llama_sampler_init_llg("
+    ),
     Citation("common/llguidance.cpp", (123, 123), "llama_sampler_llg_tokenize_fn", "llama_sampler_llg_tokenize_fn("),
-    Citation("common/llguidance.cpp", (139, 139), "llama_sampler_llg_new_tokenizer", "llama_sampler_llg_new_tokenizer("),
+    Citation(
+        "common/llguidance.cpp", (139, 139), "llama_sampler_llg_new_tokenizer", "llama_sampler_llg_new_tokenizer("
+    ),
     Citation("common/llguidance.cpp", (141, 146), "the vocab and tokenizer caches", "vocab_cache"),
     Citation("common/llguidance.cpp", (262, 262), "llama_sampler_init_llg", "llama_sampler_init_llg("),
-    Citation("tests/CMakeLists.txt", (148, 148), "the one llguidance ctest entry (llama-bpe)", "test-grammar-llguidance.cpp"),
-    Citation("include/llama.h", (1156, 1158), "llama_tokenize's parse_special doc, with the stale sentence", "Does not insert a leading space"),
+    Citation(
+        "tests/CMakeLists.txt", (148, 148), "the one llguidance ctest entry (llama-bpe)", "test-grammar-llguidance.cpp"
+    ),
+    Citation(
+        "include/llama.h",
+        (1156, 1158),
+        "llama_tokenize's parse_special doc, with the stale sentence",
+        "Does not insert a leading space",
+    ),
 )
 
 # Upstream's current version of each file as stored by the search tool, read on 2026-12-02 (one
 # version per file; the commits' order against 0c1e5709 is not known here): what it shows, and
 # whether the PR's hunks for it apply there (`patch --dry-run --fuzz=0` on that text).
 UPSTREAM = (
-    ("common/llguidance.cpp", "b2524ff5825f",
-     "still both bugs: the token table from single-token `llama_detokenize` (now `(…, false, true)`) and `llama_tokenize` as "
-     "`tokenize_fn`; its token loop marks special tokens by attribute (CONTROL or USER_DEFINED get the `\\xff` marker), which is "
-     "what PR #15837 proposes", "0001's hunk 2 of 4 (the token loop) does not apply: a rebase conflict"),
-    ("tests/test-grammar-llguidance.cpp", "9af7a01a09a8",
-     "no byte-exactness test; `main` runs the five string tests, then `test_sampler_chain`, as the tested file does",
-     "the context of 0002's hunks is there (read by hand)"),
-    ("tests/CMakeLists.txt", "c62a495a02f2",
-     "one llguidance ctest entry (llama-bpe), as tested; the line after its block differs",
-     "0002's hunk applies with fuzz 1, not with --fuzz=0"),
-    ("include/llama.h", "3679b65db16e", "the stale \"Does not insert a leading space\" is still there", "0003's one line is there to delete"),
+    (
+        "common/llguidance.cpp",
+        "b2524ff5825f",
+        "still both bugs: the token table from single-token `llama_detokenize` (now `(…, false, true)`) and `llama_tokenize` as "
+        "`tokenize_fn`; its token loop marks special tokens by attribute (CONTROL or USER_DEFINED get the `\\xff` marker), which is "
+        "what PR #15837 proposes",
+        "0001's hunk 2 of 4 (the token loop) does not apply: a rebase conflict",
+    ),
+    (
+        "tests/test-grammar-llguidance.cpp",
+        "9af7a01a09a8",
+        "no byte-exactness test; `main` runs the five string tests, then `test_sampler_chain`, as the tested file does",
+        "the context of 0002's hunks is there (read by hand)",
+    ),
+    (
+        "tests/CMakeLists.txt",
+        "c62a495a02f2",
+        "one llguidance ctest entry (llama-bpe), as tested; the line after its block differs",
+        "0002's hunk applies with fuzz 1, not with --fuzz=0",
+    ),
+    (
+        "include/llama.h",
+        "3679b65db16e",
+        'the stale "Does not insert a leading space" is still there',
+        "0003's one line is there to delete",
+    ),
 )
 
 
@@ -95,7 +126,11 @@ def comment_before(needle: str) -> int:
     """How many added comment lines stand right above the added line holding `needle` in the PR's
     patches (0 where there is none)."""
     for p in patch_files():
-        added = [x[1:].strip() for x in p.read_text(encoding="utf-8").splitlines() if x.startswith("+") and not x.startswith("+++")]
+        added = [
+            x[1:].strip()
+            for x in p.read_text(encoding="utf-8").splitlines()
+            if x.startswith("+") and not x.startswith("+++")
+        ]
         for i, line in enumerate(added):
             if needle in line:
                 n = 0
@@ -106,7 +141,10 @@ def comment_before(needle: str) -> int:
 
 
 # the code lines the guide quotes a comment above: 4.5's token-bytes call, 5.3's probe
-QUOTED_AT = {"4.5": "llama_token_to_piece(vocab, token, dp, max_token, 0, false)", "5.3": "static bool llama_sampler_llg_tokenize_is_exact("}
+QUOTED_AT = {
+    "4.5": "llama_token_to_piece(vocab, token, dp, max_token, 0, false)",
+    "5.3": "static bool llama_sampler_llg_tokenize_is_exact(",
+}
 
 
 def diffstat() -> dict[str, dict[str, int]]:
@@ -146,20 +184,26 @@ def section_markdown() -> str:
     g_files, g_plus, g_minus = GUIDE_DIFFSTAT
     rows = ["| file | this suite's patches | of the insertions: comments, blank |", "|---|---|---|"]
     rows += [f"| `{f}` | +{c['+']} −{c['-']} | {c['comment']}, {c['blank']} |" for f, c in stat.items()]
-    rows += [f"| **{len(stat)} files** | **+{plus} −{minus}** | {sum(c['comment'] for c in stat.values())}, "
-             f"{sum(c['blank'] for c in stat.values())} |"]
+    rows += [
+        f"| **{len(stat)} files** | **+{plus} −{minus}** | {sum(c['comment'] for c in stat.values())}, "
+        f"{sum(c['blank'] for c in stat.values())} |"
+    ]
     fx = stat.get("common/llguidance.cpp", {"+": 0, "comment": 0, "blank": 0})
     code_lines = fx["+"] - fx["comment"] - fx["blank"]
     ours = {k: comment_before(v) for k, v in QUOTED_AT.items()}
-    aborts = sum(1 for p in patch_files() for x in p.read_text(encoding="utf-8").splitlines()
-                 if x.startswith("-") and not x.startswith("---") and "GGML_ABORT" in x)
+    aborts = sum(
+        1
+        for p in patch_files()
+        for x in p.read_text(encoding="utf-8").splitlines()
+        if x.startswith("-") and not x.startswith("---") and "GGML_ABORT" in x
+    )
     longer = sum(max(0, ours[k] - GUIDE_QUOTED_COMMENTS[k]) for k in ours)
     checks = check_citations()
     held = [x for x in checks if x["holds"]]
     missed = [x for x in checks if x["holds"] is False]
     lines = [
         f"**The patches against the guide's diffstat.** `patches/0001-0003` come to **+{plus} −{minus}** in {len(stat)} files; the "
-        f"guide says \"{g_files} files, {g_plus} insertions, {g_minus} deletions\": {abs(plus - g_plus)} "
+        f'guide says "{g_files} files, {g_plus} insertions, {g_minus} deletions": {abs(plus - g_plus)} '
         f"{'more' if plus >= g_plus else 'fewer'} insertions and {abs(g_minus - minus)} {'fewer' if minus <= g_minus else 'more'} "
         f"deletion{'s' if abs(g_minus - minus) != 1 else ''}. The PR's own diff is in no source this suite can read (the guide gives only totals), so the difference "
         "cannot be traced line by line. What is known: the patches are this suite's rebuild of the PR from the code the guide "
@@ -167,7 +211,7 @@ def section_markdown() -> str:
         f"(4.5: {ours['4.5']} lines, the guide's {GUIDE_QUOTED_COMMENTS['4.5']}; 5.3's header of the probe: {ours['5.3']}, the guide's "
         f"{GUIDE_QUOTED_COMMENTS['5.3']}), which is {longer} of the {plus - g_plus} insertions; the rest lie where the guide quotes nothing "
         f"(the probe's body, the tests' helpers). In `common/llguidance.cpp` ours has {code_lines} lines of code against the "
-        f"guide's \"the fix itself is ~20 lines\", and {aborts} of its deletions reword `GGML_ABORT` messages, which the "
+        f'guide\'s "the fix itself is ~20 lines", and {aborts} of its deletions reword `GGML_ABORT` messages, which the '
         "guide does not mention.",
         "",
         *rows,
@@ -176,10 +220,23 @@ def section_markdown() -> str:
         f"llama-cpp-python vendors); the PR is based on `{PR_BASE}`, of which no copy is stored here, so the two cannot be "
         "diffed. Evidence: the patches apply to the tested tree with `--fuzz=0` (every hunk's context is there); of the "
         f"guide's {len(checks)} line citations into these files, {len(held)} land on the code it names in the tested tree"
-        + (": " + "; ".join(f"{x['citation'].file}:{'-'.join(map(str, sorted(set(x['citation'].lines))))} "
-                           f"({x['citation'].names}) is at {x['here']} here" for x in missed) if missed else "")
-        + ". A maintainer checks it in a checkout: `git diff " + PR_BASE + " " + (commit[:8] or "0c1e5709") + " -- "
-        + " ".join(FILES) + "`.",
+        + (
+            ": "
+            + "; ".join(
+                f"{x['citation'].file}:{'-'.join(map(str, sorted(set(x['citation'].lines))))} "
+                f"({x['citation'].names}) is at {x['here']} here"
+                for x in missed
+            )
+            if missed
+            else ""
+        )
+        + ". A maintainer checks it in a checkout: `git diff "
+        + PR_BASE
+        + " "
+        + (commit[:8] or "0c1e5709")
+        + " -- "
+        + " ".join(FILES)
+        + "`.",
         "",
         "**Against upstream today.** Upstream's current version of each file, as far as this machine can see it (the "
         "repository is too large to fetch; a search index stores one recent version of some files), read on 2026-12-02:",
@@ -189,7 +246,11 @@ def section_markdown() -> str:
         *[f"| `{f}` | `{c}` | {what} | {applies} |" for f, c, what, applies in UPSTREAM],
         "",
         "The order of these commits against the tested one is not known here, and nothing else of upstream could be "
-        "compared. In a checkout: `git diff " + (commit[:8] or "0c1e5709") + " origin/master -- " + " ".join(FILES) + "`.",
+        "compared. In a checkout: `git diff "
+        + (commit[:8] or "0c1e5709")
+        + " origin/master -- "
+        + " ".join(FILES)
+        + "`.",
     ]
     return "\n".join(lines) + "\n"
 
