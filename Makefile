@@ -64,14 +64,14 @@ MAKEOVERRIDES :=
 endif
 
 FORCE:
-.PHONY: FORCE all setup data models corpus-data corpus native server report matrix whatif gguf-fuzz bench quotes test test-swapped lab clean distclean help
+.PHONY: FORCE all setup data models corpus-data corpus native server report matrix whatif gguf-fuzz bench quotes lint test test-swapped lab clean distclean help
 .DELETE_ON_ERROR:
 
 all: report
 
 help:
 	@echo "make report   set up, fetch fixtures, run every notebook per vocab, write reports/"
-	@echo "make test     set up, fetch fixtures, run the test suite"
+	@echo "make test     set up, fetch fixtures, lint and type-check (make lint), run the test suite"
 	@echo "make setup    only the virtual environment (CUDA=1 for a GPU build of llama-cpp-python)"
 	@echo "make matrix MODELS=\"a.gguf b.gguf\" [N_GPU_LAYERS=99] [OVERRIDE=\"KEY=TYPE:VALUE\"]  the end-to-end matrix on your own GGUF models"
 	@echo "make whatif VOCAB=file.gguf [OVERRIDE=\"KEY=TYPE:VALUE ...\"]  every analysis on your own vocab or model, into reports/whatif/NAME/"
@@ -215,7 +215,19 @@ bench: data/vocabs/.complete data/native/.built data/native/server/.built data/m
 quotes: data/native/server/.built data/models/.fetched | $(SETUP)
 	$(BIN)/python -m llgbridge.quotes --out reports
 
+# the linter and the type checker (pinned in pyproject.toml, configured there), before the tests:
+# `make test` fails on either, so CI does
+define LINT
+$(BIN)/ruff check lib tests tools notebooks
+$(BIN)/ruff format --check lib tests tools
+$(BIN)/mypy
+endef
+
+lint: | $(SETUP)
+	$(LINT)
+
 test: data/vocabs/.complete data/native/.built data/native/server/.built data/models/.fetched data/schemas/.complete | $(SETUP)
+	$(LINT)
 	$(BIN)/python -m pytest
 
 test-swapped: data/vocabs/.complete data/native/.built data/schemas/.complete | $(SETUP)

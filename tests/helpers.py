@@ -72,8 +72,8 @@ def abort_notebook(tmp_path: Path) -> Path:
     nb = tmp_path / "nbs"
     nb.mkdir(exist_ok=True)
     code = (
-        "import llama_cpp\np = llama_cpp.llama_model_default_params()\np.vocab_only = True\n"
-        f"llama_cpp.llama_model_load_from_file({str(dup).encode()!r}, p)"
+        f"import llama_cpp\np = llama_cpp.llama_model_default_params()\np.vocab_only = "
+        f"True\nllama_cpp.llama_model_load_from_file({str(dup).encode()!r}, p)"
     )
     write_notebook(nb, "abort", code)
     return nb

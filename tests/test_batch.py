@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import PROGRAMS, abort_notebook, write_notebook
+
 from llgbridge import batch, run
 from llgbridge.paths import ROOT, VOCABS
 
@@ -77,8 +77,9 @@ def test_the_plan_runs_only_what_is_out_of_date(batched: Path, tmp_path: Path) -
 def test_a_crash_in_a_batch_ends_only_its_notebook(tmp_path: Path) -> None:
     nbs = abort_notebook(tmp_path)
     ok = (
-        "import json, pathlib\np = pathlib.Path(results_dir) / 'fine' / (vocab + '.json')\np.parent.mkdir(parents=True, exist_ok=True)\n"
-        "p.write_text(json.dumps({'status': 'ok', 'notebook': 'fine', 'vocab': vocab}))"
+        "import json, pathlib\np = pathlib.Path(results_dir) / 'fine' / (vocab + "
+        "'.json')\np.parent.mkdir(parents=True, exist_ok=True)\np.write_text(json.dumps({'status': 'ok', 'notebook': "
+        "'fine', 'vocab': vocab}))"
     )
     write_notebook(nbs, "fine", ok)
     out = subprocess.run(
@@ -113,8 +114,9 @@ def test_a_worker_that_dies_ends_only_its_inputs_runs(tmp_path: Path) -> None:
     nbs.mkdir()
     write_notebook(nbs, "killer", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")
     ok = (
-        "import json, pathlib\np = pathlib.Path(results_dir) / 'fine' / (vocab + '.json')\np.parent.mkdir(parents=True, exist_ok=True)\n"
-        "p.write_text(json.dumps({'status': 'ok', 'notebook': 'fine', 'vocab': vocab}))"
+        "import json, pathlib\np = pathlib.Path(results_dir) / 'fine' / (vocab + "
+        "'.json')\np.parent.mkdir(parents=True, exist_ok=True)\np.write_text(json.dumps({'status': 'ok', 'notebook': "
+        "'fine', 'vocab': vocab}))"
     )
     write_notebook(nbs, "fine", ok)
     res = tmp_path / "res"
@@ -152,12 +154,9 @@ def test_the_pool_takes_makes_job_slots_and_gives_them_back(tmp_path: Path) -> N
     """Under the real Make: -j3 lends two slots beyond the recipe's own, a plain make none, and
     -n runs nothing."""
     code = (
-        "from llgbridge.jobserver import Jobserver, make_flags\n"
-        "dry, jobs, flags = make_flags(); s = Jobserver(flags); u = s.usable; n = 0\n"
-        "while s.take(): n += 1\n"
-        "s.close(); t = Jobserver(flags); m = 0\n"
-        "while t.take(): m += 1\n"
-        "t.close(); print(dry, jobs, u, n, m)"
+        "from llgbridge.jobserver import Jobserver, make_flags\ndry, jobs, flags = make_flags(); s = Jobserver(flags); "
+        "u = s.usable; n = 0\nwhile s.take(): n += 1\ns.close(); t = Jobserver(flags); m = 0\nwhile t.take(): m += "
+        "1\nt.close(); print(dry, jobs, u, n, m)"
     )
     assert _make(tmp_path, ["-j3"], code).split() == ["False", "3", "True", "2", "2"]  # given back: taken again
     assert _make(tmp_path, [], code).split() == ["False", "None", "False", "0", "0"]

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import vocab
 from gguf import GGUFReader
 
-from conftest import vocab
 from llgbridge import bench, census
 from llgbridge.errors import InputError
 from llgbridge.gguf_meta import read_kv

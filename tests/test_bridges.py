@@ -6,8 +6,8 @@ from __future__ import annotations
 import gc
 
 import pytest
-
 from conftest import ALL_VOCABS, bridge, variant, vocab
+
 from llgbridge import bridges, guide
 from llgbridge.errors import InputError, LlgError
 from llgbridge.grammars import literal_grammar

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import vocab
+
 from llgbridge import census, guide
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import cloudpickle
 import pytest
-
 from conftest import variant
+
 from llgbridge import cluster, corpus, corpus_job, schemas
 
 VOCAB = ("llama-spm", "data/vocabs/ggml-vocab-llama-spm.gguf")

@@ -10,8 +10,8 @@ from __future__ import annotations
 from functools import cache
 
 import pytest
-
 from conftest import bridge, variant, vocab
+
 from llgbridge import exactness as ex
 
 INPUTS = ex.inputs(seed=0, n=300)

@@ -76,6 +76,6 @@ def test_a_dropped_fixture_named_as_a_real_model_is_refused_naming_both_files(tm
     [r] = fixtures.refused(tmp_path)
     assert r["vocab"] == "ggml-vocab-smollm2-135m.gguf" and "\n" not in r["error"]
     assert r["error"] == (
-        "refused file name: ggml-vocab-smollm2-135m.gguf claims the name 'smollm2-135m', which the real "
-        "model data/models/SmolLM2-135M-Instruct.Q4_1.gguf holds (it keeps it); rename the file"
+        "refused file name: ggml-vocab-smollm2-135m.gguf claims the name 'smollm2-135m', which the real model "
+        "data/models/SmolLM2-135M-Instruct.Q4_1.gguf holds (it keeps it); rename the file"
     )

@@ -10,9 +10,10 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-
 from conftest import variant
-from llgbridge import bridges, generate as G, grammars, synth
+
+from llgbridge import bridges, grammars, synth
+from llgbridge import generate as G
 from llgbridge.paths import ROOT
 from llgbridge.vocab import Vocab
 

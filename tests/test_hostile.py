@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 from gguf import Keys
-
 from helpers import PROGRAMS, SPM, abort_notebook, write_vocab
+
 from llgbridge import fixtures, params, paths, regen, report, results, run, synth, whatif
 from llgbridge.errors import InputError, cause_line
 from llgbridge.paths import RESULTS, ROOT, VOCABS, vocab_path
@@ -386,7 +386,8 @@ def test_8_run_refuses_before_any_kernel(capsys: pytest.CaptureFixture[str]) -> 
     assert run.main(["forced", "llama-spm", "-p", "max_steps", "-5"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err == [
-        "[forced] llama-spm: parameter colour: forced has no such parameter (it takes vocab, vocab_path, overrides, literal, bridges, max_steps, results_dir)",
+        "[forced] llama-spm: parameter colour: forced has no such parameter (it takes vocab, vocab_path, overrides, "
+        "literal, bridges, max_steps, results_dir)",
         "[forced] llama-spm: parameter max_steps: must be at least 1, got -5",
     ]
 
@@ -495,8 +496,8 @@ def test_r3_16_a_long_params_reaches_whatif_whole(tmp_path: Path) -> None:
     )
     assert out.returncode == 2, out.stderr[-500:]
     assert out.stderr.splitlines()[0] == (
-        "whatif: parameter nosuch: no analysis notebook takes it (census, leak, forced, probe, "
-        "exactness, soundness, matrix, native, server)"
+        "whatif: parameter nosuch: no analysis notebook takes it (census, leak, forced, probe, exactness, soundness, "
+        "matrix, native, server)"
     ), out.stderr[-500:]
 
 

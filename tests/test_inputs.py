@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from gguf import Keys
-
 from conftest import bridge
+from gguf import Keys
 from helpers import SPM, write_notebook, write_vocab
-from llgbridge import bridges, generate as G, gguf_fuzz, run
+
+from llgbridge import bridges, gguf_fuzz, run
+from llgbridge import generate as G
 from llgbridge.errors import InputError
 from llgbridge.paths import vocab_path
 from llgbridge.vocab import Vocab

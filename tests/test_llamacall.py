@@ -10,8 +10,8 @@ from array import array
 
 import llama_cpp
 import pytest
-
 from conftest import vocab
+
 from llgbridge import _llamacall
 from llgbridge.vocab import MAX_PIECE
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import bridge
+
 from llgbridge import maskpath
 from llgbridge.grammars import LEAK_GRAMMAR
 

@@ -7,12 +7,12 @@ go through llguidance: Python's `re` over the bytes llama.cpp gives.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from functools import cache
+from pathlib import Path
 
 import pytest
-
 from conftest import bridge, variant, vocab
+
 from llgbridge import bridges as B
 from llgbridge import grammars, guide, masks
 
@@ -124,6 +124,7 @@ def test_one_bridges_error_costs_only_its_row_on_an_all_control_vocab(tmp_path: 
     import json
 
     from helpers import all_control, write_vocab
+
     from llgbridge import nb, results, run
     from llgbridge.vocab import Vocab
 

@@ -177,7 +177,8 @@ v = Vocab(path, "smollm2-135m")
 case = G.CASES["json_enum"]
 r = G.run_case(llm, path.name, v, False, bridges.build(v, "fixed"), case, max_tokens=24,
                prompt=G.case_prompt(llm, case, instruct=True))
-print(json.dumps({"extra_bufts": bool(llm.model_params.use_extra_bufts), **r.row(), "output": r.output}))  # a real model's text is not in its row
+# a real model's text is not in its row
+print(json.dumps({"extra_bufts": bool(llm.model_params.use_extra_bufts), **r.row(), "output": r.output}))
 """
 
 
@@ -233,7 +234,8 @@ def test_a_users_quantized_model_runs_through_make_matrix(tmp_path: Path) -> Non
 
 
 def test_an_architecture_llama_cpp_cannot_run_is_one_line_naming_it(tmp_path: Path) -> None:
-    from llgbridge import generate as G, synth
+    from llgbridge import generate as G
+    from llgbridge import synth
 
     # a runnable model whose general.architecture names one llama.cpp does not know
     data = synth.ensure_model("llama-bpe").read_bytes()

@@ -270,9 +270,8 @@ def test_an_uncaught_exception_keeps_its_type_and_what() -> None:
     """libstdc++'s terminate handler writes the type, then `what():` on the next line (cut off at the
     quote when the streams interleave); the cause keeps both, addresses and pids taken out."""
     full = (
-        "terminate called after throwing an instance of 'std::out_of_range'\n"
-        "  what():  vector::_M_range_check: __n (which is 5) >= this->size() (which is 3)\n"
-        "[Inferior 1 (process 6572) detached]\n"
+        "terminate called after throwing an instance of 'std::out_of_range'\n  what():  vector::_M_range_check: __n "
+        "(which is 5) >= this->size() (which is 3)\n[Inferior 1 (process 6572) detached]\n"
     )
     assert (
         native.crash_cause(full, 134)
@@ -296,7 +295,7 @@ def test_a_path_with_a_space_is_refused_in_one_line_before_make_runs(tmp_path: P
     with pytest.raises(RuntimeError) as e:
         native.run_make(bad / "Makefile", [f"OUT={bad}"], "native build")
     assert str(e.value) == (
-        f"native build refused: {str(bad / 'Makefile')!r} has a space in it, which make cannot quote "
-        "in a file name; move the checkout (or the venv) to a path without one"
+        f"native build refused: {str(bad / 'Makefile')!r} has a space in it, which make cannot quote in a file name; "
+        f"move the checkout (or the venv) to a path without one"
     )
     assert not (bad / "marker").exists()

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 from gguf import Keys
-
 from helpers import write_vocab
+
 from llgbridge import generate, models, native, nb, overrides, params, results, serving
 from llgbridge import server as S
 from llgbridge.census import run_census
@@ -90,8 +90,8 @@ def test_an_override_llama_cpp_never_reads_or_reads_as_another_type_is_refused(g
     with pytest.raises(InputError) as e:
         Vocab(gemma, "x", ["tokenizer.ggml.nonesuch=bool:true"])
     assert str(e.value) == (
-        "override 'tokenizer.ggml.nonesuch=bool:true': llama.cpp never read tokenizer.ggml.nonesuch "
-        "while loading gemma-3-270m-q4_k_m.gguf: the override changes nothing there"
+        "override 'tokenizer.ggml.nonesuch=bool:true': llama.cpp never read tokenizer.ggml.nonesuch while loading "
+        "gemma-3-270m-q4_k_m.gguf: the override changes nothing there"
     )
     with pytest.raises(InputError) as e:
         Vocab(gemma, "x", ["tokenizer.ggml.add_space_prefix=int:1"])
@@ -172,7 +172,8 @@ def test_the_report_refuses_a_plain_result_copied_onto_the_overridden_input(tmp_
     (tmp_path / "census" / f"{NAME}.json").write_text(json.dumps(r))
     ok, failed = results.load(tmp_path, "census")
     assert ok == [] and [f["error"] for f in failed] == [
-        f"stale result: it was made without the override {SPACE}, which this input is loaded with; make report reruns it"
+        f"stale result: it was made without the override {SPACE}, which this input is loaded with; make report reruns "
+        f"it"
     ]
 
 

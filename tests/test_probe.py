@@ -4,8 +4,8 @@ fixed bridge makes of it. Figures are the guide's (5.1: `"The"` -> `[450] ' The'
 from __future__ import annotations
 
 import pytest
-
 from conftest import bridge, vocab
+
 from llgbridge import probe
 
 

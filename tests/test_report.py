@@ -18,8 +18,8 @@ from urllib.parse import urlparse
 import html5lib
 import pandas as pd
 import pytest
-
 from conftest import bridge, vocab
+
 from llgbridge import census, guide, masks, nb, probe, report
 from llgbridge.grammars import FORCED_LITERAL, LEAK_GRAMMAR
 from llgbridge.paths import ROOT, write_json
@@ -100,8 +100,8 @@ def test_the_verdict_answers_from_the_results(results: Path) -> None:
     assert "so masks admit whitespace the grammar forbids) hits **2 of 2 vocabs**: llama-bpe, bert-bge." in text
     # guide 7.2's mechanism on a WPM vocab: upstream's forced mask admits a token that is no prefix
     assert (
-        "generation runs unconstrained) hits **1 of 2 vocabs**: bert-bge. Beyond the guide, which names SentencePiece only: bert-bge (WPM)."
-        in text
+        "generation runs unconstrained) hits **1 of 2 vocabs**: bert-bge. Beyond the guide, which names SentencePiece "
+        "only: bert-bge (WPM)." in text
     )
     assert "**The fix repairs all 2** affected vocabs" in text
     assert "on **1 of 2 vocabs**: bert-bge" in text  # the probe fails on bert-bge, so the fix tokenizes greedily
@@ -347,7 +347,8 @@ _ROWS = {
             "forced_bad": 0,
             "tok_eos": -1,
             "pr_test_llg_error": "NoExtensionBias",
-            "pr_test_failure": "test-grammar-llguidance.cpp:1236: Assertion `cur[tok_arr.selected].id == tok_eos' failed.",
+            "pr_test_failure": "test-grammar-llguidance.cpp:1236: Assertion `cur[tok_arr.selected].id == "
+            "tok_eos' failed.",
         },
     ),
     "llama-spm": (

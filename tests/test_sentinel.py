@@ -7,9 +7,9 @@ vocab: same tokens for the same bytes, same token table, same refusals with the 
 from __future__ import annotations
 
 import pytest
+from conftest import bridge, variant, vocab
 from llguidance.llamacpp import lltokenizer_from_vocab
 
-from conftest import bridge, variant, vocab
 from llgbridge import exactness as ex
 from llgbridge.bridges import build
 from llgbridge.errors import InputError

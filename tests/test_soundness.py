@@ -10,8 +10,8 @@ from __future__ import annotations
 from functools import cache
 
 import pytest
-
 from conftest import bridge, variant, vocab
+
 from llgbridge import grammars, guide, soundness
 from llgbridge.native.trace import MIXED_QUANTIFIERS  # llama.cpp's own "mixed quantifiers" test grammar
 

@@ -39,8 +39,8 @@ class Outcomes:
 o = Outcomes()
 pytest.main(["-q", "-m", "guards", "--tb=line", "-p", "no:cacheprovider", *sys.argv[1:]], plugins=[o])
 print(
-    f"\nswapped bridges: {len(o.caught)} guards tests failed on an assertion as they must, "
-    f"{len(o.passed)} still passed, {len(o.other)} failed otherwise or were skipped"
+    f"\nswapped bridges: {len(o.caught)} guards tests failed on an assertion as they must, {len(o.passed)} still "
+    f"passed, {len(o.other)} failed otherwise or were skipped"
 )
 for n in o.passed:
     print(f"  DOES NOT CATCH ITS BUG: {n}")

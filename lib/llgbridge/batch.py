@@ -100,7 +100,7 @@ def notebook_worker(out_root: Path | None, results: Path | None, notebooks: Path
     """What a pool worker runs (`pool.run`): one `run.Worker` (one kernel) for every input it is
     handed, each input's analyses in turn, each run's status sent as it ends."""
     fast_imports()
-    import nbclient, nbconvert, papermill  # noqa: F401, E401 - counted as the worker's start-up
+    import nbclient  # noqa: F401, E401 - counted as the worker's start-up
 
     os.environ["MAKEFLAGS"] = ""  # the kernels run no Make, and must not see its job slots
     # stopped by the pool (an interrupted make): leave through Worker.__exit__, which stops the kernel
@@ -206,8 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     todo = {v: list(p) for v, p in plans.items()}
     plan_s = time.monotonic() - t0
     dry, jobs, flags = make_flags()
-    for v, why in plans.items():
-        print(f"[{v}] " + ", ".join(f"{n} ({reason})" for n, reason in why.items()), flush=True)
+    for v, reasons in plans.items():
+        print(f"[{v}] " + ", ".join(f"{n} ({reason})" for n, reason in reasons.items()), flush=True)
     if dry:
         return 0
     failed = 0

@@ -35,7 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,8 +46,8 @@ import pandas as pd
 from tqdm import tqdm
 
 from . import _llamacall, bridges, corpus, generate, loadtest, maskpath, models, native, params, quotes, regen, synth
-from .census import classify, detokenize_mechanisms, loaded_meta, observed_add_space_prefix, run_census
 from .cbuild import llama_dirs
+from .census import classify, detokenize_mechanisms, loaded_meta, observed_add_space_prefix, run_census
 from .census_worker import now
 from .errors import InputError
 from .gguf_meta import check_tokenizer, read_kv, read_meta
@@ -281,11 +281,11 @@ def median_parts(runs: list[Run]) -> dict[str, float]:
     return {k: statistics.median(r.parts()[k] for r in runs) for k, _ in PARTS}
 
 
-def _frame(columns: list[str], rows: list[list[object]]) -> Any:
+def _frame(columns: list[str], rows: Sequence[Sequence[object]]) -> Any:
     return pd.DataFrame([[str(x) for x in r] for r in rows], columns=columns)
 
 
-def _table(columns: list[str], rows: list[list[object]]) -> Any:
+def _table(columns: list[str], rows: Sequence[Sequence[object]]) -> Any:
     return Table(_frame(columns, rows))
 
 
@@ -881,7 +881,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--corpus-vocabs",
         metavar="NAMES",
-        help="the corpus sample's vocabs, space-separated, for its mask-time figure (default: those with a corpus result)",
+        help=(
+            "the corpus sample's vocabs, space-separated, for its mask-time figure (default: those with a corpus "
+            "result)"
+        ),
     )
     ap.add_argument(
         "--only",

@@ -138,7 +138,9 @@ class Bridge:
         parse_special=true)` (common/llguidance.cpp:123-137)."""
         return self.vocab.tokenize(data, add_special=False, parse_special=self.parse_special)
 
-    def _tokenize_cb(self, _user: int, data: ctypes.c_void_p, n: int, out: ctypes.c_void_p, out_len: int) -> int:
+    def _tokenize_cb(
+        self, _user: int, data: ctypes.c_void_p, n: int, out: ctypes._Pointer[ctypes.c_uint32], out_len: int
+    ) -> int:
         # returns the number of tokens needed, which may exceed out_len (llguidance asks again)
         try:
             toks = self.tokenize_fn(ctypes.string_at(data, n))
@@ -281,11 +283,11 @@ CANDIDATES: tuple[str, ...] = ("nospecial", "failclosed")  # patches/candidates/
 NAMES: tuple[str, ...] = (*VARIANTS, *CANDIDATES, "truth")
 
 
-def variant(name: str) -> type[Bridge]:
+def variant(name: str) -> Callable[[Vocab], Bridge]:
     """The class of the bridge called `name`; the one place a bridge name is checked."""
     from .sentinel import Sentinel  # sentinel.py builds on Bridge, so it imports this module
 
-    classes: dict[str, type[Bridge]] = {
+    classes: dict[str, Callable[[Vocab], Bridge]] = {
         "upstream": Upstream,
         "fixed": Fixed,
         "sentinel": Sentinel,

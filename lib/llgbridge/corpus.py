@@ -451,8 +451,8 @@ def refuse_overridden(vocab: str, path: str = "") -> None:
     if kv:
         raise InputError(
             vocab,
-            f"is loaded with the key override {', '.join(kv)}, which the corpus's jobs do not carry: "
-            "run the corpus on the plain file",
+            f"is loaded with the key override {', '.join(kv)}, which the corpus's jobs do not carry: run the corpus on "
+            f"the plain file",
         )
 
 

@@ -29,9 +29,9 @@ But:
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from collections.abc import Callable
 from typing import Any
 
 from .bridges import Bridge, build

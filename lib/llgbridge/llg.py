@@ -23,6 +23,7 @@ import importlib.util
 import os
 import time
 import weakref
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from ctypes import (
@@ -41,7 +42,6 @@ from ctypes import (
 )
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 

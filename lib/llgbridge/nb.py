@@ -102,7 +102,7 @@ def between_notebooks() -> None:
     if ip is None:
         return
     collect = gc.collect
-    gc.collect = lambda *a, **k: 0  # type: ignore[assignment]
+    gc.collect = lambda *a, **k: 0
     try:
         ip.reset(new_session=False)
     finally:

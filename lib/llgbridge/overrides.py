@@ -112,8 +112,8 @@ def parse(text: str | Override) -> Override:
     if any(c in value for c in '\0\n\r,"'):
         raise _refuse(
             text,
-            "the value holds a comma, a quote, a newline or a NUL byte, which llama-server's "
-            "--override-kv would split or cut",
+            "the value holds a comma, a quote, a newline or a NUL byte, which llama-server's --override-kv would split "
+            "or cut",
         )
     return Override(key, kind, value)
 
@@ -125,7 +125,9 @@ def parse_all(texts: Iterable[str | Override]) -> tuple[Override, ...]:
     for t in texts:
         o = parse(t)
         if o.key in got:
-            raise _refuse(t, f"{o.key} is overridden twice ({got[o.key].text} and {o.text}); llama.cpp would keep one")
+            raise _refuse(
+                str(t), f"{o.key} is overridden twice ({got[o.key].text} and {o.text}); llama.cpp would keep one"
+            )
         got[o.key] = o
     return tuple(got[k] for k in sorted(got))
 

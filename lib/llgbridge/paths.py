@@ -56,8 +56,8 @@ def name_problem(name: object) -> str:
     if _SAFE_NAME.fullmatch(name):
         return ""
     return (
-        f"{name!r} is not a usable input name (letters, digits, '.', '_', '+' and '-', at most 128, "
-        "starting with a letter or digit)"
+        f"{name!r} is not a usable input name (letters, digits, '.', '_', '+' and '-', at most 128, starting with a "
+        f"letter or digit)"
     )
 
 

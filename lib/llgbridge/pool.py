@@ -222,7 +222,9 @@ def run(
             want_slot = slots is not None and slots.usable and len(procs) < workers and len(todo) > len(idle)
             ready = set(
                 wait(
-                    [w.conn for w in procs] + [w.proc.sentinel for w in procs] + ([slots.rfd] if want_slot else []),
+                    [w.conn for w in procs]
+                    + [w.proc.sentinel for w in procs]
+                    + ([slots.rfd] if slots is not None and want_slot else []),
                     timeout=min(heartbeat, 0.5 if want_slot else heartbeat),
                 )
             )

@@ -51,9 +51,8 @@ def quote(name: str, max_tokens: int = 64) -> dict[str, Any]:
     """The two cases through the upstream and the fixed llama-server on input `name` (a model of
     `models.overridden()`); InputError when the model or the servers are missing."""
     from . import generate as G
-    from . import models
+    from . import models, serving
     from . import server as S
-    from . import serving
     from .vocab import Vocab
 
     status, why = S.built()

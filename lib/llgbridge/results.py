@@ -373,8 +373,8 @@ def _input_sha256(f: Path) -> str | None:
     if then is not None and then != now:
         raise InputError(
             f,
-            f"changed while the analysis ran (sha256 {then[:12]}… when loaded, {now[:12]}… now): "
-            "its result is not written; run it again",
+            f"changed while the analysis ran (sha256 {then[:12]}… when loaded, {now[:12]}… now): its result is not "
+            f"written; run it again",
         )
     return now
 
@@ -437,7 +437,7 @@ def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
     if prov.get("code") != code_version(analysis):
         return "its code changed"
     recorded = [_resolve(str(i.get("path"))) for i in prov.get("inputs") or [] if isinstance(i, dict)]
-    params = prov.get("params") if isinstance(prov.get("params"), dict) else {}
+    params: dict[str, Any] = prov["params"] if isinstance(prov.get("params"), dict) else {}
     expected = input_files({**params, "vocab": r.get("vocab")})
     if [p.resolve() for p in recorded] != [p.resolve() for p in expected]:
         # a result copied or renamed onto another input: it measured the file it names, not this one

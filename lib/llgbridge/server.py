@@ -505,7 +505,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("command", choices=["build"])
     ap.parse_args(argv)
     print(
-        f"[server] building llama-server (upstream and fixed) against llguidance {venv_llguidance()} and {LLG_PINNED} ...",
+        f"[server] building llama-server (upstream and fixed) against llguidance {venv_llguidance()} and {LLG_PINNED} "
+        f"...",
         flush=True,
     )
     s = build()

@@ -48,9 +48,9 @@ from typing import Any
 from . import generate as G
 from . import params as P
 from . import server as S
-from .native import special_literal, special_text
 from .errors import InputError, first_line
 from .grammars import json_grammar, literal_grammar
+from .native import special_literal, special_text
 from .overrides import Override, check_log, model_label, server_args
 from .vocab import Vocab
 
@@ -86,8 +86,8 @@ CONTENT_RULES: dict[str, str] = {
     "utf8": "bytes that are not valid UTF-8 reach the client as U+FFFD, one per maximal invalid sequence "
     "(nlohmann::json's error_handler_t::replace in dump_safe), as Python's errors='replace' decodes them",
     "chat": "on /v1/chat/completions the message content is what llama.cpp's chat parser keeps of the generated "
-    "text (for a json_schema response_format, the JSON: whitespace before it and a ```json fence around it "
-    "are dropped), so it is a contiguous part of the tokens' text",
+    "text (for a json_schema response_format, the JSON: whitespace before it and a ```json fence around it are "
+    "dropped), so it is a contiguous part of the tokens' text",
 }
 
 
@@ -120,9 +120,9 @@ def special_case(vocab: Vocab) -> G.Case | None:
     return G.Case(
         SPECIAL_CASE,
         literal_grammar(literal),
-        lambda s, lit=literal: s == lit,
+        literal.__eq__,
         f"a literal spelling the special token {text!r} as text",
-        lambda s, lit=literal: lit.startswith(s),
+        literal.startswith,
     )
 
 
@@ -152,7 +152,7 @@ def special_pattern_case(vocab: Vocab) -> G.Case | None:
         json_grammar(schema),
         check,
         f"a json_schema string whose pattern spells the special token {special_text(vocab)!r}",
-        lambda s, w=want: w.startswith(s),
+        want.startswith,
     )
 
 
@@ -687,7 +687,7 @@ def differential(matrix: dict[str, Any], served: dict[str, Any]) -> list[DiffCel
     return sorted(out, key=lambda d: (d.model, d.case, d.sampler))
 
 
-def payload(model: Path, run: "Run", settings: dict[str, Any]) -> dict[str, Any]:
+def payload(model: Path, run: Run, settings: dict[str, Any]) -> dict[str, Any]:
     """The server notebook's result (`results.SCHEMAS["server"]`): the settings, each case's prompt
     and how it was sent, a row per (llguidance, sampler, case), the tokens, the load test, the
     builds' sha256 (so a rebuilt server makes the result stale), and the timings kept apart."""
@@ -886,7 +886,10 @@ def curl_for(endpoint: str, body: dict[str, Any], base: str = "http://127.0.0.1:
     """A request as a maintainer pastes it into a shell."""
     import shlex
 
-    return f"curl -s {base}{endpoint} -H 'Content-Type: application/json' -d {shlex.quote(json.dumps(body, ensure_ascii=False))}"
+    return (
+        f"curl -s {base}{endpoint} -H 'Content-Type: application/json' -d "
+        f"{shlex.quote(json.dumps(body, ensure_ascii=False))}"
+    )
 
 
 def run(
@@ -933,7 +936,8 @@ def run(
     vocab.require_text()
     if special_case(vocab) is None and any(c in SPECIAL_CASES for c in cases):
         say(
-            f"{name}: no end-of-turn token with printable text: {', '.join(c for c in cases if c in SPECIAL_CASES)} left out"
+            f"{name}: no end-of-turn token with printable text: {', '.join(c for c in cases if c in SPECIAL_CASES)} "
+            f"left out"
         )
         cases = [c for c in cases if c not in SPECIAL_CASES]
     llm = G.load_model(
@@ -1030,16 +1034,16 @@ def run(
                     ]
                     say(
                         f"  load round {k}: {x.requests} requests over {x.parallel} slots: {x.violations} violations, "
-                        f"{x.judge_disagrees} judge disagreements, {x.differ_from_sequential} differ from one at a time, "
-                        f"healthy after: {x.healthy_after}"
+                        f"{x.judge_disagrees} judge disagreements, {x.differ_from_sequential} differ from one at a "
+                        f"time, healthy after: {x.healthy_after}"
                     )
     disputed = [r for r in rows if r.outcome == DISAGREES] + disputed
     if disputed:
         r = disputed[0]
         raise JudgeDisagrees(
             f"server on {name}",
-            f"the judge and the server disagree on {r.sampler}-{r.llguidance} {r.case} "
-            f"({r.content_match}); {len(disputed)} answer(s) so, nothing of this run is published",
+            f"the judge and the server disagree on {r.sampler}-{r.llguidance} {r.case} ({r.content_match}); "
+            f"{len(disputed)} answer(s) so, nothing of this run is published",
         )
     spec = special_case(vocab) if SPECIAL_CASE in cases else None
     return Run(

@@ -68,7 +68,7 @@ def show_list(items_json: str) -> str:
     return ", ".join(show_text(x) if isinstance(x, str) else str(x) for x in items)
 
 
-def shown_frame(df: "pd.DataFrame") -> "pd.DataFrame":
+def shown_frame(df: pd.DataFrame) -> pd.DataFrame:
     """A table with its byte-like columns rendered by `show` (blank cells stay blank)."""
     out = df.astype(object).where(df.notna(), "").copy()
     for col in out.columns:

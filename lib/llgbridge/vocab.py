@@ -221,8 +221,8 @@ class Vocab:
         if not self.has_text:
             raise InputError(
                 self.path,
-                f"no token has text: all {self.n_tokens} tokens are control or unknown tokens "
-                "(every piece is empty), so no grammar can be followed and no bridge judged",
+                f"no token has text: all {self.n_tokens} tokens are control or unknown tokens (every piece is empty), "
+                f"so no grammar can be followed and no bridge judged",
             )
 
     # -- conversions -------------------------------------------------------------------------
@@ -267,7 +267,8 @@ class Vocab:
             if n < 0:
                 raise InputError(
                     self.path,
-                    f"token {t} piece is {-n} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream aborts)",
+                    f"token {t} piece is {-n} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream "
+                    f"aborts)",
                 )
             yield bytes(view[:n])
 
@@ -294,18 +295,21 @@ class Vocab:
                 if n < 0:
                     raise InputError(
                         self.path,
-                        f"token {t} piece is {-n} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream aborts)",
+                        f"token {t} piece is {-n} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream "
+                        f"aborts)",
                     )
                 if m < 0:
                     raise InputError(
                         self.path,
-                        f"detokenize needs {-m} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream aborts)",
+                        f"detokenize needs {-m} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream "
+                        f"aborts)",
                     )
                 k = tp(vp, t, lstripped, MAX_PIECE, 1, False)
                 if k < 0:
                     raise InputError(
                         self.path,
-                        f"token {t} piece is {-k} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream aborts)",
+                        f"token {t} piece is {-k} bytes, longer than the bridge's {MAX_PIECE}-byte buffer (upstream "
+                        f"aborts)",
                     )
                 out.append((t, bytes(pv[:n]), bytes(dv[:m]), bytes(lv[:k])))
                 detok[:] = piece  # restore the invariant

@@ -4,8 +4,9 @@
     make whatif VOCAB=path/to/file.gguf [PARAMS='-p grammar "start: /[a-z]+/"'] [OVERRIDE="KEY=TYPE:VALUE ..."]
 
 Runs the census, leak, forced-mask, probe, exactness, soundness and native notebooks on the file,
-and the matrix and the real llama-server on a synthetic model made from its tokenizer, then writes a self-contained report under
-`reports/whatif/NAME/` (index.html, pr-review-tables.md, tables/*.csv, the executed notebooks).
+and the matrix and the real llama-server on a synthetic model made from its tokenizer, then
+writes a self-contained report under `reports/whatif/NAME/` (index.html, pr-review-tables.md,
+tables/*.csv, the executed notebooks).
 The main report is not touched. A `-p` parameter goes to every notebook that has it.
 
 With llama.cpp's key overrides (`OVERRIDE`, as `--override-kv` takes them), every analysis loads
@@ -70,10 +71,10 @@ def _plan(path: Path, name: str, params: dict[str, object], models_dir: Path) ->
     return runs
 
 
-def _run_all(name: str, runs: list[tuple[str, dict[str, object]]], out: Path) -> list[dict[str, object]]:
+def _run_all(name: str, runs: list[tuple[str, dict[str, object]]], out: Path) -> list[run.RunStatus]:
     """Every analysis in one kernel (run.Worker): the file is loaded and its bridges built once (the
     kernel's output goes to a log meanwhile: `w.say` is the terminal). Each status keeps its wall."""
-    statuses: list[dict[str, object]] = []
+    statuses: list[run.RunStatus] = []
     with run.Worker(out, out / "results") as w:
         for i, (nb, p) in enumerate(runs, 1):
             w.say(f"[whatif {name} {i}/{len(runs)}] {nb} ...")
@@ -88,7 +89,7 @@ def whatif(
     out: Path | None = None,
     models_dir: Path | None = None,
     overrides: list[str] | None = None,
-) -> list[dict[str, object]]:
+) -> list[run.RunStatus]:
     """Run every analysis on `path`; the report goes to `out` (default reports/whatif/NAME).
 
     With llama.cpp's key `overrides` (KEY=TYPE:VALUE), every load takes them, the same analyses
@@ -151,9 +152,9 @@ def whatif(
     return statuses
 
 
-def _server_wall(statuses: list[dict[str, object]]) -> float:
+def _server_wall(statuses: list[run.RunStatus]) -> float:
     """Seconds the server analysis ran (the longest part of a what-if), from its status's timing."""
-    return sum(float((st.get("timing") or {}).get("wall", 0.0)) for st in statuses if st.get("notebook") == "server")  # type: ignore[union-attr]
+    return sum(float((st.get("timing") or {}).get("wall", 0.0)) for st in statuses if st.get("notebook") == "server")
 
 
 # the columns that say which row a table's row is (the rest are what was measured)
@@ -208,11 +209,12 @@ def _frame(p: Path) -> Any:
 
 def table_changes(
     with_dir: Path, without_dir: Path, rename: dict[str, str]
-) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(one row per table: rows compared, rows and cells that moved; one row per moved cell), the
     overridden report's tables (`with_dir/*.csv`) against the plain file's (`without_dir`), its
     names mapped to the overridden ones (`rename`) so the same row meets itself."""
-    summary, cells = [], []
+    summary: list[dict[str, Any]] = []
+    cells: list[dict[str, Any]] = []
     for p in sorted(with_dir.glob("*.csv")):
         q = without_dir / p.name
         if not q.exists():

@@ -77,7 +77,9 @@ TEST_TIMEOUT = 600  # seconds for one test binary on one vocab; gemma-4 (262k to
 # llguidance as llama.cpp links it (common/CMakeLists.txt: GIT_TAG d795912f..., "v1.0.1")
 LLG_PINNED = "1.0.1"
 LLG_WHEELS = {  # the wheel pip picks here, and its sha256 as the registry serves it
-    "llguidance-1.0.1-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl": "945ab9c077d35dc8c6a603ea6a3e4f5ba2deeae80a0b3cbfbedd142881fb4262",
+    "llguidance-1.0.1-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl": (
+        "945ab9c077d35dc8c6a603ea6a3e4f5ba2deeae80a0b3cbfbedd142881fb4262"
+    ),
 }
 LLG_DIR = NATIVE / f"llguidance-{LLG_PINNED}"
 
@@ -302,8 +304,8 @@ def run_make(makefile: Path, args: list[str], what: str, jobs: int | None = None
     if bad := make_unsafe_path(makefile, args):
         ch = _MAKE_UNSAFE.search(bad)[0]  # type: ignore[index]
         raise RuntimeError(
-            f"{what} refused: {bad!r} has {'a space' if ch == ' ' else repr(ch)} in it, which make cannot "
-            "quote in a file name; move the checkout (or the venv) to a path without one"
+            f"{what} refused: {bad!r} has {'a space' if ch == ' ' else repr(ch)} in it, which make cannot quote in a "
+            f"file name; move the checkout (or the venv) to a path without one"
         )
     r = subprocess.run(
         ["make", "-s", "-f", str(makefile), f"-j{jobs or os.cpu_count() or 1}", *args], capture_output=True, text=True

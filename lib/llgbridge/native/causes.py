@@ -24,9 +24,12 @@ from .logs import TestRun
 # rule -> what it recognises (the report lists each with the vocabs it named)
 RULES: dict[str, str] = {
     "space_tokens": "test_no_space_tokens: the mask at position 0 allows tokens whose real piece has a space (bug A)",
-    "forced_not_prefix": "test_forced_mask_bytes: the forced literal's mask allows a token that is no prefix of it (bug B)",
-    "llg_limit": "a string test failed after the sampler hit one of llguidance's limits and dropped its grammar (bug D)",
-    "string_not_spelled": "a string test failed on a string common_tokenize cannot spell byte for byte on this vocab (guide 7.3)",
+    "forced_not_prefix": "test_forced_mask_bytes: the forced literal's mask allows a token that is no prefix "
+    "of it (bug B)",
+    "llg_limit": "a string test failed after the sampler hit one of llguidance's limits and dropped its "
+    "grammar (bug D)",
+    "string_not_spelled": "a string test failed on a string common_tokenize cannot spell byte for byte on this "
+    "vocab (guide 7.3)",
     "llg_dropped": "a string test failed after the sampler dropped its grammar on a llguidance error",
     "no_eos": "test_sampler_chain indexes cur[tok_eos] with tok_eos = -1: the vocab has neither EOT nor EOS",
     "eos_not_selected": "test_sampler_chain: the chain did not select tok_eos at the end of its input",
@@ -77,12 +80,13 @@ def classify(run: TestRun, vocab: Any, tok_eos: int) -> tuple[str, str]:
     if "bad_space == 0" in a:
         return (
             "space_tokens",
-            f"test_no_space_tokens: {run.space_bad} of {run.space_allowed} allowed tokens have a space in their piece (bug A)",
+            f"test_no_space_tokens: {run.space_bad} of {run.space_allowed} allowed tokens have a space in their piece "
+            f"(bug A)",
         )
     if "bad_forced == 0" in a:
         return "forced_not_prefix", (
-            f"test_forced_mask_bytes: {run.forced_bad} of {run.forced_allowed} allowed tokens are no prefix of "
-            "the literal (bug B)"
+            f"test_forced_mask_bytes: {run.forced_bad} of {run.forced_allowed} allowed tokens are no prefix of the "
+            f"literal (bug B)"
         )
     string = _failed_string(fail)
     where = fail.split(" in ", 1)[-1] if " in '" in fail else "a string test"
@@ -100,8 +104,8 @@ def classify(run: TestRun, vocab: Any, tok_eos: int) -> tuple[str, str]:
             from ..show import show
 
             return "string_not_spelled", (
-                f"common_tokenize spells {show(string.encode())} as {show(spelled)} on this vocab, so the "
-                f"test cannot express it ({fail})"
+                f"common_tokenize spells {show(string.encode())} as {show(spelled)} on this vocab, so the test cannot "
+                f"express it ({fail})"
             )
         if err:
             return "llg_dropped", f"the sampler dropped its grammar on a llguidance error ({err[:80]}), then {fail}"

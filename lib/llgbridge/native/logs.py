@@ -195,12 +195,11 @@ def llg_errors(lines: list[str]) -> str:
 # ggml's abort handler runs gdb, whose chatter ends the output ("[Inferior 1 (process 6572)
 # detached]"): none of it says why, and its ids differ from run to run
 _NOISE = re.compile(
-    r"^(?:#\d|\[|\(gdb\)|0x[0-9a-f]|Using host libthread_db|warning: |stack backtrace:|note: |"
-    r"\s+at |\s*\d+: 0x|@)"
+    r"^(?:#\d|\[|\(gdb\)|0x[0-9a-f]|Using host libthread_db|warning: |stack backtrace:|note: |\s+at |\s*\d+: 0x|@)"
 )
 _OOM = re.compile(
-    r"std::bad_alloc|memory allocation of \d+ bytes failed|Cannot allocate memory|out of memory|"
-    r"failed to allocate|MemoryError",
+    r"std::bad_alloc|memory allocation of \d+ bytes failed|Cannot allocate memory|out of memory|failed to "
+    r"allocate|MemoryError",
     re.I,
 )
 _SIGNALS = {

@@ -7,8 +7,9 @@ Writes, each through a temporary name, under the output folder (default `reports
 verdict, the repro commands, what was tested, and the guide's tables in the guide's order), one
 page per vocab (`vocab/NAME.html`), `pr-comment.md` (the review as one GitHub comment),
 `pr-review-tables.md`, `tables/*.csv`, and `run.json` (versions and failed inputs: run metadata
-never goes into a table). Both Markdown files go through `gfm`, so GitHub renders them as written. Tables are sorted and carry no timestamps,
-so two runs on the same results give the same bytes. Exits 1, naming each failed input, when
+never goes into a table). Both Markdown files go through `gfm`, so GitHub renders them as
+written. Tables are sorted and carry no timestamps, so two runs on the same results give the
+same bytes. Exits 1, naming each failed input, when
 any run failed.
 
 The flow is one way: `results.load` (the only reader of result files, which turns a bad file

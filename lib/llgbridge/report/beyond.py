@@ -14,9 +14,9 @@ from .data import Results, takes_results
 from .prose import blocks
 from .table import Cell, Section, Table, first_words, guide_order, names, shows
 
-
 CANDIDATE_NOTES = {
-    "nospecial": "tokenize_fn and the probes with parse_special = false, plus a fourth probe spelling the end-of-turn token",
+    "nospecial": "tokenize_fn and the probes with parse_special = false, plus a fourth probe spelling the "
+    "end-of-turn token",
     "failclosed": "on a mask error, only end-of-generation tokens from then on, instead of dropping the grammar",
 }
 
@@ -36,7 +36,7 @@ def beyond_section(res: Results) -> Section | None:
     c: dict[str, Any] | None = None
     d: list[str] | None = None
     if not special.empty:
-        piv = {}
+        piv: dict[str, dict[str, Any]] = {}
         for (v, smp), g in special.groupby(["vocab", "sampler"], sort=False):
             x = g.iloc[0]
             piv.setdefault(v, {"vocab": v, "literal": x.get("literal", "")})[smp] = (
@@ -95,7 +95,8 @@ def beyond_section(res: Results) -> Section | None:
             drows.append(
                 {
                     "vocab": v,
-                    "the PR's sampler": f"exit {g.loc['fixed', 'exit_code']}: {first_words(g.loc['fixed', 'llg_error'])}",
+                    "the PR's sampler": f"exit {g.loc['fixed', 'exit_code']}: "
+                    f"{first_words(g.loc['fixed', 'llg_error'])}",
                     **{
                         c: (
                             f"exit {g.loc[c, 'exit_code']}"
@@ -168,7 +169,7 @@ def candidates_side_by_side(res: Results) -> Table | None:
             return Cell(
                 said,
                 "fixed"
-                if changed and float(x.tokenize_exact_rate) >= float(base.tokenize_exact_rate)
+                if changed and base is not None and float(x.tokenize_exact_rate) >= float(base.tokenize_exact_rate)
                 else ("bad" if changed else ""),
             )
 

@@ -17,12 +17,15 @@ import pandas as pd
 from ..fixtures import refused as refused_inputs
 from ..native import vendored_commit
 from ..paths import REPORTS, RESULTS, ROOT, write_atomic, write_json
+from . import gfm, repro, tested
 from .beyond import beyond_section
 from .census import census_section
+from .comment import comment
 from .corpus import corpus_section
 from .data import Results
 from .exactness import exactness_section
 from .forced import forced_section
+from .glossary import GLOSSARY
 from .leak import leak_section
 from .matrix import matrix_section
 from .native import native_section
@@ -31,9 +34,6 @@ from .review import review_section
 from .server import server_section
 from .soundness import soundness_section
 from .story import vocab_story
-from . import gfm, repro, tested
-from .comment import comment
-from .glossary import GLOSSARY
 from .table import PR_BASE, Section, Table, guide_order, html_table, overridden_note
 from .verdict import Verdict, recommendation_md, verdict
 
@@ -72,19 +72,20 @@ def code_block(v: dict[str, str]) -> str:
     under `BRIDGES_SUMMARY`, after the paragraph's first blank line)."""
     commit = vendored_commit()
     return (
-        f"**What is a port and what is compiled.** The bridges below are Python ports of `common/llguidance.cpp`, field "
-        f"for field, driving the real llguidance {v['llguidance']} (its C API, from its wheel) and the real llama.cpp "
-        f"(llama-cpp-python {v['llama-cpp-python']}). The section *The compiled code* runs the C++ itself: "
-        "`common/llguidance.cpp` before the PR (the upstream sampler), the same file with the PR applied from `patches/`, and llama.cpp's own "
-        "`test-grammar-llguidance`, and checks the port against the compiled sampler step by step. "
-        f"llama.cpp is the tree that llama-cpp-python {v['llama-cpp-python']} vendors"
+        f"**What is a port and what is compiled.** The bridges below are Python ports of `common/llguidance.cpp`, "
+        f"field for field, driving the real llguidance {v['llguidance']} (its C API, from its wheel) and the real "
+        f"llama.cpp (llama-cpp-python {v['llama-cpp-python']}). The section *The compiled code* runs the C++ itself: "
+        f"`common/llguidance.cpp` before the PR (the upstream sampler), the same file with the PR applied from "
+        f"`patches/`, and llama.cpp's own `test-grammar-llguidance`, and checks the port against the compiled sampler "
+        f"step by step. llama.cpp is the tree that llama-cpp-python {v['llama-cpp-python']} vendors"
         + (f" (commit {commit[:12]})" if commit else "")
         + f"; the PR's base is {PR_BASE} (the guide). The end-to-end matrix uses synthetic models unless marked real. "
         "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".\n\n"
-        "| bridge | token table | `tokenize_fn` | what it is |\n|---|---|---|---|\n"
-        "| `upstream` | `llama_detokenize(&t, 1, false, false)` | `llama_tokenize(add_special=false, parse_special=true)` | llama.cpp before the PR (the upstream sampler) |\n"
-        "| `fixed` | `llama_token_to_piece(t, 0, false)` | kept only where the PR's three probes round-trip, else greedy | the PR |\n"
-        "| `sentinel` | `llama_token_to_piece(t, 0, true)` | `llama_tokenize` with a sentinel byte prepended and stripped | llguidance's own `lltokenizer_from_vocab` |\n"
+        "| bridge | token table | `tokenize_fn` | what it is |\n|---|---|---|---|\n| `upstream` | "
+        "`llama_detokenize(&t, 1, false, false)` | `llama_tokenize(add_special=false, parse_special=true)` | llama.cpp "
+        "before the PR (the upstream sampler) |\n| `fixed` | `llama_token_to_piece(t, 0, false)` | kept only where the "
+        "PR's three probes round-trip, else greedy | the PR |\n| `sentinel` | `llama_token_to_piece(t, 0, true)` | "
+        "`llama_tokenize` with a sentinel byte prepended and stripped | llguidance's own `lltokenizer_from_vocab` |\n"
         '| `truth` | `llama_token_to_piece` | none (forcing off) | the yardstick for "legal" |\n'
     )
 
@@ -119,7 +120,7 @@ def environment() -> Any:
     md = mistune.create_markdown(escape=True, plugins=["table"])
     env.filters["md"] = lambda s: jinja2.utils.markupsafe.Markup(md(s) if s else "")
     env.filters["md_inline"] = lambda s: jinja2.utils.markupsafe.Markup(
-        md(s).strip().removeprefix("<p>").removesuffix("</p>") if s else ""
+        str(md(s)).strip().removeprefix("<p>").removesuffix("</p>") if s else ""
     )
     env.filters["gfm"] = gfm.prose  # the Markdown files: what GitHub would read as HTML stays text
     return env
@@ -153,7 +154,7 @@ def vocab_pages(
                     }
                 )
         row = ""
-        if v in rows:
+        if vt is not None and v in rows:
             row = html_table(vt.df.iloc[[rows[v]]].reset_index(drop=True))
         story = vocab_story(res, v)
         # reports/html/ is git-ignored: a committed page names where its notebooks are written, once
@@ -275,8 +276,8 @@ def build(
         ""
         if not committed
         else (
-            "Each analysis's executed notebooks, one per input, are written by `make report` "
-            "under reports/html/ (not committed)."
+            "Each analysis's executed notebooks, one per input, are written by `make report` under reports/html/ (not "
+            "committed)."
         )
     )
     page = env.get_template("index.html.j2").render(
@@ -300,10 +301,10 @@ def build(
         comment=vt is not None,
     )
     intro = (
-        "Every table of the review guide for the llguidance token-bytes / tokenize_fn fix, measured by this suite "
-        f"(`make report`) on the vocab fixtures vendored in llama-cpp-python {v['llama-cpp-python']}, through llguidance "
-        f"{v['llguidance']}. Section numbers are the guide's. The same tables, with plots and every raw table: index.html; "
-        "the review in two minutes: pr-comment.md."
+        f"Every table of the review guide for the llguidance token-bytes / tokenize_fn fix, measured by this suite "
+        f"(`make report`) on the vocab fixtures vendored in llama-cpp-python {v['llama-cpp-python']}, through "
+        f"llguidance {v['llguidance']}. Section numbers are the guide's. The same tables, with plots and every raw "
+        f"table: index.html; the review in two minutes: pr-comment.md."
     )
     md = env.get_template("pr-review-tables.md.j2").render(
         intro=intro,

@@ -98,7 +98,10 @@ def census_section(res: Results) -> Section | None:
             t42,
             "Guide table 4.2, measured: which mechanism corrupts which vocab",
             collapsed=True,
-            note="The guide's 4.2 is per vocab type; `clean_spaces` is set per pre-tokenizer, so it is measured here per fixture.",
+            note=(
+                "The guide's 4.2 is per vocab type; `clean_spaces` is set per pre-tokenizer, so it is measured here "
+                "per fixture."
+            ),
         )
     )
     ex_rows = []
@@ -138,9 +141,9 @@ def census_section(res: Results) -> Section | None:
     )
     sec.figure = census_figure(df)
     sec.figure_caption = (
-        "Read: the share of each vocab's tokens that upstream's table gets wrong, on a log axis so that a few "
-        "in ten thousand (the space `clean_spaces` drops before `?!.,`) shows beside half of a vocab (the "
-        "space `lstrip` drops); a vocab at 0 is unaffected."
+        "Read: the share of each vocab's tokens that upstream's table gets wrong, on a log axis so that a few in ten "
+        "thousand (the space `clean_spaces` drops before `?!.,`) shows beside half of a vocab (the space `lstrip` "
+        "drops); a vocab at 0 is unaffected."
     )
     sec.raw_table("census", df)
     return sec

@@ -70,8 +70,8 @@ def repro_compact(res: Results) -> str:
         lines += ["", "```sh", mine[0].server_command()]
         for s in mine:
             lines += [
-                f"# {s.finding}: without the fix {s.without.outcome} ({s.without.content!r}), "
-                f"with it {s.with_.outcome} ({s.with_.content!r})",
+                f"# {s.finding}: without the fix {s.without.outcome} ({s.without.content!r}), with it "
+                f"{s.with_.outcome} ({s.with_.content!r})",
                 s.curl(),
             ]
         lines += ["```"]

@@ -129,7 +129,9 @@ def corpus_section(res: Results) -> Section | None:
                     ax.stairs(
                         counts,
                         edges,
-                        label=f"{v}: avg {t.get('mask_us_avg')}, p50 {t.get('mask_us_p50')}, p99 {t.get('mask_us_p99')}",
+                        label=(
+                            f"{v}: avg {t.get('mask_us_avg')}, p50 {t.get('mask_us_p50')}, p99 {t.get('mask_us_p99')}"
+                        ),
                     )
             for name, us in maskbench.items():
                 ax.axvline(us, color=REFERENCE, ls=styles.get(name, ":"), lw=1, label=f"MaskBench {name} {us}")
@@ -155,13 +157,13 @@ def corpus_section(res: Results) -> Section | None:
             index=False, lineterminator="\n"
         )
         sec.figure = (
-            "<img src='corpus/mask-time.svg' alt='llg_matcher_compute_mask time per step along the walks, per "
-            "bridge and vocab, with MaskBench marked' style='max-width:100%'>"
+            "<img src='corpus/mask-time.svg' alt='llg_matcher_compute_mask time per step along the walks, per bridge "
+            "and vocab, with MaskBench marked' style='max-width:100%'>"
         )
         sec.figure_caption = (
-            "Read: how long each `llg_matcher_compute_mask` call took along the sample's walks, one panel "
-            "per bridge and one line per vocab (log axis), beside MaskBench's published llguidance figures "
-            "(dashed); the legend gives each line's average, p50 and p99 in µs. One `make bench` run."
+            "Read: how long each `llg_matcher_compute_mask` call took along the sample's walks, one panel per bridge "
+            "and one line per vocab (log axis), beside MaskBench's published llguidance figures (dashed); the legend "
+            "gives each line's average, p50 and p99 in µs. One `make bench` run."
         )
     sec.raw_table("corpus", rows)
     if not fails.empty:

@@ -16,7 +16,6 @@ from ..paths import REPORTS, RESULTS, ROOT
 from ..results import SCHEMAS
 from ..results import load as _load
 
-
 # `make bench`'s load test through the server, and its timing of the corpus sample's masks, beside
 # bench.csv (bench.server_load and bench.corpus_mask_time make them)
 SERVER_LOAD_CSV = "bench-server-load.csv"

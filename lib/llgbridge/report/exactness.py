@@ -8,8 +8,8 @@ from collections import Counter
 
 import pandas as pd
 
-from .data import Results, takes_results
 from ..show import show_text
+from .data import Results, takes_results
 from .prose import blocks
 from .table import Section, Table, vocab_key
 

@@ -18,6 +18,7 @@ these helpers are for the Markdown files only.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 _CODE = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)", re.S)  # a code span, by CommonMark's backtick-run rule
 _PUNCT = re.compile(r"([\\`*\[\]<>|~])")
@@ -42,7 +43,7 @@ def plain(text: str) -> str:
     return _LONE_UNDERSCORE.sub(r"\\_", text)
 
 
-def _outside_code(md: str, fix: "callable[[str], str]") -> str:  # type: ignore[valid-type]
+def _outside_code(md: str, fix: Callable[[str], str]) -> str:
     out, last = [], 0
     for m in _CODE.finditer(md):
         out.append(fix(md[last : m.start()]))

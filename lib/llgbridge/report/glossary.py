@@ -7,8 +7,8 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("upstream sampler, fixed sampler", "`common/llguidance.cpp` before the PR, and with the PR applied (`patches/`)."),
     (
         "bridge",
-        "the code that hands llama.cpp's vocab to llguidance: a token table (each token's bytes) and a "
-        "`tokenize_fn`. `upstream` and `fixed` are the two above; `sentinel` is llguidance's own llama.cpp integration.",
+        "the code that hands llama.cpp's vocab to llguidance: a token table (each token's bytes) and a `tokenize_fn`. "
+        "`upstream` and `fixed` are the two above; `sentinel` is llguidance's own llama.cpp integration.",
     ),
     (
         "port",
@@ -22,18 +22,18 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ),
     (
         'illegal token ("allowed but illegal")',
-        "a token a bridge's mask allows and the truth's does not; \"legal but masked\" "
-        "is the other way round (byte forcing narrows masks so by design, counted apart).",
+        "a token a bridge's mask allows and the truth's does not; \"legal but masked\" is the other way round (byte "
+        "forcing narrows masks so by design, counted apart).",
     ),
     (
         "byte forcing",
-        "where the grammar admits one continuation, llguidance allows only the token `tokenize_fn` gives for "
-        "it. Greedy tokenization (no `tokenize_fn`) turns it off: the mask stays exact, fast-forward tokens are lost.",
+        "where the grammar admits one continuation, llguidance allows only the token `tokenize_fn` gives for it. "
+        "Greedy tokenization (no `tokenize_fn`) turns it off: the mask stays exact, fast-forward tokens are lost.",
     ),
     (
         "walk, step",
-        "following a grammar along a string it accepts, token by token; a step is one position, where each "
-        "bridge's mask is compared with the truth's. The soundness analysis walks a battery of grammars.",
+        "following a grammar along a string it accepts, token by token; a step is one position, where each bridge's "
+        "mask is compared with the truth's. The soundness analysis walks a battery of grammars.",
     ),
     (
         "not a prefix",
@@ -41,18 +41,18 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ),
     (
         "llg error",
-        "the line `llama_sampler_llg_apply` logs when llguidance fails and it drops the grammar; only the "
-        "server's log has it, never the response.",
+        "the line `llama_sampler_llg_apply` logs when llguidance fails and it drops the grammar; only the server's log "
+        "has it, never the response.",
     ),
     (
         "bug C, bug D",
-        "found beyond the PR: special-token text in a grammar becomes the special token (C); a mask over "
-        "llguidance's 50000-item limit drops the grammar (D).",
+        "found beyond the PR: special-token text in a grammar becomes the special token (C); a mask over llguidance's "
+        "50000-item limit drops the grammar (D).",
     ),
     (
         "nospecial, failclosed",
-        "candidate patches beside the PR (`patches/candidates/0004`, `0005`): `tokenize_fn` without "
-        "special-token parsing (C), and only end-of-generation tokens after a mask error (D).",
+        "candidate patches beside the PR (`patches/candidates/0004`, `0005`): `tokenize_fn` without special-token "
+        "parsing (C), and only end-of-generation tokens after a mask error (D).",
     ),
     (
         "synthetic model",

@@ -67,9 +67,9 @@ def leak_section(res: Results) -> Section | None:
         "tokens (log axis; each count printed)",
     )
     sec.figure_caption = (
-        "Read: each bar counts the tokens a bridge allows at the grammar's first position that the truth's "
-        "mask does not (log axis, the count printed at the bar); a bridge at 0 on every vocab is named in "
-        "the title instead of drawn."
+        "Read: each bar counts the tokens a bridge allows at the grammar's first position that the truth's mask does "
+        "not (log axis, the count printed at the bar); a bridge at 0 on every vocab is named in the title instead of "
+        "drawn."
     )
     sec.raw_table("leak", df)
     return sec

@@ -142,8 +142,8 @@ def matrix_section(res: Results) -> Section | None:
                 caption="Real models: every outcome, per case and bridge",
                 collapsed=True,
                 note="A real model's text is left out of the committed tables: its quantized kernels are chosen "
-                "by the CPU, so at temperature 0 a near-tie can break another way on another machine of the "
-                "same kind. What the grammar decides (the outcome) is kept; the text is in each result file "
+                "by the CPU, so at temperature 0 a near-tie can break another way on another machine of the same kind. "
+                "What the grammar decides (the outcome) is kept; the text is in each result file "
                 "(`data/results/matrix/NAME.json`, `outputs`).",
             )
         )

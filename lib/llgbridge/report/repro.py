@@ -89,9 +89,9 @@ class Answer:
 
     def said(self) -> str:
         return (
-            f"HTTP {self.http_status}, {'an' if self.error_field else 'no'} error field, "
-            f"content {gfm.code_span(show_text(self.content) or repr(''))}{'…' if self.outcome != 'pass' and self.content else ''}, "
-            f"stop_type {self.stop_type} ({self.outcome})"
+            f"HTTP {self.http_status}, {'an' if self.error_field else 'no'} error field, content "
+            f"{gfm.code_span(show_text(self.content) or repr(''))}"
+            f"{'…' if self.outcome != 'pass' and self.content else ''}, stop_type {self.stop_type} ({self.outcome})"
         )
 
 
@@ -225,17 +225,19 @@ def markdown(res: Results) -> str:
         lines += [RESTORE, "```", ""]
         notes = [f"{u.vocab}: {u.note}" for u in units if u.note]
         lines += [
-            f"Exit codes as this suite's builds of the same test gave them (134 is an abort){': ' + '; '.join(notes) if notes else ''}.",
+            f"Exit codes as this suite's builds of the same test gave them (134 is an "
+            f"abort){': ' + '; '.join(notes) if notes else ''}.",
             "",
         ]
     if servers:
         models = sorted({s.model for s in servers})
         lines += [
-            "**Server level**: start the server on a model, then send the request; run it once built with the "
-            "fix and once without (the unit level's `git stash`). The models are this suite's synthetic ones "
+            f"**Server level**: start the server on a model, then send the request; run it once built with the fix and "
+            f"once without (the unit level's `git stash`). The models are this suite's synthetic ones "
             f"({', '.join(f'`{m}`' for m in models)}: random weights around llama.cpp's own vocab fixture of the same "
-            "name, `make data/models/synthetic-NAME.gguf` in this suite), so the text is noise and only what the "
-            "grammar allows matters; a real model with the same tokenizer shows the same failure modes with other words.",
+            f"name, `make data/models/synthetic-NAME.gguf` in this suite), so the text is noise and only what the "
+            f"grammar allows matters; a real model with the same tokenizer shows the same failure modes with other "
+            f"words.",
             "",
         ]
         for s in servers:

@@ -12,10 +12,9 @@ import pandas as pd
 from ..show import show_text
 from .data import Results, takes_results
 from .prose import blocks
-from .table import Section, Table, guide_order, pinned_rows
 from .server import SERVER_CONTROLS
+from .table import Section, Table, guide_order, pinned_rows
 from .tested import UPSTREAM
-
 
 GUIDE_10 = [  # (#, concern, the guide's answer in brief)
     (
@@ -199,7 +198,7 @@ def review_section(res: Results) -> Section | None:
         for b in r.get("bridges", [])
         if b.get("bridge") == "sentinel"
     }
-    sentinel_exact = bool(cause and cause["vocabs"]) and all(rates.get(v) == 1.0 for v in cause["vocabs"])
+    sentinel_exact = bool(cause and cause["vocabs"] and all(rates.get(v) == 1.0 for v in cause["vocabs"]))
     said = blocks(
         "review",
         greedy=greedy,

@@ -6,15 +6,13 @@ from typing import Any
 
 import pandas as pd
 
-from .. import guide
-from .. import serving
+from .. import guide, serving
 from ..native import version_key
 from ..server import LLG_PINNED
 from ..show import show_text
 from .data import Results, takes_results
 from .prose import blocks
 from .table import Cell, Section, Table, after_fix, group_rows, int_columns, matched, shows
-
 
 SERVER_CONTROLS = ("json_enum_gbnf", "json_enum_chat", "rejected_schema", "special_literal", "special_pattern")
 
@@ -103,7 +101,7 @@ def guide_server_rows(res: Results) -> list[dict[str, Any]]:
     for model, g in main.groupby("model", sort=False):
         up, fx = g[g.sampler == "upstream"], g[g.sampler == "fixed"]
         synthetic = bool(g.synthetic.iloc[0])
-        ours = {
+        ours: dict[str, Any] = {
             "without": int((up.outcome == "pass").sum()),
             "with": int((fx.outcome == "pass").sum()),
             "n": len(up),
@@ -118,7 +116,7 @@ def guide_server_rows(res: Results) -> list[dict[str, Any]]:
         }
         for gm in _stands_in(res, g.vocab.iloc[0], synthetic):
             tok, without, with_, greedy = guide.SERVER[gm]
-            (gw, gl), (gf, gfl) = _guide_cell(without), _guide_cell(with_)
+            (gw, gl), (gf, _) = _guide_cell(without), _guide_cell(with_)
             same_cases = (gw, gf) == (ours["without"], ours["with"]) and (greedy == "yes") == ours["greedy"]
             why, short = [], ""
             if not same_cases:
@@ -129,16 +127,17 @@ def guide_server_rows(res: Results) -> list[dict[str, Any]]:
             if gl is not None and gl != ours["llg_without"]:
                 cases = ", ".join(f"{c} {n}" for c, n in ours["per_case"].items())
                 why.append(
-                    f"the guide counted {gl} llg errors; here {ours['llg_without']} `llg error` log lines ({cases}): a grammar "
-                    "broken without the matcher dying (bug A's corrupted key) logs none; the guide's logs are unpublished, "
-                    "so its count cannot be checked"
+                    f"the guide counted {gl} llg errors; here {ours['llg_without']} `llg error` log lines ({cases}): a "
+                    f"grammar broken without the matcher dying (bug A's corrupted key) logs none; the guide's logs are "
+                    f"unpublished, so its count cannot be checked"
                 )
                 short = (
                     short or f"{ours['llg_without']} llg errors here, {gl} in the guide (its count cannot be checked)"
                 )
             elif gl is None and "silent" in without:
                 why.append(
-                    f'"silent" in the guide: nothing reaches the client; here {ours["llg_without"]} `llg error` log lines, '
+                    f'"silent" in the guide: nothing reaches the client; here {ours["llg_without"]} `llg '
+                    f"error` log lines, "
                     "none in a response" + ("" if ours["silent"] else ", but some failures were loud")
                 )
             mark = "✓" if same_cases and not short else "✗"
@@ -146,9 +145,10 @@ def guide_server_rows(res: Results) -> list[dict[str, Any]]:
                 {
                     "the guide's model": f"{gm} ({tok})",
                     "the guide: without / with (greedy)": f"{without} / {with_} ({greedy})",
-                    "stand-in here": f"{model if synthetic else g.vocab.iloc[0]} ({'synthetic' if synthetic else 'real'})",
-                    "here: without / with (greedy)": f"{ours['without']}/{ours['n']}, {ours['llg_without']} llg errors / "
-                    f"{ours['with']}/{ours['n']}, {ours['llg_with']} llg errors "
+                    "stand-in here": f"{model if synthetic else g.vocab.iloc[0]} "
+                    f"({'synthetic' if synthetic else 'real'})",
+                    "here: without / with (greedy)": f"{ours['without']}/{ours['n']}, {ours['llg_without']} "
+                    f"llg errors / {ours['with']}/{ours['n']}, {ours['llg_with']} llg errors "
                     f"({'yes' if ours['greedy'] else 'no'})",
                     "match": mark,
                     "why": ("; ".join(why) + ".")
@@ -203,11 +203,11 @@ def quote_table(snap: dict[str, Any] | None, served: set[str]) -> Table | None:
         caption=f"The guide's quotes, and the same cases on real weights (llama-server's `content`, "
         f"llguidance {snap['inputs'][0].get('llguidance', '')})",
         note=(
-            f"From the dated snapshot `make quotes` (and `make bench`) wrote on {snap.get('date')}, on a {snap.get('cpu')} "
-            "(reports/bench-real-quotes.json), not from this report's results: a real model's words depend on the CPU "
-            "(the venv's ggml is built -march=native, so at temperature 0 a near-tie can break another way on another "
-            "machine of the same kind), and every committed table must regenerate byte for byte. What the grammar "
-            "decides, the outcome, is the report's own, in the tables above."
+            f"From the dated snapshot `make quotes` (and `make bench`) wrote on {snap.get('date')}, on a "
+            f"{snap.get('cpu')} (reports/bench-real-quotes.json), not from this report's results: a real model's words "
+            f"depend on the CPU (the venv's ggml is built -march=native, so at temperature 0 a near-tie can break "
+            f"another way on another machine of the same kind), and every committed table must regenerate byte for "
+            f"byte. What the grammar decides, the outcome, is the report's own, in the tables above."
         ),
     )
 
@@ -394,9 +394,10 @@ def server_section(res: Results) -> Section | None:
                 collapsed=True,
                 caption=f"Load: {load_said['rounds']} rounds of {load.requests.iloc[0]} constrained requests over "
                 f"{load.parallel.iloc[0]} slots at once, every answer judged and compared with the server's content",
-                note=f"Measured by `make bench` ({res.link(res.bench_csv.with_name('bench-server-load.md'), 'bench-server-load.md')}), "
-                "not by `make report`: how the server batches concurrent requests changes from run to run; this is "
-                "that run's snapshot.",
+                note=f"Measured by `make bench` "
+                f"({res.link(res.bench_csv.with_name('bench-server-load.md'), 'bench-server-load.md')}), not by `make "
+                f"report`: how the server batches concurrent requests changes from run to run; this is that run's "
+                f"snapshot.",
             )
         )
     said_words = df.content_match.astype(str) if "content_match" in df else pd.Series("", index=df.index)
@@ -434,8 +435,8 @@ def server_section(res: Results) -> Section | None:
                     ""
                     if x.empty
                     else (
-                        f"{x.outcome.iloc[0]}: {show_text(x.output.iloc[0][:60])} (HTTP {x.http_status.iloc[0]}, "
-                        f"stop {x.stop_type.iloc[0]})"
+                        f"{x.outcome.iloc[0]}: {show_text(x.output.iloc[0][:60])} (HTTP {x.http_status.iloc[0]}, stop "
+                        f"{x.stop_type.iloc[0]})"
                     )
                 )
                 row[smp] = Cell(said, shows("violation" in said))
@@ -449,7 +450,8 @@ def server_section(res: Results) -> Section | None:
             Table(
                 pd.DataFrame(sp_rows),
                 collapsed=True,
-                caption=f"Bug C through the server: a literal, and a json_schema pattern, spelling a special token (llguidance {pinned})",
+                caption=f"Bug C through the server: a literal, and a json_schema pattern, spelling a special "
+                f"token (llguidance {pinned})",
             )
         )
     # the candidate patches through the server: every case where one answers otherwise than the PR
@@ -496,7 +498,7 @@ def server_section(res: Results) -> Section | None:
                 collapsed=True,
             )
         )
-    said = blocks(
+    told = blocks(
         "server",
         patches=res.patches_link,
         versions=versions_run,
@@ -515,7 +517,7 @@ def server_section(res: Results) -> Section | None:
         pinned_run=pinned,
         only=("claim", "text", "more"),
     )
-    sec.claim, sec.text, sec.more = said["claim"], said["text"], said["more"]
+    sec.claim, sec.text, sec.more = told["claim"], told["text"], told["more"]
     sec.raw_table("server", df)
     if not load.empty:
         sec.raw_table("server_load", load)

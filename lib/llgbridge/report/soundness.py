@@ -57,9 +57,9 @@ def soundness_section(res: Results) -> Section | None:
         steps="steps",
     )
     sec.figure_caption = (
-        "Read: per vocab, the (step, token) pairs each bridge allows that the grammar forbids, along every "
-        "walk of the battery (log axis); a bridge at 0 everywhere is named in the title, and a bar marked "
-        "with its steps covered is a walk the matcher died on (upstream's bug B), so its count is a floor."
+        "Read: per vocab, the (step, token) pairs each bridge allows that the grammar forbids, along every walk of the "
+        "battery (log axis); a bridge at 0 everywhere is named in the title, and a bar marked with its steps covered "
+        "is a walk the matcher died on (upstream's bug B), so its count is a floor."
     )
     sec.raw_table("soundness", sound)
     return sec

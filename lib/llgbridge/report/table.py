@@ -13,11 +13,10 @@ import pandas as pd
 
 from .. import guide
 from ..models import REAL_MODELS
-from . import gfm
 from ..native import LLG_PINNED as NATIVE_PIN
 from ..native import version_key
-from ..show import BYTE_COLUMNS, show_text
-from ..show import shown_frame
+from ..show import BYTE_COLUMNS, show_text, shown_frame
+from . import gfm
 
 GUIDE_VOCABS = list(guide.CENSUS)  # the guide's own vocabs come first in its tables
 PR_BASE = "030ebb55"  # the upstream commit the PR is based on (guide, first lines)
@@ -333,7 +332,7 @@ def overridden_note(df: pd.DataFrame) -> str:
         hit = any(
             col in df
             and df[col]
-            .map(lambda x, n=name: str(getattr(x, "value", x)).startswith((n, m.file + " --override-kv")))
+            .map(lambda x, n=name, f=m.file: str(getattr(x, "value", x)).startswith((n, f + " --override-kv")))
             .any()
             for col in ("vocab", "input", "model")
         )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..native import vendored_commit
 from ..native.builder import SHIPPED, patch_files
@@ -76,9 +77,9 @@ UPSTREAM = (
     (
         "common/llguidance.cpp",
         "b2524ff5825f",
-        "still both bugs: the token table from single-token `llama_detokenize` (now `(…, false, true)`) and `llama_tokenize` as "
-        "`tokenize_fn`; its token loop marks special tokens by attribute (CONTROL or USER_DEFINED get the `\\xff` marker), which is "
-        "what PR #15837 proposes",
+        "still both bugs: the token table from single-token `llama_detokenize` (now `(…, false, true)`) and "
+        "`llama_tokenize` as `tokenize_fn`; its token loop marks special tokens by attribute (CONTROL or USER_DEFINED "
+        "get the `\\xff` marker), which is what PR #15837 proposes",
         "0001's hunk 2 of 4 (the token loop) does not apply: a rebase conflict",
     ),
     (
@@ -158,9 +159,9 @@ def diffstat() -> dict[str, dict[str, int]]:
     return {f: total[f] for f in sorted(total, key=lambda f: FILES.index(f) if f in FILES else 99)}
 
 
-def check_citations(tree: Path = SHIPPED) -> list[dict[str, object]]:
+def check_citations(tree: Path = SHIPPED) -> list[dict[str, Any]]:
     """Each of the guide's line citations against the tested tree: where its needle is."""
-    out = []
+    out: list[dict[str, Any]] = []
     for c in CITATIONS:
         path = tree / c.file
         if not path.exists():
@@ -202,29 +203,34 @@ def section_markdown() -> str:
     held = [x for x in checks if x["holds"]]
     missed = [x for x in checks if x["holds"] is False]
     lines = [
-        f"**The patches against the guide's diffstat.** `patches/0001-0003` come to **+{plus} −{minus}** in {len(stat)} files; the "
+        f"**The patches against the guide's diffstat.** `patches/0001-0003` come to **+{plus} −{minus}** in "
+        f"{len(stat)} files; the "
         f'guide says "{g_files} files, {g_plus} insertions, {g_minus} deletions": {abs(plus - g_plus)} '
-        f"{'more' if plus >= g_plus else 'fewer'} insertions and {abs(g_minus - minus)} {'fewer' if minus <= g_minus else 'more'} "
-        f"deletion{'s' if abs(g_minus - minus) != 1 else ''}. The PR's own diff is in no source this suite can read (the guide gives only totals), so the difference "
-        "cannot be traced line by line. What is known: the patches are this suite's rebuild of the PR from the code the guide "
-        "quotes (4.5, 5.3, 7.1-7.3, 9), in the same four files and order; where the guide quotes a comment, ours is longer "
-        f"(4.5: {ours['4.5']} lines, the guide's {GUIDE_QUOTED_COMMENTS['4.5']}; 5.3's header of the probe: {ours['5.3']}, the guide's "
-        f"{GUIDE_QUOTED_COMMENTS['5.3']}), which is {longer} of the {plus - g_plus} insertions; the rest lie where the guide quotes nothing "
-        f"(the probe's body, the tests' helpers). In `common/llguidance.cpp` ours has {code_lines} lines of code against the "
-        f'guide\'s "the fix itself is ~20 lines", and {aborts} of its deletions reword `GGML_ABORT` messages, which the '
-        "guide does not mention.",
+        f"{'more' if plus >= g_plus else 'fewer'} insertions and {abs(g_minus - minus)} "
+        f"{'fewer' if minus <= g_minus else 'more'} deletion{'s' if abs(g_minus - minus) != 1 else ''}. The PR's own "
+        f"diff is in no source this suite can read (the guide gives only totals), so the difference "
+        "cannot be traced line by line. What is known: the patches are this suite's rebuild of the PR from the code "
+        "the guide quotes (4.5, 5.3, 7.1-7.3, 9), in the same four files and order; where the guide quotes a comment, "
+        "ours is longer "
+        f"(4.5: {ours['4.5']} lines, the guide's {GUIDE_QUOTED_COMMENTS['4.5']}; 5.3's header of the probe: "
+        f"{ours['5.3']}, the guide's {GUIDE_QUOTED_COMMENTS['5.3']}), which is {longer} of the {plus - g_plus} "
+        f"insertions; the rest lie where the guide quotes nothing (the probe's body, the tests' helpers). In "
+        f"`common/llguidance.cpp` ours has {code_lines} lines of code against the "
+        f'guide\'s "the fix itself is ~20 lines", and {aborts} of its deletions reword `GGML_ABORT` messages, which '
+        f"the guide does not mention.",
         "",
         *rows,
         "",
-        f"**The tested tree against the PR's base.** The code under test is llama.cpp at `{commit[:12] or '?'}` (the tree "
-        f"llama-cpp-python vendors); the PR is based on `{PR_BASE}`, of which no copy is stored here, so the two cannot be "
-        "diffed. Evidence: the patches apply to the tested tree with `--fuzz=0` (every hunk's context is there); of the "
-        f"guide's {len(checks)} line citations into these files, {len(held)} land on the code it names in the tested tree"
+        f"**The tested tree against the PR's base.** The code under test is llama.cpp at `{commit[:12] or '?'}` (the "
+        f"tree llama-cpp-python vendors); the PR is based on `{PR_BASE}`, of which no copy is stored here, so the two "
+        f"cannot be diffed. Evidence: the patches apply to the tested tree with `--fuzz=0` (every hunk's context is "
+        f"there); of the guide's {len(checks)} line citations into these files, {len(held)} land on the code it names "
+        f"in the tested tree"
         + (
             ": "
             + "; ".join(
-                f"{x['citation'].file}:{'-'.join(map(str, sorted(set(x['citation'].lines))))} "
-                f"({x['citation'].names}) is at {x['here']} here"
+                f"{x['citation'].file}:{'-'.join(map(str, sorted(set(x['citation'].lines))))} ({x['citation'].names}) "
+                f"is at {x['here']} here"
                 for x in missed
             )
             if missed
@@ -239,7 +245,8 @@ def section_markdown() -> str:
         + "`.",
         "",
         "**Against upstream today.** Upstream's current version of each file, as far as this machine can see it (the "
-        "repository is too large to fetch; a search index stores one recent version of some files), read on 2026-12-02:",
+        "repository is too large to fetch; a search index stores one recent version of some files), read on "
+        "2026-12-02:",
         "",
         "| file | upstream commit | what it shows | the PR's patch there |",
         "|---|---|---|---|",

@@ -34,7 +34,8 @@ UPSTREAM = {
         (
             "24144",
             "invalid GBNF grammar is silently ignored instead of returning HTTP 400",
-            "closed by #24154 for GBNF; `llama_sampler_init_llg` returns a sampler even without a matcher, which that check lets through",
+            "closed by #24154 for GBNF; `llama_sampler_init_llg` returns a sampler even without a matcher, which that "
+            "check lets through",
         ),
     ],
     "B": [("8584", "Tokenization adds a space to the first non-special token", "closed")],
@@ -71,7 +72,7 @@ def guide_figures(res: Results) -> list[tuple[str, bool]]:
         if v in guide.EXAMPLES:
             tok, piece, detok = guide.EXAMPLES[v]
             d = next((d for d in r["diffs"] if d["token"] == tok), None)
-            out.append((f"4.3 example {v}", bool(d) and (d["piece"], d["detok"]) == (piece.decode(), detok.decode())))
+            out.append((f"4.3 example {v}", bool(d and (d["piece"], d["detok"]) == (piece.decode(), detok.decode()))))
     leak, _ = res.load("leak")
     for r in leak:
         rows = {x["bridge"]: x for x in r["rows"]}
@@ -82,9 +83,9 @@ def guide_figures(res: Results) -> list[tuple[str, bool]]:
     for r in forced:
         rows = {x["bridge"]: x for x in r["rows"]}
         if r["vocab"] in guide.FORCED:
-            for b, want in zip(("upstream", "fixed"), guide.FORCED[r["vocab"]]):
-                got = sorted(json.loads(rows[b]["pieces"])) if b in rows and rows[b].get("pieces") else None
-                out.append((f"7.2 {r['vocab']} {b}", got == sorted(p.decode() for p in want)))
+            for b, want_pieces in zip(("upstream", "fixed"), guide.FORCED[r["vocab"]]):
+                pieces = sorted(json.loads(rows[b]["pieces"])) if b in rows and rows[b].get("pieces") else None
+                out.append((f"7.2 {r['vocab']} {b}", pieces == sorted(p.decode() for p in want_pieces)))
     native, _ = res.load("native")
     for r in native:
         rows = {x["sampler"]: x for x in pinned_rows(r)}
@@ -216,7 +217,7 @@ def recommend(
     naming the rule that failed."""
     # without the compiled test's results the third rule is not measured: no call is made on it
     passes = (all(a == 0 for _, a in ctest.values()) and len(ctest) == len(CTEST_VOCABS)) if ctest else None
-    rules = [
+    rules: list[dict[str, Any]] = [
         {"rule": "the fix repairs every vocab bug A or bug B hits", "holds": not broken, "why": ", ".join(broken)},
         {
             "rule": "it makes no vocab worse (token table, forced mask, the PR's test, the server's cases)",
@@ -230,7 +231,6 @@ def recommend(
         },
     ]
     ok = all(r["holds"] for r in rules)
-    unknown = [r for r in rules if r["holds"] is None]
     call = (
         ("approve" if not follow_ups else f"approve, with {len(follow_ups)} follow-up{'s' * (len(follow_ups) != 1)}")
         if ok
@@ -263,7 +263,13 @@ def verdict(res: Results) -> Verdict | None:
     served = served_all[~served_all.case.isin(SERVER_CONTROLS)] if not served_all.empty else served_all
     leak, forced = frames["leak"], frames["forced"]
 
-    rows, hit_a, hit_b, repaired, broken, costs, worse = [], [], [], [], [], [], []
+    rows: list[dict[str, Any]] = []
+    hit_a: list[str] = []
+    hit_b: list[str] = []
+    repaired: list[str] = []
+    broken: list[str] = []
+    costs: list[Any] = []
+    worse: list[str] = []
     aborts: list[dict[str, Any]] = []
     for v in guide_order(list(info)):
         s = info[v]
@@ -392,7 +398,7 @@ def verdict(res: Results) -> Verdict | None:
             "patch": CANDIDATE_PATCHES["C"],
         }
     d_rows = [x for x in aborts if x["short"].startswith("bug D")]
-    bug_d = (
+    bug_d: dict[str, Any] | None = (
         {"hit": [x["vocab"] for x in d_rows], "same": all(x["same"] for x in d_rows), "patch": CANDIDATE_PATCHES["D"]}
         if d_rows
         else None
@@ -400,7 +406,7 @@ def verdict(res: Results) -> Verdict | None:
     loads = [x for x in res.server_load.to_dict("records")] if not served.empty else []
     loads = [x for x in loads if x["model"] in set(served.model)]
     server = None
-    ignored = None
+    ignored: dict[str, Any] | None = None
     overridden_here = {v: m for v, m in overridden().items() if v in info}
     real_weight = []
     if not served.empty:
@@ -453,27 +459,27 @@ def verdict(res: Results) -> Verdict | None:
     if probe and probe["misses"]:
         disagreements.append(
             f"**The probe is not robust as the guide says** (question 4): it calls {probe['probe_exact']} of "
-            f"{probe['n_probed']} vocabs' `llama_tokenize` exact, and on {len(probe['misses'])} of those some "
-            f"inputs still come back with other bytes ({probe['specials']} only on special-token text); the "
-            "PR keeps that `tokenize_fn` there."
+            f"{probe['n_probed']} vocabs' `llama_tokenize` exact, and on {len(probe['misses'])} of those some inputs "
+            f"still come back with other bytes ({probe['specials']} only on special-token text); the PR keeps that "
+            f"`tokenize_fn` there."
         )
     if moved["moved"]:
         disagreements.append(
-            f"**The `\\xff` branch is not entered by the same tokens on every vocab** (4.5): on "
-            f"{len(moved['moved'])} of {moved['n']} vocabs a token whose piece is a lone space reaches "
-            "llguidance as zero bytes without the fix and as `' '` with it."
+            f"**The `\\xff` branch is not entered by the same tokens on every vocab** (4.5): on {len(moved['moved'])} "
+            f"of {moved['n']} vocabs a token whose piece is a lone space reaches llguidance as zero bytes without the "
+            f"fix and as `' '` with it."
         )
     if cause and cause["n"] and cause["table"]:
         disagreements.append(
-            f"**The sentinel's illegal tokens come from its token table, not from prefix-and-strip** (5.2, "
-            f"question 2): every one the suite stored ({cause['stored']} of {cause['n']}) is a token with no "
-            "real bytes that the table gives its special text."
+            f"**The sentinel's illegal tokens come from its token table, not from prefix-and-strip** (5.2, question "
+            f"2): every one the suite stored ({cause['stored']} of {cause['n']}) is a token with no real bytes that "
+            f"the table gives its special text."
         )
-    differ = [r for r in srv_rows if r["match"] == "✗"]
-    if differ:
+    srv_differ = [r for r in srv_rows if r["match"] == "✗"]
+    if srv_differ:
         disagreements.append(
             "**Guide 8's server table:** "
-            + "; ".join(f"{r['guide']} (standing in: {r.get('stand_in', '')}): {r['why_short']}" for r in differ)
+            + "; ".join(f"{r['guide']} (standing in: {r.get('stand_in', '')}): {r['why_short']}" for r in srv_differ)
             + "."
         )
     missed = [name for name, ok in figs if not ok]
@@ -564,8 +570,8 @@ def recommendation_md(rec: dict[str, Any]) -> str:
         said = f"The rules: {rules}; run `make report` with the native build to decide."
     if rec["follow_ups"]:
         said += (
-            " Each finding beyond the PR that is the same before and after it becomes a follow-up, not a reason to hold "
-            "the PR: "
+            " Each finding beyond the PR that is the same before and after it becomes a follow-up, not a reason to "
+            "hold the PR: "
             + "; ".join(
                 f"{f['what']}"
                 + (f" (candidate `{f['patch'].split('-')[0]}` in patches/candidates/)" if f.get("patch") else "")
