@@ -346,13 +346,19 @@ def test_a_log_that_cannot_be_written_fails_its_rows_in_one_line(tmp_path: Path)
     )
 
 
+def _stat(proc: Path) -> list[str]:
+    """The fields of `proc`/stat after the command name (state, ppid, ...): the name is in
+    parentheses and may hold spaces, so split after its last ")"."""
+    return (proc / "stat").read_text().rsplit(")", 1)[1].split()
+
+
 def _wait_stopped(pid: int) -> None:
     """SIGSTOP takes effect when each thread next leaves the kernel, not when kill() returns: in
     that window the server's HTTP thread still answered /health (CI saw True). Wait until every
     thread of `pid` is in state T."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        states = {(t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in Path(f"/proc/{pid}/task").iterdir()}
+        states = {_stat(t)[0] for t in Path(f"/proc/{pid}/task").iterdir()}
         if states <= {"T", "t"}:
             return
         time.sleep(0.01)
@@ -383,9 +389,7 @@ def _servers(parent: int | None = None) -> list[int]:
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                if os.readlink(d / "exe") in ours and (
-                    parent is None or int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent
-                ):
+                if os.readlink(d / "exe") in ours and (parent is None or int(_stat(d)[1]) == parent):
                     out.append(int(d.name))
             except (OSError, ValueError, IndexError):
                 continue

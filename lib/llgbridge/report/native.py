@@ -136,8 +136,6 @@ def native_section(res: Results) -> Section | None:
         up_bad = bool(up.get("no_space_bad") or up.get("forced_bad"))
         # the fixed cell's colour and cause as the verdict's (an abort with no wrong token is not the bug)
         verdict_cell = pr_test_cell(up, fx)
-        if not isinstance(verdict_cell, Cell):  # no run on either side: no colour, no cause
-            verdict_cell = Cell(verdict_cell)
         cause = str(verdict_cell.value).split(": ", 1)[1] if ": " in str(verdict_cell.value) else ""
         t7.append(
             {

@@ -141,7 +141,7 @@ def abort_cause(up: dict[str, Any], fx: dict[str, Any]) -> tuple[str, str, bool]
     )
 
 
-def pr_test_cell(up: dict[str, Any], fx: dict[str, Any]) -> Cell | str:
+def pr_test_cell(up: dict[str, Any], fx: dict[str, Any]) -> Cell:
     """The PR's own test without and with the fix: exit code and its two counts apart, coloured by
     what the cell says (an abort after the fix with no wrong token is not the bug showing)."""
     if not up and not fx:
