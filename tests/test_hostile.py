@@ -553,7 +553,7 @@ def test_make_report_with_three_hostile_inputs(tmp_path: Path) -> None:
         [
             "make",
             "report",
-            "BATCH=census",
+            "ANALYSES=census",
             "MATRIX_VOCABS=",
             "REAL_VOCABS=",
             "CORPUS_SAMPLE_VOCABS=",
