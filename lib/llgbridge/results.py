@@ -53,6 +53,7 @@ CORE = (
     "show.py",
     "results.py",
     "analyses.py",
+    "candidates.py",
     "params.py",
     "fixtures.py",
     "models.py",
