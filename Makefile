@@ -25,17 +25,17 @@ VOCABS := $(shell PYTHONPATH=lib $(PYTHON) -m llgbridge.fixtures --names)
 # the real models' vocabs (llgbridge.models, `make models`): every per-vocab analysis after the
 # fixtures, and the matrix on the models themselves
 REAL_VOCABS := $(shell PYTHONPATH=lib $(PYTHON) -m llgbridge.models --names)
-NOTEBOOKS := census leak forced probe exactness soundness
 # the matrix runs on synthetic models made from these fixtures' tokenizers
 MATRIX_VOCABS := llama-spm phi-3 baichuan llama-bpe gemma-4 qwen35
-# One graph for the results: every per-input analysis of every input, the matrix on the synthetic
-# and the real models, the server and the corpus sample run in one pooled target (llgbridge.batch:
+# One graph for the results: every analysis of the registry (llgbridge.analyses) on the
+# inputs of its set, in one pooled target (llgbridge.batch:
 # long-lived workers, one kernel each, an input at a time, as many as `-j` allows through Make's
 # jobserver). Make only orders it after what it builds (fixtures, models, the native builds); which
 # runs must run is the pool's call alone, from what each result records (`results.why_stale`: its
 # input bytes, parameters, code and binaries), so no per-result rule here could disagree with it.
 # One analysis by hand: `python -m llgbridge.run NOTEBOOK VOCAB` (README, "Run one notebook by hand")
-BATCH := $(NOTEBOOKS) native
+# ANALYSES="census leak": only these (default: every analysis of the registry)
+ANALYSES ?=
 # the SchemaStore corpus's seeded sample (40 schemas) on the guide's four vocabs; `make corpus`
 # runs every schema on every vocab, outside the report
 CORPUS_SAMPLE_VOCABS := llama-spm llama-bpe gemma-4 bert-bge
@@ -125,9 +125,9 @@ data/models/.fetched: lib/llgbridge/models.sha256 | $(SETUP)
 $(POOL_STAMP): $(foreach v,$(MATRIX_VOCABS),data/models/synthetic-$(v).gguf) \
                $(if $(REAL_VOCABS),data/models/.fetched) $(if $(CORPUS_SAMPLE_VOCABS),data/schemas/.complete) \
                data/native/.built data/native/server/.built data/vocabs/.complete FORCE | $(SETUP)
-	+@$(BIN)/python -m llgbridge.batch --vocabs $(VOCABS) $(REAL_VOCABS) --analyses $(BATCH) \
-	  --also "matrix=$(MATRIX_VOCABS) $(REAL_VOCABS)" --also "corpus=$(CORPUS_SAMPLE_VOCABS)" \
-	  --also "server=$(SERVER_VOCABS)" --stamp $@
+	+@$(BIN)/python -m llgbridge.batch --inputs "every=$(VOCABS) $(REAL_VOCABS)" \
+	  --inputs "matrix=$(MATRIX_VOCABS) $(REAL_VOCABS)" --inputs "corpus-sample=$(CORPUS_SAMPLE_VOCABS)" \
+	  --inputs "server=$(SERVER_VOCABS)" $(if $(strip $(ANALYSES)),--analyses $(ANALYSES)) --stamp $@
 
 native: data/native/.built
 

@@ -15,7 +15,7 @@ from functools import cache
 
 import pytest
 
-from llgbridge import bridges
+from llgbridge import bridges, candidates
 from llgbridge.fixtures import vocab_names
 from llgbridge.paths import vocab_path
 from llgbridge.vocab import Vocab
@@ -52,6 +52,5 @@ def variant(name: str) -> str:
         "upstream": "fixed",
         "fixed": "upstream",
         "sentinel": "upstream",
-        "nospecial": "fixed",
-        "failclosed": "fixed",
+        **{c: "fixed" for c in candidates.NAMES},
     }.get(name, name)

@@ -8,7 +8,7 @@ import gc
 import pytest
 from conftest import ALL_VOCABS, bridge, variant, vocab
 
-from llgbridge import bridges, guide
+from llgbridge import bridges, candidates, guide
 from llgbridge.errors import InputError, LlgError
 from llgbridge.grammars import literal_grammar
 from llgbridge.llg import mask_bits
@@ -60,8 +60,8 @@ def test_upstream_always_forces() -> None:
 def test_unknown_bridge_is_a_one_line_error() -> None:
     with pytest.raises(
         InputError,
-        match=r"^bridge 'nope': unknown bridge; choose one of upstream, fixed, sentinel, "
-        r"nospecial, failclosed, truth$",
+        match=rf"^bridge 'nope': unknown bridge; choose one of upstream, fixed, sentinel, "
+        rf"{', '.join(candidates.NAMES)}, truth$",
     ):
         bridges.build(vocab("llama-spm"), "nope")
 
@@ -167,3 +167,21 @@ def test_each_vocab_gets_a_nospecial_bridge_of_its_own() -> None:
     a, b = B.build(vocab("llama-bpe"), "nospecial"), B.build(vocab("llama-spm"), "nospecial")
     assert isinstance(a, B.NoSpecial) and isinstance(b, B.NoSpecial) and a is not b
     assert (a.vocab.name, b.vocab.name) == ("llama-bpe", "llama-spm")
+
+
+def test_the_candidate_registry_matches_the_patches_the_ports_and_the_builds() -> None:
+    """A candidate is one patch, a port of the same name and the builds under that name: a patch
+    with no entry is never built, and an entry with no port of its own is compared with nothing."""
+    from llgbridge import server
+    from llgbridge.native import builder
+
+    assert sorted(p.name for p in builder.CANDIDATE_PATCHES.glob("*.patch")) == sorted(
+        c.patch for c in candidates.CANDIDATES
+    )
+    ports = [bridges.variant(c.name) for c in candidates.CANDIDATES]
+    assert [getattr(p, "name", None) for p in ports] == list(candidates.NAMES)
+    assert len(set(ports)) == len(ports) and not set(ports) & {bridges.variant(n) for n in bridges.VARIANTS}
+    for c in candidates.NAMES:
+        for program in ("harness", "test-pr"):
+            assert (builder.bin_dir(builder.LLG_PINNED) / f"{program}-{c}").is_file(), (program, c)
+        assert server.binary(c, builder.LLG_PINNED).is_file(), c

@@ -19,7 +19,7 @@ import pytest
 from gguf import Keys
 from helpers import PROGRAMS, SPM, abort_notebook, write_vocab
 
-from llgbridge import fixtures, params, paths, regen, report, results, run, synth, whatif
+from llgbridge import candidates, fixtures, params, paths, regen, report, results, run, synth, whatif
 from llgbridge.errors import InputError, cause_line
 from llgbridge.paths import RESULTS, ROOT, VOCABS, vocab_path
 from llgbridge.vocab import Vocab
@@ -50,7 +50,7 @@ def test_1_a_16kb_piece_costs_neither_the_report_nor_a_line(tmp_path: Path, spm_
     assert st["status"] == "ok", st
     rows = json.loads((res / "forced" / "big.json").read_text())["rows"]
     # no bridge can hold the piece: each says why in one line (sentinel's llguidance panic included)
-    assert [r["bridge"] for r in rows] == ["upstream", "fixed", "sentinel", "nospecial", "failclosed"]
+    assert [r["bridge"] for r in rows] == ["upstream", "fixed", "sentinel", *candidates.NAMES]
     assert all("build_error" in r for r in rows)
     assert all("\n" not in r["build_error"] for r in rows), rows
     shutil.copytree(spm_results / "forced", res / "forced", dirs_exist_ok=True)
@@ -553,7 +553,7 @@ def test_make_report_with_three_hostile_inputs(tmp_path: Path) -> None:
         [
             "make",
             "report",
-            "BATCH=census",
+            "ANALYSES=census",
             "MATRIX_VOCABS=",
             "REAL_VOCABS=",
             "CORPUS_SAMPLE_VOCABS=",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from llgbridge import results, run
+from llgbridge import analyses, results, run
 from llgbridge.paths import RESULTS, ROOT
 
 PIPELINE = ("report/", "run.py", "batch.py", "whatif.py", "bench.py", "gguf_fuzz.py", "templates/")
@@ -22,7 +22,7 @@ def _prerequisites(target: str) -> list[str]:
     return line.split(":", 1)[1].split("|")[0].split()
 
 
-ANALYSES = ("census", "leak", "forced", "probe", "exactness", "soundness", "native", "matrix", "corpus", "server")
+ANALYSES = analyses.names()
 LIB = ROOT / "lib" / "llgbridge"
 
 
@@ -36,6 +36,39 @@ def _import_closure(analysis: str) -> set[Path]:
         if not line.lstrip().startswith(("%", "!"))
     )
     return results.import_closure([LIB / "__init__.py"], code)
+
+
+def test_every_notebook_is_an_analysis_of_the_registry_and_every_analysis_has_one() -> None:
+    on_disk = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+    assert on_disk == sorted(ANALYSES)
+
+
+def test_every_analysis_has_a_section_on_the_page_and_every_section_a_module() -> None:
+    """The report finds `report/KEY.py`'s `KEY_section` for each key of PAGE by its name: a missing
+    module or function would cost the page a section, so it is caught here."""
+    import importlib
+
+    assert len(set(analyses.PAGE)) == len(analyses.PAGE)
+    assert set(ANALYSES) <= set(analyses.PAGE), set(ANALYSES) - set(analyses.PAGE)
+    missing = [
+        k
+        for k in analyses.PAGE
+        if not callable(getattr(importlib.import_module(f"llgbridge.report.{k}"), f"{k}_section", None))
+    ]
+    assert not missing
+
+
+def test_the_makefile_gives_the_pool_every_input_set_an_analysis_runs_on() -> None:
+    """An analysis whose set the Makefile does not pass would run on nothing, without a word."""
+    makefile = (ROOT / "Makefile").read_text()
+    given = set(re.findall(r'--inputs "([a-z-]+)=', makefile))
+    assert {a.runs_on for a in analyses.ANALYSES} <= given == set(analyses.INPUT_SETS)
+
+
+def test_a_result_of_an_analysis_outside_the_registry_is_refused() -> None:
+    """A result filed under a name with no entry has no schema to check it by: it was used unchecked."""
+    r = {"vocab": "llama-spm", "notebook": "emptypieces", "status": "ok"}
+    assert "no analysis of the registry" in results.check("emptypieces", "llama-spm", r)
 
 
 @pytest.mark.parametrize("analysis", ANALYSES)
@@ -62,7 +95,7 @@ def test_the_makefile_keeps_no_second_list_of_what_a_result_depends_on() -> None
     assert not [m for m in named if re.search(rf"\b{re.escape(m)}\b", makefile)], named
     assert (
         "data/results/%.json" not in makefile
-        and "$(eval" not in makefile.split("$(POOL_STAMP):")[0].split("BATCH :=")[1]
+        and "$(eval" not in makefile.split("$(POOL_STAMP):")[0].split("ANALYSES ?=")[1]
     )
     deps = _prerequisites("data/results/.batch/pool")
     assert "FORCE" in deps and "data/models/synthetic-gemma-4.gguf" in deps and "data/schemas/.complete" in deps

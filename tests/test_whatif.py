@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from llgbridge import whatif
+from llgbridge import candidates, whatif
 from llgbridge.errors import InputError
 from llgbridge.paths import VOCABS
 
@@ -25,13 +25,9 @@ def test_whatif_on_a_renamed_fixture(tmp_path: Path) -> None:
     census = pd.read_csv(out / "tables" / "census.csv")
     assert census[["vocab", "differing", "lost_leading_space"]].values.tolist() == [["my-vocab", 16410, 16395]]
     forced = pd.read_csv(out / "tables" / "forced.csv")
-    assert set(forced.vocab) == {"my-vocab"} and sorted(forced.bridge) == [
-        "failclosed",
-        "fixed",
-        "nospecial",
-        "sentinel",
-        "upstream",
-    ]
+    assert set(forced.vocab) == {"my-vocab"} and sorted(forced.bridge) == sorted(
+        ["upstream", "fixed", "sentinel", *candidates.NAMES]
+    )
     matrix = pd.read_csv(out / "tables" / "matrix.csv")
     assert sorted(zip(matrix.bridge, matrix.outcome)) == [
         ("fixed", "pass"),

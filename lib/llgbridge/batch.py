@@ -1,9 +1,11 @@
 """Run every out-of-date (analysis, input) of the report on a small pool of long-lived workers.
 
-    python -m llgbridge.batch --vocabs V1 V2 ... --analyses census leak ... \\
-        [--also matrix=V1,V2] [--also corpus=V1,V2] [--workers N] [--stamp PATH]
+    python -m llgbridge.batch --inputs every="V1 V2 ..." --inputs matrix="V1 ..." ... \\
+        [--analyses census leak ...] [--workers N] [--stamp PATH]
 
-This is what `make report` runs for every per-input analysis, once. Make keeps the dependency
+This is what `make report` runs for every analysis, once: each analysis of the registry
+(`analyses.ANALYSES`, or only those `--analyses` names) on the inputs of its `runs_on` set, as the
+Makefile gives each set with `--inputs SET="..."` (a set not given runs nothing). Make keeps the dependency
 graph: one target, out of date when any file the analyses depend on changed (`CORE`, each
 analysis's notebook and `MODULES`, the fixtures, the models, the native build). This module then
 decides which (analysis, input) runs must really run, from what each result records
@@ -47,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from . import pool
+from .analyses import ANALYSES, BY_NAME, INPUT_SETS
 from .errors import InputError
 from .jobserver import Jobserver, make_flags
 from .paths import RESULTS, name_problem, vocab_path, write_json
@@ -179,23 +182,33 @@ def _write_failed(results: Path, st: RunStatus) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m llgbridge.batch", description=__doc__.splitlines()[0])
-    ap.add_argument("--vocabs", nargs="*", default=[], help="the inputs every --analyses runs on")
-    ap.add_argument("--analyses", nargs="*", default=[])
     ap.add_argument(
-        "--also",
+        "--inputs",
         action="append",
         default=[],
-        metavar="ANALYSIS=V1,V2",
-        help="an analysis on some inputs only (the matrix on the synthetic models, the corpus sample)",
+        metavar='SET="V1 V2"',
+        help=f"the inputs of one of the registry's input sets ({', '.join(INPUT_SETS)})",
     )
+    ap.add_argument("--analyses", nargs="*", default=None, help="only these analyses (default: the registry's)")
     ap.add_argument("--workers", type=int, default=None, help="at most this many (default: Make's -j, else 1)")
     ap.add_argument("--stamp", type=Path, default=None, help="written when every run ends ok (dated 1970 otherwise)")
     a = ap.parse_args(argv)
-    wanted: dict[str, list[str]] = {v: list(a.analyses) for v in a.vocabs}
-    for spec in a.also:
-        analysis, _, names = spec.partition("=")
-        for v in filter(None, names.replace(",", " ").split()):
-            wanted.setdefault(v, []).append(analysis)
+    sets: dict[str, list[str]] = {}
+    for spec in a.inputs:
+        name, _, listed = spec.partition("=")
+        if name not in INPUT_SETS:
+            print(f"--inputs {name}: no such input set; the registry's are {', '.join(INPUT_SETS)}", file=sys.stderr)
+            return 2
+        sets.setdefault(name, []).extend(filter(None, listed.replace(",", " ").split()))
+    unknown = [n for n in a.analyses or () if n not in BY_NAME]
+    if unknown:
+        print(f"--analyses {' '.join(unknown)}: no such analysis in the registry (analyses.py)", file=sys.stderr)
+        return 2
+    wanted: dict[str, list[str]] = {}
+    for analysis in ANALYSES:
+        if a.analyses is None or analysis.name in a.analyses:
+            for v in dict.fromkeys(sets.get(analysis.runs_on, [])):
+                wanted.setdefault(v, []).append(analysis.name)
     for v in wanted:
         why = name_problem(v)
         if why:

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from . import candidates
 from .errors import InputError
 from .llg import LlgTokenizeFn, LlgTokenizerInit, Matcher, lib
 from .probe import PROBES, ProbeResult, probe_tokenize_exact
@@ -279,7 +280,7 @@ class Truth(Bridge):
 
 
 VARIANTS: tuple[str, ...] = ("upstream", "fixed", "sentinel")  # the bridges a reviewer compares
-CANDIDATES: tuple[str, ...] = ("nospecial", "failclosed")  # patches/candidates/, beside the PR (native.CANDIDATES)
+CANDIDATES: tuple[str, ...] = candidates.NAMES  # patches/candidates/, beside the PR (the registry: candidates.py)
 NAMES: tuple[str, ...] = (*VARIANTS, *CANDIDATES, "truth")
 
 

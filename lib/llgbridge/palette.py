@@ -6,13 +6,20 @@ reruns no analysis (the report, which lists it in the Makefile's REPORT_SRC, is 
 
 from __future__ import annotations
 
+from .candidates import NAMES as CANDIDATES
+
+# the candidates' colours, given in the registry's order, so the registry holds no colour and a
+# new candidate needs none (a colour is no result: candidates.py is hashed, this file is not)
+_SPARE = ("#8064a2", "#f79646", "#4bacc6", "#c6a04f")
+if len(CANDIDATES) > len(_SPARE):
+    raise RuntimeError(f"palette.py: {len(CANDIDATES)} candidates but {len(_SPARE)} spare colours; add one to _SPARE")
+
 # the bridges, in the order the report draws them (llama.cpp as shipped first)
 BRIDGES: dict[str, str] = {
     "upstream": "#c0504d",
     "fixed": "#4f9a4f",
     "sentinel": "#4f81bd",
-    "nospecial": "#8064a2",
-    "failclosed": "#f79646",
+    **dict(zip(CANDIDATES, _SPARE)),
     "truth": "#7f7f7f",
 }
 ORDER: tuple[str, ...] = tuple(BRIDGES)

@@ -41,7 +41,7 @@ from .paths import DATA, ROOT
 CONTENTS: dict[str, dict[str, str]] = {
     # issue 15's yardstick, as it was measured: no native differential, server, real models or corpus
     "today": {
-        "BATCH": "census leak forced probe exactness soundness",
+        "ANALYSES": "census leak forced probe exactness soundness matrix",
         "REAL_VOCABS": "",
         "CORPUS_SAMPLE_VOCABS": "",
         "SERVER_VOCABS": "",

@@ -21,17 +21,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import loaded
+from .analyses import ANALYSES, Kind, Schema
 from .errors import InputError
 from .paths import DATA, RESULTS, ROOT, vocab_path
 
 # where a run with non-default settings goes (never the main results)
 BYHAND = DATA / "byhand"
-# what an analysis's result depends on: the code version a result records is their hash with its
+# what every analysis's result depends on; each analysis adds its own modules and compiled
+# programs (`analyses.ANALYSES`): the code version a result records is their hash with its
 # notebook's (`code_files`). The one list: the pool judges "current" by it, and nothing else keeps
 # one (tests/test_pipeline.py checks that it holds every module an analysis's notebook imports,
 # and that the Makefile lists none). A name ending in "/" is every module of that subpackage.
@@ -51,135 +52,21 @@ CORE = (
     "nb.py",
     "show.py",
     "results.py",
+    "analyses.py",
+    "candidates.py",
     "params.py",
     "fixtures.py",
     "models.py",
     "loaded.py",
     "overrides.py",
 )
-MODULES: dict[str, tuple[str, ...]] = {
-    "census": ("census.py",),
-    "leak": ("masks.py",),
-    "forced": ("masks.py",),
-    "probe": (),
-    "exactness": ("exactness.py",),
-    "soundness": ("soundness.py",),
-    "matrix": ("generate.py", "synth.py"),
-    "native": ("native/", "soundness.py"),
-    "corpus": (
-        "corpus.py",
-        "corpus_job.py",
-        "cluster.py",
-        "pool.py",
-        "jobserver.py",
-        "schemas.py",
-        "schemas.tsv",
-        "soundness.py",
-    ),
-    "server": ("serving.py", "server.py", "generate.py", "synth.py", "native/", "soundness.py"),
-}
+MODULES: dict[str, tuple[str, ...]] = {a.name: a.modules for a in ANALYSES}
 # modules a notebook imports only to draw (colours): no result depends on them, so a new colour
 # reruns nothing; the code-version test allows these and no others outside the lists above
 DISPLAY_ONLY = ("palette.py",)
-# the compiled programs a result ran, by directory and glob: their bytes are part of its code
-# version, so a rebuilt binary (a changed harness, a patch, another llguidance) makes it stale.
-# The corpus sample's schemas too: a result reads them beside its vocab, so an edited (or a
-# restored) schema makes the corpus results stale, and their rerun recomputes that schema's jobs
-BUILT: dict[str, tuple[tuple[str, str], ...]] = {
-    "native": (("data/native/bin", "*"),),
-    "server": (("data/native/server/bin", "*"),),
-    "corpus": (("data/schemas", "*.json"),),
-}
-
-
-Kind = type | tuple[type, ...]  # a JSON type, or several (`isinstance`'s second argument)
-
-
-@dataclass(frozen=True)
-class Schema:
-    keys: dict[str, Kind]  # top-level key -> JSON type (list, dict, str, int, float)
-    tables: dict[
-        str, dict[str, Kind]
-    ]  # key holding a list of rows (or one row) -> column each row has -> its JSON type
-
-
-_NUM = (int, float)
-_BRIDGE_ROW: dict[str, Kind] = {"vocab": str, "bridge": str}
-_MS = (int, float, type(None))  # a timing: none where nothing was timed
-_BLANK_INT = (int, str)  # a count, or "" where it was not measured (the native differential that did not run)
-SCHEMAS: dict[str, Schema] = {
-    "census": Schema(
-        {"summary": dict, "diffs": list},
-        {"summary": {"vocab": str, "differing": int, "n_tokens": int, "lost_leading_space": int}},
-    ),
-    "leak": Schema({"grammar": str, "rows": list, "leaked": dict}, {"rows": _BRIDGE_ROW}),
-    "forced": Schema({"literal": str, "rows": list}, {"rows": _BRIDGE_ROW}),
-    "probe": Schema({"probe": dict, "cases": list}, {"probe": {"vocab": str, "tokenize_exact": bool, "greedy": bool}}),
-    "native": Schema(
-        {"rows": list, "differences": list, "tests": list},
-        {"rows": {"vocab": str, "sampler": str, "diff_cells": _BLANK_INT, "diff_differ": _BLANK_INT}},
-    ),
-    "server": Schema(
-        {
-            "rows": list,
-            "tokens": list,
-            "load": list,
-            "llguidance": list,
-            "port_llguidance": str,
-            "builds": dict,
-            "cases": dict,
-            "temperature": _NUM,
-            "seed": int,
-        },
-        {
-            "rows": {
-                "model": str,
-                "vocab": str,
-                "llguidance": str,
-                "sampler": str,
-                "case": str,
-                "http_status": int,
-                "error_field": bool,
-                "outcome": str,
-            },
-            "load": {
-                "model": str,
-                "llguidance": str,
-                "sampler": str,
-                "requests": int,
-                "violations": int,
-                "healthy_after": bool,
-            },
-        },
-    ),
-    "matrix": Schema(
-        {"rows": list, "device": str, "n_gpu_layers": int, "temperature": _NUM, "seed": int, "max_tokens": int},
-        {"rows": {"model": str, "vocab": str, "case": str, "bridge": str, "outcome": str}},
-    ),
-    "exactness": Schema(
-        {"n_inputs": int, "bridges": list, "exactness": list, "probe_vs_exactness": dict},
-        {"bridges": _BRIDGE_ROW, "exactness": _BRIDGE_ROW, "probe_vs_exactness": {"vocab": str, "cell": str}},
-    ),
-    "soundness": Schema({"soundness": list}, {"soundness": _BRIDGE_ROW}),
-    "corpus": Schema(
-        {
-            "schemas": int,
-            "params": dict,
-            "rows": list,
-            "failures": list,
-            "rejected": list,
-            "timing": list,
-            "hist": dict,
-            "hist_edges_us": list,
-        },
-        {
-            "rows": {**_BRIDGE_ROW, "schemas": int, "compiled": int, "under": int, "over": int},
-            "failures": {**_BRIDGE_ROW, "schema": str, "status": str},
-            "rejected": {"schema": str, "status": str, "error": str, "vocabs": str, "bridges": str},
-            "timing": {**_BRIDGE_ROW, "masks": int, "mask_us_p50": _MS, "mask_us_p99": _MS},
-        },
-    ),
-}
+BUILT: dict[str, tuple[tuple[str, str], ...]] = {a.name: a.built for a in ANALYSES if a.built}
+# what an ok result of each analysis holds
+SCHEMAS: dict[str, Schema] = {a.name: a.schema for a in ANALYSES}
 
 
 def _is(value: Any, kind: Kind) -> bool:
@@ -212,8 +99,8 @@ def check(analysis: str, stem: str, r: Any, path: str = "") -> str:
     if r.get("notebook") not in (None, analysis):
         return f"a {r.get('notebook')!r} result filed under {analysis!r}"
     schema = SCHEMAS.get(analysis)
-    if schema is None:
-        return ""
+    if schema is None:  # a result of no analysis in the registry cannot be checked, so not used
+        return f"{analysis!r} is no analysis of the registry (analyses.py)"
     for key, kind in schema.keys.items():
         if key not in r:
             return f"missing {key!r}"

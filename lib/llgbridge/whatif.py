@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import analyses, report, run
 from . import params as P
-from . import report, run
 from .errors import InputError
 from .overrides import Override, parse_all, suffix, tag
 from .paths import DATA, REPORTS, name_problem, usable_name, vocab_name
@@ -36,7 +36,7 @@ from .vocab import check_gguf_file
 # native: llama.cpp's own test and the port against the compiled sampler, on this vocab; server: the
 # real llama-server on the synthetic model the matrix builds (both skipped with one line where
 # nothing could be compiled)
-ANALYSES = ("census", "leak", "forced", "probe", "exactness", "soundness", "matrix", "native", "server")
+ANALYSES = analyses.names(whatif=True)
 
 
 def notebook_parameters(notebook: str) -> set[str]:
@@ -64,7 +64,7 @@ def _plan(path: Path, name: str, params: dict[str, object], models_dir: Path) ->
     for nb in ANALYSES:
         p = {k: v for k, v in params.items() if k in accepted[nb]}
         p["vocab_path"] = str(path)
-        if nb in ("matrix", "server"):
+        if "models_dir" in accepted[nb]:  # its synthetic model goes beside the what-if's results
             p["models_dir"] = str(models_dir)
         P.check(nb, {"vocab": name, **p})
         runs.append((nb, p))

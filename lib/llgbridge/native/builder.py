@@ -29,6 +29,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from ..candidates import CANDIDATES as REGISTERED
 from ..errors import first_line
 from ..paths import DATA, ROOT, write_atomic, write_json
 
@@ -43,10 +44,7 @@ MAKEFILE = ROOT / "native" / "Makefile"
 SAMPLERS = ("upstream", "fixed")  # the shipped common/llguidance.cpp, and with the PR
 # candidate patches beside the PR (patches/candidates/), each applied on top of it in a tree of its
 # own and named for what it does: a sampler each, never replacing `fixed`
-CANDIDATES: dict[str, str] = {
-    "nospecial": "0004-llguidance-tokenize-fn-without-special-parsing.patch",
-    "failclosed": "0005-llguidance-fail-closed-on-a-mask-error.patch",
-}
+CANDIDATES: dict[str, str] = {c.name: c.patch for c in REGISTERED}  # the registry: llgbridge.candidates
 CANDIDATE_PATCHES = PATCHES / "candidates"
 # what the build needs from the vendored tree: common/ and the public headers for every object,
 # nlohmann for common/json.h, and the two test files the PR touches

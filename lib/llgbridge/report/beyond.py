@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..candidates import CANDIDATES
 from ..native import LLG_PINNED as NATIVE_PIN
 from ..native import version_key
 from ..show import show_text
@@ -14,11 +15,7 @@ from .data import Results, takes_results
 from .prose import blocks
 from .table import Cell, Section, Table, first_words, guide_order, names, shows
 
-CANDIDATE_NOTES = {
-    "nospecial": "tokenize_fn and the probes with parse_special = false, plus a fourth probe spelling the "
-    "end-of-turn token",
-    "failclosed": "on a mask error, only end-of-generation tokens from then on, instead of dropping the grammar",
-}
+CANDIDATE_NOTES = {c.name: c.what for c in CANDIDATES}
 
 
 @takes_results

@@ -4,6 +4,7 @@ run.json written, each through a temporary name."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
 from collections.abc import Callable
@@ -14,43 +15,22 @@ from typing import Any
 
 import pandas as pd
 
+from ..analyses import PAGE
 from ..fixtures import refused as refused_inputs
 from ..native import vendored_commit
 from ..paths import REPORTS, RESULTS, ROOT, write_atomic, write_json
 from . import gfm, repro, tested
-from .beyond import beyond_section
-from .census import census_section
 from .comment import comment
-from .corpus import corpus_section
 from .data import Results
-from .exactness import exactness_section
-from .forced import forced_section
 from .glossary import GLOSSARY
-from .leak import leak_section
-from .matrix import matrix_section
-from .native import native_section
-from .probe import probe_section
-from .review import review_section
-from .server import server_section
-from .soundness import soundness_section
 from .story import vocab_story
 from .table import PR_BASE, Section, Table, guide_order, html_table, overridden_note
 from .verdict import Verdict, recommendation_md, verdict
 
-# the page's order: the guide's tables in the guide's order, then what goes beyond it
+# the page's order (`analyses.PAGE`): each section is `report/KEY.py`'s `KEY_section`, found by its
+# name, so adding an analysis adds no line here
 SECTIONS: list[tuple[str, Callable[[Results], Section | None]]] = [
-    ("census", census_section),
-    ("leak", leak_section),
-    ("forced", forced_section),
-    ("probe", probe_section),
-    ("native", native_section),
-    ("matrix", matrix_section),
-    ("server", server_section),
-    ("beyond", beyond_section),
-    ("exactness", exactness_section),
-    ("soundness", soundness_section),
-    ("corpus", corpus_section),
-    ("review", review_section),
+    (key, getattr(importlib.import_module(f"{__package__}.{key}"), f"{key}_section")) for key in PAGE
 ]
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from .. import guide, serving
+from ..candidates import NAMES as CANDIDATES
 from ..native import version_key
 from ..server import LLG_PINNED
 from ..show import show_text
@@ -456,7 +457,7 @@ def server_section(res: Results) -> Section | None:
         )
     # the candidate patches through the server: every case where one answers otherwise than the PR
     cands_said: dict[str, Any] | None = None
-    cands = [c for c in ("nospecial", "failclosed") if (df.sampler == c).any()]
+    cands = [c for c in CANDIDATES if (df.sampler == c).any()]
     if cands:
         crow = []
         for (model, case), g in df[(df.llguidance == pinned) & df.sampler.isin(["fixed", *cands])].groupby(

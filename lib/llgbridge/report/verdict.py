@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from .. import guide
+from ..candidates import BY_BUG
 from ..models import REAL_MODELS, overridden
 from ..server import LLG_PINNED
 from .data import Results, takes_results
@@ -21,10 +22,7 @@ from .table import SAME, Cell, Table, after_fix, cell_value, guide_order, pinned
 
 # the two ctest entries the PR's test runs under (tests/CMakeLists.txt: the one it has, the one it adds)
 CTEST_VOCABS = ("llama-bpe", "llama-spm")
-CANDIDATE_PATCHES = {
-    "C": "0004-llguidance-tokenize-fn-without-special-parsing.patch",
-    "D": "0005-llguidance-fail-closed-on-a-mask-error.patch",
-}
+CANDIDATE_PATCHES = {bug: c.patch for bug, c in BY_BUG.items()}
 # upstream reports of the same class as a finding, with their state when read (2026-12-02; none
 # reports bugs A-D as such). #24144 was closed by #24154, a null check on the sampler that
 # llama_sampler_init_llg passes: it returns a sampler even when it has no matcher
