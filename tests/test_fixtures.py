@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import tarfile
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from llgbridge import fixtures, paths
+from llgbridge.errors import InputError
 from llgbridge.paths import VOCABS
 
 
@@ -34,11 +36,11 @@ def _fake_sdist(tmp: Path, files: dict[str, bytes]) -> Path:
 def test_checksum_mismatch_is_clear_and_places_nothing(tmp_path: Path) -> None:
     sdist = _fake_sdist(tmp_path, {"ggml-vocab-a.gguf": b"GGUF good", "ggml-vocab-b.gguf": b"GGUF tampered"})
     want = {
-        "ggml-vocab-a.gguf": fixtures.hashlib.sha256(b"GGUF good").hexdigest(),
-        "ggml-vocab-b.gguf": fixtures.hashlib.sha256(b"GGUF original").hexdigest(),
+        "ggml-vocab-a.gguf": hashlib.sha256(b"GGUF good").hexdigest(),
+        "ggml-vocab-b.gguf": hashlib.sha256(b"GGUF original").hexdigest(),
     }
     dest = tmp_path / "vocabs"
-    with pytest.raises(SystemExit, match=r"ggml-vocab-b.gguf: checksum mismatch .*nothing was placed"):
+    with pytest.raises(InputError, match=r"ggml-vocab-b.gguf: checksum mismatch .*nothing was placed"):
         fixtures.extract(sdist, dest, want)
     assert list(dest.iterdir()) == []
 
@@ -46,7 +48,7 @@ def test_checksum_mismatch_is_clear_and_places_nothing(tmp_path: Path) -> None:
 def test_extract_places_verified_files(tmp_path: Path) -> None:
     sdist = _fake_sdist(tmp_path, {"ggml-vocab-a.gguf": b"GGUF good"})
     dest = tmp_path / "vocabs"
-    placed = fixtures.extract(sdist, dest, {"ggml-vocab-a.gguf": fixtures.hashlib.sha256(b"GGUF good").hexdigest()})
+    placed = fixtures.extract(sdist, dest, {"ggml-vocab-a.gguf": hashlib.sha256(b"GGUF good").hexdigest()})
     assert placed == ["ggml-vocab-a.gguf"] and (dest / "ggml-vocab-a.gguf").read_bytes() == b"GGUF good"
 
 

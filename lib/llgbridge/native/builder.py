@@ -20,18 +20,16 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import sysconfig
-import tarfile
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 from typing import Any
 
 from ..candidates import CANDIDATES as REGISTERED
-from ..errors import first_line
-from ..paths import DATA, ROOT, write_atomic, write_json
+from ..errors import InputError, first_line
+from ..fetch import Archive, Manifest, Staging, download
+from ..paths import DATA, ROOT, write_json
 
 NATIVE = DATA / "native"
 SHIPPED = NATIVE / "src" / "shipped"
@@ -79,29 +77,20 @@ LLG_WHEELS = {  # the wheel pip picks here, and its sha256 as the registry serve
         "945ab9c077d35dc8c6a603ea6a3e4f5ba2deeae80a0b3cbfbedd142881fb4262"
     ),
 }
+LLG_PIN = Manifest.of(LLG_WHEELS, "native/builder.py's LLG_WHEELS")
 LLG_DIR = NATIVE / f"llguidance-{LLG_PINNED}"
 
 
 # -- build -----------------------------------------------------------------------------------
 def extract_sources(dest: Path) -> None:
-    """The vendored tree's build inputs, from the sdist `make data` caches, into `dest`."""
-    from ..fixtures import MEMBER_PREFIX, fetch_sdist
+    """The vendored tree's build inputs, from the sdist `make data` caches (checked against its pin), into `dest`."""
+    from ..fixtures import MEMBER_PREFIX, SDIST, fetch_sdist
 
-    sdist = fetch_sdist(DATA / "sdist")
-    with tarfile.open(sdist) as tar:
-        members = []
-        for m in tar.getmembers():
-            if not m.name.startswith(MEMBER_PREFIX) or not (m.isfile() or m.isdir()):
-                continue
-            rel = m.name[len(MEMBER_PREFIX) :]
-            if rel.startswith(SOURCE_PREFIXES):
-                m.name = rel
-                members.append(m)
-        tar.extractall(dest, members=members, filter="data")
+    with Archive(fetch_sdist(DATA / "sdist"), SDIST) as sdist:
+        sdist.extract_tree(MEMBER_PREFIX, lambda rel: rel.startswith(SOURCE_PREFIXES), dest)
         # the sdist keeps the submodule's git dir: the commit of the vendored tree
-        head = tar.extractfile(COMMIT_MEMBER) if COMMIT_MEMBER in tar.getnames() else None
-        if head is not None:
-            (dest / COMMIT_FILE).write_text(head.read().decode().strip() + "\n")
+        if COMMIT_MEMBER in sdist.names():
+            (dest / COMMIT_FILE).write_text(sdist.read(COMMIT_MEMBER).decode().strip() + "\n")
 
 
 def vendored_commit() -> str:
@@ -157,44 +146,14 @@ def fetch_pinned_llguidance() -> Path:
     lib = LLG_DIR / "_lib.abi3.so"
     if lib.exists():
         return lib
-    LLG_DIR.mkdir(parents=True, exist_ok=True)
-    from ..fixtures import sha256
-
-    with tempfile.TemporaryDirectory(dir=LLG_DIR) as tmp:
-        r = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--only-binary",
-                ":all:",
-                f"llguidance=={LLG_PINNED}",
-                "-d",
-                tmp,
-                "-q",
-                "--disable-pip-version-check",
-            ],
-            capture_output=True,
-            text=True,
-        )
-        wheels = sorted(Path(tmp).glob("*.whl"))
-        if r.returncode != 0 or not wheels:
-            said = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("WARNING")]
-            raise RuntimeError(f"llguidance=={LLG_PINNED}: pip download failed: {said[-1] if said else r.returncode}")
-        wheel = wheels[0]
-        want = LLG_WHEELS.get(wheel.name)
-        if want is None:
-            raise RuntimeError(f"llguidance=={LLG_PINNED}: no pinned sha256 for {wheel.name} (this platform's wheel)")
-        got = sha256(wheel)
-        if got != want:
-            raise RuntimeError(f"{wheel.name}: sha256 {got[:12]}… is not the pinned {want[:12]}…")
-        with zipfile.ZipFile(wheel) as z:
-            member = next((n for n in z.namelist() if n.startswith("llguidance/_lib") and n.endswith(".so")), None)
+    with Staging(LLG_DIR) as s:
+        wheel = download(f"llguidance=={LLG_PINNED}", s.dir / "pip", pinned=LLG_PIN)
+        with Archive(wheel) as z:
+            member = next((n for n in z.names() if n.startswith("llguidance/_lib") and n.endswith(".so")), None)
             if member is None:
-                raise RuntimeError(f"{wheel.name} holds no llguidance/_lib*.so")
-            write_atomic(lib, z.read(member))
+                raise InputError(wheel.name, "holds no llguidance/_lib*.so")
+            s.extract(z, member, lib.name)
+        s.commit()
     return lib
 
 
@@ -207,7 +166,7 @@ def llguidance_libraries() -> tuple[dict[str, Path], dict[str, str]]:
     missing: dict[str, str] = {}
     try:
         libs[LLG_PINNED] = fetch_pinned_llguidance()
-    except (RuntimeError, OSError, zipfile.BadZipFile, subprocess.SubprocessError) as e:
+    except (InputError, RuntimeError, OSError, subprocess.SubprocessError) as e:
         missing[LLG_PINNED] = first_line(str(e))
     return dict(sorted(libs.items(), key=lambda kv: version_key(kv[0]))), missing
 
@@ -332,7 +291,7 @@ def build(jobs: int | None = None) -> dict[str, Any]:
             args = [f"{k}={v}" for k, v in {**make_vars(), "OUT": str(out), "LLG_SO": str(lib)}.items()]
             run_make(MAKEFILE, args, f"native build (llguidance {version})", jobs)
         status = {"built": True, "llguidance": list(libs), "missing": missing}
-    except (RuntimeError, OSError, tarfile.TarError, subprocess.SubprocessError) as e:
+    except (InputError, RuntimeError, OSError, subprocess.SubprocessError) as e:
         status["reason"] = first_line(str(e))
         # binaries of an earlier build are not what this tree builds now: gone, so every native
         # result that ran them is stale (their sha256 is its code version) and fails with the reason
