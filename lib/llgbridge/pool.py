@@ -120,6 +120,192 @@ class Stats:
     starts: list[dict[str, float]] = field(default_factory=list)
 
 
+class Pool:
+    """One run of `run`: its jobs, its workers and what each job has cost so far. Each method is
+    one step: start a worker, hand out jobs, wait, collect what a worker said, charge a lost one,
+    let them all go."""
+
+    def __init__(
+        self,
+        jobs: Sequence[Any],
+        service: Service,
+        args: tuple[Any, ...],
+        *,
+        workers: int,
+        on_done: Callable[[int, Any, int], None],
+        on_lost: Callable[[int, str, int], None],
+        on_emit: Callable[[int, Any], None] | None,
+        again: Callable[[int], Any] | None,
+        slots: Jobserver | None,
+        stall: float,
+        heartbeat: float,
+        attempts: int,
+    ) -> None:
+        self.ctx = get_context("spawn")
+        self.service, self.args = service, args
+        self.workers, self.slots = workers, slots
+        self.on_done, self.on_lost, self.on_emit, self.again = on_done, on_lost, on_emit, again
+        self.stall, self.heartbeat, self.attempts = stall, heartbeat, attempts
+        self.tries = [0] * len(jobs)
+        self.payload: list[Any] = list(jobs)
+        self.todo = deque(range(len(jobs)))
+        self.procs: list[_Proc] = []
+        self.stats = Stats()
+        self.start_failures = 0
+        self.ever_ready = False
+
+    def run(self) -> Stats:
+        finished = False
+        try:
+            while self.todo or any(w.job is not None for w in self.procs):
+                n_idle = sum(1 for w in self.procs if w.job is None and not w.quit)
+                if self.grow(n_idle):
+                    continue
+                self.hand_out()
+                ready = self.listen(n_idle)
+                now = time.monotonic()
+                for w in list(self.procs):
+                    self.collect(w, ready, now)
+            finished = True
+        finally:
+            self.shutdown(finished)
+        return self.stats
+
+    def grow(self, n_idle: int) -> bool:
+        """One more worker while jobs wait for one and Make has a free slot (the first needs none)."""
+        procs, slots = self.procs, self.slots
+        if len(self.todo) > n_idle and len(procs) < self.workers and (not procs or slots is None or slots.take()):
+            self.spawn(bool(procs) and slots is not None)
+            return True
+        if not procs and self.todo:
+            self.spawn(False)
+            return True
+        return False
+
+    def spawn(self, slot: bool) -> None:
+        parent, child = self.ctx.Pipe()
+        p = self.ctx.Process(target=_child, args=(child, self.service, self.args, self.heartbeat), daemon=True)
+        p.start()
+        child.close()
+        now = time.monotonic()
+        self.procs.append(_Proc(p, parent, slot, now, now))
+
+    def hand_out(self) -> None:
+        """The next job to each ready worker with none; a worker with nothing left is let go."""
+        now = time.monotonic()
+        for w in self.procs:
+            if w.ready and w.job is None and not w.quit:
+                if self.todo:
+                    i = self.todo.popleft()
+                    self.tries[i] += 1
+                    w.job = i
+                    w.last = now
+                    try:
+                        w.conn.send(self.payload[i])
+                    except OSError:
+                        pass  # it died: charged when its end is seen
+                else:
+                    w.quit = True
+                    try:
+                        w.conn.send(None)  # nothing left for it: let it go, and its slot
+                    except OSError:
+                        pass
+
+    def listen(self, n_idle: int) -> set[Any]:
+        """What is ready to read: a worker's message or end, or (when one more worker is wanted)
+        a slot of Make's."""
+        slots, procs = self.slots, self.procs
+        want_slot = slots is not None and slots.usable and len(procs) < self.workers and len(self.todo) > n_idle
+        return set(
+            wait(
+                [w.conn for w in procs]
+                + [w.proc.sentinel for w in procs]
+                + ([slots.rfd] if slots is not None and want_slot else []),
+                timeout=min(self.heartbeat, 0.5 if want_slot else self.heartbeat),
+            )
+        )
+
+    def collect(self, w: _Proc, ready: set[Any], now: float) -> None:
+        """Every message `w` sent, then its end or its stall, if either is seen."""
+        gone = False
+        while w.conn in ready or w.conn.poll():
+            ready.discard(w.conn)
+            try:
+                msg = w.conn.recv()
+            except (EOFError, OSError):
+                gone = True
+                break
+            w.last = now
+            if msg[0] == "ready":
+                w.ready = self.ever_ready = True
+                self.stats.starts.append({"process": round(msg[1], 4), "wait": round(now - w.spawned, 4)})
+            elif msg[0] == "emit" and self.on_emit is not None and w.job is not None:
+                self.on_emit(w.job, msg[1])
+            elif msg[0] == "done" and w.job is not None:
+                i, w.job = w.job, None
+                self.on_done(i, msg[1], self.tries[i])
+        if gone or w.proc.sentinel in ready or not w.proc.is_alive():
+            w.proc.join(5)
+            if w.quit and w.job is None:
+                self.release(w)  # let go: it left by itself
+            else:
+                self.lose(w, death(w.proc.exitcode))
+        elif now - w.last > self.stall:
+            self.lose(w, f"stopped answering for {self.stall:.0f} s, then killed")
+
+    def release(self, w: _Proc) -> None:
+        w.conn.close()
+        if w.slot and self.slots is not None:
+            self.slots.give()
+        self.procs.remove(w)
+
+    def lose(self, w: _Proc, cause: str) -> None:
+        """A worker gone while it ran job `w.job` (or while it started): charge that job alone."""
+        if w.proc.is_alive():
+            w.proc.kill()
+        w.proc.join(5)
+        self.release(w)
+        if not w.ready:
+            self.start_failures += 1
+            n = self.start_failures
+            if not self.ever_ready and n >= START_FAILURES or n >= START_FAILURES * 2:
+                while self.todo:  # none can start: no later one would either
+                    i = self.todo.popleft()
+                    self.on_lost(i, f"could not start: {cause}", self.tries[i])
+        if w.job is None:
+            return
+        i = w.job
+        if self.tries[i] < self.attempts:
+            nxt = self.again(i) if self.again else self.payload[i]
+            if nxt is None:
+                self.on_done(i, None, self.tries[i])
+            else:
+                self.payload[i] = nxt
+                self.todo.appendleft(i)  # run again next, on a fresh worker
+        else:
+            self.on_lost(i, cause, self.tries[i])
+
+    def shutdown(self, finished: bool) -> None:
+        """Every job ended: the workers are let go; the loop interrupted (Ctrl-C, an error): SIGTERM
+        (a notebook worker stops its kernel on it); either way a kill past 10 s."""
+        for w in self.procs:
+            if w.quit or not w.proc.is_alive():
+                continue
+            if finished:
+                try:
+                    w.conn.send(None)
+                except OSError:
+                    pass
+            else:
+                w.proc.terminate()
+        for w in list(self.procs):
+            w.proc.join(10)
+            if w.proc.is_alive():
+                w.proc.kill()
+                w.proc.join()
+            self.release(w)
+
+
 def run(
     jobs: Sequence[Any],
     service: Service,
@@ -141,138 +327,17 @@ def run(
     `again(i)` is what to send when job i runs again after a lost worker (default: the same job;
     None: nothing of it is left to run, and it counts as done with the value None).
     """
-    ctx = get_context("spawn")
-    tries = [0] * len(jobs)
-    payload: list[Any] = list(jobs)
-    todo = deque(range(len(jobs)))
-    procs: list[_Proc] = []
-    stats = Stats()
-    start_failures = 0
-    ever_ready = False
-
-    def spawn(slot: bool) -> None:
-        parent, child = ctx.Pipe()
-        p = ctx.Process(target=_child, args=(child, service, args, heartbeat), daemon=True)
-        p.start()
-        child.close()
-        now = time.monotonic()
-        procs.append(_Proc(p, parent, slot, now, now))
-
-    def release(w: _Proc) -> None:
-        w.conn.close()
-        if w.slot and slots is not None:
-            slots.give()
-        procs.remove(w)
-
-    def lose(w: _Proc, cause: str) -> None:
-        """A worker gone while it ran job `w.job` (or while it started): charge that job alone."""
-        nonlocal start_failures
-        if w.proc.is_alive():
-            w.proc.kill()
-        w.proc.join(5)
-        release(w)
-        if not w.ready:
-            start_failures += 1
-            if not ever_ready and start_failures >= START_FAILURES or start_failures >= START_FAILURES * 2:
-                while todo:  # none can start: no later one would either
-                    i = todo.popleft()
-                    on_lost(i, f"could not start: {cause}", tries[i])
-        if w.job is None:
-            return
-        i = w.job
-        if tries[i] < attempts:
-            nxt = again(i) if again else payload[i]
-            if nxt is None:
-                on_done(i, None, tries[i])
-            else:
-                payload[i] = nxt
-                todo.appendleft(i)  # run again next, on a fresh worker
-        else:
-            on_lost(i, cause, tries[i])
-
-    finished = False
-    try:
-        while todo or any(w.job is not None for w in procs):
-            now = time.monotonic()
-            idle = [w for w in procs if w.job is None and not w.quit]
-            # one more worker while jobs wait for one, and Make has a free slot
-            if len(todo) > len(idle) and len(procs) < workers and (not procs or slots is None or slots.take()):
-                spawn(bool(procs) and slots is not None)
-                continue
-            if not procs and todo:
-                spawn(False)
-                continue
-            for w in procs:
-                if w.ready and w.job is None and not w.quit:
-                    if todo:
-                        i = todo.popleft()
-                        tries[i] += 1
-                        w.job = i
-                        w.last = now
-                        try:
-                            w.conn.send(payload[i])
-                        except OSError:
-                            pass  # it died: charged when its end is seen
-                    else:
-                        w.quit = True
-                        try:
-                            w.conn.send(None)  # nothing left for it: let it go, and its slot
-                        except OSError:
-                            pass
-            want_slot = slots is not None and slots.usable and len(procs) < workers and len(todo) > len(idle)
-            ready = set(
-                wait(
-                    [w.conn for w in procs]
-                    + [w.proc.sentinel for w in procs]
-                    + ([slots.rfd] if slots is not None and want_slot else []),
-                    timeout=min(heartbeat, 0.5 if want_slot else heartbeat),
-                )
-            )
-            now = time.monotonic()
-            for w in list(procs):
-                gone = False
-                while w.conn in ready or w.conn.poll():
-                    ready.discard(w.conn)
-                    try:
-                        msg = w.conn.recv()
-                    except (EOFError, OSError):
-                        gone = True
-                        break
-                    w.last = now
-                    if msg[0] == "ready":
-                        w.ready = ever_ready = True
-                        stats.starts.append({"process": round(msg[1], 4), "wait": round(now - w.spawned, 4)})
-                    elif msg[0] == "emit" and on_emit is not None and w.job is not None:
-                        on_emit(w.job, msg[1])
-                    elif msg[0] == "done" and w.job is not None:
-                        i, w.job = w.job, None
-                        on_done(i, msg[1], tries[i])
-                if gone or w.proc.sentinel in ready or not w.proc.is_alive():
-                    w.proc.join(5)
-                    if w.quit and w.job is None:
-                        release(w)  # let go: it left by itself
-                    else:
-                        lose(w, death(w.proc.exitcode))
-                elif now - w.last > stall:
-                    lose(w, f"stopped answering for {stall:.0f} s, then killed")
-        finished = True
-    finally:
-        # every job ended: the workers are let go; the loop interrupted (Ctrl-C, an error): SIGTERM
-        # (a notebook worker stops its kernel on it); either way a kill past 10 s
-        for w in procs:
-            if w.quit or not w.proc.is_alive():
-                continue
-            if finished:
-                try:
-                    w.conn.send(None)
-                except OSError:
-                    pass
-            else:
-                w.proc.terminate()
-        for w in list(procs):
-            w.proc.join(10)
-            if w.proc.is_alive():
-                w.proc.kill()
-                w.proc.join()
-            release(w)
-    return stats
+    return Pool(
+        jobs,
+        service,
+        args,
+        workers=workers,
+        on_done=on_done,
+        on_lost=on_lost,
+        on_emit=on_emit,
+        again=again,
+        slots=slots,
+        stall=stall,
+        heartbeat=heartbeat,
+        attempts=attempts,
+    ).run()
