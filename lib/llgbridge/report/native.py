@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
@@ -90,16 +91,52 @@ def rule_table(causes: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-@takes_results
-def native_section(res: Results) -> Section | None:
-    ok, _ = res.load("native")
-    if not ok:
-        return None
+# the test cells compared between llguidance versions
+TEST_COLUMNS = (
+    "pr_test_exit",
+    "no_space_bad",
+    "forced_bad",
+    "string_tests",
+    "pr_test_failure",
+    "shipped_test_exit",
+    "shipped_test_failure",
+    "greedy",
+)
+
+
+@dataclass
+class Native:
+    """The native results as frames: one row per (vocab, llguidance, sampler), upstream first as
+    the guide's tables have it; the steps where the port and the compiled sampler differ; the
+    vocabs in the guide's order; the llguidance versions built, and the one the tables lead with
+    (what llama.cpp links) and the one the port drives."""
+
+    df: pd.DataFrame
+    diffs: pd.DataFrame
+    order: list[str]
+    built: list[str]
+    pinned: str
+    port_llg: str
+
+    def get(self, v: str, s: str, llg: str = "") -> dict[str, Any]:
+        df = self.df
+        row = df[(df.vocab == v) & (df.sampler == s) & (df.llguidance == (llg or self.pinned))]
+        return row.iloc[0].to_dict() if not row.empty else {}
+
+    def matches(self, v: str) -> str:
+        """Guide table 7's row of `v` against ours: ✓, ✗, or blank where the guide has none."""
+        if v not in guide.UNIT:
+            return ""
+        got = [(self.get(v, s).get("pr_test_exit"), self.get(v, s).get("no_space_bad")) for s in ("upstream", "fixed")]
+        return "✓" if got == [tuple(x) for x in guide.UNIT[v]] else "✗"
+
+
+def native_frames(ok: list[dict[str, Any]]) -> Native:
     df = int_columns(pd.DataFrame([row for r in ok for row in r["rows"]]))
     port_llg = metadata.version("llguidance")
     if "llguidance" not in df:
         df["llguidance"] = port_llg
-    rank = df.sampler.map({"upstream": 0, "fixed": 1})  # upstream first, as the guide's tables have it
+    rank = df.sampler.map({"upstream": 0, "fixed": 1})
     df = (
         df.assign(_rank=rank, _v=df.llguidance.map(version_key))
         .sort_values(["vocab", "_v", "_rank"], kind="stable", key=vocab_key)
@@ -109,29 +146,22 @@ def native_section(res: Results) -> Section | None:
     diffs = pd.DataFrame([d for r in ok for d in r.get("differences", [])])
     if not diffs.empty and "llguidance" not in diffs:
         diffs["llguidance"] = port_llg
-    order = guide_order(list(df.vocab.unique()))
     built = sorted(df.llguidance.unique(), key=version_key)
-    pinned = NATIVE_PIN if NATIVE_PIN in built else port_llg  # what llama.cpp links leads the tables
+    pinned = NATIVE_PIN if NATIVE_PIN in built else port_llg
+    return Native(df, diffs, guide_order(list(df.vocab.unique())), built, pinned, port_llg)
 
-    def get(v: str, s: str, llg: str = "") -> dict[str, Any]:
-        row = df[(df.vocab == v) & (df.sampler == s) & (df.llguidance == (llg or pinned))]
-        return row.iloc[0].to_dict() if not row.empty else {}
 
-    def pr_cell(r: dict[str, Any]) -> str:
-        if not r or r.get("pr_test_exit", "") == "":
-            return "not run"
-        return f"exit {r['pr_test_exit']}: {r['no_space_bad']} with a space, {r['forced_bad']} not a prefix"
+def _pr_cell(r: dict[str, Any]) -> str:
+    if not r or r.get("pr_test_exit", "") == "":
+        return "not run"
+    return f"exit {r['pr_test_exit']}: {r['no_space_bad']} with a space, {r['forced_bad']} not a prefix"
 
-    def matches(v: str) -> str:
-        if v not in guide.UNIT:
-            return ""
-        got = [(get(v, s).get("pr_test_exit"), get(v, s).get("no_space_bad")) for s in ("upstream", "fixed")]
-        return "✓" if got == [tuple(x) for x in guide.UNIT[v]] else "✗"
 
-    match = {v: matches(v) for v in (*order, *guide.UNIT)}
+def table7(n: Native, match: dict[str, str]) -> pd.DataFrame:
+    """Guide table 7 from the compiled code: the PR's test per vocab and sampler, beside the guide's."""
     t7 = []
-    for v in order:
-        up, fx = get(v, "upstream"), get(v, "fixed")
+    for v in n.order:
+        up, fx = n.get(v, "upstream"), n.get(v, "fixed")
         g = guide.UNIT.get(v)
         up_bad = bool(up.get("no_space_bad") or up.get("forced_bad"))
         # the fixed cell's colour and cause as the verdict's (an abort with no wrong token is not the bug)
@@ -140,75 +170,71 @@ def native_section(res: Results) -> Section | None:
         t7.append(
             {
                 "vocab": v,
-                "PR test, upstream sampler": Cell(pr_cell(up), shows(up_bad)),
-                "PR test, fixed sampler": Cell(pr_cell(fx) + (f" ({cause})" if cause else ""), verdict_cell.cls),
+                "PR test, upstream sampler": Cell(_pr_cell(up), shows(up_bad)),
+                "PR test, fixed sampler": Cell(_pr_cell(fx) + (f" ({cause})" if cause else ""), verdict_cell.cls),
                 "string tests (fixed)": fx.get("string_tests", "") or "not run",
                 "guide: without / with": f"exit {g[0][0]}, {g[0][1]} bad / exit {g[1][0]}, {g[1][1]} bad" if g else "",
                 "match": Cell(match[v], matched(match[v])),
             }
         )
+    return group_rows(pd.DataFrame(t7), keep=frozenset(GUIDE_VOCABS))
 
-    def shipped_cell(r: dict[str, Any]) -> str:
-        if not r or r.get("shipped_test_exit", "") == "":
-            return ""
-        return (
-            "exit 0" if r["shipped_test_exit"] == 0 else f"exit {r['shipped_test_exit']}: {r['shipped_test_failure']}"
-        )
 
+def _shipped_cell(r: dict[str, Any]) -> str:
+    if not r or r.get("shipped_test_exit", "") == "":
+        return ""
+    return "exit 0" if r["shipped_test_exit"] == 0 else f"exit {r['shipped_test_exit']}: {r['shipped_test_failure']}"
+
+
+def shipped_table(n: Native) -> pd.DataFrame:
+    """The test before the PR, per vocab and sampler."""
     shipped = pd.DataFrame(
         [
             {
                 "vocab": v,
-                "tok_eos": get(v, "upstream").get("tok_eos", ""),
-                "test as shipped, upstream sampler": shipped_cell(get(v, "upstream")),
-                "test as shipped, fixed sampler": shipped_cell(get(v, "fixed")),
-                "the sampler's first llg error (fixed)": get(v, "fixed").get("shipped_test_llg_error", ""),
+                "tok_eos": n.get(v, "upstream").get("tok_eos", ""),
+                "test as shipped, upstream sampler": _shipped_cell(n.get(v, "upstream")),
+                "test as shipped, fixed sampler": _shipped_cell(n.get(v, "fixed")),
+                "the sampler's first llg error (fixed)": n.get(v, "fixed").get("shipped_test_llg_error", ""),
             }
-            for v in order
+            for v in n.order
         ]
     )
-    # like with like: the port drives the venv's llguidance, so its differential is against that build
-    same = df[df.llguidance == port_llg]
-    cells = int(pd.to_numeric(same["diff_cells"], errors="coerce").fillna(0).sum())
-    differ = int(pd.to_numeric(same["diff_differ"], errors="coerce").fillna(0).sum())
-    harness_errors = df[df["harness_error"].astype(str) != ""]
-    # llguidance versions against each other: every test cell that differs, and the masks of the
-    # pinned build against the port's
-    test_cols = [
-        "pr_test_exit",
-        "no_space_bad",
-        "forced_bad",
-        "string_tests",
-        "pr_test_failure",
-        "shipped_test_exit",
-        "shipped_test_failure",
-        "greedy",
-    ]
+    return group_rows(shipped, keep=frozenset(GUIDE_VOCABS))
+
+
+def version_diffs(n: Native) -> list[dict[str, Any]]:
+    """Every test cell that differs between the pinned llguidance and another built one."""
     vdiff = []
-    for other in (x for x in built if x != pinned):
-        for v in order:
+    for other in (x for x in n.built if x != n.pinned):
+        for v in n.order:
             for smp in ("upstream", "fixed"):
-                a, b = get(v, smp, pinned), get(v, smp, other)
-                changed = [c for c in test_cols if a and b and str(a.get(c, "")) != str(b.get(c, ""))]
+                a, b = n.get(v, smp, n.pinned), n.get(v, smp, other)
+                changed = [c for c in TEST_COLUMNS if a and b and str(a.get(c, "")) != str(b.get(c, ""))]
                 if changed:
                     vdiff.append(
                         {
                             "vocab": v,
                             "sampler": smp,
                             "what": ", ".join(changed),
-                            f"llguidance {pinned}": "; ".join(f"{c}={a.get(c)}" for c in changed),
+                            f"llguidance {n.pinned}": "; ".join(f"{c}={a.get(c)}" for c in changed),
                             f"llguidance {other}": "; ".join(f"{c}={b.get(c)}" for c in changed),
                         }
                     )
-    cross = df[df.llguidance != port_llg]
-    cross_cells = int(pd.to_numeric(cross["diff_cells"], errors="coerce").fillna(0).sum())
-    cross_differ = int(pd.to_numeric(cross["diff_differ"], errors="coerce").fillna(0).sum())
-    reproduced = sum(1 for v in guide.UNIT if match[v] == "✓")
-    sec = Section(
-        "native",
-        "The compiled code: llama.cpp's own test, and the port checked (guide 7, 8 unit level)",
-        notebook="native",
-    )
+    return vdiff
+
+
+def _steps(rows: pd.DataFrame) -> tuple[int, int]:
+    """(steps compared, steps that differ) between the port and the compiled sampler over `rows`."""
+    cells = int(pd.to_numeric(rows["diff_cells"], errors="coerce").fillna(0).sum())
+    return cells, int(pd.to_numeric(rows["diff_differ"], errors="coerce").fillna(0).sum())
+
+
+def native_prose(res: Results, n: Native, match: dict[str, str], n_vdiff: int) -> dict[str, str]:
+    df, diffs, port_llg = n.df, n.diffs, n.port_llg
+    # like with like: the port drives the venv's llguidance, so its differential is against that build
+    cells, differ = _steps(df[df.llguidance == port_llg])
+    cross_cells, cross_differ = _steps(df[df.llguidance != port_llg])
     where = []
     if cross_differ and not diffs.empty:
         cd = diffs[diffs.llguidance != port_llg]
@@ -218,18 +244,19 @@ def native_section(res: Results) -> Section | None:
                 ["vocab", "llguidance", "said"], sort=True
             )
         ]
-    said = blocks(
+    harness_errors = df[df["harness_error"].astype(str) != ""]
+    return blocks(
         "native",
         patches=res.patches_link,
-        built=built,
-        pinned=pinned,
+        built=n.built,
+        pinned=n.pinned,
         port_llg=port_llg,
-        reproduced=reproduced,
-        unit_here=sum(1 for v in guide.UNIT if v in order),
+        reproduced=sum(1 for v in guide.UNIT if match[v] == "✓"),
+        unit_here=sum(1 for v in guide.UNIT if v in n.order),
         unit_names=list(guide.UNIT),
         n_unit=len(guide.UNIT),
-        n_vdiff=len(vdiff),
-        others=[x for x in built if x != port_llg],
+        n_vdiff=n_vdiff,
+        others=[x for x in n.built if x != port_llg],
         cross_cells=cross_cells,
         cross_differ=cross_differ,
         where=where,
@@ -239,48 +266,45 @@ def native_section(res: Results) -> Section | None:
         differ=differ,
         unfinished=[f"{r.vocab}/{r.sampler}" for r in harness_errors.itertuples()],
     )
-    sec.claim, sec.text, sec.more = said["claim"], said["text"], said.get("more", "")
-    sec.views.append(
-        Table(
-            group_rows(pd.DataFrame(t7), keep=frozenset(GUIDE_VOCABS)),
-            f"Guide table 7, from the compiled code (llguidance {pinned})",
-        )
-    )
-    causes = abort_causes(df[df.llguidance == pinned], order)
+
+
+def native_views(n: Native, match: dict[str, str], said: dict[str, str], vdiff: list[dict[str, Any]]) -> list[Table]:
+    """Guide table 7, why the test exits non-zero and by which rule, the versions' differences, the
+    port's differences, the test before the PR."""
+    views = [Table(table7(n, match), f"Guide table 7, from the compiled code (llguidance {n.pinned})")]
+    causes = abort_causes(n.df[n.df.llguidance == n.pinned], n.order)
     if not causes.empty:
-        sec.views.append(
-            Table(
-                causes,
-                f"Why llama.cpp's test exits non-zero, per vocab and build (llguidance {pinned})",
-                note=said["causes_note"],
-                collapsed=True,
-            )
-        )
-        sec.views.append(
-            Table(rule_table(causes), "Each rule that names a cause, and where it applied", collapsed=True)
-        )
-    if len(built) > 1 and vdiff:
-        sec.views.append(
-            Table(pd.DataFrame(vdiff), "Test results that differ between the llguidance versions", collapsed=True)
-        )
-    if not diffs.empty:
-        sec.views.append(
-            Table(
-                difference_causes(diffs),
-                "Every step where the compiled sampler and the port differ, one row per cause",
-                note=said["diff_note"],
-                collapsed=True,
-            )
-        )
-    sec.views.append(
-        Table(
-            group_rows(shipped, keep=frozenset(GUIDE_VOCABS)),
-            "The test before the PR, on every vocab",
-            note=said["shipped_note"],
-            collapsed=True,
-        )
+        caption = f"Why llama.cpp's test exits non-zero, per vocab and build (llguidance {n.pinned})"
+        views.append(Table(causes, caption, note=said["causes_note"], collapsed=True))
+        views.append(Table(rule_table(causes), "Each rule that names a cause, and where it applied", collapsed=True))
+    if len(n.built) > 1 and vdiff:
+        caption = "Test results that differ between the llguidance versions"
+        views.append(Table(pd.DataFrame(vdiff), caption, collapsed=True))
+    if not n.diffs.empty:
+        caption = "Every step where the compiled sampler and the port differ, one row per cause"
+        views.append(Table(difference_causes(n.diffs), caption, note=said["diff_note"], collapsed=True))
+    caption = "The test before the PR, on every vocab"
+    views.append(Table(shipped_table(n), caption, note=said["shipped_note"], collapsed=True))
+    return views
+
+
+@takes_results
+def native_section(res: Results) -> Section | None:
+    ok, _ = res.load("native")
+    if not ok:
+        return None
+    n = native_frames(ok)
+    match = {v: n.matches(v) for v in (*n.order, *guide.UNIT)}
+    vdiff = version_diffs(n)
+    said = native_prose(res, n, match, len(vdiff))
+    sec = Section(
+        "native",
+        "The compiled code: llama.cpp's own test, and the port checked (guide 7, 8 unit level)",
+        notebook="native",
     )
-    sec.raw_table("native", df)
-    if not diffs.empty:
-        sec.raw_table("native_differences", diffs)
+    sec.claim, sec.text, sec.more = said["claim"], said["text"], said.get("more", "")
+    sec.views += native_views(n, match, said, vdiff)
+    sec.raw_table("native", n.df)
+    if not n.diffs.empty:
+        sec.raw_table("native_differences", n.diffs)
     return sec
