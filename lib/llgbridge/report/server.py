@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -87,6 +88,51 @@ def _stands_in(res: Results, vocab: str, synthetic: bool) -> list[str]:
     return out
 
 
+def _ours(g: pd.DataFrame) -> dict[str, Any]:
+    """One model's guide cases here: passed without and with the fix, llg errors, greedy, the llg
+    errors per case, and whether every failure without the fix was silent."""
+    up, fx = g[g.sampler == "upstream"], g[g.sampler == "fixed"]
+    return {
+        "without": int((up.outcome == "pass").sum()),
+        "with": int((fx.outcome == "pass").sum()),
+        "n": len(up),
+        "llg_without": int(up.llg_errors.sum()),
+        "llg_with": int(fx.llg_errors.sum()),
+        "greedy": bool(fx.greedy.any()),
+        "per_case": {r.case: int(r.llg_errors) for r in up.itertuples()},
+        "silent": bool(
+            ((up.outcome != "pass") & (up.http_status == 200) & ~up.error_field.astype(bool)).sum()
+            == (up.outcome != "pass").sum()
+        ),
+    }
+
+
+def _differ(gm: str, ours: dict[str, Any]) -> tuple[list[str], str, bool]:
+    """Why guide row `gm` and ours differ (sentences, and a few words), and whether the same cases pass."""
+    _, without, with_, greedy = guide.SERVER[gm]
+    (gw, gl), (gf, _) = _guide_cell(without), _guide_cell(with_)
+    same_cases = (gw, gf) == (ours["without"], ours["with"]) and (greedy == "yes") == ours["greedy"]
+    why, short = [], ""
+    if not same_cases:
+        why.append(f"cases passed: the guide {gw}/{gf}, here {ours['without']}/{ours['with']} (without / with the fix)")
+        short = "cases passed differ"
+    if gl is not None and gl != ours["llg_without"]:
+        cases = ", ".join(f"{c} {n}" for c, n in ours["per_case"].items())
+        why.append(
+            f"the guide counted {gl} llg errors; here {ours['llg_without']} `llg error` log lines ({cases}): a "
+            f"grammar broken without the matcher dying (bug A's corrupted key) logs none; the guide's logs are "
+            f"unpublished, so its count cannot be checked"
+        )
+        short = short or f"{ours['llg_without']} llg errors here, {gl} in the guide (its count cannot be checked)"
+    elif gl is None and "silent" in without:
+        why.append(
+            f'"silent" in the guide: nothing reaches the client; here {ours["llg_without"]} `llg '
+            f"error` log lines, "
+            "none in a response" + ("" if ours["silent"] else ", but some failures were loud")
+        )
+    return why, short, same_cases
+
+
 def guide_server_rows(res: Results) -> list[dict[str, Any]]:
     """Guide 8's server table against ours: per guide row and each model of the suite that stands
     in for it, both sides' cases passed without and with the fix, the llg error count where the
@@ -94,54 +140,14 @@ def guide_server_rows(res: Results) -> list[dict[str, Any]]:
     ok, _ = res.load("server")
     if not ok:
         return []
-    df = server_frame(ok)
-    versions_run = sorted({v for r in ok for v in r["llguidance"]}, key=version_key)
-    pinned = LLG_PINNED if LLG_PINNED in versions_run else versions_run[0]
-    main = df[df.case.isin(guide.SERVER_CASES) & (df.llguidance == pinned)]
+    s = Served.of(ok, [])
+    main = s.df[s.df.case.isin(guide.SERVER_CASES) & (s.df.llguidance == s.pinned)]
     out = []
     for model, g in main.groupby("model", sort=False):
-        up, fx = g[g.sampler == "upstream"], g[g.sampler == "fixed"]
-        synthetic = bool(g.synthetic.iloc[0])
-        ours: dict[str, Any] = {
-            "without": int((up.outcome == "pass").sum()),
-            "with": int((fx.outcome == "pass").sum()),
-            "n": len(up),
-            "llg_without": int(up.llg_errors.sum()),
-            "llg_with": int(fx.llg_errors.sum()),
-            "greedy": bool(fx.greedy.any()),
-            "per_case": {r.case: int(r.llg_errors) for r in up.itertuples()},
-            "silent": bool(
-                ((up.outcome != "pass") & (up.http_status == 200) & ~up.error_field.astype(bool)).sum()
-                == (up.outcome != "pass").sum()
-            ),
-        }
+        synthetic, ours = bool(g.synthetic.iloc[0]), _ours(g)
         for gm in _stands_in(res, g.vocab.iloc[0], synthetic):
             tok, without, with_, greedy = guide.SERVER[gm]
-            (gw, gl), (gf, _) = _guide_cell(without), _guide_cell(with_)
-            same_cases = (gw, gf) == (ours["without"], ours["with"]) and (greedy == "yes") == ours["greedy"]
-            why, short = [], ""
-            if not same_cases:
-                why.append(
-                    f"cases passed: the guide {gw}/{gf}, here {ours['without']}/{ours['with']} (without / with the fix)"
-                )
-                short = "cases passed differ"
-            if gl is not None and gl != ours["llg_without"]:
-                cases = ", ".join(f"{c} {n}" for c, n in ours["per_case"].items())
-                why.append(
-                    f"the guide counted {gl} llg errors; here {ours['llg_without']} `llg error` log lines ({cases}): a "
-                    f"grammar broken without the matcher dying (bug A's corrupted key) logs none; the guide's logs are "
-                    f"unpublished, so its count cannot be checked"
-                )
-                short = (
-                    short or f"{ours['llg_without']} llg errors here, {gl} in the guide (its count cannot be checked)"
-                )
-            elif gl is None and "silent" in without:
-                why.append(
-                    f'"silent" in the guide: nothing reaches the client; here {ours["llg_without"]} `llg '
-                    f"error` log lines, "
-                    "none in a response" + ("" if ours["silent"] else ", but some failures were loud")
-                )
-            mark = "✓" if same_cases and not short else "✗"
+            why, short, same_cases = _differ(gm, ours)
             out.append(
                 {
                     "the guide's model": f"{gm} ({tok})",
@@ -151,7 +157,7 @@ def guide_server_rows(res: Results) -> list[dict[str, Any]]:
                     "here: without / with (greedy)": f"{ours['without']}/{ours['n']}, {ours['llg_without']} "
                     f"llg errors / {ours['with']}/{ours['n']}, {ours['llg_with']} llg errors "
                     f"({'yes' if ours['greedy'] else 'no'})",
-                    "match": mark,
+                    "match": "✓" if same_cases and not short else "✗",
                     "why": ("; ".join(why) + ".")
                     if why
                     else "the same cases pass, greedy the same (no llg error count in the guide).",
@@ -213,20 +219,40 @@ def quote_table(snap: dict[str, Any] | None, served: set[str]) -> Table | None:
     )
 
 
-@takes_results
-def server_section(res: Results) -> Section | None:
-    ok, failed = res.load("server")
-    if not ok:
-        return None
-    df = server_frame(ok)
-    versions_run = sorted({v for r in ok for v in r["llguidance"]}, key=version_key)
-    pinned = LLG_PINNED if LLG_PINNED in versions_run else versions_run[0]
-    sec = Section("server", "Server level: the real llama-server (guide 8)", notebook="server")
-    main = df[~df.case.isin(SERVER_CONTROLS)]
-    guide3 = main[main.case.isin(guide.SERVER_CASES)]
-    # the guide's table, from the build llama.cpp links (llguidance as it pins it)
+@dataclass
+class Served:
+    """The server results as one frame (`server_frame`), the llguidance versions run, and the one
+    the tables lead with: the version llama.cpp pins, where it ran."""
+
+    ok: list[dict[str, Any]]
+    failed: list[dict[str, Any]]
+    df: pd.DataFrame
+    versions: list[str]
+    pinned: str
+
+    @classmethod
+    def of(cls, ok: list[dict[str, Any]], failed: list[dict[str, Any]]) -> Served:
+        versions = sorted({v for r in ok for v in r["llguidance"]}, key=version_key)
+        return cls(ok, failed, server_frame(ok), versions, LLG_PINNED if LLG_PINNED in versions else versions[0])
+
+    @property
+    def main(self) -> pd.DataFrame:
+        """Every case but the controls."""
+        return self.df[~self.df.case.isin(SERVER_CONTROLS)]
+
+    @property
+    def failing(self) -> pd.DataFrame:
+        """The cases that fail without the fix, on the pinned llguidance."""
+        main = self.main
+        return main[(main.sampler == "upstream") & (main.outcome != "pass") & (main.llguidance == self.pinned)]
+
+
+def model_rows(res: Results, s: Served) -> list[dict[str, Any]]:
+    """Every model served, the guide's three cases on the build llama.cpp links (llguidance as it
+    pins it), without and with the fix; then each input that failed."""
+    guide3 = s.main[s.main.case.isin(guide.SERVER_CASES)]
     rows = []
-    for model, g in guide3[guide3.llguidance == pinned].groupby("model", sort=False):
+    for model, g in guide3[guide3.llguidance == s.pinned].groupby("model", sort=False):
         up, fx = g[g.sampler == "upstream"], g[g.sampler == "fixed"]
         kind = "synthetic" if bool(g.synthetic.iloc[0]) else "real"
         stands = _stands_in(res, g.vocab.iloc[0], kind == "synthetic")
@@ -241,7 +267,7 @@ def server_section(res: Results) -> Section | None:
                 "greedy engaged": Cell("yes", "cost") if bool(fx.greedy.any()) else "no",
             }
         )
-    for f in failed:
+    for f in s.failed:
         rows.append(
             {
                 "model": f["vocab"],
@@ -252,59 +278,74 @@ def server_section(res: Results) -> Section | None:
                 "greedy engaged": "",
             }
         )
-    served_vocabs = set(df.vocab)
-    # every case, both llguidance versions
-    full = []
-    for (model, llg), g in main.groupby(["model", "llguidance"], sort=False):
-        full.append(
-            {
-                "model": model,
-                "llguidance": llg,
-                "without fix": server_score(g[g.sampler == "upstream"]),
-                "with fix": server_score(g[g.sampler == "fixed"]),
-            }
-        )
-    # the controls: GBNF from the same schema, and the chat endpoint's response_format
+    return rows
+
+
+def version_rows(s: Served) -> list[dict[str, Any]]:
+    """Every case, per model and llguidance version, without and with the fix."""
+    return [
+        {
+            "model": model,
+            "llguidance": llg,
+            "without fix": server_score(g[g.sampler == "upstream"]),
+            "with fix": server_score(g[g.sampler == "fixed"]),
+        }
+        for (model, llg), g in s.main.groupby(["model", "llguidance"], sort=False)
+    ]
+
+
+def control_rows(s: Served) -> list[dict[str, Any]]:
+    """The controls: GBNF from the same schema, the chat endpoint's response_format, the schema
+    llguidance cannot compile (the special tokens are bug C's table)."""
+    df = s.df
     ctrl = []
     for (model, case), g in df[
         df.case.isin(SERVER_CONTROLS)
         & ~df.case.isin(("special_literal", "special_pattern"))
-        & (df.llguidance == pinned)
+        & (df.llguidance == s.pinned)
     ].groupby(["model", "case"], sort=False):
         ctrl.append(
             {
                 "model": model,
                 "case": case,
                 **{
-                    s: (
+                    smp: (
                         f"{x.outcome.iloc[0]} (HTTP {x.http_status.iloc[0]})"
                         + (f": {x.error.iloc[0]}" if x.error.iloc[0] else "")
                     )
-                    for s, x in g.groupby("sampler", sort=False)
+                    for smp, x in g.groupby("sampler", sort=False)
                 },
             }
         )
-    # llguidance 1.0.1 against the venv's: every cell whose outcome or output differs
+    return ctrl
+
+
+def version_diff_rows(s: Served) -> list[dict[str, Any]]:
+    """llguidance 1.0.1 against the venv's: every cell whose outcome or output differs."""
+    if len(s.versions) != 2:
+        return []
     key = ["model", "sampler", "case"]
-    by_v = {v: df[df.llguidance == v].set_index(key) for v in versions_run}
+    a, b = (s.df[s.df.llguidance == v].set_index(key) for v in s.versions)
     vdiff = []
-    if len(versions_run) == 2:
-        a, b = (by_v[v] for v in versions_run)
-        for k in a.index.intersection(b.index):
-            ra, rb = a.loc[k], b.loc[k]
-            if ra.outcome != rb.outcome or ra.output != rb.output or ra.llg_errors != rb.llg_errors:
-                vdiff.append(
-                    {
-                        "model": k[0],
-                        "sampler": k[1],
-                        "case": k[2],
-                        **{
-                            f"llguidance {versions_run[0]}": f"{ra.outcome}: {show_text(ra.output[:80])}",
-                            f"llguidance {versions_run[1]}": f"{rb.outcome}: {show_text(rb.output[:80])}",
-                        },
-                    }
-                )
-    # the port's matrix against the server, on the llguidance the port drives
+    for k in a.index.intersection(b.index):
+        ra, rb = a.loc[k], b.loc[k]
+        if ra.outcome != rb.outcome or ra.output != rb.output or ra.llg_errors != rb.llg_errors:
+            vdiff.append(
+                {
+                    "model": k[0],
+                    "sampler": k[1],
+                    "case": k[2],
+                    **{
+                        f"llguidance {s.versions[0]}": f"{ra.outcome}: {show_text(ra.output[:80])}",
+                        f"llguidance {s.versions[1]}": f"{rb.outcome}: {show_text(rb.output[:80])}",
+                    },
+                }
+            )
+    return vdiff
+
+
+def port_differential(res: Results, ok: list[dict[str, Any]]) -> pd.DataFrame:
+    """The port's matrix against the server, on the llguidance the port drives: one row per cell."""
     matrix_ok, _ = res.load("matrix")
     by_vocab = {r["vocab"]: r for r in matrix_ok}
     cells: list[dict[str, Any]] = []
@@ -312,216 +353,296 @@ def server_section(res: Results) -> Section | None:
         m = by_vocab.get(r["vocab"])
         if m is not None:
             cells += [c.row() for c in serving.differential(m, r)]
-    dd = pd.DataFrame(cells)
-    n_cells, n_diff = len(dd), int((~dd.same).sum()) if len(dd) else 0
-    # the load test: `make bench`'s snapshot (its outcomes vary from run to run), not the results',
-    # on the models served here (a what-if report serves others)
+    return pd.DataFrame(cells)
+
+
+def served_load(res: Results, s: Served) -> pd.DataFrame:
+    """The load test: `make bench`'s snapshot (its outcomes vary from run to run), not the
+    results', on the models served here (a what-if report serves others)."""
     load = res.server_load
     if not load.empty:
-        load = load[load.model.isin(set(df.model))].reset_index(drop=True)
-    quotes = main[(main.sampler == "upstream") & (main.outcome != "pass") & (main.llguidance == pinned)]
-    silent_up = quotes[(quotes.http_status == 200) & ~quotes.error_field.astype(bool)]
-    fixed_bad = main[(main.sampler == "fixed") & (main.outcome == "violation")]
+        load = load[load.model.isin(set(s.df.model))].reset_index(drop=True)
+    return load
+
+
+def load_facts(load: pd.DataFrame) -> dict[str, Any] | None:
+    """What the prose says of the load test: its size, and the fixed build's violations per round."""
+    if load.empty:
+        return None
+    models = load.model.nunique()
+
+    def num(col: str) -> pd.Series:
+        return pd.to_numeric(load[col], errors="coerce").fillna(0).astype(int)
+
+    rounds = num("rounds") if "rounds" in load else pd.Series(1, index=load.index)
+    fixed = load.sampler == "fixed"
+    per_round = load.get("violations_per_round", pd.Series("", index=load.index)).astype(str)
+    fixed_rounds = [
+        sum(int(x.split()[k]) for x in per_round[fixed] if len(x.split()) > k) for k in range(int(rounds.max()))
+    ]
+    return {
+        "requests": int(load.requests.iloc[0]),
+        "parallel": int(load.parallel.iloc[0]),
+        "models": models,
+        "builds": len(load) // models,
+        "rounds": int(rounds.max()),
+        "fixed_violations": int(num("violations")[fixed].sum()),
+        "fixed_requests": int((rounds * num("requests"))[fixed].sum()),
+        "fixed_spread": " ".join(map(str, fixed_rounds)) if len(set(fixed_rounds)) > 1 else "",
+        "disagrees": int(num("judge_disagrees").sum()) if "judge_disagrees" in load else 0,
+        "upstream_steady": all(len(set(x.split())) <= 1 for x in per_round[load.sampler == "upstream"]),
+        "healthy": bool(load.healthy_after.astype(str).eq("True").all()),
+    }
+
+
+def content_facts(df: pd.DataFrame) -> dict[str, Any] | None:
+    """Of the answers whose tokens the server returned, how many the server's content spells the same."""
+    said_words = df.content_match.astype(str) if "content_match" in df else pd.Series("", index=df.index)
+    compared = df[said_words.str.startswith(("same", "differs"))]
+    if compared.empty:
+        return None
+    return {
+        "n": len(compared),
+        "same": int(compared.content_match.astype(str).str.startswith("same").sum()),
+        "differ": int(compared.content_match.astype(str).str.startswith("differs").sum()),
+        "rules": ", ".join(sorted({c for c in compared.content_match.astype(str) if c.startswith("same")})),
+    }
+
+
+def special_rows(s: Served) -> list[dict[str, Any]]:
+    """Bug C through the server: per model and case, what was sent (the literal's grammar, or the
+    pattern's schema: bug C by another road) and what each build answered."""
+    df = s.df
+    special = df[df.case.isin(["special_literal", "special_pattern"]) & (df.llguidance == s.pinned)]
+    if special.empty:
+        return []
+    sent = {
+        (r["vocab"], c): (
+            r.get("cases", {}).get(c, {}).get("grammar", "").removeprefix("start: ")
+            if c == "special_literal"
+            else "json_schema pattern " + str(r.get("cases", {}).get(c, {}).get("json_schema", {}).get("pattern", ""))
+        )
+        for r in s.ok
+        for c in ("special_literal", "special_pattern")
+    }
+    sp_rows = []
+    for (model, case), g in special.groupby(["model", "case"], sort=False):
+        row = {"model": model, "grammar": sent.get((g.vocab.iloc[0], case), "")}
+        for smp in ("upstream", "fixed"):
+            x = g[g.sampler == smp]
+            said = (
+                ""
+                if x.empty
+                else (
+                    f"{x.outcome.iloc[0]}: {show_text(x.output.iloc[0][:60])} (HTTP {x.http_status.iloc[0]}, stop "
+                    f"{x.stop_type.iloc[0]})"
+                )
+            )
+            row[smp] = Cell(said, shows("violation" in said))
+        sp_rows.append(row)
+    return sp_rows
+
+
+def bug_c_facts(sp_rows: list[dict[str, Any]]) -> dict[str, int] | None:
+    """How many models bug C hits with the fix through the server, and through a pattern."""
+    if not sp_rows:
+        return None
+    hit = sorted({r["model"] for r in sp_rows if "violation" in r["fixed"].value})
+    pattern_hit = sorted({r["model"] for r in sp_rows if "violation" in r["fixed"].value and "pattern" in r["grammar"]})
+    return {"hit": len(hit), "n": len({r["model"] for r in sp_rows}), "pattern_hit": len(pattern_hit)}
+
+
+def candidate_rows(s: Served) -> tuple[list[str], list[dict[str, Any]]]:
+    """The candidate patches served, and every case where one answers otherwise than the PR."""
+    df = s.df
+    cands = [c for c in CANDIDATES if (df.sampler == c).any()]
+    crow: list[dict[str, Any]] = []
+    if not cands:
+        return cands, crow
+    for (model, case), g in df[(df.llguidance == s.pinned) & df.sampler.isin(["fixed", *cands])].groupby(
+        ["model", "case"], sort=False
+    ):
+        got = {x.sampler: x for x in g.itertuples()}
+        if "fixed" not in got or all(c not in got or got[c].outcome == got["fixed"].outcome for c in cands):
+            continue
+        crow.append(
+            {
+                "model": model,
+                "case": case,
+                **{
+                    smp: f"{got[smp].outcome}: {show_text(got[smp].output[:50])}"
+                    for smp in ("fixed", *cands)
+                    if smp in got
+                },
+            }
+        )
+    return cands, crow
+
+
+def match_table(match: list[dict[str, Any]], pinned: str) -> Table:
+    """`guide_server_rows` as the page shows it, its match mark coloured."""
+    hidden = ("match", "why", "why_short", "guide", "stand_in")
+    return Table(
+        pd.DataFrame(
+            [
+                {
+                    **{k: v for k, v in m.items() if k not in hidden},
+                    "match": Cell(m["match"], matched(m["match"])),
+                    "why": m["why"],
+                }
+                for m in match
+            ]
+        ),
+        caption=f"Guide 8's server table against this suite's (its three cases; llguidance {pinned})",
+    )
+
+
+def guide_views(res: Results, s: Served) -> list[Table]:
+    """The guide's table against ours, its quotes on real weights, every model on its three
+    cases, every case per version, the controls."""
+    views = []
     match = guide_server_rows(res)
     if match:
-        sec.views.append(
-            Table(
-                pd.DataFrame(
-                    [
-                        {
-                            **{
-                                k: v
-                                for k, v in m.items()
-                                if k not in ("match", "why", "why_short", "guide", "stand_in")
-                            },
-                            "match": Cell(m["match"], matched(m["match"])),
-                            "why": m["why"],
-                        }
-                        for m in match
-                    ]
-                ),
-                caption=f"Guide 8's server table against this suite's (its three cases; llguidance {pinned})",
-            )
-        )
-    quoted = quote_table(res.real_quotes, served_vocabs)
+        views.append(match_table(match, s.pinned))
+    quoted = quote_table(res.real_quotes, set(s.df.vocab))
     if quoted is not None:
-        sec.views.append(quoted)
-    sec.views.append(
+        views.append(quoted)
+    views.append(
         Table(
-            pd.DataFrame(rows),
-            caption=f"Every model served here, the guide's three cases (llguidance {pinned})",
-            note=blocks("server", only=("note",), quotes=list(quotes.itertuples()))["note"],
+            pd.DataFrame(model_rows(res, s)),
+            caption=f"Every model served here, the guide's three cases (llguidance {s.pinned})",
+            note=blocks("server", only=("note",), quotes=list(s.failing.itertuples()))["note"],
             collapsed=True,
         )
     )
-    sec.views.append(
-        Table(pd.DataFrame(full), caption="Every case (adds dots and no_space), per llguidance version", collapsed=True)
+    views.append(
+        Table(
+            pd.DataFrame(version_rows(s)),
+            caption="Every case (adds dots and no_space), per llguidance version",
+            collapsed=True,
+        )
     )
+    ctrl = control_rows(s)
     if ctrl:
-        sec.views.append(
+        views.append(
             Table(
                 group_rows(pd.DataFrame(ctrl), key="model"),
-                caption=f"Controls (llguidance {pinned}): GBNF from the same schema; the chat endpoint; "
+                caption=f"Controls (llguidance {s.pinned}): GBNF from the same schema; the chat endpoint; "
                 "a schema llguidance cannot compile",
                 collapsed=True,
             )
         )
-    load_said: dict[str, Any] | None = None
-    if not load.empty:
-        models = load.model.nunique()
-        num = lambda col: pd.to_numeric(load[col], errors="coerce").fillna(0).astype(int)  # noqa: E731
-        rounds = num("rounds") if "rounds" in load else pd.Series(1, index=load.index)
-        fixed = load.sampler == "fixed"
-        per_round = load.get("violations_per_round", pd.Series("", index=load.index)).astype(str)
-        fixed_rounds = [
-            sum(int(x.split()[k]) for x in per_round[fixed] if len(x.split()) > k) for k in range(int(rounds.max()))
-        ]
-        load_said = {
-            "requests": int(load.requests.iloc[0]),
-            "parallel": int(load.parallel.iloc[0]),
-            "models": models,
-            "builds": len(load) // models,
-            "rounds": int(rounds.max()),
-            "fixed_violations": int(num("violations")[fixed].sum()),
-            "fixed_requests": int((rounds * num("requests"))[fixed].sum()),
-            "fixed_spread": " ".join(map(str, fixed_rounds)) if len(set(fixed_rounds)) > 1 else "",
-            "disagrees": int(num("judge_disagrees").sum()) if "judge_disagrees" in load else 0,
-            "upstream_steady": all(len(set(x.split())) <= 1 for x in per_round[load.sampler == "upstream"]),
-            "healthy": bool(load.healthy_after.astype(str).eq("True").all()),
-        }
-        sec.views.append(
-            Table(
-                load,
-                collapsed=True,
-                caption=f"Load: {load_said['rounds']} rounds of {load.requests.iloc[0]} constrained requests over "
-                f"{load.parallel.iloc[0]} slots at once, every answer judged and compared with the server's content",
-                note=f"Measured by `make bench` "
-                f"({res.link(res.bench_csv.with_name('bench-server-load.md'), 'bench-server-load.md')}), not by `make "
-                f"report`: how the server batches concurrent requests changes from run to run; this is that run's "
-                f"snapshot.",
-            )
-        )
-    said_words = df.content_match.astype(str) if "content_match" in df else pd.Series("", index=df.index)
-    compared = df[said_words.str.startswith(("same", "differs"))]  # answers whose tokens the server returned
-    content_said = (
-        None
-        if compared.empty
-        else {
-            "n": len(compared),
-            "same": int(compared.content_match.astype(str).str.startswith("same").sum()),
-            "differ": int(compared.content_match.astype(str).str.startswith("differs").sum()),
-            "rules": ", ".join(sorted({c for c in compared.content_match.astype(str) if c.startswith("same")})),
-        }
+    return views
+
+
+def load_table(res: Results, load: pd.DataFrame, said: dict[str, Any]) -> Table:
+    return Table(
+        load,
+        collapsed=True,
+        caption=f"Load: {said['rounds']} rounds of {load.requests.iloc[0]} constrained requests over "
+        f"{load.parallel.iloc[0]} slots at once, every answer judged and compared with the server's content",
+        note=f"Measured by `make bench` "
+        f"({res.link(res.bench_csv.with_name('bench-server-load.md'), 'bench-server-load.md')}), not by `make "
+        f"report`: how the server batches concurrent requests changes from run to run; this is that run's "
+        f"snapshot.",
     )
-    bug_c: dict[str, int] | None = None
-    special = df[df.case.isin(["special_literal", "special_pattern"]) & (df.llguidance == pinned)]
-    if not special.empty:
-        # what was sent: the literal's grammar, or the pattern's schema (bug C by another road)
-        sent = {
-            (r["vocab"], c): (
-                r.get("cases", {}).get(c, {}).get("grammar", "").removeprefix("start: ")
-                if c == "special_literal"
-                else "json_schema pattern "
-                + str(r.get("cases", {}).get(c, {}).get("json_schema", {}).get("pattern", ""))
-            )
-            for r in ok
-            for c in ("special_literal", "special_pattern")
-        }
-        sp_rows = []
-        for (model, case), g in special.groupby(["model", "case"], sort=False):
-            row = {"model": model, "grammar": sent.get((g.vocab.iloc[0], case), "")}
-            for smp in ("upstream", "fixed"):
-                x = g[g.sampler == smp]
-                said = (
-                    ""
-                    if x.empty
-                    else (
-                        f"{x.outcome.iloc[0]}: {show_text(x.output.iloc[0][:60])} (HTTP {x.http_status.iloc[0]}, stop "
-                        f"{x.stop_type.iloc[0]})"
-                    )
-                )
-                row[smp] = Cell(said, shows("violation" in said))
-            sp_rows.append(row)
-        hit = sorted({r["model"] for r in sp_rows if "violation" in r["fixed"].value})
-        pattern_hit = sorted(
-            {r["model"] for r in sp_rows if "violation" in r["fixed"].value and "pattern" in r["grammar"]}
+
+
+@dataclass
+class Findings:
+    """What the server section finds beyond the guide's table, each as rows and what the prose says of it."""
+
+    load: pd.DataFrame
+    load_said: dict[str, Any] | None
+    special: list[dict[str, Any]]
+    cands: list[str]
+    cand_rows: list[dict[str, Any]]
+    vdiff: list[dict[str, Any]]
+    dd: pd.DataFrame
+
+    @classmethod
+    def of(cls, res: Results, s: Served) -> Findings:
+        load = served_load(res, s)
+        return cls(
+            load,
+            load_facts(load),
+            special_rows(s),
+            *candidate_rows(s),
+            version_diff_rows(s),
+            port_differential(res, s.ok),
         )
-        bug_c = {"hit": len(hit), "n": len({r["model"] for r in sp_rows}), "pattern_hit": len(pattern_hit)}
-        sec.views.append(
-            Table(
-                pd.DataFrame(sp_rows),
-                collapsed=True,
-                caption=f"Bug C through the server: a literal, and a json_schema pattern, spelling a special "
-                f"token (llguidance {pinned})",
-            )
+
+    @property
+    def n_diff(self) -> int:
+        return int((~self.dd.same).sum()) if len(self.dd) else 0
+
+
+def finding_views(res: Results, s: Served, f: Findings) -> list[Table]:
+    """The load test, bug C, the candidates, the versions' and the port's differences."""
+    views = []
+    if f.load_said is not None:
+        views.append(load_table(res, f.load, f.load_said))
+    if f.special:
+        caption = (
+            "Bug C through the server: a literal, and a json_schema pattern, spelling a special "
+            f"token (llguidance {s.pinned})"
         )
-    # the candidate patches through the server: every case where one answers otherwise than the PR
-    cands_said: dict[str, Any] | None = None
-    cands = [c for c in CANDIDATES if (df.sampler == c).any()]
-    if cands:
-        crow = []
-        for (model, case), g in df[(df.llguidance == pinned) & df.sampler.isin(["fixed", *cands])].groupby(
-            ["model", "case"], sort=False
-        ):
-            got = {x.sampler: x for x in g.itertuples()}
-            if "fixed" not in got or all(c not in got or got[c].outcome == got["fixed"].outcome for c in cands):
-                continue
-            crow.append(
-                {
-                    "model": model,
-                    "case": case,
-                    **{
-                        smp: f"{got[smp].outcome}: {show_text(got[smp].output[:50])}"
-                        for smp in ("fixed", *cands)
-                        if smp in got
-                    },
-                }
-            )
-        n_cand = int(df.sampler.isin(cands).sum())
-        cands_said = {"names": cands, "requests": n_cand, "differ": len(crow)}
-        if crow:
-            sec.views.append(
-                Table(
-                    pd.DataFrame(crow),
-                    caption="Where a candidate patch's server answers otherwise than the PR's",
-                    collapsed=True,
-                )
-            )
-    if vdiff:
-        sec.views.append(
-            Table(pd.DataFrame(vdiff), caption="Cells that differ between the llguidance versions", collapsed=True)
+        views.append(Table(pd.DataFrame(f.special), collapsed=True, caption=caption))
+    if f.cand_rows:
+        caption = "Where a candidate patch's server answers otherwise than the PR's"
+        views.append(Table(pd.DataFrame(f.cand_rows), caption=caption, collapsed=True))
+    if f.vdiff:
+        views.append(
+            Table(pd.DataFrame(f.vdiff), caption="Cells that differ between the llguidance versions", collapsed=True)
         )
-    if n_diff:
-        sec.views.append(
-            Table(
-                dd[~dd.same].reset_index(drop=True),
-                caption="Cells where the port's matrix and the server differ",
-                collapsed=True,
-            )
-        )
-    told = blocks(
+    if f.n_diff:
+        caption = "Cells where the port's matrix and the server differ"
+        views.append(Table(f.dd[~f.dd.same].reset_index(drop=True), caption=caption, collapsed=True))
+    return views
+
+
+def server_prose(res: Results, s: Served, f: Findings) -> dict[str, str]:
+    main, quotes = s.main, s.failing
+    cands_said = (
+        {"names": f.cands, "requests": int(s.df.sampler.isin(f.cands).sum()), "differ": len(f.cand_rows)}
+        if f.cands
+        else None
+    )
+    return blocks(
         "server",
         patches=res.patches_link,
-        versions=versions_run,
+        versions=s.versions,
         pinned_llg=LLG_PINNED,
-        silent=len(silent_up),
+        silent=len(quotes[(quotes.http_status == 200) & ~quotes.error_field.astype(bool)]),
         failing=len(quotes),
-        fixed_bad=len(fixed_bad),
-        agree=n_cells - n_diff,
-        n_cells=n_cells,
-        vdiff=bool(vdiff),
-        ignored=ignored_summary(df, pinned),
-        load=load_said,
-        content=content_said,
-        bug_c=bug_c,
+        fixed_bad=len(main[(main.sampler == "fixed") & (main.outcome == "violation")]),
+        agree=len(f.dd) - f.n_diff,
+        n_cells=len(f.dd),
+        vdiff=bool(f.vdiff),
+        ignored=ignored_summary(s.df, s.pinned),
+        load=f.load_said,
+        content=content_facts(s.df),
+        bug_c=bug_c_facts(f.special),
         cands=cands_said,
-        pinned_run=pinned,
+        pinned_run=s.pinned,
         only=("claim", "text", "more"),
     )
+
+
+@takes_results
+def server_section(res: Results) -> Section | None:
+    ok, failed = res.load("server")
+    if not ok:
+        return None
+    s = Served.of(ok, failed)
+    f = Findings.of(res, s)
+    sec = Section("server", "Server level: the real llama-server (guide 8)", notebook="server")
+    sec.views += guide_views(res, s) + finding_views(res, s, f)
+    told = server_prose(res, s, f)
     sec.claim, sec.text, sec.more = told["claim"], told["text"], told["more"]
-    sec.raw_table("server", df)
-    if not load.empty:
-        sec.raw_table("server_load", load)
-    if len(dd):
-        sec.raw_table("server_vs_port", dd)
+    sec.raw_table("server", s.df)
+    if not f.load.empty:
+        sec.raw_table("server_load", f.load)
+    if len(f.dd):
+        sec.raw_table("server_vs_port", f.dd)
     return sec
