@@ -239,125 +239,365 @@ def recommend(
     return {"call": call, "rules": rules, "follow_ups": follow_ups if ok else [], "ok": ok}
 
 
-@takes_results
-def verdict(res: Results) -> Verdict | None:
-    """The reviewer's questions, answered from the results, and one row per input."""
-    census, _ = res.load("census")
-    if not census:
-        return None
-    info = {r["vocab"]: r["summary"] for r in census}
+@dataclass
+class Loaded:
+    """What the verdict reads, as frames and maps: the census summaries per vocab; the leak and
+    forced rows; the probe per vocab; the compiled samplers' rows per (vocab, sampler) on the
+    pinned llguidance; the port's matrix; and the server's rows, with and without the controls."""
+
+    info: dict[str, dict[str, Any]]
+    leak: pd.DataFrame
+    forced: pd.DataFrame
+    probes: dict[str, dict[str, Any]]
+    native_ok: list[dict[str, Any]]
+    native: dict[tuple[str, str], dict[str, Any]]
+    matrix: pd.DataFrame
+    served_all: pd.DataFrame
+    served: pd.DataFrame
+
+
+def verdict_frames(res: Results, census: list[dict[str, Any]]) -> Loaded:
     frames = {}
     for name in ("leak", "forced"):
         ok, _ = res.load(name)
         frames[name] = result_rows(ok) if ok else pd.DataFrame(columns=["vocab", "bridge"])
     probe_ok, _ = res.load("probe")
-    probes = {r["vocab"]: r["probe"] for r in probe_ok}
     native_ok, _ = res.load("native")
-    native = {(r["vocab"], row["sampler"]): row for r in native_ok for row in pinned_rows(r)}
     matrix_ok, _ = res.load("matrix")
-    matrix = pd.DataFrame([row for r in matrix_ok for row in r["rows"]]) if matrix_ok else pd.DataFrame()
     # end to end: from the real llama-server where it ran, else from the port's matrix
     served_all = _server_frame(res)
-    served = served_all[~served_all.case.isin(SERVER_CONTROLS)] if not served_all.empty else served_all
-    leak, forced = frames["leak"], frames["forced"]
+    return Loaded(
+        info={r["vocab"]: r["summary"] for r in census},
+        leak=frames["leak"],
+        forced=frames["forced"],
+        probes={r["vocab"]: r["probe"] for r in probe_ok},
+        native_ok=native_ok,
+        native={(r["vocab"], row["sampler"]): row for r in native_ok for row in pinned_rows(r)},
+        matrix=pd.DataFrame([row for r in matrix_ok for row in r["rows"]]) if matrix_ok else pd.DataFrame(),
+        served_all=served_all,
+        served=served_all[~served_all.case.isin(SERVER_CONTROLS)] if not served_all.empty else served_all,
+    )
 
-    rows: list[dict[str, Any]] = []
-    hit_a: list[str] = []
-    hit_b: list[str] = []
-    repaired: list[str] = []
-    broken: list[str] = []
-    costs: list[Any] = []
-    worse: list[str] = []
-    aborts: list[dict[str, Any]] = []
-    for v in guide_order(list(info)):
-        s = info[v]
-        up_leak, fx_leak = (
+
+@dataclass
+class Measured:
+    """One input's measures without and with the fix, as the verdict's row and tallies read them."""
+
+    up_leak: Any
+    fx_leak: Any
+    up_np: Any
+    fx_np: Any
+    up_ok: Any
+    fx_ok: Any
+    up_err: Any
+    probe: dict[str, Any]
+    n_up: dict[str, Any]
+    n_fx: dict[str, Any]
+    differing: Any  # the census's tokens with wrong bytes
+
+    @classmethod
+    def of(cls, d: Loaded, v: str) -> Measured:
+        leak, forced = d.leak, d.forced
+        return cls(
             cell_value(leak, v, "upstream", "allowed_illegal"),
             cell_value(leak, v, "fixed", "allowed_illegal"),
+            cell_value(forced, v, "upstream", "not_prefix"),
+            cell_value(forced, v, "fixed", "not_prefix"),
+            cell_value(forced, v, "upstream", "output_ok"),
+            cell_value(forced, v, "fixed", "output_ok"),
+            cell_value(forced, v, "upstream", "error") or "",
+            d.probes.get(v, {}),
+            d.native.get((v, "upstream"), {}),
+            d.native.get((v, "fixed"), {}),
+            d.info[v]["differing"],
         )
-        up_np, fx_np = cell_value(forced, v, "upstream", "not_prefix"), cell_value(forced, v, "fixed", "not_prefix")
-        up_ok, fx_ok = cell_value(forced, v, "upstream", "output_ok"), cell_value(forced, v, "fixed", "output_ok")
-        up_err = cell_value(forced, v, "upstream", "error") or ""
-        p = probes.get(v, {})
-        a = bool(s["differing"]) or bool(up_leak)
-        b = bool(up_np) or (up_ok is not None and not bool(up_ok))
-        fix_ok = not fx_leak and not fx_np and (fx_ok is None or bool(fx_ok))
-        greedy = bool(p.get("greedy"))
-        (hit_a if a else []).append(v)
-        (hit_b if b else []).append(v)
-        if a or b:
-            (repaired if fix_ok else broken).append(v)
-        if greedy:
-            costs.append(v)
-        n_up, n_fx = native.get((v, "upstream"), {}), native.get((v, "fixed"), {})
-        # worse with the fix than without, on any measure the suite has
-        if (
-            int(fx_leak or 0) > int(up_leak or 0)
-            or (bool(fx_np) and not up_np)
-            or (n_fx.get("pr_test_exit") not in (None, "", 0) and n_up.get("pr_test_exit") == 0)
-        ):
-            worse.append(v)
-        e2e: Cell | str = Cell("not run", "")
-        for source, frame in (("llama-server", served), ("port", matrix)):
-            m = frame[frame.vocab == v] if not frame.empty else frame
-            if not m.empty:
-                kind = "synthetic" if bool(m.synthetic.iloc[0]) else "real model"
-                e2e = (
-                    " → ".join(
-                        f"{int((m[m.bridge == br].outcome == 'pass').sum())}/{len(m[m.bridge == br])}"
-                        for br in ("upstream", "fixed")
-                    )
-                    + f" ({'server' if source == 'llama-server' else 'port'}, {kind})"
+
+    @property
+    def bug_a(self) -> bool:
+        return bool(self.differing) or bool(self.up_leak)
+
+    @property
+    def bug_b(self) -> bool:
+        return bool(self.up_np) or (self.up_ok is not None and not bool(self.up_ok))
+
+    @property
+    def fix_ok(self) -> bool:
+        return not self.fx_leak and not self.fx_np and (self.fx_ok is None or bool(self.fx_ok))
+
+    @property
+    def greedy(self) -> bool:
+        return bool(self.probe.get("greedy"))
+
+    @property
+    def worse(self) -> bool:
+        """Worse with the fix than without, on any measure of the port and the compiled test."""
+        return (
+            int(self.fx_leak or 0) > int(self.up_leak or 0)
+            or (bool(self.fx_np) and not self.up_np)
+            or (self.n_fx.get("pr_test_exit") not in (None, "", 0) and self.n_up.get("pr_test_exit") == 0)
+        )
+
+
+def end_to_end(d: Loaded, v: str) -> tuple[Cell | str, bool]:
+    """The end-to-end cell (cases passed without → with, from the server where it ran, else the
+    port's matrix), and whether the server fails a case with the fix that it passed without."""
+    for source, frame in (("llama-server", d.served), ("port", d.matrix)):
+        m = frame[frame.vocab == v] if not frame.empty else frame
+        if not m.empty:
+            kind = "synthetic" if bool(m.synthetic.iloc[0]) else "real model"
+            e2e = (
+                " → ".join(
+                    f"{int((m[m.bridge == br].outcome == 'pass').sum())}/{len(m[m.bridge == br])}"
+                    for br in ("upstream", "fixed")
                 )
-                if source == "llama-server":
-                    fails_fx = set(m[(m.bridge == "fixed") & (m.outcome != "pass")].case)
-                    if fails_fx - set(m[(m.bridge == "upstream") & (m.outcome != "pass")].case):
-                        worse.append(v)
-                break
-        short, why, same = abort_cause(n_up, n_fx)
+                + f" ({'server' if source == 'llama-server' else 'port'}, {kind})"
+            )
+            worse = False
+            if source == "llama-server":
+                fails_fx = set(m[(m.bridge == "fixed") & (m.outcome != "pass")].case)
+                worse = bool(fails_fx - set(m[(m.bridge == "upstream") & (m.outcome != "pass")].case))
+            return e2e, worse
+    return Cell("not run", ""), False
+
+
+def input_row(v: str, s: dict[str, Any], m: Measured, e2e: Cell | str) -> dict[str, Any]:
+    """The verdict's row of one input, its cells coloured."""
+    up_leak, fx_leak, up_np, fx_np, p = m.up_leak, m.fx_leak, m.up_np, m.fx_np, m.probe
+    fx_forced = "" if fx_np is None else ("ok" if not fx_np and m.fx_ok else "FAILS")
+    return {
+        "input": v,
+        "type": s.get("vocab_type", "") + (" · real model" if v in REAL_MODELS else ""),
+        "bug A: tokens with wrong bytes": Cell(s["differing"], shows(s["differing"])),
+        "bug A: illegal tokens admitted": Cell("not run" if up_leak is None else up_leak, shows(up_leak)),
+        "bug B: llama_tokenize exact": Cell(
+            "not run" if not p else ("yes" if p.get("tokenize_exact") else "no"),
+            shows(p and not p.get("tokenize_exact")),
+        ),
+        "bug B: forced mask": Cell(
+            "not run"
+            if up_np is None
+            else ("ok" if not up_np else f"{up_np} token{'s' if up_np != 1 else ''} not a prefix"),
+            shows(up_np),
+        ),
+        "bug B: grammar dropped": Cell("yes" if m.up_err else "no", shows(m.up_err)),
+        "with the fix: illegal admitted": Cell("not run", "")
+        if fx_leak is None
+        else Cell(fx_leak, after_fix(up_leak, fx_leak)),
+        "with the fix: forced mask": Cell("not run", "")
+        if fx_np is None
+        else Cell(fx_forced, after_fix(m.bug_b, fx_forced == "FAILS")),
+        "with the fix: tokenizer": Cell("greedy" if m.greedy else "tokenize_fn", "cost" if m.greedy else "ok"),
+        "the PR's test: exit without → with": pr_test_cell(m.n_up, m.n_fx),
+        "end to end: cases passed without → with": e2e,
+    }
+
+
+@dataclass
+class Tally:
+    """The inputs' rows, and which inputs each bug hits, the fix repairs, leaves broken, costs the
+    greedy fallback or makes worse, and where the PR's test still aborts after it, and why."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    hit_a: list[str] = field(default_factory=list)
+    hit_b: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
+    broken: list[str] = field(default_factory=list)
+    costs: list[str] = field(default_factory=list)
+    worse: list[str] = field(default_factory=list)
+    aborts: list[dict[str, Any]] = field(default_factory=list)
+
+
+def tally(d: Loaded) -> Tally:
+    t = Tally()
+    for v in guide_order(list(d.info)):
+        s, m = d.info[v], Measured.of(d, v)
+        a, b = m.bug_a, m.bug_b
+        (t.hit_a if a else []).append(v)
+        (t.hit_b if b else []).append(v)
+        if a or b:
+            (t.repaired if m.fix_ok else t.broken).append(v)
+        if m.greedy:
+            t.costs.append(v)
+        e2e, server_worse = end_to_end(d, v)
+        if m.worse or server_worse:
+            t.worse.append(v)
+        short, why, same = abort_cause(m.n_up, m.n_fx)
         if short:
-            aborts.append({"vocab": v, "why": why, "same": same, "short": short})
-        fx_forced = "" if fx_np is None else ("ok" if not fx_np and fx_ok else "FAILS")
-        rows.append(
-            {
-                "input": v,
-                "type": s.get("vocab_type", "") + (" · real model" if v in REAL_MODELS else ""),
-                "bug A: tokens with wrong bytes": Cell(s["differing"], shows(s["differing"])),
-                "bug A: illegal tokens admitted": Cell("not run" if up_leak is None else up_leak, shows(up_leak)),
-                "bug B: llama_tokenize exact": Cell(
-                    "not run" if not p else ("yes" if p.get("tokenize_exact") else "no"),
-                    shows(p and not p.get("tokenize_exact")),
-                ),
-                "bug B: forced mask": Cell(
-                    "not run"
-                    if up_np is None
-                    else ("ok" if not up_np else f"{up_np} token{'s' if up_np != 1 else ''} not a prefix"),
-                    shows(up_np),
-                ),
-                "bug B: grammar dropped": Cell("yes" if up_err else "no", shows(up_err)),
-                "with the fix: illegal admitted": Cell("not run", "")
-                if fx_leak is None
-                else Cell(fx_leak, after_fix(up_leak, fx_leak)),
-                "with the fix: forced mask": Cell("not run", "")
-                if fx_np is None
-                else Cell(fx_forced, after_fix(b, fx_forced == "FAILS")),
-                "with the fix: tokenizer": Cell("greedy" if greedy else "tokenize_fn", "cost" if greedy else "ok"),
-                "the PR's test: exit without → with": pr_test_cell(n_up, n_fx),
-                "end to end: cases passed without → with": e2e,
-            }
+            t.aborts.append({"vocab": v, "why": why, "same": same, "short": short})
+        t.rows.append(input_row(v, s, m, e2e))
+    return t
+
+
+def port_agreement(native_ok: list[dict[str, Any]]) -> dict[str, int] | None:
+    """The port against the compiled sampler, both on the venv's llguidance: steps that agree."""
+    if not native_ok:
+        return None
+    port_llg = metadata.version("llguidance")
+    same_llg = [row for r in native_ok for row in r["rows"] if row.get("llguidance", port_llg) == port_llg]
+    cells = sum(int(row.get("diff_cells") or 0) for row in same_llg)
+    differ = sum(int(row.get("diff_differ") or 0) for row in same_llg)
+    return {"agree": cells - differ, "cells": cells, "differ": differ, "vocabs": len(native_ok)}
+
+
+def bug_c_facts(d: Loaded) -> dict[str, Any] | None:
+    """Bug C from the compiled samplers: where a special token's literal cannot be spelled with
+    the fix, on how many vocabs it was walked, repaired by the candidate, the same without the PR."""
+    special = [row for r in d.native_ok for row in r.get("special", [])]
+    walked = sorted({x["vocab"] for x in special if x.get("sampler") == "fixed"})
+    c_hit = sorted(
+        {x["vocab"] for x in special if x.get("sampler") == "fixed" and x.get("steps") and not x.get("complete")}
+    )
+    if not c_hit:
+        return None
+    c_fix = sorted({x["vocab"] for x in special if x.get("sampler") == "nospecial" and x.get("complete")} & set(c_hit))
+    spelled = {(x["vocab"], x["sampler"]): (x.get("complete"), x.get("spelled"), x.get("error")) for x in special}
+    c_same = [v for v in c_hit if spelled.get((v, "upstream")) == spelled.get((v, "fixed"))]
+    ex = next(
+        x
+        for x in special
+        if x.get("sampler") == "fixed" and x["vocab"] == ("llama-bpe" if "llama-bpe" in c_hit else c_hit[0])
+    )
+    return {
+        "hit": c_hit,
+        "vocab": ex["vocab"],
+        "literal": ex["literal"],
+        "spelled": ex["spelled"],
+        "walked": len(walked),
+        "allowed": ex["stop_allowed_pieces"],
+        "repaired": len(c_fix),
+        "same": len(c_same),
+        "without": sorted(set(d.info) - set(walked)),
+        "patch": CANDIDATE_PATCHES["C"],
+    }
+
+
+def bug_d_facts(aborts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    d_rows = [x for x in aborts if x["short"].startswith("bug D")]
+    if not d_rows:
+        return None
+    return {
+        "hit": [x["vocab"] for x in d_rows],
+        "same": all(x["same"] for x in d_rows),
+        "patch": CANDIDATE_PATCHES["D"],
+    }
+
+
+def server_facts(res: Results, served: pd.DataFrame) -> dict[str, Any] | None:
+    """The server's cases without the fix that fail, and silently; with it, its violations; `make
+    bench`'s load test on the models served here; how many real models it served."""
+    if served.empty:
+        return None
+    loads = [x for x in res.server_load.to_dict("records") if x["model"] in set(served.model)]
+    up = served[served.bridge == "upstream"]
+    silent = up[(up.outcome != "pass") & (up.http_status == 200) & ~up.error_field.astype(bool)]
+    return {
+        "silent": len(silent),
+        "failing": int((up.outcome != "pass").sum()),
+        "models": served.model.nunique(),
+        "fixed_bad": len(served[(served.bridge == "fixed") & (served.outcome == "violation")]),
+        **load_verdict(loads),
+        "real": int(served[~served.synthetic.astype(bool)].vocab.nunique()) if "synthetic" in served else 0,
+    }
+
+
+def real_weight_rows(served: pd.DataFrame, overridden_here: dict[str, Any]) -> list[dict[str, Any]]:
+    """The guide's real-weight rows (TinyLlama, Mistral, Hermes: SentencePiece with the space
+    prefix), on a trained model loaded with llama.cpp's own override: its three server cases
+    without and with the fix."""
+    out: list[dict[str, Any]] = []
+    if served.empty:
+        return out
+    for v in overridden_here:
+        g = served[(served.vocab == v) & served.case.isin(guide.SERVER_CASES)]
+        if not g.empty:
+            silent = (
+                (g.bridge == "upstream") & (g.outcome != "pass") & (g.http_status == 200) & ~g.error_field.astype(bool)
+            )
+            out.append(
+                {
+                    "input": v,
+                    "up": int((g[g.bridge == "upstream"].outcome == "pass").sum()),
+                    "fx": int((g[g.bridge == "fixed"].outcome == "pass").sum()),
+                    "n": len(guide.SERVER_CASES),
+                    "silent": int(silent.sum()),
+                }
+            )
+    return out
+
+
+def ignored_facts(d: Loaded) -> dict[str, Any] | None:
+    """The schema llguidance cannot compile, sent to the server: how often it was ignored."""
+    if d.served.empty:
+        return None
+    rej = d.served_all[d.served_all.case == "rejected_schema"]
+    if rej.empty:
+        return None
+    ign = rej[rej.outcome == "ignored"]
+    return {
+        "n": len(ign),
+        "of": len(rej),
+        "both": set(ign.bridge) >= {"upstream", "fixed"},
+        "issues": UPSTREAM["ignored"],
+    }
+
+
+def disagreements(res: Results, census: list[dict[str, Any]], figs: list[tuple[str, bool]]) -> list[str]:
+    """What the suite finds the guide wrong about, and the figures that differ (Markdown)."""
+    probe, moved, cause = probe_robustness(res), xff_moved(census), sentinel_cause(res)
+    out = []
+    if probe and probe["misses"]:
+        out.append(
+            f"**The probe is not robust as the guide says** (question 4): it calls {probe['probe_exact']} of "
+            f"{probe['n_probed']} vocabs' `llama_tokenize` exact, and on {len(probe['misses'])} of those some inputs "
+            f"still come back with other bytes ({probe['specials']} only on special-token text); the PR keeps that "
+            f"`tokenize_fn` there."
         )
-    spm_like = {"SPM"}
-    beyond = [v for v in hit_b if info[v].get("vocab_type") not in spm_like]
-    n = len(info)
-    figs = guide_figures(res)
-    n_matched = sum(ok for _, ok in figs)
-    port = None
-    if native_ok:
-        port_llg = metadata.version("llguidance")
-        same_llg = [row for r in native_ok for row in r["rows"] if row.get("llguidance", port_llg) == port_llg]
-        cells = sum(int(row.get("diff_cells") or 0) for row in same_llg)
-        differ = sum(int(row.get("diff_differ") or 0) for row in same_llg)
-        port = {"agree": cells - differ, "cells": cells, "differ": differ, "vocabs": len(native_ok)}
+    if moved["moved"]:
+        out.append(
+            f"**The `\\xff` branch is not entered by the same tokens on every vocab** (4.5): on {len(moved['moved'])} "
+            f"of {moved['n']} vocabs a token whose piece is a lone space reaches llguidance as zero bytes without the "
+            f"fix and as `' '` with it."
+        )
+    if cause and cause["n"] and cause["table"]:
+        out.append(
+            f"**The sentinel's illegal tokens come from its token table, not from prefix-and-strip** (5.2, question "
+            f"2): every one the suite stored ({cause['stored']} of {cause['n']}) is a token with no real bytes that "
+            f"the table gives its special text."
+        )
+    srv_differ = [r for r in guide_server_rows(res) if r["match"] == "✗"]
+    if srv_differ:
+        out.append(
+            "**Guide 8's server table:** "
+            + "; ".join(f"{r['guide']} (standing in: {r.get('stand_in', '')}): {r['why_short']}" for r in srv_differ)
+            + "."
+        )
+    missed = [name for name, ok in figs if not ok]
+    if missed:
+        out.append(f"**Figures that differ:** {', '.join(missed)}.")
+    return out
+
+
+def follow_ups(
+    bug_c: dict[str, Any] | None, bug_d: dict[str, Any] | None, ignored: dict[str, Any] | None
+) -> list[dict[str, str]]:
+    """Each finding beyond the PR that is the same before and after it: a follow-up."""
+    out = []
+    if bug_c and bug_c["same"] == len(bug_c["hit"]):
+        out.append(
+            {"what": f"bug C on {len(bug_c['hit'])} of {bug_c['walked']} vocabs", "patch": CANDIDATE_PATCHES["C"]}
+        )
+    if bug_d and bug_d["same"]:
+        out.append({"what": f"bug D on {len(bug_d['hit'])}", "patch": CANDIDATE_PATCHES["D"]})
+    if ignored and ignored["both"]:
+        out.append(
+            {"what": "the ignored schema", "patch": "", "issues": ", ".join(f"#{n}" for n, _, _ in ignored["issues"])}
+        )
+    return out
+
+
+def verdict_facts(res: Results, d: Loaded, t: Tally, figs: list[tuple[str, bool]]) -> dict[str, Any]:
+    """What the sentences say, for the PR comment: the tallies, and the findings beyond the PR."""
+    native, info = d.native, d.info
     ctest = {
         v: (native[(v, "upstream")].get("pr_test_exit"), native[(v, "fixed")].get("pr_test_exit"))
         for v in CTEST_VOCABS
@@ -367,188 +607,74 @@ def verdict(res: Results) -> Verdict | None:
         (v for v in info if (native.get((v, "fixed")) or {}).get("pr_test_exit") == 0),
         key=guide_order(list(info)).index,
     )
-    # beyond the PR (bug C, bug D), from the compiled samplers
-    special = [row for r in native_ok for row in r.get("special", [])]
-    walked = sorted({x["vocab"] for x in special if x.get("sampler") == "fixed"})
-    c_hit = sorted(
-        {x["vocab"] for x in special if x.get("sampler") == "fixed" and x.get("steps") and not x.get("complete")}
-    )
-    c_fix = sorted({x["vocab"] for x in special if x.get("sampler") == "nospecial" and x.get("complete")} & set(c_hit))
-    spelled = {(x["vocab"], x["sampler"]): (x.get("complete"), x.get("spelled"), x.get("error")) for x in special}
-    c_same = [v for v in c_hit if spelled.get((v, "upstream")) == spelled.get((v, "fixed"))]
-    bug_c = None
-    if c_hit:
-        ex = next(
-            x
-            for x in special
-            if x.get("sampler") == "fixed" and x["vocab"] == ("llama-bpe" if "llama-bpe" in c_hit else c_hit[0])
-        )
-        bug_c = {
-            "hit": c_hit,
-            "vocab": ex["vocab"],
-            "literal": ex["literal"],
-            "spelled": ex["spelled"],
-            "walked": len(walked),
-            "allowed": ex["stop_allowed_pieces"],
-            "repaired": len(c_fix),
-            "same": len(c_same),
-            "without": sorted(set(info) - set(walked)),
-            "patch": CANDIDATE_PATCHES["C"],
-        }
-    d_rows = [x for x in aborts if x["short"].startswith("bug D")]
-    bug_d: dict[str, Any] | None = (
-        {"hit": [x["vocab"] for x in d_rows], "same": all(x["same"] for x in d_rows), "patch": CANDIDATE_PATCHES["D"]}
-        if d_rows
-        else None
-    )
-    loads = [x for x in res.server_load.to_dict("records")] if not served.empty else []
-    loads = [x for x in loads if x["model"] in set(served.model)]
-    server = None
-    ignored: dict[str, Any] | None = None
-    overridden_here = {v: m for v, m in overridden().items() if v in info}
-    real_weight = []
-    if not served.empty:
-        up = served[served.bridge == "upstream"]
-        silent = up[(up.outcome != "pass") & (up.http_status == 200) & ~up.error_field.astype(bool)]
-        server = {
-            "silent": len(silent),
-            "failing": int((up.outcome != "pass").sum()),
-            "models": served.model.nunique(),
-            "fixed_bad": len(served[(served.bridge == "fixed") & (served.outcome == "violation")]),
-            **load_verdict(loads),
-            "real": int(served[~served.synthetic.astype(bool)].vocab.nunique()) if "synthetic" in served else 0,
-        }
-        # the guide's real-weight rows (TinyLlama, Mistral, Hermes: SentencePiece with the space prefix), on a
-        # trained model loaded with llama.cpp's own override: its three server cases without and with the fix
-        for v in overridden_here:
-            g = served[(served.vocab == v) & served.case.isin(guide.SERVER_CASES)]
-            if not g.empty:
-                real_weight.append(
-                    {
-                        "input": v,
-                        "up": int((g[g.bridge == "upstream"].outcome == "pass").sum()),
-                        "fx": int((g[g.bridge == "fixed"].outcome == "pass").sum()),
-                        "n": len(guide.SERVER_CASES),
-                        "silent": int(
-                            (
-                                (g.bridge == "upstream")
-                                & (g.outcome != "pass")
-                                & (g.http_status == 200)
-                                & ~g.error_field.astype(bool)
-                            ).sum()
-                        ),
-                    }
-                )
-        rej = served_all[served_all.case == "rejected_schema"]
-        if not rej.empty:
-            ign = rej[rej.outcome == "ignored"]
-            ignored = {
-                "n": len(ign),
-                "of": len(rej),
-                "both": set(ign.bridge) >= {"upstream", "fixed"},
-                "issues": UPSTREAM["ignored"],
-            }
-    # what the suite finds the guide wrong about, and the figures that differ
-    probe = probe_robustness(res)
-    moved = xff_moved(census)
-    cause = sentinel_cause(res)
-    srv_rows = guide_server_rows(res)
-    disagreements = []
-    if probe and probe["misses"]:
-        disagreements.append(
-            f"**The probe is not robust as the guide says** (question 4): it calls {probe['probe_exact']} of "
-            f"{probe['n_probed']} vocabs' `llama_tokenize` exact, and on {len(probe['misses'])} of those some inputs "
-            f"still come back with other bytes ({probe['specials']} only on special-token text); the PR keeps that "
-            f"`tokenize_fn` there."
-        )
-    if moved["moved"]:
-        disagreements.append(
-            f"**The `\\xff` branch is not entered by the same tokens on every vocab** (4.5): on {len(moved['moved'])} "
-            f"of {moved['n']} vocabs a token whose piece is a lone space reaches llguidance as zero bytes without the "
-            f"fix and as `' '` with it."
-        )
-    if cause and cause["n"] and cause["table"]:
-        disagreements.append(
-            f"**The sentinel's illegal tokens come from its token table, not from prefix-and-strip** (5.2, question "
-            f"2): every one the suite stored ({cause['stored']} of {cause['n']}) is a token with no real bytes that "
-            f"the table gives its special text."
-        )
-    srv_differ = [r for r in srv_rows if r["match"] == "✗"]
-    if srv_differ:
-        disagreements.append(
-            "**Guide 8's server table:** "
-            + "; ".join(f"{r['guide']} (standing in: {r.get('stand_in', '')}): {r['why_short']}" for r in srv_differ)
-            + "."
-        )
-    missed = [name for name, ok in figs if not ok]
-    if missed:
-        disagreements.append(f"**Figures that differ:** {', '.join(missed)}.")
-    follow_ups = []
-    if bug_c and bug_c["same"] == len(bug_c["hit"]):
-        follow_ups.append({"what": f"bug C on {len(c_hit)} of {len(walked)} vocabs", "patch": CANDIDATE_PATCHES["C"]})
-    if bug_d and bug_d["same"]:
-        follow_ups.append({"what": f"bug D on {len(bug_d['hit'])}", "patch": CANDIDATE_PATCHES["D"]})
-    if ignored and ignored["both"]:
-        follow_ups.append(
-            {"what": "the ignored schema", "patch": "", "issues": ", ".join(f"#{n}" for n, _, _ in ignored["issues"])}
-        )
-    timing = time_cost(res)
-    rec = recommend(broken, sorted(set(worse), key=guide_order(list(info)).index), ctest, follow_ups)
+    return {
+        "n": len(info),
+        "hit_a": t.hit_a,
+        "hit_b": t.hit_b,
+        "beyond": [v for v in t.hit_b if info[v].get("vocab_type") not in {"SPM"}],
+        "repaired": t.repaired,
+        "broken": t.broken,
+        "costs": t.costs,
+        "time": time_cost(res),
+        "matched": sum(ok for _, ok in figs),
+        "figures": len(figs),
+        "port": port_agreement(d.native_ok),
+        "aborts": t.aborts,
+        "passing": passing,
+        "ctest": ctest,
+        "bug_c": bug_c_facts(d),
+        "bug_d": bug_d_facts(t.aborts),
+        "server": server_facts(res, d.served),
+        "ignored": ignored_facts(d),
+        "census": info,
+        "upstream": UPSTREAM,
+    }
+
+
+def verdict_sentences(d: Loaded, facts: dict[str, Any]) -> list[str]:
+    """The verdict's sentences, from its facts (the fragment `verdict.md.j2`)."""
+    overridden_here = {v: m for v, m in overridden().items() if v in d.info}
+    aborts = facts["aborts"]
+    keys = ("n", "hit_a", "hit_b", "broken", "repaired", "costs", "time", "matched", "figures", "port", "aborts")
     said = blocks(
         "verdict",
-        n=n,
-        hit_a=hit_a,
-        hit_b=hit_b,
-        beyond=[f"{x} ({info[x].get('vocab_type')})" for x in beyond],
-        broken=broken,
-        repaired=repaired,
-        costs=costs,
-        time=timing,
-        matched=n_matched,
-        figures=len(figs),
-        port=port,
-        aborts=aborts,
+        **{k: facts[k] for k in keys},
+        **{k: facts[k] for k in ("passing", "ctest", "bug_c", "bug_d", "server", "ignored")},
+        beyond=[f"{x} ({d.info[x].get('vocab_type')})" for x in facts["beyond"]],
         abort_groups=[
             {"why": w, "vocabs": [x["vocab"] for x in aborts if x["why"] == w]}
             for w in dict.fromkeys(x["why"] for x in aborts)
         ],
-        passing=passing,
-        n_native=len({v for v, _ in native}),
-        ctest=ctest,
-        bug_c=bug_c,
-        bug_d=bug_d,
-        server=server,
-        ignored=ignored,
+        n_native=len({v for v, _ in d.native}),
         url=ISSUES_URL,
         issue_b=UPSTREAM["B"][0],
         overridden=[f"`{v}`" for v in overridden_here],
-        real_weight=real_weight,
+        real_weight=real_weight_rows(d.served, overridden_here),
         why={v: m.why for v, m in overridden_here.items()},
     )
-    sentences = [line.removeprefix("- ") for line in said["sentences"].splitlines() if line.strip()]
-    facts = {
-        "n": n,
-        "hit_a": hit_a,
-        "hit_b": hit_b,
-        "beyond": beyond,
-        "repaired": repaired,
-        "broken": broken,
-        "costs": costs,
-        "time": timing,
-        "matched": n_matched,
-        "figures": len(figs),
-        "port": port,
-        "aborts": aborts,
-        "passing": passing,
-        "ctest": ctest,
-        "bug_c": bug_c,
-        "bug_d": bug_d,
-        "server": server,
-        "ignored": ignored,
-        "census": info,
-        "upstream": UPSTREAM,
-    }
-    return Verdict(sentences, pd.DataFrame(rows), (n_matched, len(figs)), rec, disagreements, facts)
+    return [line.removeprefix("- ") for line in said["sentences"].splitlines() if line.strip()]
+
+
+@takes_results
+def verdict(res: Results) -> Verdict | None:
+    """The reviewer's questions, answered from the results, and one row per input."""
+    census, _ = res.load("census")
+    if not census:
+        return None
+    d = verdict_frames(res, census)
+    t = tally(d)
+    figs = guide_figures(res)
+    facts = verdict_facts(res, d, t, figs)
+    fups = follow_ups(facts["bug_c"], facts["bug_d"], facts["ignored"])
+    rec = recommend(t.broken, sorted(set(t.worse), key=guide_order(list(d.info)).index), facts["ctest"], fups)
+    return Verdict(
+        verdict_sentences(d, facts),
+        pd.DataFrame(t.rows),
+        (facts["matched"], len(figs)),
+        rec,
+        disagreements(res, census, figs),
+        facts,
+    )
 
 
 def recommendation_md(rec: dict[str, Any]) -> str:
