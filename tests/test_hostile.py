@@ -19,8 +19,9 @@ import pytest
 from gguf import Keys
 from helpers import PROGRAMS, SPM, abort_notebook, write_vocab
 
-from llgbridge import candidates, fixtures, params, paths, regen, report, results, run, synth, whatif
+from llgbridge import candidates, fixtures, params, paths, report, results, run, synth, whatif
 from llgbridge.errors import InputError, cause_line
+from llgbridge.measure import regen
 from llgbridge.paths import RESULTS, ROOT, VOCABS, vocab_path
 from llgbridge.vocab import Vocab
 

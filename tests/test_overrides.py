@@ -17,7 +17,7 @@ import pytest
 from gguf import Keys
 from helpers import write_vocab
 
-from llgbridge import generate, models, native, nb, overrides, params, results, serving
+from llgbridge import catalogue, generate, models, native, nb, overrides, params, results, serving
 from llgbridge import server as S
 from llgbridge.census import run_census
 from llgbridge.errors import InputError
@@ -132,8 +132,8 @@ def test_the_census_finds_lost_space_tokens_on_the_overridden_model(spaced: Voca
 
 
 def test_the_input_takes_its_overrides_from_the_registry() -> None:
-    assert models.overrides_of(NAME) == (SPACE,) and models.overrides_of("gemma3-270m") == ()
-    assert models.REAL_MODELS[NAME].file == models.REAL_MODELS["gemma3-270m"].file
+    assert catalogue.overrides_of(NAME) == (SPACE,) and catalogue.overrides_of("gemma3-270m") == ()
+    assert catalogue.REAL_MODELS[NAME].file == catalogue.REAL_MODELS["gemma3-270m"].file
     assert nb.input_overrides(NAME) == [SPACE]
     assert nb.input_overrides(NAME, "data/models/gemma-3-270m-q4_k_m.gguf") == []  # a file given: only the parameter's
     assert nb.input_overrides("llama-spm", "", ["tokenizer.ggml.add_space_prefix=bool:false"]) == [

@@ -12,7 +12,7 @@ import pytest
 from llgbridge import analyses, results, run
 from llgbridge.paths import RESULTS, ROOT
 
-PIPELINE = ("report/", "run.py", "batch.py", "whatif.py", "bench.py", "gguf_fuzz.py", "templates/")
+PIPELINE = ("report/", "run.py", "batch.py", "whatif.py", "measure/", "gguf_fuzz.py", "templates/")
 
 
 def _prerequisites(target: str) -> list[str]:

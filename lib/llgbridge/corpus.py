@@ -75,7 +75,8 @@ from typing import Any
 
 import numpy as np
 
-from .bridges import VARIANTS
+from .bridges import VARIANTS, variant
+from .cluster import run_jobs
 from .corpus_job import (
     ERROR_CHARS,
     BridgeJob,
@@ -87,8 +88,10 @@ from .corpus_job import (
     instances_record,
 )
 from .errors import InputError
-from .paths import DATA, REPORTS, ROOT, resolve, vocab_path, write_atomic, write_json
-from .results import file_sha256
+from .fixtures import vocab_names
+from .paths import DATA, REPORTS, ROOT, VOCABS, resolve, vocab_path, write_atomic, write_json
+from .results import file_sha256, input_overrides
+from .schemas import SCHEMAS, manifest
 
 BRIDGES: tuple[str, ...] = VARIANTS
 CACHE = DATA / "corpus" / "cache"
@@ -112,8 +115,6 @@ def repo_path(p: Path) -> str:
 
 def schema_names() -> dict[str, str]:
     """schema id -> SchemaStore's name, from the committed manifest."""
-    from .schemas import manifest
-
     return {e.id: e.name for e in manifest()}
 
 
@@ -132,8 +133,6 @@ def plan(
 ) -> list[InstancesJob]:
     """The instances jobs for (vocab name, vocab path) x schema ids, grouped by vocab (so a
     worker builds each vocab's bridges once)."""
-    from .schemas import SCHEMAS, manifest
-
     d = schemas_dir or SCHEMAS
     known = {e.id for e in manifest()}
     for sid in schema_ids:
@@ -195,8 +194,6 @@ def _stage(
     desc: str,
 ) -> tuple[list[dict[str, Any]], int]:
     """Each job's record: from the cache, else computed (and cached unless it failed)."""
-    from .cluster import run_jobs
-
     recs: list[dict[str, Any] | None] = [_cached(cache_dir, j.key) for j in jobs]
     todo = [i for i, r in enumerate(recs) if r is None]
     outcomes = run_jobs(fn, [jobs[i] for i in todo], engine=engine, workers=workers, cluster=cluster, desc=desc)
@@ -223,8 +220,6 @@ def run(
     schemas_dir: Path | None = None,
 ) -> CorpusRun:
     """Every (schema, vocab) then every (schema, vocab, bridge) job; see `cluster.run_jobs` for the engines."""
-    from .bridges import variant
-
     for b in bridges:
         variant(b)  # an unknown bridge is the caller's error, before any job runs
     t0 = time.monotonic()
@@ -445,8 +440,6 @@ def refuse_overridden(vocab: str, path: str = "") -> None:
     """InputError, in one line, for an input loaded with llama.cpp's key overrides: the corpus's jobs
     are keyed and loaded by file (`corpus_job`), so they would measure the file without them and
     share the plain input's cache entries."""
-    from .results import input_overrides
-
     kv = input_overrides({"vocab": vocab, "vocab_path": path})
     if kv:
         raise InputError(
@@ -457,9 +450,6 @@ def refuse_overridden(vocab: str, path: str = "") -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .fixtures import vocab_names
-    from .paths import VOCABS
-
     ap = argparse.ArgumentParser(description="SchemaStore's JSON schemas through every bridge (make corpus)")
     ap.add_argument("--vocabs", default="", help="space- or comma-separated vocab names (default: every input vocab)")
     ap.add_argument("--schemas", default="all", help="'all', or a number of schemas drawn with --seed")

@@ -41,13 +41,13 @@ from typing import Any
 import numpy as np
 
 from . import loaded
-from .bridges import Bridge
+from .bridges import Bridge, build
 from .errors import InputError, LlgError, first_line
 from .gguf_meta import read_meta
 from .grammars import FORCED_LITERAL, json_grammar, literal_grammar
 from .llg import Matcher, apply_mask, mask_bits
 from .overrides import Override, check_log, llama_cpp_python, parse_all
-from .vocab import Vocab
+from .vocab import _LOAD_ERRORS, _OVERRIDE_LOG, Vocab, _load_failure
 
 ENCODER_ONLY = {"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "t5encoder", "neo-bert", "modern-bert"}
 
@@ -214,8 +214,6 @@ def load_model(
     llama.cpp's key `overrides` (`KEY=TYPE:VALUE`) through llama-cpp-python's `kv_overrides`; one
     that llama.cpp did not take, or that stops the load, is refused in one line naming it."""
     import llama_cpp
-
-    from .vocab import _LOAD_ERRORS, _OVERRIDE_LOG, _load_failure
 
     check_generative(path)
     ovs = parse_all(overrides)
@@ -438,8 +436,6 @@ _TRUTH_LOCK = threading.Lock()
 def _truth(vocab: Vocab) -> Bridge:
     """The truth bridge of `vocab`, built once and shared: a bridge is not changed by use (each
     caller walks a matcher of its own), and the load test's threads ask for it at once."""
-    from .bridges import build
-
     with _TRUTH_LOCK:
         if not _TRUTH or _TRUTH[0][0] is not vocab:
             _TRUTH[:] = [(vocab, build(vocab, "truth"))]

@@ -37,7 +37,7 @@ from typing import Any
 
 from gguf import GGUFValueType
 
-from .errors import first_line
+from .errors import InputError, LlgError, first_line
 from .gguf_meta import _SCALAR
 from .paths import vocab_path
 
@@ -127,8 +127,9 @@ def make_mutants(src: Path, n: int, seed: int, folder: Path) -> list[Mutant]:
 
 def check_one(path: Path) -> tuple[str, str]:
     """Load the vocab and build every bridge; (outcome, one-line message)."""
+    # only the child that loads the mutants imports llama.cpp: the parent that writes them and
+    # reads the child's lines survives the child's crash
     from .bridges import VARIANTS, build
-    from .errors import InputError, LlgError
     from .vocab import Vocab
 
     try:

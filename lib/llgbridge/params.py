@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
+from .overrides import parse_all
 from .paths import ROOT, name_problem
 
 NOTEBOOKS = ROOT / "notebooks"
@@ -129,8 +130,6 @@ def check_value(name: str, value: Any, default: Any) -> None:
         if why:
             raise InputError(what, why)
     if name == "overrides" and isinstance(value, list):
-        from .overrides import parse_all
-
         parse_all(
             value
         )  # KEY=TYPE:VALUE each, as llama.cpp's --override-kv takes it: one line naming the first refused

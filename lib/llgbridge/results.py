@@ -25,8 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from . import loaded
+from . import params as P
 from .analyses import ANALYSES, Kind, Schema
+from .catalogue import overrides_of
 from .errors import InputError
+from .overrides import canonical
 from .paths import DATA, RESULTS, ROOT, vocab_path
 
 # where a run with non-default settings goes (never the main results)
@@ -45,7 +48,6 @@ CORE = (
     "errors.py",
     "paths.py",
     "bridges.py",
-    "sentinel.py",
     "probe.py",
     "grammars.py",
     "guide.py",
@@ -54,6 +56,7 @@ CORE = (
     "results.py",
     "analyses.py",
     "candidates.py",
+    "catalogue.py",
     "params.py",
     "fixtures.py",
     "models.py",
@@ -239,11 +242,8 @@ def _resolve(p: str) -> Path:
 
 def input_overrides(params: dict[str, Any]) -> list[str]:
     """llama.cpp's key overrides a run with `params` loads its input with, as a result records
-    them (`overrides.canonical`): the input's own (a name of `models.REAL_MODELS` that has some,
+    them (`overrides.canonical`): the input's own (a name of `catalogue.REAL_MODELS` that has some,
     unless a file is given instead), then the `overrides` parameter."""
-    from .models import overrides_of
-    from .overrides import canonical
-
     own = () if params.get("models") or params.get("vocab_path") else overrides_of(str(params.get("vocab")))
     return canonical([*own, *(params.get("overrides") or [])])
 
@@ -315,8 +315,6 @@ def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
     version (notebook, modules, the binaries it ran), the input files (this result's own, and
     their bytes, and the key overrides they were loaded with), and, in the main results, the
     default parameters."""
-    from . import params as P
-
     prov = r.get("provenance")
     if not isinstance(prov, dict):
         return "records no provenance"

@@ -52,6 +52,8 @@ from .errors import InputError, first_line
 from .grammars import json_grammar, literal_grammar
 from .native import special_literal, special_text
 from .overrides import Override, check_log, model_label, server_args
+from .paths import RESULTS, resolve
+from .results import file_sha256
 from .vocab import Vocab
 
 GBNF_CASE = "json_enum_gbnf"
@@ -691,8 +693,6 @@ def payload(model: Path, run: Run, settings: dict[str, Any]) -> dict[str, Any]:
     """The server notebook's result (`results.SCHEMAS["server"]`): the settings, each case's prompt
     and how it was sent, a row per (llguidance, sampler, case), the tokens, the load test, the
     builds' sha256 (so a rebuilt server makes the result stale), and the timings kept apart."""
-    from .results import file_sha256
-
     cases = sorted({r.case for r in run.rows}, key=[*G.CASES, *EXTRA_CASES].index)
     return {
         "model": model.name,
@@ -854,8 +854,6 @@ def log_dir_for(results_dir: str) -> Path:
     """Where a run writing its result to `results_dir` keeps its servers' logs: `LOG_DIR` for the
     main results; beside any other results (a what-if's), so that a what-if named like a main input
     never truncates the main run's logs."""
-    from .paths import RESULTS, resolve
-
     where = resolve(results_dir)
     return LOG_DIR if where.resolve() == RESULTS.resolve() else where.parent / "logs" / "server"
 

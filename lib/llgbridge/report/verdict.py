@@ -12,7 +12,7 @@ import pandas as pd
 
 from .. import guide
 from ..candidates import BY_BUG
-from ..models import REAL_MODELS, overridden
+from ..catalogue import REAL_MODELS, overridden
 from ..server import LLG_PINNED
 from .data import Results, takes_results
 from .prose import blocks

@@ -1,6 +1,6 @@
 """The real llama-server under concurrent requests, repeated: `make bench`'s load test.
 
-    python -m llgbridge.loadtest [--rounds 5] [--out reports]    # make bench runs it too
+    python -m llgbridge.measure.loadtest [--rounds 5] [--out reports]    # make bench runs it too
 
 On every synthetic model and every build (upstream and fixed, each llguidance version), the server
 notebook's cases one request at a time, then `serving.load` `rounds` times, each on a fresh
@@ -32,12 +32,12 @@ import jinja2
 import pandas as pd
 from tqdm import tqdm
 
-from . import params, server, serving, synth
-from .errors import first_line
-from .gguf_meta import read_kv
-from .paths import DATA, REPORTS, write_atomic
-from .report import Table
-from .report.data import SERVER_LOAD_CSV
+from .. import params, server, serving, synth
+from ..errors import first_line
+from ..gguf_meta import read_kv
+from ..paths import DATA, REPORTS, write_atomic
+from ..report import Table
+from ..report.data import SERVER_LOAD_CSV
 
 LOAD_REQUESTS = 32  # per round, over the server notebook's `parallel` slots
 LOAD_ROUNDS = 5
@@ -210,7 +210,7 @@ def failed(result: LoadRun) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m llgbridge.loadtest", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m llgbridge.measure.loadtest", description=__doc__.splitlines()[0])
     ap.add_argument(
         "--rounds", type=int, default=LOAD_ROUNDS, help=f"load-test repetitions per build (default {LOAD_ROUNDS})"
     )

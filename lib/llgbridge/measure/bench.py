@@ -1,7 +1,7 @@
 """Benchmark the Python census against the same loop in C, and time the bridge builds.
 
-    python -m llgbridge.bench [--out reports] [--repeat 3]
-    python -m llgbridge.bench --only census [--repeat 5]   # just Python vs C, printed, nothing written
+    python -m llgbridge.measure.bench [--out reports] [--repeat 3]
+    python -m llgbridge.measure.bench --only census [--repeat 5]   # just Python vs C, printed, nothing written
 
 `bench/census.c` is compiled with `cc` against the libllama that llama-cpp-python installed (so
 both sides run the same native code) into `data/bench/`. Each repetition then runs, as two
@@ -45,18 +45,19 @@ import llama_cpp
 import pandas as pd
 from tqdm import tqdm
 
-from . import _llamacall, bridges, corpus, generate, loadtest, maskpath, models, native, params, quotes, regen, synth
-from .cbuild import llama_dirs
-from .census import classify, detokenize_mechanisms, loaded_meta, observed_add_space_prefix, run_census
+from .. import _llamacall, bridges, catalogue, corpus, generate, models, native, params, synth
+from ..cbuild import llama_dirs
+from ..census import classify, detokenize_mechanisms, loaded_meta, observed_add_space_prefix, run_census
+from ..errors import InputError
+from ..gguf_meta import check_tokenizer, read_kv, read_meta
+from ..paths import DATA, REPORTS, RESULTS, ROOT, VOCABS, vocab_path, write_atomic, write_json
+from ..report import Table
+from ..report.data import CORPUS_TIMING_JSON
+from ..vocab import MAX_PIECE, Vocab
+from . import loadtest, maskpath, quotes, regen
 from .census_worker import now
-from .errors import InputError
-from .gguf_meta import check_tokenizer, read_kv, read_meta
 from .maskpath import GRAMMAR
-from .paths import DATA, REPORTS, RESULTS, ROOT, VOCABS, vocab_path, write_atomic, write_json
 from .regen import GOALS
-from .report import Table
-from .report.data import CORPUS_TIMING_JSON
-from .vocab import MAX_PIECE, Vocab
 
 SOURCE = ROOT / "bench" / "census.c"
 BUILD = DATA / "bench"
@@ -765,7 +766,7 @@ def real_decode_timing(repeat: int = 3, n_threads: int = DECODE_THREADS) -> list
     constrained vs unconstrained tokens per second, each from the same runs; medians over
     `repeat`. A model that is not fetched is left out (with a line on stderr)."""
     out = []
-    for name, m in tqdm(models.REAL_MODELS.items(), desc="real decode step", file=sys.stderr):
+    for name, m in tqdm(catalogue.REAL_MODELS.items(), desc="real decode step", file=sys.stderr):
         try:
             path = models.model_path(name)
         except InputError as e:
@@ -866,7 +867,7 @@ def corpus_mask_time_context(snap: dict[str, Any] | None) -> dict[str, Any] | No
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m llgbridge.bench", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m llgbridge.measure.bench", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=REPORTS, help="where bench.csv and bench.md go (default: reports)")
     ap.add_argument("--repeat", type=int, default=3, help="repetitions; medians are reported (default: 3)")
     ap.add_argument("--vocabs", help="comma-separated fixture names (default: all in data/vocabs)")
@@ -906,7 +907,7 @@ def main(argv: list[str] | None = None) -> int:
         **versions(),
     }
     c_cmd = [str(exe), *map(str, paths)]
-    py_cmd = [sys.executable, "-m", "llgbridge.census_worker", *map(str, paths)]
+    py_cmd = [sys.executable, "-m", "llgbridge.measure.census_worker", *map(str, paths)]
     py_runs: list[Run] = []
     c_runs: list[Run] = []
     for i in tqdm(range(args.repeat), desc="census python vs C"):

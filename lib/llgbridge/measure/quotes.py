@@ -1,11 +1,11 @@
 """The guide's pre-fix quotes, regenerated on real weights: a dated snapshot the report quotes.
 
-    python -m llgbridge.quotes [--out reports]      # what `make quotes` runs; `make bench` runs it too
+    python -m llgbridge.measure.quotes [--out reports]      # what `make quotes` runs; `make bench` runs it too
 
 The guide quotes what llama-server wrote without the fix on TinyLlama-1.1B: the free text after the
 forced literal's matcher died (bug B) and a JSON key with a space inside it (bug A). This asks the
 same of a trained model that has the same tokenizer behaviour, every input of
-`models.overridden()` (Gemma 3 270M loaded with `tokenizer.ggml.add_space_prefix=bool:true`), through
+`catalogue.overridden()` (Gemma 3 270M loaded with `tokenizer.ggml.add_space_prefix=bool:true`), through
 the real llama-server as the server notebook asks it (the same prompts, temperature 0, seed 0, one
 request at a time), on the upstream build and the fixed one, on the llguidance llama.cpp pins; and
 keeps the server's own `content` with the HTTP status, the error field and the `llg error` lines of
@@ -28,8 +28,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError, first_line
-from .paths import REPORTS, write_json
+from .. import catalogue, models, serving
+from .. import generate as G
+from .. import server as S
+from ..errors import InputError, first_line
+from ..paths import REPORTS, write_json
+from ..vocab import Vocab
 
 SNAPSHOT = "bench-real-quotes.json"
 CASES = ("forced_literal", "json_enum")  # the guide's two quotes: bug B's free text, bug A's corrupted key
@@ -49,16 +53,11 @@ def cpu_model() -> str:
 
 def quote(name: str, max_tokens: int = 64) -> dict[str, Any]:
     """The two cases through the upstream and the fixed llama-server on input `name` (a model of
-    `models.overridden()`); InputError when the model or the servers are missing."""
-    from . import generate as G
-    from . import models, serving
-    from . import server as S
-    from .vocab import Vocab
-
+    `catalogue.overridden()`); InputError when the model or the servers are missing."""
     status, why = S.built()
     if why:
         raise InputError("the servers", why)
-    m = models.REAL_MODELS[name]
+    m = catalogue.REAL_MODELS[name]
     path = models.model_path(name)
     vocab = Vocab(path, name, m.overrides)
     llm = G.load_model(path, n_ctx=64, overrides=m.overrides)
@@ -105,15 +104,13 @@ def quote(name: str, max_tokens: int = 64) -> dict[str, Any]:
 
 def snapshot() -> dict[str, Any]:
     """Every overridden input's quotes, dated, with the machine that wrote them."""
-    from . import models
-
     out: dict[str, Any] = {
         "date": datetime.date.today().isoformat(),
         "cpu": cpu_model(),
         "machine": f"{platform.platform()} {platform.machine()}",
         "inputs": [],
     }
-    for name in models.overridden():
+    for name in catalogue.overridden():
         try:
             out["inputs"].append(quote(name))
         except (InputError, OSError) as e:  # one input's failure costs only its quotes
@@ -122,7 +119,7 @@ def snapshot() -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m llgbridge.quotes", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m llgbridge.measure.quotes", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=REPORTS)
     a = ap.parse_args(argv)
     snap = snapshot()
