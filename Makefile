@@ -145,7 +145,7 @@ server: data/native/server/.built
 SERVER_SRC := native/server.mk native/schema_to_gbnf.cpp native/llg_layout.cpp native/llguidance.h $(wildcard patches/*.patch) \
               $(wildcard patches/candidates/*.patch)
 data/native/server/.built: $(SERVER_SRC) data/native/.built | $(SETUP)
-	@$(BIN)/python -m llgbridge.server build
+	@$(BIN)/python -m llgbridge.llama_server build
 	@touch $@
 
 data/models/synthetic-%.gguf: data/vocabs/ggml-vocab-%.gguf | $(SETUP)

@@ -17,8 +17,8 @@ import pytest
 from gguf import Keys
 from helpers import write_vocab
 
-from llgbridge import catalogue, generate, models, native, nb, overrides, params, results, serving
-from llgbridge import server as S
+from llgbridge import catalogue, generate, models, native, nb, overrides, params, results, server
+from llgbridge import llama_server as S
 from llgbridge.census import run_census
 from llgbridge.errors import InputError
 from llgbridge.vocab import Vocab
@@ -219,12 +219,12 @@ def test_the_upstream_server_breaks_the_forced_literal_on_real_weights(
     if why:
         pytest.skip(why)
     llm = generate.load_model(spaced.path, n_ctx=64, overrides=spaced.overrides)
-    prompts = serving.prompts_for(llm, ["forced_literal"], "completion")
+    prompts = server.prompts_for(llm, ["forced_literal"], "completion")
     del llm
     got = {}
     for v in (spaced, plain):
         for sampler in ("upstream", "fixed"):
-            rows, _ = serving.run_build(
+            rows, _ = server.run_build(
                 S.binary(sampler, S.LLG_PINNED),
                 v.path,
                 v,

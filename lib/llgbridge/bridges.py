@@ -1,23 +1,26 @@
-"""Bridge variants: how a llama.cpp vocab is handed to llguidance.
+"""The bridges: how a llama.cpp vocab is handed to llguidance, each ported to Python.
 
-Each variant is a port of `llama_sampler_llg_new_tokenizer` in `common/llguidance.cpp`
-(vendored by llama-cpp-python 0.3.36; line numbers below are of that file) and differs only in
-the two conversion points the PR review guide is about:
+A bridge is a port of `llama_sampler_llg_new_tokenizer` in `common/llguidance.cpp` (vendored by
+llama-cpp-python 0.3.36; line numbers below are of that file); the bridges differ only in the two
+conversion points the PR review guide is about:
 
 - the token table (`token_bytes`/`token_lens`, lines 155-186), and
 - the `tokenize_fn` callback (lines 123-137) with its `use_approximate_greedy_tokenize_fn` flag.
 
-The variants: `upstream` (as shipped), `fixed` (the PR), `sentinel` (llguidance's own
-integration) and `truth` (real bytes, no forcing: the yardstick for "legal").
-Beside the PR, the candidate patches of `patches/candidates/`, each the PR plus one change and
-named for it: `nospecial` (0004: `tokenize_fn` without special-token parsing, and a fourth probe)
-and `failclosed` (0005: on a mask error only end-of-generation is allowed, where the PR's sampler
-drops the grammar). A bridge says what the sampler does on a mask error (`after_mask_error`),
-since that is where `failclosed` differs.
-Every variant exposes the same small interface (`token_bytes`, `tokenize`, `new_matcher`;
-an `llg.Matcher` has `allowed`, `consume`), so an analysis runs over any of them without
-knowing which it has. `build(vocab, name)` is the one entry point; `VARIANTS` names the bridges
-a reviewer compares, `CANDIDATES` the candidate patches, `NAMES` all of them and `truth`.
+The bridges: `upstream` (as shipped), `fixed` (the PR), `sentinel` (llguidance's own
+integration) and `truth` (real bytes, no forcing: the yardstick for "legal"). Beside the PR, the
+candidate patches of `patches/candidates/` (the registry: `candidates`), each the PR plus one
+change and named for it: `nospecial` (0004: `tokenize_fn` without special-token parsing, and a
+fourth probe) and `failclosed` (0005: on a mask error only end-of-generation is allowed, where the
+PR's sampler drops the grammar). A bridge says what the sampler does on a mask error
+(`after_mask_error`), since that is where `failclosed` differs. A *sampler* is the compiled
+counterpart of a bridge of the same name: llama.cpp's own llguidance sampler, built from one tree
+(`native`, `llama_server`).
+
+Every bridge exposes the same small interface (`token_bytes`, `tokenize`, `new_matcher`; an
+`llg.Matcher` has `allowed`, `consume`), so an analysis runs over any of them without knowing
+which it has. `build(vocab, name)` is the one entry point; `COMPARED` names the bridges a reviewer
+compares by default, `CANDIDATES` the candidate patches, `NAMES` all of them and `truth`.
 
 Building a tokenizer walks the whole vocab (about a second for 256k tokens): cache it.
 """
@@ -423,12 +426,12 @@ class Sentinel(Bridge):
         return res[n:]
 
 
-VARIANTS: tuple[str, ...] = ("upstream", "fixed", "sentinel")  # the bridges a reviewer compares
+COMPARED: tuple[str, ...] = ("upstream", "fixed", "sentinel")  # the bridges a reviewer compares
 CANDIDATES: tuple[str, ...] = candidates.NAMES  # patches/candidates/, beside the PR (the registry: candidates.py)
-NAMES: tuple[str, ...] = (*VARIANTS, *CANDIDATES, "truth")
+NAMES: tuple[str, ...] = (*COMPARED, *CANDIDATES, "truth")
 
 
-def variant(name: str) -> Callable[[Vocab], Bridge]:
+def bridge_class(name: str) -> Callable[[Vocab], Bridge]:
     """The class of the bridge called `name`; the one place a bridge name is checked."""
     classes: dict[str, Callable[[Vocab], Bridge]] = {
         "upstream": Upstream,
@@ -444,8 +447,8 @@ def variant(name: str) -> Callable[[Vocab], Bridge]:
 
 
 def build(vocab: Vocab, name: str) -> Bridge:
-    """Build the named variant's llguidance tokenizer for `vocab`."""
-    return variant(name)(vocab)
+    """Build the named bridge's llguidance tokenizer for `vocab`."""
+    return bridge_class(name)(vocab)
 
 
 def failed_rows(vocab: str, build_errors: dict[str, str]) -> list[dict[str, Any]]:

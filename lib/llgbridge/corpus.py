@@ -75,7 +75,7 @@ from typing import Any
 
 import numpy as np
 
-from .bridges import VARIANTS, variant
+from .bridges import COMPARED, bridge_class
 from .cluster import run_jobs
 from .corpus_job import (
     ERROR_CHARS,
@@ -91,9 +91,9 @@ from .errors import InputError
 from .fixtures import vocab_names
 from .paths import DATA, REPORTS, ROOT, VOCABS, resolve, vocab_path, write_atomic, write_json
 from .results import file_sha256, input_overrides
-from .schemas import SCHEMAS, manifest
+from .schemas import SCHEMA_DIR, entries
 
-BRIDGES: tuple[str, ...] = VARIANTS
+BRIDGES: tuple[str, ...] = COMPARED
 CACHE = DATA / "corpus" / "cache"
 OUT = REPORTS / "corpus"
 # MaskBench (guidance-ai/jsonschemabench, maskbench/): llguidance's published mask time per token
@@ -115,7 +115,7 @@ def repo_path(p: Path) -> str:
 
 def schema_names() -> dict[str, str]:
     """schema id -> SchemaStore's name, from the committed manifest."""
-    return {e.id: e.name for e in manifest()}
+    return {e.id: e.name for e in entries()}
 
 
 def sample_ids(n: int | None, seed: int = 0) -> list[str]:
@@ -133,8 +133,8 @@ def plan(
 ) -> list[InstancesJob]:
     """The instances jobs for (vocab name, vocab path) x schema ids, grouped by vocab (so a
     worker builds each vocab's bridges once)."""
-    d = schemas_dir or SCHEMAS
-    known = {e.id for e in manifest()}
+    d = schemas_dir or SCHEMA_DIR
+    known = {e.id for e in entries()}
     for sid in schema_ids:
         if sid not in known:
             raise InputError(f"schema {sid!r}", "not in the corpus manifest (lib/llgbridge/schemas.tsv)")
@@ -221,7 +221,7 @@ def run(
 ) -> CorpusRun:
     """Every (schema, vocab) then every (schema, vocab, bridge) job; see `cluster.run_jobs` for the engines."""
     for b in bridges:
-        variant(b)  # an unknown bridge is the caller's error, before any job runs
+        bridge_class(b)  # an unknown bridge is the caller's error, before any job runs
     t0 = time.monotonic()
     ijobs = plan(vocabs, schema_ids, params, schemas_dir)
     irecs, n1 = _stage(instances_job, ijobs, instances_record, cache_dir, engine, workers, cluster, "instances")

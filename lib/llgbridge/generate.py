@@ -516,36 +516,3 @@ def run_case(
         return row("error", None, str(e))
     g = generate(llm, vocab, m, prompt, max_tokens=max_tokens, temperature=temperature, seed=seed)
     return row(judge(case, g), g)
-
-
-def payload(
-    paths: list[Path],
-    device: str,
-    n_gpu_layers: int,
-    temperature: float,
-    seed: int,
-    max_tokens: int,
-    cases: list[str],
-    prompts: dict[str, Prompt],
-    rows: list[MatrixRow],
-    timing: Any,
-) -> dict[str, Any]:
-    """The matrix notebook's result (`results.SCHEMAS["matrix"]`): settings, cases and their
-    prompts, a row per (model, case, bridge), the tokens and the text of each (a real model's only
-    here: `MatrixRow.row`), and the timings kept apart."""
-    return {
-        "models": [str(p.name) for p in paths],
-        "device": device,
-        "n_gpu_layers": n_gpu_layers,
-        "temperature": temperature,
-        "seed": seed,
-        "max_tokens": max_tokens,
-        "cases": {
-            c: {"grammar": CASES[c].grammar, "description": CASES[c].description, "prompt": prompts[c].text}
-            for c in cases
-        },
-        "rows": [r.row() for r in rows],
-        "tokens": [r.tokens for r in rows],
-        "outputs": [r.output for r in rows],
-        "timing": timing,
-    }

@@ -182,7 +182,7 @@ def build_bridges(v: Vocab, names: list[str]) -> tuple[dict[str, Any], dict[str,
     check_param("bridges", names, list)
     # an unknown name is the caller's error, not a bridge that cannot be built: checked first
     for name in names:
-        B.variant(name)
+        B.bridge_class(name)
     built, errors = {}, {}
     for name in names:
         try:

@@ -93,7 +93,7 @@ PARTS = (
 
 
 @dataclass(frozen=True)
-class Run:
+class CensusRun:
     lines: dict[str, Line]
     wall: float
     cpu: float
@@ -149,7 +149,7 @@ def ready_at(out: str) -> float:
     return next(float(row.split()[1]) for row in out.splitlines() if row.startswith("ready "))
 
 
-def run_child(cmd: list[str]) -> Run:
+def run_child(cmd: list[str]) -> CensusRun:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = now()
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -158,7 +158,7 @@ def run_child(cmd: list[str]) -> Run:
     if p.returncode != 0:
         raise SystemExit(f"{cmd[0]} failed ({p.returncode}):\n{p.stderr[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Run(parse(p.stdout), wall, cpu, ready_at(p.stdout) - t0)
+    return CensusRun(parse(p.stdout), wall, cpu, ready_at(p.stdout) - t0)
 
 
 def check_seconds(paths: list[Path], repeat: int) -> float:
@@ -173,7 +173,7 @@ def check_seconds(paths: list[Path], repeat: int) -> float:
     return statistics.median(times)
 
 
-def check_agree(py: Run, c: Run) -> None:
+def check_agree(py: CensusRun, c: CensusRun) -> None:
     bad = [
         f"{n}: python {py.lines.get(n)} vs C {c.lines[n]}"
         for n in c.lines
@@ -253,13 +253,13 @@ def bridge_builds(paths: list[Path], repeat: int) -> dict[tuple[str, str], float
     out = {}
     for p in tqdm(paths, desc="bridge builds", leave=False):
         v = Vocab(p)
-        for variant in TIMED_BRIDGES:
+        for bridge_name in TIMED_BRIDGES:
             times = []
             for _ in range(repeat):
                 t0 = time.perf_counter()
-                bridges.build(v, variant)
+                bridges.build(v, bridge_name)
                 times.append(time.perf_counter() - t0)
-            out[v.name, variant] = statistics.median(times)
+            out[v.name, bridge_name] = statistics.median(times)
     return out
 
 
@@ -271,13 +271,13 @@ def versions() -> dict[str, str]:
     return out
 
 
-def median_run(runs: list[Run]) -> tuple[dict[str, float], float, float]:
+def median_run(runs: list[CensusRun]) -> tuple[dict[str, float], float, float]:
     names = runs[0].lines
     per = {n: statistics.median(r.lines[n].seconds for r in runs) for n in names}
     return per, statistics.median(r.wall for r in runs), statistics.median(r.cpu for r in runs)
 
 
-def median_parts(runs: list[Run]) -> dict[str, float]:
+def median_parts(runs: list[CensusRun]) -> dict[str, float]:
     """Each part's median over the runs (so the medians need not add up to the median wall)."""
     return {k: statistics.median(r.parts()[k] for r in runs) for k, _ in PARTS}
 
@@ -290,7 +290,7 @@ def _table(columns: list[str], rows: Sequence[Sequence[object]]) -> Any:
     return Table(_frame(columns, rows))
 
 
-def census_context(ref: dict[str, Line], py: list[Run], c: list[Run], checks: float) -> dict[str, Any]:
+def census_context(ref: dict[str, Line], py: list[CensusRun], c: list[CensusRun], checks: float) -> dict[str, Any]:
     """The census section's figures and tables, for templates/bench.md.j2."""
     py_per, py_wall, py_cpu = median_run(py)
     c_per, c_wall, c_cpu = median_run(c)
@@ -347,7 +347,9 @@ def census_context(ref: dict[str, Line], py: list[Run], c: list[Run], checks: fl
     }
 
 
-def census_rows(ref: dict[str, Line], py: list[Run], c: list[Run], checks: float) -> list[dict[str, object]]:
+def census_rows(
+    ref: dict[str, Line], py: list[CensusRun], c: list[CensusRun], checks: float
+) -> list[dict[str, object]]:
     """The census's rows of bench.csv."""
     py_per, py_wall, py_cpu = median_run(py)
     c_per, c_wall, c_cpu = median_run(c)
@@ -427,8 +429,8 @@ def meta_context(meta: dict[str, str]) -> dict[str, str]:
 def write_reports(
     out: Path,
     ref: dict[str, Line],
-    py: list[Run],
-    c: list[Run],
+    py: list[CensusRun],
+    c: list[CensusRun],
     checks: float,
     stages: list[tuple[str, float]],
     builds: dict[tuple[str, str], float],
@@ -733,14 +735,14 @@ def generation_timing(vocabs: tuple[str, ...] = GEN_VOCABS, repeat: int = 3) -> 
             return statistics.median(rates), statistics.median(masks)
 
         free, _ = median_rate(lambda: None)
-        for variant in TIMED_BRIDGES:
-            b = bridges.build(v, variant)
+        for bridge_name in TIMED_BRIDGES:
+            b = bridges.build(v, bridge_name)
             rate, mask = median_rate(lambda: b.new_matcher(GRAMMAR))
             out.append(
                 {
                     "vocab": name,
                     "n_vocab": v.n_tokens,
-                    "bridge": variant,
+                    "bridge": bridge_name,
                     "mask_s": mask,
                     "constrained_tok_s": rate,
                     "unconstrained_tok_s": free,
@@ -812,15 +814,15 @@ def real_decode_timing(repeat: int = 3, n_threads: int = DECODE_THREADS) -> list
                 "unconstrained_tok_s": free["tok_s"],
             }
         )
-        for variant in TIMED_BRIDGES:
-            b = bridges.build(v, variant)
+        for bridge_name in TIMED_BRIDGES:
+            b = bridges.build(v, bridge_name)
             c = medians(lambda: b.new_matcher(GRAMMAR))
             out.append(
                 {
                     "vocab": name,
                     "model": path.name,
                     "n_vocab": v.n_tokens,
-                    "bridge": variant,
+                    "bridge": bridge_name,
                     "prompt": prompt.kind,
                     **c,
                     "mask_share": c["mask_ms"] / c["step_ms"] if c["step_ms"] else 0.0,
@@ -908,8 +910,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     c_cmd = [str(exe), *map(str, paths)]
     py_cmd = [sys.executable, "-m", "llgbridge.measure.census_worker", *map(str, paths)]
-    py_runs: list[Run] = []
-    c_runs: list[Run] = []
+    py_runs: list[CensusRun] = []
+    c_runs: list[CensusRun] = []
     for i in tqdm(range(args.repeat), desc="census python vs C"):
         # alternate the order so drift in the machine's load hits both sides alike
         for side in ("c", "py") if i % 2 == 0 else ("py", "c"):

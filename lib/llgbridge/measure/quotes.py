@@ -28,16 +28,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import catalogue, models, serving
+from .. import catalogue, models, server
 from .. import generate as G
-from .. import server as S
+from .. import llama_server as S
 from ..errors import InputError, first_line
 from ..paths import REPORTS, write_json
 from ..vocab import Vocab
 
 SNAPSHOT = "bench-real-quotes.json"
 CASES = ("forced_literal", "json_enum")  # the guide's two quotes: bug B's free text, bug A's corrupted key
-SAMPLERS = ("upstream", "fixed")
 
 
 def cpu_model() -> str:
@@ -61,24 +60,24 @@ def quote(name: str, max_tokens: int = 64) -> dict[str, Any]:
     path = models.model_path(name)
     vocab = Vocab(path, name, m.overrides)
     llm = G.load_model(path, n_ctx=64, overrides=m.overrides)
-    prompts = serving.prompts_for(llm, list(CASES), G.prompt_style(llm, "auto", False, m.instruct))
+    prompts = server.prompts_for(llm, list(CASES), G.prompt_style(llm, "auto", False, m.instruct))
     del llm
     llg = S.LLG_PINNED if S.LLG_PINNED in status["llguidance"] else status["llguidance"][0]
     rows = []
-    for sampler in SAMPLERS:
+    for sampler in S.SAMPLERS:
         exe = S.binary(sampler, llg)
-        log = serving.LOG_DIR / name / f"{exe.name}-quotes.log"
-        with S.serve(exe, path, log, extra=serving.server_extra(vocab.overrides)) as srv:
-            serving.taken(srv, vocab.overrides)
+        log = server.LOG_DIR / name / f"{exe.name}-quotes.log"
+        with S.serve(exe, path, log, extra=server.server_extra(vocab.overrides)) as srv:
+            server.taken(srv, vocab.overrides)
             for case in CASES:
-                endpoint, sent_as, body = serving.request_for(case, prompts[case], max_tokens, 0, 0.0, vocab)
+                endpoint, sent_as, body = server.request_for(case, prompts[case], max_tokens, 0, 0.0, vocab)
                 start = srv.log_size()
                 reply = S.post(srv, endpoint, body)
                 said = srv.settled_log(start)
                 content = str((reply.body or {}).get("content", ""))
                 tokens = [int(t) for t in (reply.body or {}).get("tokens") or []]
-                tokens, _ = serving._strip_eog(vocab, tokens)
-                ok = serving.judge_case(case).check(vocab.real_bytes(tokens).decode("utf-8", "replace"))
+                tokens, _ = server._strip_eog(vocab, tokens)
+                ok = server.judge_case(case).check(vocab.real_bytes(tokens).decode("utf-8", "replace"))
                 rows.append(
                     {
                         "case": case,
@@ -88,7 +87,7 @@ def quote(name: str, max_tokens: int = 64) -> dict[str, Any]:
                         "error_field": reply.error != "",
                         "content": content,
                         "grammar_kept": ok,
-                        "llg_error": first_line(next(iter(serving.LLG_ERROR.findall(said)), "")),
+                        "llg_error": first_line(next(iter(server.LLG_ERROR.findall(said)), "")),
                     }
                 )
     return {

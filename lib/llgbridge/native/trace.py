@@ -9,7 +9,7 @@
   only the end of generation).
 
 The jobs (`jobs_for`): the leak grammar at position 0 (guide 4.4), the forced literal followed
-step by step as `masks.forced_test` follows it (guide 5.1, 7.2), bug C's literal (the end-of-turn
+step by step as `forced.forced_test` follows it (guide 5.1, 7.2), bug C's literal (the end-of-turn
 token's text inside plain text, `special_job`), bug D's grammar (llama.cpp's own "mixed
 quantifiers" test, `MIXED_QUANTIFIERS`), and every grammar of the soundness battery along
 the walks `soundness` takes.

@@ -6,10 +6,10 @@ from typing import Any
 
 import pandas as pd
 
-from .. import guide, serving
+from .. import guide, server
 from ..candidates import NAMES as CANDIDATES
+from ..llama_server import LLG_PINNED
 from ..native import version_key
-from ..server import LLG_PINNED
 from ..show import show_text
 from .data import Results, takes_results
 from .prose import blocks
@@ -311,7 +311,7 @@ def server_section(res: Results) -> Section | None:
     for r in ok:
         m = by_vocab.get(r["vocab"])
         if m is not None:
-            cells += [c.row() for c in serving.differential(m, r)]
+            cells += [c.row() for c in server.differential(m, r)]
     dd = pd.DataFrame(cells)
     n_cells, n_diff = len(dd), int((~dd.same).sum()) if len(dd) else 0
     # the load test: `make bench`'s snapshot (its outcomes vary from run to run), not the results',
