@@ -145,7 +145,7 @@ server: data/native/server/.built
 SERVER_SRC := native/server.mk native/schema_to_gbnf.cpp native/llg_layout.cpp native/llguidance.h $(wildcard patches/*.patch) \
               $(wildcard patches/candidates/*.patch)
 data/native/server/.built: $(SERVER_SRC) data/native/.built | $(SETUP)
-	@$(BIN)/python -m llgbridge.server build
+	@$(BIN)/python -m llgbridge.llama_server build
 	@touch $@
 
 data/models/synthetic-%.gguf: data/vocabs/ggml-vocab-%.gguf | $(SETUP)
@@ -206,14 +206,14 @@ REGEN ?= today full
 export REGEN
 bench: data/vocabs/.complete data/native/.built data/native/server/.built data/models/.fetched data/schemas/.complete \
        $(foreach v,$(MATRIX_VOCABS),data/models/synthetic-$(v).gguf) | $(SETUP)
-	$(BIN)/python -m llgbridge.bench --out reports --regen $$REGEN --corpus-vocabs "$(CORPUS_SAMPLE_VOCABS)"
+	$(BIN)/python -m llgbridge.measure.bench --out reports --regen $$REGEN --corpus-vocabs "$(CORPUS_SAMPLE_VOCABS)"
 
 # the guide's two quotes regenerated on real weights (Gemma 3 270M with llama.cpp's space-prefix
 # override, through the upstream and the fixed llama-server): a real model's words depend on the CPU,
 # so they are a dated snapshot (reports/bench-real-quotes.json) the report quotes, as it quotes bench's
 # timings; make bench writes it too. About 30 s
 quotes: data/native/server/.built data/models/.fetched | $(SETUP)
-	$(BIN)/python -m llgbridge.quotes --out reports
+	$(BIN)/python -m llgbridge.measure.quotes --out reports
 
 # the linter and the type checker (pinned in pyproject.toml, configured there), before the tests:
 # `make test` fails on either, so CI does

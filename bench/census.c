@@ -10,7 +10,7 @@
  * `seconds` covers load + loop + free, the work the Python census also does per vocab;
  * `load_seconds` is the llama_model_load_from_file part of it, `free_seconds` the llama_model_free part.
  * Build: cc -O2 -I<include> census.c -L<lib> -Wl,-rpath,<lib> -lllama -o census
- * (python -m llgbridge.bench does this against the installed llama-cpp-python).
+ * (python -m llgbridge.measure.bench does this against the installed llama-cpp-python).
  */
 #include <stdio.h>
 #include <string.h>

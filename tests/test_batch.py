@@ -168,7 +168,7 @@ def test_make_report_serial_and_j2_write_the_same_bytes(tmp_path: Path) -> None:
     """The real `make report` from empty results in a copy of the tree, with one worker and with
     two (Make's jobserver lending the second): the pages and tables are the same bytes, whichever
     worker ran which input in which order."""
-    from llgbridge import regen
+    from llgbridge.measure import regen
 
     tree = regen.tree_copy(tmp_path)
     small = {

@@ -12,9 +12,10 @@ import pytest
 from conftest import vocab
 from gguf import GGUFReader
 
-from llgbridge import bench, census
+from llgbridge import census
 from llgbridge.errors import InputError
 from llgbridge.gguf_meta import read_kv
+from llgbridge.measure import bench
 from llgbridge.paths import ROOT, VOCABS
 
 
@@ -37,7 +38,7 @@ def test_c_loop_agrees_with_python_census() -> None:
 def test_both_census_processes_in_parts_add_up_to_their_wall() -> None:
     paths = [str(VOCABS / f"ggml-vocab-{n}.gguf") for n in ("llama-spm", "bert-bge")]
     c = bench.run_child([str(bench.compile_c()), *paths])
-    py = bench.run_child([sys.executable, "-m", "llgbridge.census_worker", *paths])
+    py = bench.run_child([sys.executable, "-m", "llgbridge.measure.census_worker", *paths])
     bench.check_agree(py, c)  # raises where the counts differ
     for run in (py, c):
         parts = run.parts()
@@ -60,7 +61,14 @@ def test_both_census_processes_in_parts_add_up_to_their_wall() -> None:
 def test_the_census_worker_imports_only_the_census() -> None:
     # the worker's start is timed against the C program's: the bench's own tools stay out of it
     p = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "llgbridge.census_worker", str(VOCABS / "ggml-vocab-bert-bge.gguf")],
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            "-m",
+            "llgbridge.measure.census_worker",
+            str(VOCABS / "ggml-vocab-bert-bge.gguf"),
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -70,8 +78,8 @@ def test_the_census_worker_imports_only_the_census() -> None:
     assert {"llgbridge.census", "llgbridge.vocab"} <= imported
     assert not imported & {
         "tqdm",
-        "llgbridge.bench",
-        "llgbridge.maskpath",
+        "llgbridge.measure.bench",
+        "llgbridge.measure.maskpath",
         "llgbridge.llg",
         "llguidance",
         "pandas",

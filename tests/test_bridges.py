@@ -17,7 +17,7 @@ from llgbridge.probe import PROBES, probe_tokenize_exact
 
 
 @pytest.mark.parametrize("name", ALL_VOCABS)
-@pytest.mark.parametrize("var", bridges.VARIANTS)
+@pytest.mark.parametrize("var", bridges.COMPARED)
 def test_every_variant_builds_on_every_fixture(name: str, var: str) -> None:
     if var == "sentinel" and name in ("bert-bge", "nomic-bert-moe"):
         # llguidance's own llama.cpp integration refuses these (no EOS / no usable sentinel)
@@ -48,7 +48,7 @@ def test_upstream_table_holds_the_detokenized_bytes(name: str) -> None:
 
 def test_special_tokens_get_the_marker() -> None:
     v = vocab("llama-spm")
-    for var in bridges.VARIANTS:
+    for var in bridges.COMPARED:
         assert bridge("llama-spm", var).token_bytes[v.bos] == b"\xff<s>"
 
 
@@ -172,16 +172,16 @@ def test_each_vocab_gets_a_nospecial_bridge_of_its_own() -> None:
 def test_the_candidate_registry_matches_the_patches_the_ports_and_the_builds() -> None:
     """A candidate is one patch, a port of the same name and the builds under that name: a patch
     with no entry is never built, and an entry with no port of its own is compared with nothing."""
-    from llgbridge import server
+    from llgbridge import llama_server
     from llgbridge.native import builder
 
     assert sorted(p.name for p in builder.CANDIDATE_PATCHES.glob("*.patch")) == sorted(
         c.patch for c in candidates.CANDIDATES
     )
-    ports = [bridges.variant(c.name) for c in candidates.CANDIDATES]
+    ports = [bridges.bridge_class(c.name) for c in candidates.CANDIDATES]
     assert [getattr(p, "name", None) for p in ports] == list(candidates.NAMES)
-    assert len(set(ports)) == len(ports) and not set(ports) & {bridges.variant(n) for n in bridges.VARIANTS}
+    assert len(set(ports)) == len(ports) and not set(ports) & {bridges.bridge_class(n) for n in bridges.COMPARED}
     for c in candidates.NAMES:
         for program in ("harness", "test-pr"):
             assert (builder.bin_dir(builder.LLG_PINNED) / f"{program}-{c}").is_file(), (program, c)
-        assert server.binary(c, builder.LLG_PINNED).is_file(), c
+        assert llama_server.binary(c, builder.LLG_PINNED).is_file(), c

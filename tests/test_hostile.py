@@ -19,8 +19,9 @@ import pytest
 from gguf import Keys
 from helpers import PROGRAMS, SPM, abort_notebook, write_vocab
 
-from llgbridge import candidates, fixtures, params, paths, regen, report, results, run, synth, whatif
+from llgbridge import candidates, fixtures, params, paths, report, results, run, synth, whatif
 from llgbridge.errors import InputError, cause_line
+from llgbridge.measure import regen
 from llgbridge.paths import RESULTS, ROOT, VOCABS, vocab_path
 from llgbridge.vocab import Vocab
 
@@ -94,19 +95,20 @@ def spm_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     fresh clone has no data/results to borrow from)."""
     from conftest import bridge, vocab
 
-    from llgbridge import census, masks, nb
+    from llgbridge import census, leak, nb
+    from llgbridge import forced as forced_mod
     from llgbridge.grammars import FORCED_LITERAL, LEAK_GRAMMAR
 
     out = tmp_path_factory.mktemp("spm-results")
     v = vocab("llama-spm")
     nb.write_result(str(out), "census", "llama-spm", census.run_census(v).to_json())
-    forced = [masks.forced_test(bridge("llama-spm", b), FORCED_LITERAL) for b in ("upstream", "fixed", "sentinel")]
-    nb.write_result(str(out), "forced", "llama-spm", masks.forced_payload(FORCED_LITERAL, forced, {}, "llama-spm"))
+    forced = [forced_mod.forced_test(bridge("llama-spm", b), FORCED_LITERAL) for b in ("upstream", "fixed", "sentinel")]
+    nb.write_result(str(out), "forced", "llama-spm", forced_mod.forced_payload(FORCED_LITERAL, forced, {}, "llama-spm"))
     leaks = [
-        masks.leak_test(bridge("llama-spm", b), bridge("llama-spm", "truth"), LEAK_GRAMMAR)
+        leak.leak_test(bridge("llama-spm", b), bridge("llama-spm", "truth"), LEAK_GRAMMAR)
         for b in ("upstream", "fixed")
     ]
-    nb.write_result(str(out), "leak", "llama-spm", masks.leak_payload(v, LEAK_GRAMMAR, leaks, {}))
+    nb.write_result(str(out), "leak", "llama-spm", leak.leak_payload(v, LEAK_GRAMMAR, leaks, {}))
     return out
 
 
@@ -152,7 +154,7 @@ def test_4_a_result_whose_input_is_gone_is_left_out_with_one_line(
     assert results.dropped(tmp_path / "res") == [f"forced/mine: left out, its input {spm_copy} is gone"]
 
 
-def test_r3_5_a_result_copied_onto_another_input_is_stale(
+def test_a_result_copied_onto_another_input_is_stale(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spm_results: Path
 ) -> None:
     """Round three, 5: llama-spm's leak result filed as gpt-2's, its vocab fields edited: it
@@ -176,7 +178,7 @@ def test_r3_5_a_result_copied_onto_another_input_is_stale(
     assert batch.out_of_date("leak", "gpt-2", tmp_path / "res").startswith("it was made from")
 
 
-def test_r3_a_result_of_other_code_is_stale_in_the_report_too(
+def test_a_result_of_other_code_is_stale_in_the_report_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spm_results: Path
 ) -> None:
     """One judge of "current": a result whose recorded code version is not today's is stale for the
@@ -190,7 +192,7 @@ def test_r3_a_result_of_other_code_is_stale_in_the_report_too(
     assert not ok and f["error"] == "stale result: its code changed; make report reruns it"
 
 
-def test_r3_4_other_models_under_a_fixture_name_are_a_setting() -> None:
+def test_other_models_under_a_fixture_name_are_a_setting() -> None:
     """Round three, 4: `run matrix llama-spm -p models '["SmolLM2…"]'` wrote the main llama-spm result
     with SmolLM2's rows; `models` names an input only under make matrix's `model-NAME`."""
     smol = ["data/models/SmolLM2-135M-Instruct.Q4_1.gguf"]
@@ -198,13 +200,13 @@ def test_r3_4_other_models_under_a_fixture_name_are_a_setting() -> None:
     assert params.changed("matrix", {"vocab": "model-SmolLM2-135M-Instruct.Q4_1", "models": smol}) == {}
 
 
-def test_r3_9_a_nul_byte_in_a_grammar_is_refused(tmp_path: Path) -> None:
+def test_a_nul_byte_in_a_grammar_is_refused(tmp_path: Path) -> None:
     """Round three, 9: ctypes and argv stop at a NUL, so the grammar measured was `start: "ab"`."""
     with pytest.raises(InputError, match="parameter grammar: holds a NUL byte at character 11"):
         params.check("leak", {"grammar": 'start: "ab"\u0000 | /[0-9]+/'})
 
 
-def test_r3_10_text_typed_under_a_c_locale_is_the_text_typed() -> None:
+def test_text_typed_under_a_c_locale_is_the_text_typed() -> None:
     """Round three, 10: under LC_ALL=C Python decodes argv as ASCII with surrogate escapes."""
     env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
     r = subprocess.run(
@@ -387,7 +389,7 @@ def test_8_run_refuses_before_any_kernel(capsys: pytest.CaptureFixture[str]) -> 
     err = capsys.readouterr().err.splitlines()
     assert err == [
         "[forced] llama-spm: parameter colour: forced has no such parameter (it takes vocab, vocab_path, overrides, "
-        "literal, bridges, max_steps, results_dir)",
+        "literal, bridges, with_candidates, max_steps, results_dir)",
         "[forced] llama-spm: parameter max_steps: must be at least 1, got -5",
     ]
 
@@ -478,7 +480,7 @@ def test_9_a_user_value_never_reaches_a_shell(tmp_path: Path) -> None:
         assert not marker.exists(), (target, var)
 
 
-def test_r3_16_a_long_params_reaches_whatif_whole(tmp_path: Path) -> None:
+def test_a_long_params_reaches_whatif_whole(tmp_path: Path) -> None:
     """Round three, 16: Make repeats a command-line PARAMS in MAKEFLAGS with every space escaped,
     and a 99 KB grammar of short words took it past the kernel's 128 KiB per string: the recipe's
     shell never started ("/bin/bash: Argument list too long", naming nothing). An unknown
@@ -497,16 +499,17 @@ def test_r3_16_a_long_params_reaches_whatif_whole(tmp_path: Path) -> None:
     assert out.returncode == 2, out.stderr[-500:]
     assert out.stderr.splitlines()[0] == (
         "whatif: parameter nosuch: no analysis notebook takes it (census, leak, forced, probe, exactness, soundness, "
-        "matrix, native, server)"
+        "native, matrix, server)"
     ), out.stderr[-500:]
 
 
-def test_r3_18_a_real_models_text_stays_out_of_the_committed_table() -> None:
+def test_a_real_models_text_stays_out_of_the_committed_table() -> None:
     """Round three, 18: Gemma 3 270M's `no_space` case at temperature 0 wrote 'raphael,red,andblueare'
     on one machine and 'ellow,blue,andredarea' on another of the same kind (a venv built with
     -march=native picks its quantized kernels by CPU). The committed table keeps what the grammar
     decides; the text and its length stay in the result file."""
     from llgbridge import generate as G
+    from llgbridge import matrix
 
     def row(synthetic: bool, text: str) -> G.MatrixRow:
         return G.MatrixRow(
@@ -528,7 +531,7 @@ def test_r3_18_a_real_models_text_stays_out_of_the_committed_table() -> None:
     assert here.row() == there.row()
     assert (here.row()["outcome"], here.row()["output"], here.row()["n_tokens"]) == ("pass", "", 0)
     assert row(True, "..!").row()["output"] == "..!"  # a synthetic model's text is kept (`recorded_output`)
-    p = G.payload([], "cpu", 0, 0.0, 0, 64, [], {}, [here, row(True, "..!")], {})
+    p = matrix.Matrix([], matrix.Settings([], []), rows=[here, row(True, "..!")]).payload()
     assert p["outputs"] == ["raphael,red,andblueare", "..!"]
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from conftest import bridge
 
-from llgbridge import maskpath
 from llgbridge.grammars import LEAK_GRAMMAR
+from llgbridge.measure import maskpath
 
 
 @pytest.mark.parametrize("share", [0.001, 0.3, 0.9])

@@ -14,17 +14,19 @@ import pytest
 from conftest import bridge, variant, vocab
 
 from llgbridge import bridges as B
-from llgbridge import grammars, guide, masks
+from llgbridge import forced as forced_mod
+from llgbridge import grammars, guide
+from llgbridge import leak as leak_mod
 
 
 @cache
-def leak(name: str, var: str) -> masks.LeakResult:
-    return masks.leak_test(bridge(name, var), bridge(name, "truth"), grammars.LEAK_GRAMMAR)
+def leak(name: str, var: str) -> leak_mod.LeakResult:
+    return leak_mod.leak_test(bridge(name, var), bridge(name, "truth"), grammars.LEAK_GRAMMAR)
 
 
 @cache
-def forced(name: str, var: str) -> masks.ForcedResult:
-    return masks.forced_test(bridge(name, var), grammars.FORCED_LITERAL)
+def forced(name: str, var: str) -> forced_mod.ForcedResult:
+    return forced_mod.forced_test(bridge(name, var), grammars.FORCED_LITERAL)
 
 
 def pieces(name: str, tokens: list[int]) -> list[bytes]:
@@ -136,12 +138,12 @@ def test_one_bridges_error_costs_only_its_row_on_an_all_control_vocab(tmp_path: 
     ), st
     v = Vocab(ctl, "ctl")
     built, build_errors = nb.build_bridges(v, ["upstream", "fixed", "sentinel"])
-    got, mask_errors = masks.leak_tests(built, B.build(v, "truth"), grammars.LEAK_GRAMMAR)
+    got, mask_errors = leak_mod.leak_tests(built, B.build(v, "truth"), grammars.LEAK_GRAMMAR)
     r = {
         "status": "ok",
         "notebook": "leak",
         "vocab": "ctl",
-        **masks.leak_payload(v, grammars.LEAK_GRAMMAR, got, build_errors, mask_errors),
+        **leak_mod.leak_payload(v, grammars.LEAK_GRAMMAR, got, build_errors, mask_errors),
     }
     (res / "leak").mkdir(parents=True, exist_ok=True)
     (res / "leak" / "ctl.json").write_text(json.dumps(r))
@@ -161,13 +163,13 @@ def test_one_bridges_error_costs_only_its_row_on_an_all_control_vocab(tmp_path: 
     # a result that records no provenance stands (results._stale)
     grammar = grammars.LEAK_GRAMMAR
     leaks = [
-        masks.leak_test(bridge("llama-spm", b), bridge("llama-spm", "truth"), grammar) for b in ("upstream", "fixed")
+        leak_mod.leak_test(bridge("llama-spm", b), bridge("llama-spm", "truth"), grammar) for b in ("upstream", "fixed")
     ]
     spm = {
         "status": "ok",
         "notebook": "leak",
         "vocab": "llama-spm",
-        **masks.leak_payload(vocab("llama-spm"), grammar, leaks, {}),
+        **leak_mod.leak_payload(vocab("llama-spm"), grammar, leaks, {}),
     }
     (res / "leak" / "llama-spm.json").write_text(json.dumps(spm))
     sec = report.leak_section(res)  # the report takes the rows as they are, beside another vocab's

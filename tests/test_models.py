@@ -17,18 +17,19 @@ from pathlib import Path
 
 import pytest
 
-from llgbridge import bench, models
+from llgbridge import catalogue, models, paths
 from llgbridge.census import run_census
 from llgbridge.errors import InputError
 from llgbridge.gguf_meta import read_kv
+from llgbridge.measure import bench
 from llgbridge.paths import ROOT
 from llgbridge.vocab import Vocab
 
-SMOL, GEMMA = models.REAL_MODELS["smollm2-135m"], models.REAL_MODELS["gemma3-270m"]
+SMOL, GEMMA = catalogue.REAL_MODELS["smollm2-135m"], catalogue.REAL_MODELS["gemma3-270m"]
 
 
-def fetched(m: models.RealModel) -> Path:
-    p = models.MODELS / m.file
+def fetched(m: catalogue.RealModel) -> Path:
+    p = paths.MODELS / m.file
     if not p.exists():
         pytest.fail(f"{p} missing: run `make models` first")
     return p
@@ -129,7 +130,7 @@ def test_a_published_digest_other_than_the_manifest_is_refused(tmp_path: Path, o
 
 
 def test_a_second_run_does_nothing() -> None:
-    paths = [fetched(m) for m in models.REAL_MODELS.values()]
+    paths = [fetched(m) for m in catalogue.REAL_MODELS.values()]
     before = [(p.stat().st_mtime_ns, p.stat().st_ino) for p in paths]
     assert models.ensure() == {}
     assert [(p.stat().st_mtime_ns, p.stat().st_ino) for p in paths] == before
@@ -141,7 +142,7 @@ def test_the_published_gemma_digest_is_the_manifests() -> None:
 
 
 @pytest.mark.parametrize("model", [SMOL, GEMMA], ids=lambda m: m.name)
-def test_loading_a_real_model_for_its_vocab_skips_the_weights(model: models.RealModel) -> None:
+def test_loading_a_real_model_for_its_vocab_skips_the_weights(model: catalogue.RealModel) -> None:
     # llama.cpp says so in its own log (llama.cpp: "vocab only - skipping tensors")
     code = f"from llgbridge.vocab import Vocab; Vocab({str(fetched(model))!r})"
     p = subprocess.run(
@@ -156,10 +157,10 @@ def test_loading_a_real_model_for_its_vocab_skips_the_weights(model: models.Real
 
 
 def test_census_of_the_real_models_agrees_with_the_c_loop() -> None:
-    paths = [fetched(m) for m in models.REAL_MODELS.values()]
+    paths = [fetched(m) for m in catalogue.REAL_MODELS.values()]
     exe = bench.compile_c()
     c = bench.parse(subprocess.run([str(exe), *map(str, paths)], capture_output=True, text=True, check=True).stdout)
-    for m, path in zip(models.REAL_MODELS.values(), paths):
+    for m, path in zip(catalogue.REAL_MODELS.values(), paths):
         ours = run_census(Vocab(path, m.name))
         theirs = c[path.stem]
         # the token count also from the GGUF's own token list, read without llama.cpp

@@ -12,10 +12,10 @@ from llgbridge import run
 from llgbridge.errors import InputError
 from llgbridge.paths import ROOT
 
-NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+ALL_NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
 
 
-@pytest.mark.parametrize("name", NOTEBOOKS)
+@pytest.mark.parametrize("name", ALL_NOTEBOOKS)
 def test_notebook_is_committed_clean_with_a_parameters_cell(name: str) -> None:
     nb = nbformat.read(str(ROOT / "notebooks" / f"{name}.ipynb"), as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]

@@ -17,8 +17,8 @@ import pytest
 from gguf import Keys
 from helpers import write_vocab
 
-from llgbridge import generate, models, native, nb, overrides, params, results, serving
-from llgbridge import server as S
+from llgbridge import catalogue, generate, models, native, nb, overrides, params, results, server
+from llgbridge import llama_server as S
 from llgbridge.census import run_census
 from llgbridge.errors import InputError
 from llgbridge.vocab import Vocab
@@ -132,8 +132,8 @@ def test_the_census_finds_lost_space_tokens_on_the_overridden_model(spaced: Voca
 
 
 def test_the_input_takes_its_overrides_from_the_registry() -> None:
-    assert models.overrides_of(NAME) == (SPACE,) and models.overrides_of("gemma3-270m") == ()
-    assert models.REAL_MODELS[NAME].file == models.REAL_MODELS["gemma3-270m"].file
+    assert catalogue.overrides_of(NAME) == (SPACE,) and catalogue.overrides_of("gemma3-270m") == ()
+    assert catalogue.REAL_MODELS[NAME].file == catalogue.REAL_MODELS["gemma3-270m"].file
     assert nb.input_overrides(NAME) == [SPACE]
     assert nb.input_overrides(NAME, "data/models/gemma-3-270m-q4_k_m.gguf") == []  # a file given: only the parameter's
     assert nb.input_overrides("llama-spm", "", ["tokenizer.ggml.add_space_prefix=bool:false"]) == [
@@ -219,12 +219,12 @@ def test_the_upstream_server_breaks_the_forced_literal_on_real_weights(
     if why:
         pytest.skip(why)
     llm = generate.load_model(spaced.path, n_ctx=64, overrides=spaced.overrides)
-    prompts = serving.prompts_for(llm, ["forced_literal"], "completion")
+    prompts = server.prompts_for(llm, ["forced_literal"], "completion")
     del llm
     got = {}
     for v in (spaced, plain):
         for sampler in ("upstream", "fixed"):
-            rows, _ = serving.run_build(
+            rows, _ = server.run_build(
                 S.binary(sampler, S.LLG_PINNED),
                 v.path,
                 v,

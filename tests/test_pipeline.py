@@ -12,7 +12,7 @@ import pytest
 from llgbridge import analyses, results, run
 from llgbridge.paths import RESULTS, ROOT
 
-PIPELINE = ("report/", "run.py", "batch.py", "whatif.py", "bench.py", "gguf_fuzz.py", "templates/")
+PIPELINE = ("report/", "run.py", "batch.py", "whatif.py", "measure/", "gguf_fuzz.py", "templates/")
 
 
 def _prerequisites(target: str) -> list[str]:
@@ -91,7 +91,7 @@ def test_the_makefile_keeps_no_second_list_of_what_a_result_depends_on() -> None
     after what it builds, so it names no analysis module and has no per-result rule."""
     makefile = (ROOT / "Makefile").read_text()
     # a compiled module's C source is Make's to build, so the Makefile names that one
-    named = sorted({m for mods in (*results.MODULES.values(), results.CORE) for m in mods if m.endswith(".py")})
+    named = sorted({m for mods in (*results.MODULES.values(), results.SHARED_CODE) for m in mods if m.endswith(".py")})
     assert not [m for m in named if re.search(rf"\b{re.escape(m)}\b", makefile)], named
     assert (
         "data/results/%.json" not in makefile

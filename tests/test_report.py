@@ -20,7 +20,8 @@ import pandas as pd
 import pytest
 from conftest import bridge, vocab
 
-from llgbridge import census, guide, masks, nb, probe, report
+from llgbridge import census, guide, leak, nb, probe, report
+from llgbridge import forced as forced_mod
 from llgbridge.grammars import FORCED_LITERAL, LEAK_GRAMMAR
 from llgbridge.paths import ROOT, write_json
 
@@ -36,10 +37,10 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
         cases = probe.tokenize_cases(v, list(probe.PROBES))
         nb.write_result(str(out), "probe", name, probe.payload(FORCED_LITERAL, probe.probe_row(v), cases))
         truth = bridge(name, "truth")
-        leaks = [masks.leak_test(bridge(name, b), truth, LEAK_GRAMMAR) for b in ("upstream", "fixed")]
-        nb.write_result(str(out), "leak", name, masks.leak_payload(v, LEAK_GRAMMAR, leaks, {}))
-        forced = [masks.forced_test(bridge(name, b), FORCED_LITERAL) for b in ("upstream", "fixed")]
-        nb.write_result(str(out), "forced", name, masks.forced_payload(FORCED_LITERAL, forced, {}, name))
+        leaks = [leak.leak_test(bridge(name, b), truth, LEAK_GRAMMAR) for b in ("upstream", "fixed")]
+        nb.write_result(str(out), "leak", name, leak.leak_payload(v, LEAK_GRAMMAR, leaks, {}))
+        forced = [forced_mod.forced_test(bridge(name, b), FORCED_LITERAL) for b in ("upstream", "fixed")]
+        nb.write_result(str(out), "forced", name, forced_mod.forced_payload(FORCED_LITERAL, forced, {}, name))
     write_json(
         out / "probe" / "broken.json",
         {
@@ -313,7 +314,7 @@ def test_no_report_module_is_analysis_code() -> None:
     """Editing a section, its table code or the palette reruns no analysis."""
     from llgbridge import results
 
-    listed = {*results.CORE, *(m for mods in results.MODULES.values() for m in mods)}
+    listed = {*results.SHARED_CODE, *(m for mods in results.MODULES.values() for m in mods)}
     assert not [m for m in listed if m.startswith("report") or m == "palette.py"]
 
 

@@ -23,8 +23,8 @@ import pytest
 from conftest import variant, vocab
 
 from llgbridge import generate as G
-from llgbridge import guide, native, serving, synth
-from llgbridge import server as S
+from llgbridge import guide, native, server, synth
+from llgbridge import llama_server as S
 from llgbridge.vocab import Vocab
 
 _status, _why = S.built()
@@ -37,12 +37,12 @@ def _model(name: str) -> tuple[Path, Vocab]:
     return path, Vocab(path, name)
 
 
-def _ask(sampler: str, name: str, case: str, tmp_path: Path, llg: str = PIN) -> tuple[serving.ServerRow, str]:
+def _ask(sampler: str, name: str, case: str, tmp_path: Path, llg: str = PIN) -> tuple[server.ServerRow, str]:
     """One case through one build: the judged row and the server's whole log."""
     path, v = _model(name)
     log = tmp_path / f"{sampler}-{name}.log"
     with S.serve(S.binary(sampler, llg), path, log) as srv:
-        row = serving.ask(srv, v, path.name, True, llg, sampler, case, G.PLAIN, 64, 0, 0.0)
+        row = server.ask(srv, v, path.name, True, llg, sampler, case, G.PLAIN, 64, 0, 0.0)
         return row, srv.log()
 
 
@@ -102,7 +102,7 @@ def test_the_port_and_the_server_agree(name: str, tmp_path: Path) -> None:
     matrix = {"rows": rows, "tokens": tokens}
     served_rows = []
     for s in S.SAMPLERS:
-        got, _ = serving.run_build(
+        got, _ = server.run_build(
             S.binary(s, S.venv_llguidance()),
             path,
             v,
@@ -122,7 +122,7 @@ def test_the_port_and_the_server_agree(name: str, tmp_path: Path) -> None:
         "tokens": [r.tokens for r in served_rows],
         "port_llguidance": S.venv_llguidance(),
     }
-    cells = serving.differential(matrix, served)
+    cells = server.differential(matrix, served)
     assert len(cells) == len(cases) * len(S.SAMPLERS)
     assert [c for c in cells if not c.same] == []
 
@@ -165,7 +165,7 @@ def test_a_schema_llguidance_cannot_compile_is_ignored_with_http_200(sampler: st
     """Beyond the PR, on both builds: llama_sampler_llg_new logs llguidance's error and returns no
     matcher (common/llguidance.cpp:25-30), so the request runs unconstrained and answers HTTP 200
     with no error field; llguidance's own message is in the log only."""
-    row, log = _ask(sampler, "llama-spm", serving.REJECTED_CASE, tmp_path)
+    row, log = _ask(sampler, "llama-spm", server.REJECTED_CASE, tmp_path)
     assert (row.http_status, row.error_field, row.outcome) == (200, False, "ignored")
     assert "llg error:" in log and "failed to compile JSON schema" in row.error
 
@@ -176,11 +176,11 @@ def test_bug_c_a_special_token_spelled_in_a_literal_ends_the_turn_on_the_fixed_s
     stops there: HTTP 200, no error field, stop_type eos, content 'say ' (checked by hand in the
     compiled harness and the server)."""
     _, v = _model("llama-bpe")
-    assert serving.special_text(v) == "<|eot_id|>"
-    row, _ = _ask("fixed", "llama-bpe", serving.SPECIAL_CASE, tmp_path)
+    assert server.special_text(v) == "<|eot_id|>"
+    row, _ = _ask("fixed", "llama-bpe", server.SPECIAL_CASE, tmp_path)
     assert (row.http_status, row.error_field, row.stop_type, row.output) == (200, False, "eos", "say ")
     assert row.tokens == [37890, 220]  # 'say', ' ': the turn ended on the forced <|eot_id|>
-    spm, _ = _ask("fixed", "llama-spm", serving.SPECIAL_CASE, tmp_path)
+    spm, _ = _ask("fixed", "llama-spm", server.SPECIAL_CASE, tmp_path)
     assert (spm.outcome, spm.output) == ("pass", "say </s> now")  # greedy: llguidance spells the text out
 
 
@@ -189,7 +189,7 @@ def test_bug_c_by_a_json_schema_pattern_on_the_fixed_server_and_nospecial_repair
     (`^<\\|eot_id\\|>x$` on llama-bpe). The server's own schema-to-grammar forces the string's bytes,
     `tokenize_fn` parses them into the control token, and the answer is `"` with stop_type eos and
     HTTP 200 (checked by hand with curl); candidate 0004 (`nospecial`) spells the text out."""
-    row, _ = _ask(variant("fixed"), "llama-bpe", serving.SPECIAL_PATTERN_CASE, tmp_path)
+    row, _ = _ask(variant("fixed"), "llama-bpe", server.SPECIAL_PATTERN_CASE, tmp_path)
     assert (row.http_status, row.error_field, row.stop_type, row.output, row.outcome) == (
         200,
         False,
@@ -198,7 +198,7 @@ def test_bug_c_by_a_json_schema_pattern_on_the_fixed_server_and_nospecial_repair
         "violation",
     )
     assert row.content_match == "same"  # the server's own content says so too
-    fixed, _ = _ask(variant("nospecial"), "llama-bpe", serving.SPECIAL_PATTERN_CASE, tmp_path)
+    fixed, _ = _ask(variant("nospecial"), "llama-bpe", server.SPECIAL_PATTERN_CASE, tmp_path)
     assert (fixed.outcome, fixed.output) == ("pass", '"<|eot_id|>x"')
 
 
@@ -206,34 +206,34 @@ def test_bug_c_by_a_json_schema_pattern_on_the_fixed_server_and_nospecial_repair
 def test_every_judged_answer_is_the_servers_own_content(tmp_path: Path) -> None:
     """The judge decodes an answer from the tokens the server returns; the server says what it
     produced in `content`. On every case of both builds, on a SentencePiece and a BPE vocab, the
-    two are one text (`serving.CONTENT_RULES`: pieces joined with special=false, so the
+    two are one text (`server.CONTENT_RULES`: pieces joined with special=false, so the
     end-of-turn token that ended bug C's answer adds nothing)."""
     for name in ("llama-spm", "llama-bpe"):
         path, v = _model(name)
         for sampler in S.SAMPLERS:
-            rows, _ = serving.run_build(
+            rows, _ = server.run_build(
                 S.binary(sampler, PIN),
                 path,
                 v,
                 True,
                 PIN,
                 sampler,
-                list(G.CASES) + [serving.SPECIAL_CASE],
-                {c: G.PLAIN for c in [*G.CASES, serving.SPECIAL_CASE]},
+                list(G.CASES) + [server.SPECIAL_CASE],
+                {c: G.PLAIN for c in [*G.CASES, server.SPECIAL_CASE]},
                 tmp_path / f"{sampler}-{name}.log",
                 64,
                 0,
                 0.0,
             )
             assert [(r.case, r.content_match) for r in rows if r.content_match != "same"] == [], (name, sampler)
-            assert all(r.outcome != serving.DISAGREES for r in rows)
+            assert all(r.outcome != server.DISAGREES for r in rows)
 
 
 def test_the_chat_endpoints_message_is_part_of_its_own_tokens(tmp_path: Path) -> None:
     """The chat endpoint gives its tokens only with their probabilities (`logprobs`); its message is
     what the chat parser keeps of their text (`CONTENT_RULES["chat"]`: on llama-bpe the whitespace the
     model wrote before the JSON is dropped), never text the tokens do not hold."""
-    row, _ = _ask("fixed", "llama-bpe", serving.CHAT_CASE, tmp_path)
+    row, _ = _ask("fixed", "llama-bpe", server.CHAT_CASE, tmp_path)
     assert (row.http_status, row.outcome, row.content_match) == (200, "pass", "same after chat")
     assert row.tokens and row.output.startswith("{") and not row.output.startswith(" ")
 
@@ -247,19 +247,19 @@ def test_replayed_answers_judged_from_threads_are_the_servers_content(tmp_path: 
     from concurrent.futures import ThreadPoolExecutor
 
     path, v = _model("llama-spm")
-    cases = [*G.CASES, serving.GBNF_CASE, ""]
+    cases = [*G.CASES, server.GBNF_CASE, ""]
     with S.serve(S.binary("upstream", PIN), path, tmp_path / "replay.log") as srv:
         replies = [
             (
                 c,
-                *serving.request_for(c, G.PLAIN, 64, 0, 0.0, v)[:2],
-                S.post(srv, *serving.request_for(c, G.PLAIN, 64, 0, 0.0, v)[::2]),
+                *server.request_for(c, G.PLAIN, 64, 0, 0.0, v)[:2],
+                S.post(srv, *server.request_for(c, G.PLAIN, 64, 0, 0.0, v)[::2]),
             )
             for c in cases
         ]
 
         def judged(a: tuple[str, str, str, S.Reply]) -> str:
-            return serving.answered(
+            return server.answered(
                 srv, v, path.name, True, PIN, "upstream", a[0], a[1], a[2], a[3], [], False
             ).content_match
 
@@ -279,24 +279,24 @@ def test_a_judge_that_reads_other_bytes_disagrees_with_the_server(tmp_path: Path
     is counted neither as a pass nor as a violation; invalid UTF-8 the server replaced is not."""
     path, v = _model("llama-spm")
     with S.serve(S.binary("fixed", PIN), path, tmp_path / "x.log") as srv:
-        endpoint, sent_as, body = serving.request_for("forced_literal", G.PLAIN, 64, 0, 0.0, v)
+        endpoint, sent_as, body = server.request_for("forced_literal", G.PLAIN, 64, 0, 0.0, v)
         reply = S.post(srv, endpoint, body)
-        good = serving.answered(
+        good = server.answered(
             srv, v, path.name, True, PIN, "fixed", "forced_literal", endpoint, sent_as, reply, [], False
         )
         assert (good.outcome, good.output, good.content_match) == ("pass", "hello world", "same")
         assert reply.body is not None
         reply.body["content"] = "hello workd"  # one byte of another piece, as the shared buffer gave it
-        bad = serving.answered(
+        bad = server.answered(
             srv, v, path.name, True, PIN, "fixed", "forced_literal", endpoint, sent_as, reply, [], False
         )
-    assert bad.outcome == serving.DISAGREES
+    assert bad.outcome == server.DISAGREES
     assert bad.content_match == "differs at byte 9: judge 'ld', server 'kd'"
     # <0xE4> alone is not UTF-8: the server's JSON carries U+FFFD for it (nlohmann's replace)
     e4 = [next(t for t in range(v.n_tokens) if v.token_to_piece(t) == b"\xe4")]  # the byte token <0xE4>
     assert v.real_bytes(e4) == b"\xe4"
-    assert serving.content_match(v, e4, "\ufffd") == "same after utf8"
-    assert serving.content_match(v, e4, "").startswith("differs at byte 0")
+    assert server.content_match(v, e4, "\ufffd") == "same after utf8"
+    assert server.content_match(v, e4, "").startswith("differs at byte 0")
 
 
 # -- the server answering is ours, its log is kept, its health is asked safely --------------------
@@ -326,7 +326,7 @@ def test_a_log_that_cannot_be_written_fails_its_rows_in_one_line(tmp_path: Path)
     path, v = _model("llama-spm")
     log = tmp_path / "full.log"
     log.symlink_to("/dev/full")
-    rows, _ = serving.run_build(
+    rows, _ = server.run_build(
         S.binary("upstream", PIN),
         path,
         v,
@@ -409,7 +409,8 @@ def test_a_killed_parent_takes_its_server_with_it(tmp_path: Path) -> None:
     path, _ = _model("llama-spm")
     ready = tmp_path / "ready"
     script = (
-        f"from pathlib import Path\nfrom llgbridge import server as S\nimport time\nwith S.serve(S.binary('fixed', "
+        "from pathlib import Path\nfrom llgbridge import llama_server as S\nimport time\n"
+        f"with S.serve(S.binary('fixed', "
         f"{PIN!r}), Path({str(path)!r}), Path({str(tmp_path / 'k.log')!r})) as srv:\n    "
         f"Path({str(ready)!r}).write_text(str(srv.proc.pid))\n    time.sleep(600)\n"
     )

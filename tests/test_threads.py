@@ -1,6 +1,6 @@
 """Objects the server's load test uses from several threads share nothing mutable.
 
-`serving.load` judges concurrent answers on a thread pool that shares one `Vocab`. When `Vocab`
+`server.load` judges concurrent answers on a thread pool that shares one `Vocab`. When `Vocab`
 kept one piece buffer per object, a thread could copy another thread's piece out of it between
 llama.cpp's write and its own copy: `real_bytes` came back with one byte of another piece, and
 the suite published those corrupted judgements as "the fixed build breaks its grammar under load".
@@ -24,7 +24,7 @@ import pytest
 from conftest import vocab
 
 from llgbridge import generate as G
-from llgbridge import serving
+from llgbridge import server
 
 T = TypeVar("T")
 THREADS = 8
@@ -77,11 +77,11 @@ def test_token_to_piece_from_threads_is_the_serial_answer() -> None:
 
 
 def test_the_server_judge_from_threads_is_the_serial_answer() -> None:
-    """What `serving.load`'s threads run on each answer: the judged text (`judge_tokens`, which
+    """What `server.load`'s threads run on each answer: the judged text (`judge_tokens`, which
     decodes, finds the first violation with the truth bridge's matcher and applies the case's
     check), on every case the load test sends."""
     v = vocab("llama-spm")
-    cases = ["forced_literal", "half_free", "dots", "json_enum", serving.GBNF_CASE]
+    cases = ["forced_literal", "half_free", "dots", "json_enum", server.GBNF_CASE]
     hello = v.tokenize(b"hello world", parse_special=False)
     answers = [
         (cases[i % len(cases)], toks) for i, toks in enumerate(_sequences(v.n_tokens, 150, 24, seed=3) + [hello] * 10)
@@ -89,7 +89,7 @@ def test_the_server_judge_from_threads_is_the_serial_answer() -> None:
 
     def judged(a: tuple[str, list[int]]) -> tuple[Any, ...]:
         case, toks = a
-        j = serving.judge_tokens(v, case, toks, "limit")
+        j = server.judge_tokens(v, case, toks, "limit")
         return (j.outcome, j.shown, j.first_violation, j.output)
 
     assert _differ(judged, answers, rounds=1) == []

@@ -54,15 +54,15 @@ def test_a_link_to_a_fixture_takes_the_links_name_and_its_own_log_folder(tmp_pat
     name: its report went to reports/whatif/llama-spm and its servers' logs into the main run's log
     folder, opened with truncation. It is named by the link, and a what-if's logs stay beside its
     own results."""
-    from llgbridge import serving
+    from llgbridge import server
 
     link = tmp_path / "my-model.gguf"
     link.symlink_to(VOCABS / "ggml-vocab-llama-spm.gguf")
     assert whatif.safe_name(link) == "my-model"
     results = tmp_path / "reports" / "whatif" / "llama-spm" / "results"
-    logs = serving.log_dir_for(str(results))
-    assert logs != serving.LOG_DIR and logs.is_relative_to(tmp_path)
-    assert serving.log_dir_for("data/results") == serving.LOG_DIR
+    logs = server.log_dir_for(str(results))
+    assert logs != server.LOG_DIR and logs.is_relative_to(tmp_path)
+    assert server.log_dir_for("data/results") == server.LOG_DIR
 
 
 def test_a_file_name_outside_ascii_is_made_usable() -> None:

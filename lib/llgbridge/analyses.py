@@ -2,7 +2,7 @@
 
 An analysis is a notebook (`notebooks/NAME.ipynb`) that calls the library and writes one result
 per input (`data/results/NAME/INPUT.json`). Its entry says what the result's code version hashes
-(`modules`, beside `results.CORE`, and the compiled programs it ran, `built`), what an `ok` result
+(`modules`, beside `results.SHARED_CODE`, and the compiled programs it ran, `built`), what an `ok` result
 holds (`schema`, which `results.load` checks before the report reads it), which inputs
 `make report` runs it on (`runs_on`: a set the Makefile names, see INPUT_SETS) and whether
 `make whatif` runs it on a new file. The report's section for it is `report/NAME.py`'s
@@ -47,7 +47,7 @@ INPUT_SETS = {
 @dataclass(frozen=True)
 class Analysis:
     name: str  # its notebook's and its results folder's name
-    # what its result depends on beyond results.CORE: the code version a result records is their
+    # what its result depends on beyond results.SHARED_CODE: the code version a result records is their
     # hash with its notebook's; a name ending in "/" is every module of that subpackage
     modules: tuple[str, ...]
     schema: Schema
@@ -73,14 +73,14 @@ ANALYSES: tuple[Analysis, ...] = (
     ),
     Analysis(
         "leak",
-        ("masks.py",),
+        ("leak.py",),
         Schema({"grammar": str, "rows": list, "leaked": dict}, {"rows": _BRIDGE_ROW}),
         runs_on="every",
         whatif=True,
     ),
     Analysis(
         "forced",
-        ("masks.py",),
+        ("forced.py",),
         Schema({"literal": str, "rows": list}, {"rows": _BRIDGE_ROW}),
         runs_on="every",
         whatif=True,
@@ -122,7 +122,7 @@ ANALYSES: tuple[Analysis, ...] = (
     ),
     Analysis(
         "matrix",
-        ("generate.py", "synth.py"),
+        ("matrix.py", "generate.py", "synth.py"),
         Schema(
             {"rows": list, "device": str, "n_gpu_layers": int, "temperature": _NUM, "seed": int, "max_tokens": int},
             {"rows": {"model": str, "vocab": str, "case": str, "bridge": str, "outcome": str}},
@@ -166,7 +166,7 @@ ANALYSES: tuple[Analysis, ...] = (
     ),
     Analysis(
         "server",
-        ("serving.py", "server.py", "generate.py", "synth.py", "native/", "soundness.py"),
+        ("server.py", "llama_server.py", "generate.py", "synth.py", "native/", "soundness.py"),
         Schema(
             {
                 "rows": list,

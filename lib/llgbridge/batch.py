@@ -6,7 +6,7 @@
 This is what `make report` runs for every analysis, once: each analysis of the registry
 (`analyses.ANALYSES`, or only those `--analyses` names) on the inputs of its `runs_on` set, as the
 Makefile gives each set with `--inputs SET="..."` (a set not given runs nothing). Make keeps the dependency
-graph: one target, out of date when any file the analyses depend on changed (`CORE`, each
+graph: one target, out of date when any file the analyses depend on changed (`SHARED_CODE`, each
 analysis's notebook and `MODULES`, the fixtures, the models, the native build). This module then
 decides which (analysis, input) runs must really run, from what each result records
 (`results.provenance`): a result is current when it is `ok`, matches its schema, was made with
@@ -48,6 +48,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from . import params as P
 from . import pool
 from .analyses import ANALYSES, BY_NAME, INPUT_SETS
 from .errors import InputError
@@ -55,7 +56,7 @@ from .jobserver import Jobserver, make_flags
 from .paths import RESULTS, name_problem, vocab_path, write_json
 from .pool import Handle
 from .results import check, why_stale
-from .run import NOTEBOOKS, RunStatus, Worker, fast_imports, status_line, write_failed
+from .run import RunStatus, Worker, fast_imports, status_line, write_failed
 
 
 def out_of_date(analysis: str, vocab: str, results: Path = RESULTS) -> str:
@@ -109,7 +110,7 @@ def notebook_worker(out_root: Path | None, results: Path | None, notebooks: Path
     # stopped by the pool (an interrupted make): leave through Worker.__exit__, which stops the kernel
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with Worker(
-        out_root, results, notebooks_dir=notebooks or NOTEBOOKS, progress=False
+        out_root, results, notebooks_dir=notebooks or P.NOTEBOOK_DIR, progress=False
     ) as w:  # the pool says each run's line
 
         def handle(job: dict[str, Any], emit: Callable[[Any], None]) -> None:

@@ -1,23 +1,26 @@
-"""Bridge variants: how a llama.cpp vocab is handed to llguidance.
+"""The bridges: how a llama.cpp vocab is handed to llguidance, each ported to Python.
 
-Each variant is a port of `llama_sampler_llg_new_tokenizer` in `common/llguidance.cpp`
-(vendored by llama-cpp-python 0.3.36; line numbers below are of that file) and differs only in
-the two conversion points the PR review guide is about:
+A bridge is a port of `llama_sampler_llg_new_tokenizer` in `common/llguidance.cpp` (vendored by
+llama-cpp-python 0.3.36; line numbers below are of that file); the bridges differ only in the two
+conversion points the PR review guide is about:
 
 - the token table (`token_bytes`/`token_lens`, lines 155-186), and
 - the `tokenize_fn` callback (lines 123-137) with its `use_approximate_greedy_tokenize_fn` flag.
 
-The variants: `upstream` (as shipped), `fixed` (the PR), `sentinel` (llguidance's own
-integration, in `sentinel.py`) and `truth` (real bytes, no forcing: the yardstick for "legal").
-Beside the PR, the candidate patches of `patches/candidates/`, each the PR plus one change and
-named for it: `nospecial` (0004: `tokenize_fn` without special-token parsing, and a fourth probe)
-and `failclosed` (0005: on a mask error only end-of-generation is allowed, where the PR's sampler
-drops the grammar). A bridge says what the sampler does on a mask error (`after_mask_error`),
-since that is where `failclosed` differs.
-Every variant exposes the same small interface (`token_bytes`, `tokenize`, `new_matcher`;
-an `llg.Matcher` has `allowed`, `consume`), so an analysis runs over any of them without
-knowing which it has. `build(vocab, name)` is the one entry point; `VARIANTS` names the bridges
-a reviewer compares, `CANDIDATES` the candidate patches, `NAMES` all of them and `truth`.
+The bridges: `upstream` (as shipped), `fixed` (the PR), `sentinel` (llguidance's own
+integration) and `truth` (real bytes, no forcing: the yardstick for "legal"). Beside the PR, the
+candidate patches of `patches/candidates/` (the registry: `candidates`), each the PR plus one
+change and named for it: `nospecial` (0004: `tokenize_fn` without special-token parsing, and a
+fourth probe) and `failclosed` (0005: on a mask error only end-of-generation is allowed, where the
+PR's sampler drops the grammar). A bridge says what the sampler does on a mask error
+(`after_mask_error`), since that is where `failclosed` differs. A *sampler* is the compiled
+counterpart of a bridge of the same name: llama.cpp's own llguidance sampler, built from one tree
+(`native`, `llama_server`).
+
+Every bridge exposes the same small interface (`token_bytes`, `tokenize`, `new_matcher`; an
+`llg.Matcher` has `allowed`, `consume`), so an analysis runs over any of them without knowing
+which it has. `build(vocab, name)` is the one entry point; `COMPARED` names the bridges a reviewer
+compares by default, `CANDIDATES` the candidate patches, `NAMES` all of them and `truth`.
 
 Building a tokenizer walks the whole vocab (about a second for 256k tokens): cache it.
 """
@@ -30,6 +33,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import llama_cpp
 import numpy as np
 
 from . import candidates
@@ -279,15 +283,156 @@ class Truth(Bridge):
         super().__init__(vocab, table, forcing=False, greedy=True)
 
 
-VARIANTS: tuple[str, ...] = ("upstream", "fixed", "sentinel")  # the bridges a reviewer compares
+# llguidance's own llama.cpp integration, `llguidance.llamacpp.lltokenizer_from_vocab`: the
+# approach the guide's 5.2 calls unsafe in general (prefix a byte, strip its tokens), ported so
+# every analysis measures it beside `upstream` and `fixed`. Building it walks the vocab once more
+# than the others (the token attributes) and tries up to 31 sentinel bytes: about a second for
+# 256k tokens.
+class Sentinel(Bridge):
+    """llguidance's own llama.cpp integration, ported field for field (llguidance 1.9.1).
+
+    Mirrors `llguidance.llamacpp.lltokenizer_from_vocab` (Python) and the Rust
+    `tokenv_from_llamacpp` / `LlamaTokenizer` it hands over to (`LLTokenizer.from_llamacpp`):
+
+    - token bytes: `llama_token_to_piece(t, lstrip=0, special=True)` for every token, with the
+      `\\xff` marker on CONTROL tokens and on USER_DEFINED tokens that look like `<...>`;
+    - `tok_eos` = `llama_vocab_eos` (llamacpp.py's default; not EOT as llama.cpp picks);
+    - tokenize: `llama_tokenize(add_special=false, parse_special=false)`. When that does not
+      give back `b"a"` for `b"a"` (by the token table, llguidance's `trie.decode`), a sentinel
+      is chosen: the first byte `b` in 1..31 with a token of exactly `[b]`, no longer token
+      starting with `[b]` and none starting with `[b' ', b]`. Every string is then tokenized
+      with the sentinel prepended and the sentinel's own tokens (`llama_tokenize([b])`) are
+      stripped off the front, after checking they are there. At build time the same two checks
+      as llguidance run (`b"a"`, and the sentinel itself, must round-trip); a failure, no
+      sentinel, or no EOS (`llama_vocab_eos` = -1) raises InputError with llguidance's message.
+    - invalid UTF-8: `tokenize_assumes_string=true` makes llguidance's C API wrap the callback
+      in the same `tokenize_with_greedy_fallback` as `LlamaTokenizer::tokenize_bytes`.
+
+    But:
+    - it goes through the C API (`llg_new_tokenizer` with a Python callback), not
+      `LLTokenizer.from_llamacpp`, so the sentinel logic runs here, in Python;
+    - where llguidance panics at run time ("tokenize_with_sentinel failed": the sentinel's
+      tokens are not at the front), this callback returns no tokens and counts the event in
+      `callback_failures` (an exception must not cross into Rust);
+    - only `tokenize_bytes` (parse_special=false) is ported; llguidance's
+      `tokenize_bytes_special` (parse_special=true) has no slot in the C API's one callback;
+    - the `n_vocab` and `eos_token` overrides and the `slices` argument are not taken
+      (llguidance's default slices are used, as for every variant here).
+
+    Mirrored as llguidance has it, not corrected: tokens that are neither CONTROL nor `<...>`
+    USER_DEFINED keep their special text unmarked, so an UNKNOWN/UNUSED token (`<unk>`, phi-3's
+    `[PAD...]`) reads as that text although its real piece is empty.
+    """
+
+    name = "sentinel"
+    PIECE_BUFFER = 16 * 1024  # llamacpp.py's buffer_len
+
+    def __init__(self, vocab: Vocab) -> None:
+        self.vocab = vocab
+        self.tok_eos = vocab.eos
+        if self.tok_eos < 0:
+            # from_llamacpp takes the EOS as an unsigned id and refuses a missing one (WPM vocabs);
+            # llguidance finds out after the table walk, here before it: same result, cheaper
+            raise InputError(
+                vocab.path,
+                "sentinel bridge: llama_vocab_eos is -1; eos_token must be an int or a non-empty list of ints",
+            )
+        self.token_bytes = self._llg_table(vocab)
+        self.sentinel: int | None = None
+        self.sentinel_tokens: list[int] = []
+        self._choose_sentinel()
+        # llguidance's own integration hands llguidance EOS, not llama.cpp's EOT
+        super().__init__(vocab, self.token_bytes, forcing=True, greedy=False, tok_eos=self.tok_eos)
+
+    # -- the token table (llamacpp.py) ----------------------------------------------------------
+    @classmethod
+    def _llg_table(cls, vocab: Vocab) -> list[bytes]:
+        control, user = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL, llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
+        out: list[bytes] = []
+        for t in range(vocab.n_tokens):
+            try:
+                piece = vocab.token_to_piece(t, 0, True, cls.PIECE_BUFFER)
+            except ValueError as e:  # llamacpp.py raises ValueError too
+                raise InputError(vocab.path, f"sentinel bridge: {e}") from None
+            # llamacpp.py calls the deprecated alias llama_token_get_attr: same C function, but
+            # its Python wrapper warns once per token
+            attr = int(llama_cpp.llama_vocab_get_attr(vocab.llama_vocab, t))
+            if attr & control or (attr & user and piece.startswith(b"<") and piece.endswith(b">")):
+                piece = SPECIAL_MARKER + piece
+            out.append(piece)
+        return out
+
+    def _decode(self, tokens: list[int]) -> bytes:
+        """llguidance's `TokTrie::decode`: special tokens without their marker, empty as `<[id]>`."""
+        out = bytearray()
+        for t in tokens:
+            b = self.token_bytes[t] if 0 <= t < len(self.token_bytes) else b""
+            if not b:
+                out += f"<[{t}]>".encode()
+            elif b[:1] == SPECIAL_MARKER:
+                out += b[1:]
+            else:
+                out += b
+        return bytes(out)
+
+    # -- the sentinel (tokenv_from_llamacpp) ----------------------------------------------------
+    def _raw(self, data: bytes) -> list[int]:
+        return self.vocab.tokenize(data, add_special=False, parse_special=False)
+
+    def _choose_sentinel(self) -> None:
+        if self._decode(self._raw(b"a")) == b"a":
+            return  # llama_tokenize is used as it is
+        pieces = {b for b in self.token_bytes if b}
+
+        def extended(prefix: bytes) -> bool:
+            # TokTrie::has_extensions: the prefix's trie node has a descendant, i.e. a
+            # strictly longer token starts with it
+            return any(len(b) > len(prefix) and b.startswith(prefix) for b in pieces)
+
+        firsts = {b[:1] for b in pieces if len(b) > 1}  # extended(one), for all 31 bytes in one pass
+        for s in range(1, 32):
+            one = bytes([s])
+            if one in pieces and one not in firsts and not extended(b" " + one):
+                self.sentinel = s
+                break
+        if self.sentinel is None:
+            msg = "sentinel bridge: could not find a good sentinel token in the range 1..32"
+            raise InputError(self.vocab.path, msg)
+        self.sentinel_tokens = self._raw(bytes([self.sentinel]))
+        got = self._decode(self.tokenize_fn(b"a"))
+        if got != b"a":
+            raise InputError(
+                self.vocab.path, f"sentinel bridge: tokenizer is not working with the sentinel {self.sentinel} {got!r}"
+            )
+        got = self._decode(self.tokenize_fn(bytes([self.sentinel])))
+        if got != bytes([self.sentinel]):
+            raise InputError(
+                self.vocab.path,
+                f"sentinel bridge: tokenizer is not working with the sentinel (rec) {self.sentinel} {got!r}",
+            )
+
+    def tokenize_fn(self, data: bytes) -> list[int]:
+        """`LlamaTokenizer::tokenize_with_sentinel`; raises ValueError where llguidance's `ensure!` fails."""
+        if not data:
+            return []
+        if self.sentinel is None:
+            return self._raw(data)
+        n = len(self.sentinel_tokens)
+        res = self._raw(bytes([self.sentinel]) + data)
+        if len(res) <= n:
+            raise ValueError("tokenize_with_sentinel: res.len() <= sentinel_tokens.len()")
+        if res[:n] != self.sentinel_tokens:
+            raise ValueError("tokenize_with_sentinel: res[0..sentinel_tokens.len()] != sentinel_tokens")
+        return res[n:]
+
+
+COMPARED: tuple[str, ...] = ("upstream", "fixed", "sentinel")  # the bridges a reviewer compares
 CANDIDATES: tuple[str, ...] = candidates.NAMES  # patches/candidates/, beside the PR (the registry: candidates.py)
-NAMES: tuple[str, ...] = (*VARIANTS, *CANDIDATES, "truth")
+NAMES: tuple[str, ...] = (*COMPARED, *CANDIDATES, "truth")
 
 
-def variant(name: str) -> Callable[[Vocab], Bridge]:
+def bridge_class(name: str) -> Callable[[Vocab], Bridge]:
     """The class of the bridge called `name`; the one place a bridge name is checked."""
-    from .sentinel import Sentinel  # sentinel.py builds on Bridge, so it imports this module
-
     classes: dict[str, Callable[[Vocab], Bridge]] = {
         "upstream": Upstream,
         "fixed": Fixed,
@@ -302,8 +447,8 @@ def variant(name: str) -> Callable[[Vocab], Bridge]:
 
 
 def build(vocab: Vocab, name: str) -> Bridge:
-    """Build the named variant's llguidance tokenizer for `vocab`."""
-    return variant(name)(vocab)
+    """Build the named bridge's llguidance tokenizer for `vocab`."""
+    return bridge_class(name)(vocab)
 
 
 def failed_rows(vocab: str, build_errors: dict[str, str]) -> list[dict[str, Any]]:

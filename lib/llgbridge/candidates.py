@@ -3,7 +3,7 @@
 A candidate is a patch in `patches/candidates/`, applied on top of the PR in a tree of its own
 (never replacing `fixed`), built as a sampler of its own (llama.cpp's test, the harness and
 llama-server under the candidate's name) and ported as a bridge of the same name
-(`bridges.variant`), so the compiled code and the port are compared cell for cell by name.
+(`bridges.bridge_class`), so the compiled code and the port are compared cell for cell by name.
 
 Adding a candidate touches this file, its patch and its port class in `bridges.py`, and nothing
 else: the native and server builds, the port's list, the colours (`palette` gives each the next

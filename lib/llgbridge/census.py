@@ -14,7 +14,7 @@ tree) that explains it:
 
 Costs two C calls per token (a third for each differing one), made through
 `Vocab.piece_detok_differences` and the compiled binding, and no walk of the GGUF file beyond
-`Vocab`'s check before the load (`python -m llgbridge.bench` measures it against the same loop
+`Vocab`'s check before the load (`python -m llgbridge.measure.bench` measures it against the same loop
 in C, in parts).
 """
 

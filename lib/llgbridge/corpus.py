@@ -75,7 +75,8 @@ from typing import Any
 
 import numpy as np
 
-from .bridges import VARIANTS
+from .bridges import COMPARED, bridge_class
+from .cluster import run_jobs
 from .corpus_job import (
     ERROR_CHARS,
     BridgeJob,
@@ -87,10 +88,12 @@ from .corpus_job import (
     instances_record,
 )
 from .errors import InputError
-from .paths import DATA, REPORTS, ROOT, resolve, vocab_path, write_atomic, write_json
-from .results import file_sha256
+from .fixtures import vocab_names
+from .paths import DATA, REPORTS, ROOT, VOCABS, resolve, vocab_path, write_atomic, write_json
+from .results import file_sha256, input_overrides
+from .schemas import SCHEMA_DIR, entries
 
-BRIDGES: tuple[str, ...] = VARIANTS
+BRIDGES: tuple[str, ...] = COMPARED
 CACHE = DATA / "corpus" / "cache"
 OUT = REPORTS / "corpus"
 # MaskBench (guidance-ai/jsonschemabench, maskbench/): llguidance's published mask time per token
@@ -112,9 +115,7 @@ def repo_path(p: Path) -> str:
 
 def schema_names() -> dict[str, str]:
     """schema id -> SchemaStore's name, from the committed manifest."""
-    from .schemas import manifest
-
-    return {e.id: e.name for e in manifest()}
+    return {e.id: e.name for e in entries()}
 
 
 def sample_ids(n: int | None, seed: int = 0) -> list[str]:
@@ -132,10 +133,8 @@ def plan(
 ) -> list[InstancesJob]:
     """The instances jobs for (vocab name, vocab path) x schema ids, grouped by vocab (so a
     worker builds each vocab's bridges once)."""
-    from .schemas import SCHEMAS, manifest
-
-    d = schemas_dir or SCHEMAS
-    known = {e.id for e in manifest()}
+    d = schemas_dir or SCHEMA_DIR
+    known = {e.id for e in entries()}
     for sid in schema_ids:
         if sid not in known:
             raise InputError(f"schema {sid!r}", "not in the corpus manifest (lib/llgbridge/schemas.tsv)")
@@ -195,8 +194,6 @@ def _stage(
     desc: str,
 ) -> tuple[list[dict[str, Any]], int]:
     """Each job's record: from the cache, else computed (and cached unless it failed)."""
-    from .cluster import run_jobs
-
     recs: list[dict[str, Any] | None] = [_cached(cache_dir, j.key) for j in jobs]
     todo = [i for i, r in enumerate(recs) if r is None]
     outcomes = run_jobs(fn, [jobs[i] for i in todo], engine=engine, workers=workers, cluster=cluster, desc=desc)
@@ -223,10 +220,8 @@ def run(
     schemas_dir: Path | None = None,
 ) -> CorpusRun:
     """Every (schema, vocab) then every (schema, vocab, bridge) job; see `cluster.run_jobs` for the engines."""
-    from .bridges import variant
-
     for b in bridges:
-        variant(b)  # an unknown bridge is the caller's error, before any job runs
+        bridge_class(b)  # an unknown bridge is the caller's error, before any job runs
     t0 = time.monotonic()
     ijobs = plan(vocabs, schema_ids, params, schemas_dir)
     irecs, n1 = _stage(instances_job, ijobs, instances_record, cache_dir, engine, workers, cluster, "instances")
@@ -445,8 +440,6 @@ def refuse_overridden(vocab: str, path: str = "") -> None:
     """InputError, in one line, for an input loaded with llama.cpp's key overrides: the corpus's jobs
     are keyed and loaded by file (`corpus_job`), so they would measure the file without them and
     share the plain input's cache entries."""
-    from .results import input_overrides
-
     kv = input_overrides({"vocab": vocab, "vocab_path": path})
     if kv:
         raise InputError(
@@ -457,9 +450,6 @@ def refuse_overridden(vocab: str, path: str = "") -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .fixtures import vocab_names
-    from .paths import VOCABS
-
     ap = argparse.ArgumentParser(description="SchemaStore's JSON schemas through every bridge (make corpus)")
     ap.add_argument("--vocabs", default="", help="space- or comma-separated vocab names (default: every input vocab)")
     ap.add_argument("--schemas", default="all", help="'all', or a number of schemas drawn with --seed")

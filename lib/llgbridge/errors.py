@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .paths import ROOT
+
 
 def _shown(what: str | os.PathLike[str]) -> str:
     """A path inside the repository is shown relative to it: reports must not carry this machine's paths."""
-    from .paths import ROOT
-
     if isinstance(what, os.PathLike) or str(what).startswith("/"):
         try:
             return str(Path(what).resolve().relative_to(ROOT))

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from . import fetch
+from .catalogue import REAL_MODELS
 from .fetch import Manifest, download_once, place_verified
 from .paths import FIXTURE_PREFIX, FIXTURE_SUFFIX, VOCABS, name_problem, vocab_name
 
@@ -55,8 +56,6 @@ def _problem(name: str) -> str:
     why = name_problem(name)
     if why:
         return why
-    from .models import REAL_MODELS  # models imports this module; both stdlib only
-
     model = REAL_MODELS.get(name)
     if model is None:
         return ""

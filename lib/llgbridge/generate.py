@@ -41,13 +41,13 @@ from typing import Any
 import numpy as np
 
 from . import loaded
-from .bridges import Bridge
+from .bridges import Bridge, build
 from .errors import InputError, LlgError, first_line
 from .gguf_meta import read_meta
 from .grammars import FORCED_LITERAL, json_grammar, literal_grammar
 from .llg import Matcher, apply_mask, mask_bits
 from .overrides import Override, check_log, llama_cpp_python, parse_all
-from .vocab import Vocab
+from .vocab import _LOAD_ERRORS, _OVERRIDE_LOG, Vocab, _load_failure
 
 ENCODER_ONLY = {"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "t5encoder", "neo-bert", "modern-bert"}
 
@@ -214,8 +214,6 @@ def load_model(
     llama.cpp's key `overrides` (`KEY=TYPE:VALUE`) through llama-cpp-python's `kv_overrides`; one
     that llama.cpp did not take, or that stops the load, is refused in one line naming it."""
     import llama_cpp
-
-    from .vocab import _LOAD_ERRORS, _OVERRIDE_LOG, _load_failure
 
     check_generative(path)
     ovs = parse_all(overrides)
@@ -438,8 +436,6 @@ _TRUTH_LOCK = threading.Lock()
 def _truth(vocab: Vocab) -> Bridge:
     """The truth bridge of `vocab`, built once and shared: a bridge is not changed by use (each
     caller walks a matcher of its own), and the load test's threads ask for it at once."""
-    from .bridges import build
-
     with _TRUTH_LOCK:
         if not _TRUTH or _TRUTH[0][0] is not vocab:
             _TRUTH[:] = [(vocab, build(vocab, "truth"))]
@@ -520,36 +516,3 @@ def run_case(
         return row("error", None, str(e))
     g = generate(llm, vocab, m, prompt, max_tokens=max_tokens, temperature=temperature, seed=seed)
     return row(judge(case, g), g)
-
-
-def payload(
-    paths: list[Path],
-    device: str,
-    n_gpu_layers: int,
-    temperature: float,
-    seed: int,
-    max_tokens: int,
-    cases: list[str],
-    prompts: dict[str, Prompt],
-    rows: list[MatrixRow],
-    timing: Any,
-) -> dict[str, Any]:
-    """The matrix notebook's result (`results.SCHEMAS["matrix"]`): settings, cases and their
-    prompts, a row per (model, case, bridge), the tokens and the text of each (a real model's only
-    here: `MatrixRow.row`), and the timings kept apart."""
-    return {
-        "models": [str(p.name) for p in paths],
-        "device": device,
-        "n_gpu_layers": n_gpu_layers,
-        "temperature": temperature,
-        "seed": seed,
-        "max_tokens": max_tokens,
-        "cases": {
-            c: {"grammar": CASES[c].grammar, "description": CASES[c].description, "prompt": prompts[c].text}
-            for c in cases
-        },
-        "rows": [r.row() for r in rows],
-        "tokens": [r.tokens for r in rows],
-        "outputs": [r.output for r in rows],
-        "timing": timing,
-    }

@@ -6,10 +6,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import palette
+from . import bridges as B
+from . import catalogue, models, palette
+from . import params as P
+from .bridges import failed_rows as _failed_rows
 from .errors import InputError, cause_line
 from .paths import RESULTS, ROOT, name_problem, resolve, vocab_path, write_json
-from .show import show
+from .results import BYHAND, check, provenance
+from .results import input_overrides as _input_overrides
+from .show import show, shown_frame
 from .vocab import Vocab
 
 
@@ -24,8 +29,6 @@ def check_params(notebook: str, namespace: dict[str, Any]) -> dict[str, Any]:
     """Every parameter `notebook` declares, taken from `namespace` (the notebook's globals) and
     checked as `llgbridge.run` and `whatif` check them (`params.check`): one line naming the
     first refused. Returns them, for `write_result` to record."""
-    from . import params as P
-
     given = {k: namespace[k] for k in P.declared(notebook) if k in namespace}
     return P.check(notebook, given)
 
@@ -36,10 +39,8 @@ def input_overrides(
     """llama.cpp's key overrides the input loads with (`results.input_overrides`): a registered
     input's own (`gemma3-270m+space-prefix`), then the `overrides` parameter; one line naming an
     override that cannot be read."""
-    from .results import input_overrides as kv
-
     check_param("overrides", overrides or [], list)
-    return kv({"vocab": vocab, "vocab_path": path, "overrides": overrides or [], "models": models or []})
+    return _input_overrides({"vocab": vocab, "vocab_path": path, "overrides": overrides or [], "models": models or []})
 
 
 def load_vocab(vocab: str, path: str = "", overrides: list[str] | None = None, needs_text: bool = True) -> Vocab:
@@ -53,9 +54,7 @@ def load_vocab(vocab: str, path: str = "", overrides: list[str] | None = None, n
     if why:
         raise InputError("parameter vocab", why)
     if not path:
-        from . import models
-
-        if models.is_real(vocab):  # not fetched: say which package failed and why, not "no such file"
+        if catalogue.is_real(vocab):  # not fetched: say which package failed and why, not "no such file"
             models.model_path(vocab)
     kv = input_overrides(vocab, path, overrides)
     p = vocab_path(vocab, path)
@@ -119,8 +118,6 @@ def bridge(v: Vocab, name: str) -> Any:
     Bridges are not changed by use (matchers are separate objects), so the analyses of one vocab
     can share them; an InputError (a bridge that cannot be built) is remembered and raised again.
     """
-    from . import bridges as B
-
     if not any(x is v for x in _VOCABS.values()):
         return B.build(v, name)
     key = (id(v), name)
@@ -153,9 +150,6 @@ def write_result(
     sha256, the parameters, the code version). A run with other settings than the defaults
     never lands in the main results, whatever `results_dir` says: it goes to `data/byhand/`.
     """
-    from . import params as P
-    from .results import BYHAND, check, provenance
-
     record = {"status": "ok", "notebook": analysis, "vocab": vocab, **payload}
     why = check(analysis, vocab, record)
     if why:
@@ -185,12 +179,10 @@ def show_bytes(b: bytes) -> str:
 def build_bridges(v: Vocab, names: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
     """(built bridges by name, build errors by name): a bridge that cannot be built for a vocab
     is a result (its one-line reason), not a crash of the notebook."""
-    from . import bridges as B
-
     check_param("bridges", names, list)
     # an unknown name is the caller's error, not a bridge that cannot be built: checked first
     for name in names:
-        B.variant(name)
+        B.bridge_class(name)
     built, errors = {}, {}
     for name in names:
         try:
@@ -202,16 +194,12 @@ def build_bridges(v: Vocab, names: list[str]) -> tuple[dict[str, Any], dict[str,
 
 
 def failed_rows(vocab: str, errors: dict[str, str]) -> list[dict[str, Any]]:
-    from .bridges import failed_rows as rows
-
-    return rows(vocab, errors)
+    return _failed_rows(vocab, errors)
 
 
 def table(rows: list[dict[str, Any]]) -> Any:
     """Rows as a DataFrame for display, byte-like columns quoted so a space or a newline shows."""
     import pandas as pd
-
-    from .show import shown_frame
 
     return shown_frame(pd.DataFrame(rows))
 

@@ -1,6 +1,6 @@
 """The colours every page, plot and notebook gives the bridges and the outcomes: one source.
 
-Not in `results.CORE` although the notebooks use it: a colour changes no result, so editing it
+Not in `results.SHARED_CODE` although the notebooks use it: a colour changes no result, so editing it
 reruns no analysis (the report, which lists it in the Makefile's REPORT_SRC, is redrawn).
 """
 

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
+from .overrides import parse_all
 from .paths import ROOT, name_problem
 
-NOTEBOOKS = ROOT / "notebooks"
+NOTEBOOK_DIR = ROOT / "notebooks"
 
 # lower bounds: a count below them means nothing (or would silently do nothing)
 MINIMUM: dict[str, int | float] = {
@@ -58,7 +59,7 @@ def _declared(path: Path) -> dict[str, Any]:
     return out
 
 
-def declared(notebook: str, notebooks_dir: Path = NOTEBOOKS) -> dict[str, Any]:
+def declared(notebook: str, notebooks_dir: Path = NOTEBOOK_DIR) -> dict[str, Any]:
     """The parameters `notebook` declares, with their defaults (a fresh copy)."""
     path = notebooks_dir / f"{notebook}.ipynb"
     if not path.exists():
@@ -129,14 +130,12 @@ def check_value(name: str, value: Any, default: Any) -> None:
         if why:
             raise InputError(what, why)
     if name == "overrides" and isinstance(value, list):
-        from .overrides import parse_all
-
         parse_all(
             value
         )  # KEY=TYPE:VALUE each, as llama.cpp's --override-kv takes it: one line naming the first refused
 
 
-def check(notebook: str, given: dict[str, Any], notebooks_dir: Path = NOTEBOOKS) -> dict[str, Any]:
+def check(notebook: str, given: dict[str, Any], notebooks_dir: Path = NOTEBOOK_DIR) -> dict[str, Any]:
     """Every parameter of `notebook` as it will run (defaults filled in); InputError for the first
     given one that is refused."""
     decl = declared(notebook, notebooks_dir)
@@ -147,7 +146,7 @@ def check(notebook: str, given: dict[str, Any], notebooks_dir: Path = NOTEBOOKS)
     return {**decl, **given}
 
 
-def changed(notebook: str, params: dict[str, Any], notebooks_dir: Path = NOTEBOOKS) -> dict[str, Any]:
+def changed(notebook: str, params: dict[str, Any], notebooks_dir: Path = NOTEBOOK_DIR) -> dict[str, Any]:
     """The settings in `params` that differ from `notebook`'s defaults (inputs and outputs aside).
 
     `models` names an input, but only under the input name `make matrix` gives it (`model-NAME`):

@@ -9,10 +9,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .catalogue import REAL_MODELS
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data"
 VOCABS = DATA / "vocabs"
 RESULTS = DATA / "results"
+MODELS = DATA / "models"  # the real models, fetched (`models`)
 REPORTS = ROOT / "reports"
 
 
@@ -30,8 +33,6 @@ def vocab_path(vocab: str, vocab_path: str = "") -> Path:
     any GGUF file."""
     if vocab_path:
         return resolve(vocab_path)
-    from .models import MODELS, REAL_MODELS  # models imports this module
-
     if vocab in REAL_MODELS:
         return MODELS / REAL_MODELS[vocab].file
     return VOCABS / f"{FIXTURE_PREFIX}{vocab}{FIXTURE_SUFFIX}"

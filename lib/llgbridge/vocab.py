@@ -23,6 +23,7 @@ import llama_cpp
 
 from . import loaded
 from .errors import InputError
+from .gguf_meta import check_tokenizer, read_kv
 from .overrides import Override, check_log, parse_all
 from .paths import vocab_name
 
@@ -70,8 +71,6 @@ def _capture_llama_log() -> None:
 def _load_failure(path: Path, checked: bool = False) -> InputError:
     """Why llama.cpp refused `path`: a structural check first (unless the caller `checked` it
     just before the load), else llama.cpp's own words."""
-    from .gguf_meta import check_tokenizer, read_kv
-
     try:
         if not checked:
             kv, _, _ = read_kv(path)
@@ -152,7 +151,6 @@ class Vocab:
         check_gguf_file(self.path)
         # before llama.cpp sees it: an out-of-range EOS id or a scores array longer than the token
         # list loads there without complaint and then skews every analysis
-        from .gguf_meta import check_tokenizer, read_kv
 
         check_tokenizer(self.path, read_kv(self.path)[0])
         params = llama_cpp.llama_model_default_params()

@@ -29,8 +29,9 @@ from typing import Any
 from . import analyses, report, run
 from . import params as P
 from .errors import InputError
-from .overrides import Override, parse_all, suffix, tag
+from .overrides import Override, model_label, parse_all, suffix, tag
 from .paths import DATA, REPORTS, name_problem, usable_name, vocab_name
+from .report.table import Section, Table
 from .vocab import check_gguf_file
 
 # native: llama.cpp's own test and the port against the compiled sampler, on this vocab; server: the
@@ -293,9 +294,6 @@ def table_changes(
 def override_section(out: Path, name: str, plain: str, path: Path, ovs: tuple[Override, ...]) -> Any:
     """The what-if's first section: what the overrides changed against the same file without them."""
     import pandas as pd
-
-    from .overrides import model_label
-    from .report.table import Section, Table
 
     # the same row on both sides: the input's name, and the synthetic model's (its own file, loaded with the overrides)
     models = {f"synthetic-{plain}.gguf": model_label(f"synthetic-{name}+kv-{tag(ovs)}.gguf", ovs)}

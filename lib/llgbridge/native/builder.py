@@ -29,6 +29,7 @@ from typing import Any
 from ..candidates import CANDIDATES as REGISTERED
 from ..errors import InputError, first_line
 from ..fetch import Archive, Manifest, Staging, download
+from ..fixtures import MEMBER_PREFIX, SDIST, fetch_sdist
 from ..paths import DATA, ROOT, write_json
 
 NATIVE = DATA / "native"
@@ -84,8 +85,6 @@ LLG_DIR = NATIVE / f"llguidance-{LLG_PINNED}"
 # -- build -----------------------------------------------------------------------------------
 def extract_sources(dest: Path) -> None:
     """The vendored tree's build inputs, from the sdist `make data` caches (checked against its pin), into `dest`."""
-    from ..fixtures import MEMBER_PREFIX, SDIST, fetch_sdist
-
     with Archive(fetch_sdist(DATA / "sdist"), SDIST) as sdist:
         sdist.extract_tree(MEMBER_PREFIX, lambda rel: rel.startswith(SOURCE_PREFIXES), dest)
         # the sdist keeps the submodule's git dir: the commit of the vendored tree
@@ -160,7 +159,7 @@ def fetch_pinned_llguidance() -> Path:
 def llguidance_libraries() -> tuple[dict[str, Path], dict[str, str]]:
     """({version: the C API's shared library}, {version: why it is missing}): the pinned 1.0.1
     and the venv's."""
-    from ..llg import _library_path
+    from ..llg import _library_path  # loading llg loads llguidance's library: the build needs only its path
 
     libs: dict[str, Path] = {venv_llguidance(): _library_path()}
     missing: dict[str, str] = {}
@@ -188,7 +187,7 @@ def _python_link() -> tuple[str, str]:
 def make_vars() -> dict[str, str]:
     import llama_cpp
 
-    from ..llg import _library_path
+    from ..llg import _library_path  # loading llg loads llguidance's library: the build needs only its path
 
     py_libdir, py_lib = _python_link()
     return {

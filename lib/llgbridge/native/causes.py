@@ -19,6 +19,7 @@ import dataclasses
 import re
 from typing import Any
 
+from ..show import show
 from .logs import TestRun
 
 # rule -> what it recognises (the report lists each with the vocabs it named)
@@ -52,8 +53,6 @@ _CHAIN_ALLOWED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ ")
 
 
 def _piece(vocab: Any, token: int) -> str:
-    from ..show import show
-
     try:
         return show(vocab.token_to_piece(token, special=True))
     except Exception:  # noqa: BLE001 - a token outside the vocab is evidence too
@@ -101,8 +100,6 @@ def classify(run: TestRun, vocab: Any, tok_eos: int) -> tuple[str, str]:
         tokens = vocab.tokenize(string.encode(), add_special=False, parse_special=False)
         spelled = vocab.real_bytes(tokens)
         if spelled != string.encode():
-            from ..show import show
-
             return "string_not_spelled", (
                 f"common_tokenize spells {show(string.encode())} as {show(spelled)} on this vocab, so the test cannot "
                 f"express it ({fail})"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import InputError
 from ..overrides import ENV, Override, check_log, env
 from .builder import TEST_TIMEOUT, bin_dir, venv_llguidance
 
@@ -108,7 +109,6 @@ def check_taken(overrides: tuple[Override, ...], said: str, program: str, vocab_
     built before kv_override.cpp, or one llama.cpp refused), naming it."""
     if not overrides:
         return
-    from ..errors import InputError
 
     try:
         check_log(overrides, said, Path(vocab_path).name, vocab_only=True)  # every program here loads vocab_only

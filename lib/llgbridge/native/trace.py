@@ -9,7 +9,7 @@
   only the end of generation).
 
 The jobs (`jobs_for`): the leak grammar at position 0 (guide 4.4), the forced literal followed
-step by step as `masks.forced_test` follows it (guide 5.1, 7.2), bug C's literal (the end-of-turn
+step by step as `forced.forced_test` follows it (guide 5.1, 7.2), bug C's literal (the end-of-turn
 token's text inside plain text, `special_job`), bug D's grammar (llama.cpp's own "mixed
 quantifiers" test, `MIXED_QUANTIFIERS`), and every grammar of the soundness battery along
 the walks `soundness` takes.
@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import first_line
+from ..errors import InputError, LlgError, first_line
+from ..grammars import literal_grammar
 from ..overrides import Override
 from .builder import TEST_TIMEOUT, bin_dir, venv_llguidance
 from .logs import check_taken, crash_cause, llg_errors, parse_ranges, program_env
@@ -126,8 +127,7 @@ def harness(
 
 def port_trace(bridge: Any, job: Job) -> Trace:
     """The same job through the Python port, with the sampler's policy (see the module's But:)."""
-    from ..errors import InputError, LlgError
-    from ..llg import mask_bits
+    from ..llg import mask_bits  # the runner and the build import this package: llguidance's library loads only here
 
     v = bridge.vocab
     stops = {v.eos, v.eot}
@@ -285,8 +285,6 @@ def special_literal(vocab: Any) -> str:
 
 def special_job(vocab: Any, max_steps: int = 64) -> Job | None:
     """Bug C's walk: the special literal, followed as the forced literal is."""
-    from ..grammars import literal_grammar
-
     literal = special_literal(vocab)
     return Job("special", literal_grammar(literal), None, max_steps) if literal else None
 
@@ -295,8 +293,7 @@ def jobs_for(
     truth: Any, literal: str, leak_grammar: str, walks: int = 2, seed: int = 0, max_steps: int = 64
 ) -> list[Job]:
     """The differential's jobs for one vocab (see the module docstring)."""
-    from .. import soundness
-    from ..grammars import literal_grammar
+    from .. import soundness  # likewise: it loads llguidance
 
     jobs = [Job("leak", leak_grammar, ()), Job("forced", literal_grammar(literal), None, max_steps)]
     if (special := special_job(truth.vocab, max_steps)) is not None:

@@ -19,7 +19,7 @@ analysis (a module each: `census.py` ... `review.py`, then `verdict.py`, `story.
 from `Table`s whose `Cell`s carry their colours (`table.py`) -> the templates in
 `llgbridge/templates/`, which render the HTML and the Markdown from the same `Table` objects, so
 the two cannot disagree (`build.py`). A section that raises becomes a failed input too; the
-others are still written. No module here is in `results.CORE` or `results.MODULES`: editing the
+others are still written. No module here is in `results.SHARED_CODE` or `results.MODULES`: editing the
 report reruns no analysis.
 """
 

@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..analyses import PAGE
 from ..fixtures import refused as refused_inputs
-from ..native import vendored_commit
+from ..native.builder import vendored_commit
 from ..paths import REPORTS, RESULTS, ROOT, write_atomic, write_json
 from . import gfm, repro, tested
 from .comment import comment

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .. import guide
-from ..models import REAL_MODELS
+from ..catalogue import REAL_MODELS
 from ..palette import BRIDGES as PALETTE
 from .data import Results, takes_results
 from .plots import pyplot, svg

@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..models import REAL_MODELS, overridden
+from ..catalogue import REAL_MODELS, overridden
 from ..show import show_text
 from .data import Results, takes_results
 from .prose import blocks

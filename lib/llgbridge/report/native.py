@@ -10,7 +10,7 @@ import pandas as pd
 
 from .. import guide
 from ..native import LLG_PINNED as NATIVE_PIN
-from ..native import version_key
+from ..native import RULES, version_key
 from .data import Results, takes_results
 from .prose import blocks
 from .table import GUIDE_VOCABS, Cell, Section, Table, group_rows, guide_order, int_columns, matched, shows, vocab_key
@@ -74,8 +74,6 @@ def abort_causes(df: pd.DataFrame, order: list[str]) -> pd.DataFrame:
 def rule_table(causes: pd.DataFrame) -> pd.DataFrame:
     """Each of `native.RULES` that named a cause: what it recognises, and the (vocab, test, sampler)
     it named it for."""
-    from ..native import RULES
-
     rows = []
     for rule, what in RULES.items():
         hit = causes[causes.rule == rule]

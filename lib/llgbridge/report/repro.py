@@ -7,7 +7,7 @@ Two levels, as guide 8 gives them:
   vocab fixtures; "without the fix" is the PR's test with `common/llguidance.cpp` reverted (the
   guide's `git stash push -- common/llguidance.cpp`), which is this suite's `test-pr-upstream`;
 - server: the `llama-server` command line and the `curl` request, the body exactly as the suite's
-  server analysis sent it (`serving.request_for`), with the answer it got.
+  server analysis sent it (`server.request_for`), with the answer it got.
 
 The expected answers come from the results (native and server, llguidance as llama.cpp pins it),
 never from this file; `tests/test_repro.py` runs the run-time part of each command (the suite's
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import generate as G
-from .. import serving
+from .. import server
+from ..llama_server import LLG_PINNED
 from ..native import LLG_PINNED as NATIVE_PIN
-from ..server import LLG_PINNED
 from ..show import show_text
 from . import gfm
 from .data import Results
@@ -197,11 +197,11 @@ def server_repros(res: Results) -> list[ServerRepro]:
         if not {"upstream", "fixed"} <= set(got):
             continue
         prompt = G.Prompt(spec["prompt"], spec["prompt_kind"])
-        lookup = "forced_literal" if case == serving.SPECIAL_CASE else case  # its grammar is the result's own record
-        endpoint, _, body = serving.request_for(
+        lookup = "forced_literal" if case == server.SPECIAL_CASE else case  # its grammar is the result's own record
+        endpoint, _, body = server.request_for(
             lookup, prompt, int(r["max_tokens"]), int(r["seed"]), float(r["temperature"])
         )
-        if case == serving.SPECIAL_CASE:
+        if case == server.SPECIAL_CASE:
             body = {**body, "grammar": "%llguidance {}\n" + spec["grammar"]}
         out.append(
             ServerRepro(

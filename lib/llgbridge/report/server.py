@@ -7,10 +7,10 @@ from typing import Any
 
 import pandas as pd
 
-from .. import guide, serving
+from .. import guide, server
 from ..candidates import NAMES as CANDIDATES
+from ..llama_server import LLG_PINNED
 from ..native import version_key
-from ..server import LLG_PINNED
 from ..show import show_text
 from .data import Results, takes_results
 from .prose import blocks
@@ -352,7 +352,7 @@ def port_differential(res: Results, ok: list[dict[str, Any]]) -> pd.DataFrame:
     for r in ok:
         m = by_vocab.get(r["vocab"])
         if m is not None:
-            cells += [c.row() for c in serving.differential(m, r)]
+            cells += [c.row() for c in server.differential(m, r)]
     return pd.DataFrame(cells)
 
 

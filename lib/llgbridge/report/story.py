@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import guide
+from ..catalogue import overridden
 from ..native import LLG_PINNED as NATIVE_PIN
 from .data import Results
 from .prose import prose
@@ -80,7 +81,6 @@ def vocab_story(res: Results, v: str) -> str:
         pr=pr,
         literal=(forced.get(v, {}).get("fixed") or {}).get("output", ""),
     )
-    from ..models import overridden
 
     if v in overridden():  # what the input is comes before what happened to it
         text = f"**{v}** is {overridden()[v].why}.\n\n{text}"

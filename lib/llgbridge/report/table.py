@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from .. import guide
-from ..models import REAL_MODELS
+from ..catalogue import REAL_MODELS, overridden
 from ..native import LLG_PINNED as NATIVE_PIN
 from ..native import version_key
 from ..show import BYTE_COLUMNS, show_text, shown_frame
@@ -325,8 +325,6 @@ def names(vocabs: list[str]) -> str:
 def overridden_note(df: pd.DataFrame) -> str:
     """For a table with a row of an input loaded with key overrides (`models.overridden`): a
     sentence saying what that input is and why, so it is said wherever its rows appear; else ""."""
-    from ..models import overridden
-
     said = []
     for name, m in overridden().items():
         hit = any(

@@ -12,8 +12,8 @@ import pandas as pd
 
 from .. import guide
 from ..candidates import BY_BUG
-from ..models import REAL_MODELS, overridden
-from ..server import LLG_PINNED
+from ..catalogue import REAL_MODELS, overridden
+from ..llama_server import LLG_PINNED
 from .data import Results, takes_results
 from .prose import blocks
 from .review import probe_robustness, sentinel_cause, xff_moved

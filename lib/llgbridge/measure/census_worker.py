@@ -1,6 +1,6 @@
 """The Python side of `make bench`'s census comparison, as a process of its own:
 
-    python -m llgbridge.census_worker GGUF...
+    python -m llgbridge.measure.census_worker GGUF...
 
 prints what `bench/census.c` prints: `ready T` once its imports are done (T: CLOCK_MONOTONIC
 seconds), then per vocab `name n_tokens differing lost_leading_space seconds load_seconds
@@ -21,8 +21,8 @@ def now() -> float:
 
 
 def main(paths: list[str]) -> int:
-    from .census import run_census
-    from .vocab import Vocab
+    from ..census import run_census  # bench imports `now` from here; only the worker loads the census
+    from ..vocab import Vocab  # and llama.cpp
 
     print(f"ready {now():.6f}")
     for p in paths:
@@ -40,5 +40,5 @@ def main(paths: list[str]) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:
-        sys.exit("usage: python -m llgbridge.census_worker GGUF...")
+        sys.exit("usage: python -m llgbridge.measure.census_worker GGUF...")
     raise SystemExit(main(sys.argv[1:]))

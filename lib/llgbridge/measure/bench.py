@@ -1,7 +1,7 @@
 """Benchmark the Python census against the same loop in C, and time the bridge builds.
 
-    python -m llgbridge.bench [--out reports] [--repeat 3]
-    python -m llgbridge.bench --only census [--repeat 5]   # just Python vs C, printed, nothing written
+    python -m llgbridge.measure.bench [--out reports] [--repeat 3]
+    python -m llgbridge.measure.bench --only census [--repeat 5]   # just Python vs C, printed, nothing written
 
 `bench/census.c` is compiled with `cc` against the libllama that llama-cpp-python installed (so
 both sides run the same native code) into `data/bench/`. Each repetition then runs, as two
@@ -45,18 +45,19 @@ import llama_cpp
 import pandas as pd
 from tqdm import tqdm
 
-from . import _llamacall, bridges, corpus, generate, loadtest, maskpath, models, native, params, quotes, regen, synth
-from .cbuild import llama_dirs
-from .census import classify, detokenize_mechanisms, loaded_meta, observed_add_space_prefix, run_census
+from .. import _llamacall, bridges, catalogue, corpus, generate, models, native, params, synth
+from ..cbuild import llama_dirs
+from ..census import classify, detokenize_mechanisms, loaded_meta, observed_add_space_prefix, run_census
+from ..errors import InputError
+from ..gguf_meta import check_tokenizer, read_kv, read_meta
+from ..paths import DATA, REPORTS, RESULTS, ROOT, VOCABS, vocab_path, write_atomic, write_json
+from ..report import Table
+from ..report.data import CORPUS_TIMING_JSON
+from ..vocab import MAX_PIECE, Vocab
+from . import loadtest, maskpath, quotes, regen
 from .census_worker import now
-from .errors import InputError
-from .gguf_meta import check_tokenizer, read_kv, read_meta
 from .maskpath import GRAMMAR
-from .paths import DATA, REPORTS, RESULTS, ROOT, VOCABS, vocab_path, write_atomic, write_json
 from .regen import GOALS
-from .report import Table
-from .report.data import CORPUS_TIMING_JSON
-from .vocab import MAX_PIECE, Vocab
 
 SOURCE = ROOT / "bench" / "census.c"
 BUILD = DATA / "bench"
@@ -92,7 +93,7 @@ PARTS = (
 
 
 @dataclass(frozen=True)
-class Run:
+class CensusRun:
     lines: dict[str, Line]
     wall: float
     cpu: float
@@ -148,7 +149,7 @@ def ready_at(out: str) -> float:
     return next(float(row.split()[1]) for row in out.splitlines() if row.startswith("ready "))
 
 
-def run_child(cmd: list[str]) -> Run:
+def run_child(cmd: list[str]) -> CensusRun:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = now()
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -157,7 +158,7 @@ def run_child(cmd: list[str]) -> Run:
     if p.returncode != 0:
         raise SystemExit(f"{cmd[0]} failed ({p.returncode}):\n{p.stderr[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Run(parse(p.stdout), wall, cpu, ready_at(p.stdout) - t0)
+    return CensusRun(parse(p.stdout), wall, cpu, ready_at(p.stdout) - t0)
 
 
 def check_seconds(paths: list[Path], repeat: int) -> float:
@@ -172,7 +173,7 @@ def check_seconds(paths: list[Path], repeat: int) -> float:
     return statistics.median(times)
 
 
-def check_agree(py: Run, c: Run) -> None:
+def check_agree(py: CensusRun, c: CensusRun) -> None:
     bad = [
         f"{n}: python {py.lines.get(n)} vs C {c.lines[n]}"
         for n in c.lines
@@ -252,13 +253,13 @@ def bridge_builds(paths: list[Path], repeat: int) -> dict[tuple[str, str], float
     out = {}
     for p in tqdm(paths, desc="bridge builds", leave=False):
         v = Vocab(p)
-        for variant in TIMED_BRIDGES:
+        for bridge_name in TIMED_BRIDGES:
             times = []
             for _ in range(repeat):
                 t0 = time.perf_counter()
-                bridges.build(v, variant)
+                bridges.build(v, bridge_name)
                 times.append(time.perf_counter() - t0)
-            out[v.name, variant] = statistics.median(times)
+            out[v.name, bridge_name] = statistics.median(times)
     return out
 
 
@@ -270,13 +271,13 @@ def versions() -> dict[str, str]:
     return out
 
 
-def median_run(runs: list[Run]) -> tuple[dict[str, float], float, float]:
+def median_run(runs: list[CensusRun]) -> tuple[dict[str, float], float, float]:
     names = runs[0].lines
     per = {n: statistics.median(r.lines[n].seconds for r in runs) for n in names}
     return per, statistics.median(r.wall for r in runs), statistics.median(r.cpu for r in runs)
 
 
-def median_parts(runs: list[Run]) -> dict[str, float]:
+def median_parts(runs: list[CensusRun]) -> dict[str, float]:
     """Each part's median over the runs (so the medians need not add up to the median wall)."""
     return {k: statistics.median(r.parts()[k] for r in runs) for k, _ in PARTS}
 
@@ -289,7 +290,7 @@ def _table(columns: list[str], rows: Sequence[Sequence[object]]) -> Any:
     return Table(_frame(columns, rows))
 
 
-def census_context(ref: dict[str, Line], py: list[Run], c: list[Run], checks: float) -> dict[str, Any]:
+def census_context(ref: dict[str, Line], py: list[CensusRun], c: list[CensusRun], checks: float) -> dict[str, Any]:
     """The census section's figures and tables, for templates/bench.md.j2."""
     py_per, py_wall, py_cpu = median_run(py)
     c_per, c_wall, c_cpu = median_run(c)
@@ -346,7 +347,9 @@ def census_context(ref: dict[str, Line], py: list[Run], c: list[Run], checks: fl
     }
 
 
-def census_rows(ref: dict[str, Line], py: list[Run], c: list[Run], checks: float) -> list[dict[str, object]]:
+def census_rows(
+    ref: dict[str, Line], py: list[CensusRun], c: list[CensusRun], checks: float
+) -> list[dict[str, object]]:
     """The census's rows of bench.csv."""
     py_per, py_wall, py_cpu = median_run(py)
     c_per, c_wall, c_cpu = median_run(c)
@@ -426,8 +429,8 @@ def meta_context(meta: dict[str, str]) -> dict[str, str]:
 def write_reports(
     out: Path,
     ref: dict[str, Line],
-    py: list[Run],
-    c: list[Run],
+    py: list[CensusRun],
+    c: list[CensusRun],
     checks: float,
     stages: list[tuple[str, float]],
     builds: dict[tuple[str, str], float],
@@ -732,14 +735,14 @@ def generation_timing(vocabs: tuple[str, ...] = GEN_VOCABS, repeat: int = 3) -> 
             return statistics.median(rates), statistics.median(masks)
 
         free, _ = median_rate(lambda: None)
-        for variant in TIMED_BRIDGES:
-            b = bridges.build(v, variant)
+        for bridge_name in TIMED_BRIDGES:
+            b = bridges.build(v, bridge_name)
             rate, mask = median_rate(lambda: b.new_matcher(GRAMMAR))
             out.append(
                 {
                     "vocab": name,
                     "n_vocab": v.n_tokens,
-                    "bridge": variant,
+                    "bridge": bridge_name,
                     "mask_s": mask,
                     "constrained_tok_s": rate,
                     "unconstrained_tok_s": free,
@@ -765,7 +768,7 @@ def real_decode_timing(repeat: int = 3, n_threads: int = DECODE_THREADS) -> list
     constrained vs unconstrained tokens per second, each from the same runs; medians over
     `repeat`. A model that is not fetched is left out (with a line on stderr)."""
     out = []
-    for name, m in tqdm(models.REAL_MODELS.items(), desc="real decode step", file=sys.stderr):
+    for name, m in tqdm(catalogue.REAL_MODELS.items(), desc="real decode step", file=sys.stderr):
         try:
             path = models.model_path(name)
         except InputError as e:
@@ -811,15 +814,15 @@ def real_decode_timing(repeat: int = 3, n_threads: int = DECODE_THREADS) -> list
                 "unconstrained_tok_s": free["tok_s"],
             }
         )
-        for variant in TIMED_BRIDGES:
-            b = bridges.build(v, variant)
+        for bridge_name in TIMED_BRIDGES:
+            b = bridges.build(v, bridge_name)
             c = medians(lambda: b.new_matcher(GRAMMAR))
             out.append(
                 {
                     "vocab": name,
                     "model": path.name,
                     "n_vocab": v.n_tokens,
-                    "bridge": variant,
+                    "bridge": bridge_name,
                     "prompt": prompt.kind,
                     **c,
                     "mask_share": c["mask_ms"] / c["step_ms"] if c["step_ms"] else 0.0,
@@ -866,7 +869,7 @@ def corpus_mask_time_context(snap: dict[str, Any] | None) -> dict[str, Any] | No
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m llgbridge.bench", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m llgbridge.measure.bench", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=REPORTS, help="where bench.csv and bench.md go (default: reports)")
     ap.add_argument("--repeat", type=int, default=3, help="repetitions; medians are reported (default: 3)")
     ap.add_argument("--vocabs", help="comma-separated fixture names (default: all in data/vocabs)")
@@ -906,9 +909,9 @@ def main(argv: list[str] | None = None) -> int:
         **versions(),
     }
     c_cmd = [str(exe), *map(str, paths)]
-    py_cmd = [sys.executable, "-m", "llgbridge.census_worker", *map(str, paths)]
-    py_runs: list[Run] = []
-    c_runs: list[Run] = []
+    py_cmd = [sys.executable, "-m", "llgbridge.measure.census_worker", *map(str, paths)]
+    py_runs: list[CensusRun] = []
+    c_runs: list[CensusRun] = []
     for i in tqdm(range(args.repeat), desc="census python vs C"):
         # alternate the order so drift in the machine's load hits both sides alike
         for side in ("c", "py") if i % 2 == 0 else ("py", "c"):

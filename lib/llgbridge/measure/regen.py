@@ -1,6 +1,6 @@
 """How long `make report` takes from empty results, and where the time goes (`make bench`).
 
-    python -m llgbridge.regen [--content today|full] [--jobs 1 2]
+    python -m llgbridge.measure.regen [--content today|full] [--jobs 1 2]
 
 Each regeneration runs the real `make report` in a copy of the tree (the code, the notebooks,
 the Makefile; the venv, the fixtures, the models, the native build and the schemas shared by
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .paths import DATA, ROOT
+from ..paths import DATA, ROOT
 
 CONTENTS: dict[str, dict[str, str]] = {
     # issue 15's yardstick, as it was measured: no native differential, server, real models or corpus
@@ -233,7 +233,7 @@ def measure(contents: tuple[str, ...] = ("today", "full"), jobs: tuple[int, ...]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m llgbridge.regen", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m llgbridge.measure.regen", description=__doc__.splitlines()[0])
     ap.add_argument("--content", nargs="+", default=["today"], choices=sorted(CONTENTS))
     ap.add_argument("--jobs", nargs="+", type=int, default=[1, 2])
     a = ap.parse_args(argv)

@@ -1,11 +1,11 @@
 """The guide's pre-fix quotes, regenerated on real weights: a dated snapshot the report quotes.
 
-    python -m llgbridge.quotes [--out reports]      # what `make quotes` runs; `make bench` runs it too
+    python -m llgbridge.measure.quotes [--out reports]      # what `make quotes` runs; `make bench` runs it too
 
 The guide quotes what llama-server wrote without the fix on TinyLlama-1.1B: the free text after the
 forced literal's matcher died (bug B) and a JSON key with a space inside it (bug A). This asks the
 same of a trained model that has the same tokenizer behaviour, every input of
-`models.overridden()` (Gemma 3 270M loaded with `tokenizer.ggml.add_space_prefix=bool:true`), through
+`catalogue.overridden()` (Gemma 3 270M loaded with `tokenizer.ggml.add_space_prefix=bool:true`), through
 the real llama-server as the server notebook asks it (the same prompts, temperature 0, seed 0, one
 request at a time), on the upstream build and the fixed one, on the llguidance llama.cpp pins; and
 keeps the server's own `content` with the HTTP status, the error field and the `llg error` lines of
@@ -28,12 +28,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError, first_line
-from .paths import REPORTS, write_json
+from .. import catalogue, models, server
+from .. import generate as G
+from .. import llama_server as S
+from ..errors import InputError, first_line
+from ..paths import REPORTS, write_json
+from ..vocab import Vocab
 
 SNAPSHOT = "bench-real-quotes.json"
 CASES = ("forced_literal", "json_enum")  # the guide's two quotes: bug B's free text, bug A's corrupted key
-SAMPLERS = ("upstream", "fixed")
 
 
 def cpu_model() -> str:
@@ -49,37 +52,32 @@ def cpu_model() -> str:
 
 def quote(name: str, max_tokens: int = 64) -> dict[str, Any]:
     """The two cases through the upstream and the fixed llama-server on input `name` (a model of
-    `models.overridden()`); InputError when the model or the servers are missing."""
-    from . import generate as G
-    from . import models, serving
-    from . import server as S
-    from .vocab import Vocab
-
+    `catalogue.overridden()`); InputError when the model or the servers are missing."""
     status, why = S.built()
     if why:
         raise InputError("the servers", why)
-    m = models.REAL_MODELS[name]
+    m = catalogue.REAL_MODELS[name]
     path = models.model_path(name)
     vocab = Vocab(path, name, m.overrides)
     llm = G.load_model(path, n_ctx=64, overrides=m.overrides)
-    prompts = serving.prompts_for(llm, list(CASES), G.prompt_style(llm, "auto", False, m.instruct))
+    prompts = server.prompts_for(llm, list(CASES), G.prompt_style(llm, "auto", False, m.instruct))
     del llm
     llg = S.LLG_PINNED if S.LLG_PINNED in status["llguidance"] else status["llguidance"][0]
     rows = []
-    for sampler in SAMPLERS:
+    for sampler in S.SAMPLERS:
         exe = S.binary(sampler, llg)
-        log = serving.LOG_DIR / name / f"{exe.name}-quotes.log"
-        with S.serve(exe, path, log, extra=serving.server_extra(vocab.overrides)) as srv:
-            serving.taken(srv, vocab.overrides)
+        log = server.LOG_DIR / name / f"{exe.name}-quotes.log"
+        with S.serve(exe, path, log, extra=server.server_extra(vocab.overrides)) as srv:
+            server.taken(srv, vocab.overrides)
             for case in CASES:
-                endpoint, sent_as, body = serving.request_for(case, prompts[case], max_tokens, 0, 0.0, vocab)
+                endpoint, sent_as, body = server.request_for(case, prompts[case], max_tokens, 0, 0.0, vocab)
                 start = srv.log_size()
                 reply = S.post(srv, endpoint, body)
                 said = srv.settled_log(start)
                 content = str((reply.body or {}).get("content", ""))
                 tokens = [int(t) for t in (reply.body or {}).get("tokens") or []]
-                tokens, _ = serving._strip_eog(vocab, tokens)
-                ok = serving.judge_case(case).check(vocab.real_bytes(tokens).decode("utf-8", "replace"))
+                tokens, _ = server._strip_eog(vocab, tokens)
+                ok = server.judge_case(case).check(vocab.real_bytes(tokens).decode("utf-8", "replace"))
                 rows.append(
                     {
                         "case": case,
@@ -89,7 +87,7 @@ def quote(name: str, max_tokens: int = 64) -> dict[str, Any]:
                         "error_field": reply.error != "",
                         "content": content,
                         "grammar_kept": ok,
-                        "llg_error": first_line(next(iter(serving.LLG_ERROR.findall(said)), "")),
+                        "llg_error": first_line(next(iter(server.LLG_ERROR.findall(said)), "")),
                     }
                 )
     return {
@@ -105,15 +103,13 @@ def quote(name: str, max_tokens: int = 64) -> dict[str, Any]:
 
 def snapshot() -> dict[str, Any]:
     """Every overridden input's quotes, dated, with the machine that wrote them."""
-    from . import models
-
     out: dict[str, Any] = {
         "date": datetime.date.today().isoformat(),
         "cpu": cpu_model(),
         "machine": f"{platform.platform()} {platform.machine()}",
         "inputs": [],
     }
-    for name in models.overridden():
+    for name in catalogue.overridden():
         try:
             out["inputs"].append(quote(name))
         except (InputError, OSError) as e:  # one input's failure costs only its quotes
@@ -122,7 +118,7 @@ def snapshot() -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m llgbridge.quotes", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m llgbridge.measure.quotes", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=REPORTS)
     a = ap.parse_args(argv)
     snap = snapshot()

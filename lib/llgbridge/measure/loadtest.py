@@ -1,11 +1,11 @@
 """The real llama-server under concurrent requests, repeated: `make bench`'s load test.
 
-    python -m llgbridge.loadtest [--rounds 5] [--out reports]    # make bench runs it too
+    python -m llgbridge.measure.loadtest [--rounds 5] [--out reports]    # make bench runs it too
 
 On every synthetic model and every build (upstream and fixed, each llguidance version), the server
-notebook's cases one request at a time, then `serving.load` `rounds` times, each on a fresh
+notebook's cases one request at a time, then `server.load` `rounds` times, each on a fresh
 server: `LOAD_REQUESTS` constrained requests over the notebook's `parallel` slots at once, every
-answer judged from its tokens and compared with the server's own `content` (`serving.content_match`).
+answer judged from its tokens and compared with the server's own `content` (`server.content_match`).
 
 Writes, beside `bench.csv` (the report quotes them as the snapshot they are):
 - `bench-server-load.csv`: one row per (model, llguidance, sampler), summed over the rounds, with
@@ -32,12 +32,12 @@ import jinja2
 import pandas as pd
 from tqdm import tqdm
 
-from . import params, server, serving, synth
-from .errors import first_line
-from .gguf_meta import read_kv
-from .paths import DATA, REPORTS, write_atomic
-from .report import Table
-from .report.data import SERVER_LOAD_CSV
+from .. import llama_server, params, server, synth
+from ..errors import first_line
+from ..gguf_meta import read_kv
+from ..paths import DATA, REPORTS, write_atomic
+from ..report import Table
+from ..report.data import SERVER_LOAD_CSV
 
 LOAD_REQUESTS = 32  # per round, over the server notebook's `parallel` slots
 LOAD_ROUNDS = 5
@@ -107,7 +107,7 @@ def run(models_dir: Path = DATA / "models", rounds: int = LOAD_ROUNDS, say: Any 
     or a disagreement between the judge and a server) is one line of `failures`; no server built:
     one line and no rows."""
     result = LoadRun(rounds)
-    _, why = server.built()
+    _, why = llama_server.built()
     if why:
         result.failures.append(f"server load test skipped: {why}")
         return result
@@ -119,7 +119,7 @@ def run(models_dir: Path = DATA / "models", rounds: int = LOAD_ROUNDS, say: Any 
         name = path.stem.removeprefix("synthetic-")
         lines: list[str] = []
         try:
-            got = serving.run(
+            got = server.run(
                 name,
                 path,
                 True,
@@ -210,7 +210,7 @@ def failed(result: LoadRun) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m llgbridge.loadtest", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m llgbridge.measure.loadtest", description=__doc__.splitlines()[0])
     ap.add_argument(
         "--rounds", type=int, default=LOAD_ROUNDS, help=f"load-test repetitions per build (default {LOAD_ROUNDS})"
     )

@@ -25,7 +25,13 @@ from typing import Any
 
 import numpy as np
 
-from .llg import apply_mask  # the decode loop's (generate.py); timed here, and kept as maskpath.apply_mask
+from .. import bridges, generate, native, synth
+from ..llg import (
+    apply_mask,  # the decode loop's (generate.py); timed here, and kept as maskpath.apply_mask
+    lib,
+)
+from ..paths import vocab_path
+from ..vocab import Vocab
 
 GRAMMAR = "start: /[a-z]+( [a-z]+)*/"  # open-ended: every step computes a real mask with real choice
 STEPS = 48
@@ -82,9 +88,6 @@ class MaskPath:
 
 def _forward_ms(name: str) -> list[float]:
     """ms of each one-token forward pass of the synthetic model, from llama.cpp's perf counters."""
-    from . import generate, synth
-    from .vocab import Vocab
-
     try:
         path = synth.ensure_model(name)
     except Exception:  # noqa: BLE001 - no synthetic model for this vocab: the row says so
@@ -95,11 +98,6 @@ def _forward_ms(name: str) -> list[float]:
 
 def measure(name: str, steps: int = STEPS, grammar: str = GRAMMAR, forward: bool = True) -> MaskPath:
     """Time one walk of `grammar` on vocab `name` (a fixture) through the port and the compiled sampler."""
-    from . import bridges, native
-    from .llg import lib
-    from .paths import vocab_path
-    from .vocab import Vocab
-
     v = Vocab(vocab_path(name), name)
     b = bridges.build(v, "fixed")
     job = native.Job("maskpath", grammar, None, steps)

@@ -1,0 +1,155 @@
+"""The end-to-end model matrix (guide 8): every model x bridge x case through `generate`, and its result.
+
+The notebook checks its parameters and calls `model_paths` then `run`; everything between (the
+model loads, the prompts, the warm-up, the unconstrained baseline, the bridges, the cases and
+their timings) is here, so the notebook holds no loop and the result is built from one object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import llama_cpp
+
+from . import catalogue, models, nb, synth
+from . import generate as G
+from .errors import InputError
+from .overrides import model_label
+from .paths import resolve
+from .vocab import Vocab
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The matrix's parameters beside its input (the notebook's, checked)."""
+
+    cases: list[str]
+    bridges: list[str]
+    prompt: str = "auto"  # auto, plain, chat or completion (`generate.prompt_style`)
+    temperature: float = 0.0
+    seed: int = 0
+    max_tokens: int = 64
+    n_gpu_layers: int = 0
+    n_threads: int = 1
+
+
+@dataclass
+class Matrix:
+    """What one input's matrix ran and measured."""
+
+    paths: list[Path]
+    settings: Settings
+    device: str = "CPU"
+    prompts: dict[str, G.Prompt] = field(default_factory=dict)  # the last model's, by case
+    rows: list[G.MatrixRow] = field(default_factory=list)
+    timing: list[dict[str, Any]] = field(default_factory=list)
+    build_errors: dict[str, str] = field(default_factory=dict)  # the last model's bridges not built
+
+    def payload(self) -> dict[str, Any]:
+        """The matrix notebook's result (`results.SCHEMAS["matrix"]`): settings, cases and their
+        prompts, a row per (model, case, bridge), the tokens and the text of each (a real model's
+        only here: `MatrixRow.row`), and the timings kept apart."""
+        s = self.settings
+        return {
+            "models": [str(p.name) for p in self.paths],
+            "device": self.device,
+            "n_gpu_layers": s.n_gpu_layers,
+            "temperature": s.temperature,
+            "seed": s.seed,
+            "max_tokens": s.max_tokens,
+            "cases": {
+                c: {
+                    "grammar": G.CASES[c].grammar,
+                    "description": G.CASES[c].description,
+                    "prompt": self.prompts[c].text,
+                }
+                for c in s.cases
+            },
+            "rows": [r.row() for r in self.rows],
+            "tokens": [r.tokens for r in self.rows],
+            "outputs": [r.output for r in self.rows],
+            "timing": self.timing,
+        }
+
+
+def _case(name: str, prompt: G.Prompt) -> dict[str, str]:
+    return {"grammar": G.CASES[name].grammar, "description": G.CASES[name].description, "prompt": prompt.text}
+
+
+def check_cases(cases: list[str]) -> None:
+    unknown = [c for c in cases if c not in G.CASES]
+    if unknown:
+        raise InputError("parameter cases", f"unknown case(s) {unknown}; choose from {list(G.CASES)}")
+
+
+def is_real(vocab: str, vocab_path: str, given: list[str]) -> bool:
+    """Whether the input is a registered real model (not a file given instead)."""
+    return not given and not vocab_path and catalogue.is_real(vocab)
+
+
+def model_paths(
+    vocab: str, vocab_path: str, given: list[str], models_dir: str, seed: int, overrides: list[str]
+) -> list[Path]:
+    """The model files the matrix runs: those `given`, a real model's (one line naming its
+    packages when its fetch failed), else the synthetic model around the input's tokenizer."""
+    if given:
+        return [resolve(m) for m in given]
+    if is_real(vocab, vocab_path, given):
+        return [models.model_path(vocab)]
+    return [
+        synth.ensure_model(vocab, resolve(models_dir), seed, resolve(vocab_path) if vocab_path else None, overrides)
+    ]
+
+
+def _device(n_gpu_layers: int) -> str:
+    return "GPU" if n_gpu_layers and llama_cpp.llama_supports_gpu_offload() else "CPU"
+
+
+def run(vocab: str, real: bool, paths: list[Path], overrides: list[str], s: Settings) -> Matrix:
+    """Every model of `paths` x bridge x case; InputError when no bridge could be built at all."""
+    out = Matrix(paths, s, device=_device(s.n_gpu_layers))
+    for path in paths:
+        _one_model(out, vocab, real, path, overrides)
+    if not out.rows:  # nothing to tabulate: say why rather than fail on an empty table
+        why = "; ".join(f"{b}: {e}" for b, e in out.build_errors.items())
+        raise InputError(f"matrix for {vocab}", "no bridge could be built: " + why)
+    return out
+
+
+def _one_model(out: Matrix, vocab: str, real: bool, path: Path, overrides: list[str]) -> None:
+    s = out.settings
+    synthetic = synth.is_synthetic(path)
+    name = model_label(path.name, overrides)  # the file, and the overrides it is loaded with
+    v = Vocab(path, vocab if synthetic or real else path.stem, overrides)
+    v.require_text()  # a vocab whose every token is control or unknown: one line, not a run of empty outputs
+    llm = G.load_model(path, n_gpu_layers=s.n_gpu_layers, seed=s.seed, n_threads=s.n_threads, overrides=overrides)
+    style = G.prompt_style(llm, s.prompt, synthetic, catalogue.REAL_MODELS[vocab].instruct if real else None)
+    out.prompts = {c: G.prompt_for(llm, G.CASES[c], style) for c in s.cases}
+    first = out.prompts[s.cases[0]]
+    print(f"{name}: {'synthetic' if synthetic else 'real'}, prompts: {first.kind}")
+    G.generate(llm, v, None, first, max_tokens=8, temperature=s.temperature, seed=s.seed)  # warm-up, not timed
+    base = G.generate(llm, v, None, first, max_tokens=s.max_tokens, temperature=s.temperature, seed=s.seed)
+    built, out.build_errors = nb.build_bridges(v, s.bridges)
+    for bname, err in out.build_errors.items():
+        print(f"{bname}: not built for {v.name}: {err}")
+    for bname, b in built.items():
+        for c in s.cases:
+            r = G.run_case(llm, name, v, synthetic, b, G.CASES[c], s.max_tokens, s.temperature, s.seed, out.prompts[c])
+            out.rows.append(r)
+            out.timing.append(
+                {
+                    "model": name,
+                    "vocab": v.name,
+                    "n_vocab": v.n_tokens,
+                    "case": c,
+                    "bridge": bname,
+                    "n_tokens": r.n_tokens,
+                    "seconds": r.seconds,
+                    "mask_ms_per_token": r.mask_ms_per_token,
+                    "forward_ms_per_token": r.forward_ms_per_token,
+                    "unconstrained_tok_s": base.decode_tok_s,
+                    "constrained_tok_s": r.decode_tok_s,
+                }
+            )
