@@ -13,7 +13,8 @@ Everything else in this package drives llguidance through a Python port of
   and the sampler did, by the first of its `RULES` that applies ("cause not classified", with the
   evidence, where none does);
 - `trace`: `harness()` drives the compiled `llama_sampler_init_llg`, `port_trace()` the Python
-  port, and `differential()` compares them cell by cell;
+  port (`port_traces()` every job once, shared by a sampler's runs on each llguidance), and
+  `differential()` compares them cell by cell;
 - `result`: `analyse()`, all of it for one vocab, the result the `native` notebook shows.
 
 `python -m llgbridge.native build` is what `make native` runs.
@@ -64,6 +65,7 @@ from .trace import (
     harness,
     jobs_for,
     port_trace,
+    port_traces,
     special_job,
     special_literal,
     special_text,
@@ -118,6 +120,7 @@ __all__ = [
     "harness",
     "jobs_for",
     "port_trace",
+    "port_traces",
     "special_job",
     "special_literal",
     "special_text",

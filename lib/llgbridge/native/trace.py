@@ -312,10 +312,21 @@ def jobs_for(
     return jobs
 
 
-def differential(bridge: Any, jobs: list[Job], traces: dict[str, Trace], llg: str = "") -> Differential:
+def port_traces(bridge: Any, jobs: list[Job]) -> dict[str, Trace]:
+    """Every job through the port, by job id: what `differential` compares a compiled run with."""
+    return {job.id: port_trace(bridge, job) for job in jobs}
+
+
+def differential(
+    bridge: Any, jobs: list[Job], traces: dict[str, Trace], llg: str = "", ports: dict[str, Trace] | None = None
+) -> Differential:
+    """The compiled `traces` against the port's walks of the same jobs. The port drives the venv's
+    llguidance whichever version the compiled side linked, so one sampler's `ports` (`port_traces`)
+    serve its runs on every version."""
     d = Differential(bridge.vocab.name, bridge.name, llg or venv_llguidance())
+    ports = ports if ports is not None else port_traces(bridge, jobs)
     for job in jobs:
-        port = port_trace(bridge, job)
+        port = ports[job.id]
         if port.error and port.error_step is not None:
             d.port_errors[job.id] = port.error
         compare(bridge.vocab.name, bridge.name, job, traces[job.id], port, d)
