@@ -731,8 +731,16 @@ def native_split(vocabs: tuple[str, ...] = NATIVE_SPLIT_VOCABS) -> list[dict[str
     from .native.logs import program_env
 
     p = params.declared("native")
-    calls: list[tuple[str, str, str, float]] = []  # (part, sampler, llguidance, own seconds)
+    # (part, the samplers one compiled process served, llguidance, own seconds)
+    calls: list[tuple[str, tuple[str, ...], str, float]] = []
     stack: list[list[Any]] = []
+
+    def served(part: str, a: tuple[Any, ...]) -> tuple[str, ...]:
+        if part == "test":
+            return (str(a[1]),)
+        if part == "harness":
+            return (str(a[0]),)
+        return tuple(a[0]) if part == "harness_each" else ()
 
     def timed(part: str, f: Callable[..., Any]) -> Callable[..., Any]:
         def g(*a: Any, **k: Any) -> Any:
@@ -746,20 +754,13 @@ def native_split(vocabs: tuple[str, ...] = NATIVE_SPLIT_VOCABS) -> list[dict[str
                 inner = stack.pop()[1]
                 if stack:
                     stack[-1][1] += dt
-                tag = "special" if part == "harness" and under == "special" else part
-                calls.append(
-                    (
-                        tag,
-                        str(a[1] if part == "test" else a[0] if part == "harness" else ""),
-                        str(k.get("llg") or ""),
-                        dt - inner,
-                    )
-                )
+                tag = "special" if part == "harness" and under == "special" else part.removesuffix("_each")
+                calls.append((tag, served(part, a), str(k.get("llg") or ""), dt - inner))
 
         return g
 
     wrapped = {"run_test": "test", "harness": "harness", "special_literal_rows": "special", "differential": "port"}
-    wrapped |= {"port_traces": "port"} if hasattr(R, "port_traces") else {}
+    wrapped |= {"harness_each": "harness_each", "port_traces": "port"} if hasattr(R, "harness_each") else {}
     saved = {name: getattr(R, name) for name in wrapped}
     out = []
     try:
@@ -774,12 +775,17 @@ def native_split(vocabs: tuple[str, ...] = NATIVE_SPLIT_VOCABS) -> list[dict[str
             wall = time.perf_counter() - t0
 
             def probe(sampler: str, llg: str, jobs: str) -> float:
-                exe = native.bin_dir(llg or None) / f"harness-{sampler}"
+                exe = native.bin_dir(llg or None) / "harness"
+                if not exe.exists():  # a build from before the samplers shared one harness
+                    exe = exe.with_name(f"harness-{sampler}")
                 runs = []
                 for _ in range(3):
                     t = time.perf_counter()
                     subprocess.run(
-                        [str(exe), str(v.path)], input=jobs.encode(), capture_output=True, env=program_env(v.overrides)
+                        [str(exe), str(v.path)],
+                        input=(f"sampler {sampler}\n" + jobs if jobs and exe.name == "harness" else jobs).encode(),
+                        capture_output=True,
+                        env=program_env(v.overrides),
                     )
                     runs.append(time.perf_counter() - t)
                 return statistics.median(runs)
@@ -787,20 +793,25 @@ def native_split(vocabs: tuple[str, ...] = NATIVE_SPLIT_VOCABS) -> list[dict[str
             leak = native.Job("leak", p["leak_grammar"], ()).line()
             setups = {
                 (s, llg): (probe(s, llg, ""), probe(s, llg, leak))
-                for part, s, llg, _ in calls
-                if part in ("test", "harness", "special") and s
+                for part, samplers, llg, _ in calls
+                if part in ("test", "harness", "special")
+                for s in samplers
             }
             parts = dict.fromkeys((k for k, _ in NATIVE_PARTS), 0.0)
-            for part, s, llg, secs in calls:
+            n_procs = 0
+            for part, samplers, llg, secs in calls:
+                if part in ("test", "harness") or (part == "special" and samplers):
+                    n_procs += 1
                 if part in ("test", "harness"):
-                    empty, one = setups[s, llg]
+                    # one start and vocab load per process, one tokenizer build per sampler it served
+                    empty = setups[samplers[0], llg][0]
+                    tokenizers = sum(setups[s, llg][1] - setups[s, llg][0] for s in samplers)
                     parts[f"{part}_setup"] += empty
-                    parts[f"{part}_tokenizer"] += one - empty
-                    parts[f"{part}_work"] += secs - one
+                    parts[f"{part}_tokenizer"] += tokenizers
+                    parts[f"{part}_work"] += secs - empty - tokenizers
                 elif part in ("special", "bridges", "port"):
                     parts[part] += secs
             parts["other"] = wall - sum(parts.values())
-            n_procs = sum(part in ("test", "harness") or (part == "special" and s != "") for part, s, _, _ in calls)
             out.append({"vocab": name, "n_tokens": v.n_tokens, "wall": wall, "processes": n_procs, **parts})
     finally:
         for name, f in saved.items():

@@ -21,6 +21,8 @@ from .trace import (
     Trace,
     differential,
     harness,
+    harness_each,
+    harness_samplers,
     jobs_for,
     port_traces,
     special_job,
@@ -162,14 +164,15 @@ def analyse(
     ran: dict[tuple[str, str], dict[str, Trace]] = {}  # (llguidance, sampler) -> its harness's traces
     ports: dict[str, dict[str, Trace]] = {}  # sampler -> the port's walks, the same on every version
     for v in versions:
-        # each candidate's port (bridges.NoSpecial, FailClosed) against its compiled sampler, as the PR's
-        for s in [*SAMPLERS, *(c for c in CANDIDATES if (bin_dir(v) / f"harness-{c}").exists())]:
+        # each candidate's port (bridges.NoSpecial, FailClosed) against its compiled sampler, as the PR's;
+        # one harness process per version serves every sampler
+        samplers = [*SAMPLERS, *(c for c in CANDIDATES if c in harness_samplers(v))]
+        for s, traces in harness_each({s: jobs for s in samplers}, vocab.path, llg=v, overrides=kv).items():
             key = s if v == venv_llguidance() else f"{s} llguidance {v}"
-            try:
-                traces = ran[v, s] = harness(s, vocab.path, jobs, llg=v, overrides=kv)
-            except (RuntimeError, subprocess.TimeoutExpired) as e:
-                errors[key] = first_line(str(e))
+            if isinstance(traces, Exception):
+                errors[key] = first_line(str(traces))
                 continue
+            ran[v, s] = traces
             bridge = build(vocab, s)
             if s not in ports:
                 ports[s] = port_traces(bridge, jobs)
