@@ -3,9 +3,18 @@
 // token, accept it. At each step it prints which tokens the sampler left allowed, so that the
 // Python port in lib/llgbridge can be checked against the real code, cell by cell.
 //
+// Every sampler is linked in, side by side (native/Makefile renames each object's
+// llama_sampler_init_llg to llgbridge_init_NAME, its only external symbol; samplers.cpp lists
+// them), so one process loads the vocab once for all of them. Each object keeps its own
+// tokenizer cache (common/llguidance.cpp:141-146), so each sampler builds its tokenizer from the
+// vocab once per process, as in a program that links only it.
+//
 //   harness VOCAB.gguf < jobs      one job per input line, results on stdout
 //   harness --layout               sizeof/offsetof of the llguidance structs as compiled here
+//   harness --samplers             the samplers linked in, one name a line
 //
+// A line    sampler NAME   runs the jobs after it through sampler NAME (before any: the first
+// linked); it is echoed as  @sampler NAME.
 // A job line is   job ID MAX_STEPS GRAMMAR_HEX TOKENS
 //   GRAMMAR_HEX   the lark grammar, hex-encoded (a grammar has spaces and newlines)
 //   TOKENS        comma-separated ids to accept in turn, "." for none (position 0 only), or
@@ -43,6 +52,16 @@
 #include <string>
 #include <unistd.h>
 #include <vector>
+
+typedef llama_sampler * (*sampler_init_fn)(const llama_vocab * vocab, const char * grammar_kind,
+                                           const char * grammar_data);
+
+struct linked_sampler {
+    const char *    name;
+    sampler_init_fn init;
+};
+
+extern const linked_sampler llgbridge_samplers[];  // samplers.cpp, ended by { nullptr, nullptr }
 
 #define LAYOUT(S, F) printf("@layout %s %s %zu %zu\n", #S, #F, offsetof(S, F), sizeof(((S *) nullptr)->F))
 
@@ -132,7 +151,7 @@ static void flush_all() {
     fflush(stderr);
 }
 
-static void run_job(const llama_vocab * vocab, const std::string & id, int max_steps, const std::string & grammar,
+static void run_job(sampler_init_fn init, const llama_vocab * vocab, const std::string & id, int max_steps, const std::string & grammar,
                     const std::string & tokens_arg) {
     const int32_t     n_vocab = llama_vocab_n_tokens(vocab);
     const llama_token eos     = llama_vocab_eos(vocab);
@@ -150,7 +169,7 @@ static void run_job(const llama_vocab * vocab, const std::string & id, int max_s
 
     printf("@job %s\n", id.c_str());
     flush_all();
-    llama_sampler * smpl = llama_sampler_init_llg(vocab, "lark", grammar.c_str());
+    llama_sampler * smpl = init(vocab, "lark", grammar.c_str());
     flush_all();
     printf("@ready %s\n", id.c_str());
 
@@ -207,8 +226,14 @@ int main(int argc, char ** argv) {
     if (argc == 2 && strcmp(argv[1], "--layout") == 0) {
         return print_layout();
     }
+    if (argc == 2 && strcmp(argv[1], "--samplers") == 0) {
+        for (const linked_sampler * s = llgbridge_samplers; s->name != nullptr; s++) {
+            printf("%s\n", s->name);
+        }
+        return 0;
+    }
     if (argc != 2) {
-        fprintf(stderr, "usage: %s VOCAB.gguf < jobs | %s --layout\n", argv[0], argv[0]);
+        fprintf(stderr, "usage: %s VOCAB.gguf < jobs | %s --layout | %s --samplers\n", argv[0], argv[0], argv[0]);
         return 2;
     }
     // one ordered stream: the log's lines land before the "@" line they belong to
@@ -227,11 +252,27 @@ int main(int argc, char ** argv) {
     const llama_vocab * vocab = llama_model_get_vocab(model);
     printf("@vocab %d %d %d\n", llama_vocab_n_tokens(vocab), llama_vocab_eos(vocab), llama_vocab_eot(vocab));
 
-    std::string line;
+    sampler_init_fn init = llgbridge_samplers[0].init;
+    std::string     line;
     while (std::getline(std::cin, line)) {
         std::stringstream ss(line);
         std::string       kind, id, hex, toks;
         int               max_steps = 0;
+        if (line.rfind("sampler ", 0) == 0) {
+            const std::string name = line.substr(8);
+            init                   = nullptr;
+            for (const linked_sampler * s = llgbridge_samplers; s->name != nullptr; s++) {
+                if (name == s->name) {
+                    init = s->init;
+                }
+            }
+            if (init == nullptr) {
+                printf("@error no sampler %s linked in\n", name.c_str());
+                return 2;
+            }
+            printf("@sampler %s\n", name.c_str());
+            continue;
+        }
         if (!(ss >> kind >> id >> max_steps >> hex >> toks) || kind != "job") {
             printf("@error bad job line: %s\n", line.c_str());
             return 2;
@@ -241,7 +282,7 @@ int main(int argc, char ** argv) {
             printf("@error bad grammar hex in job %s\n", id.c_str());
             return 2;
         }
-        run_job(vocab, id, max_steps, grammar, toks);
+        run_job(init, vocab, id, max_steps, grammar, toks);
     }
 
     llama_model_free(model);

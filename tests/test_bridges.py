@@ -173,7 +173,7 @@ def test_the_candidate_registry_matches_the_patches_the_ports_and_the_builds() -
     """A candidate is one patch, a port of the same name and the builds under that name: a patch
     with no entry is never built, and an entry with no port of its own is compared with nothing."""
     from llgbridge import llama_server
-    from llgbridge.native import builder
+    from llgbridge.native import builder, harness_samplers
 
     assert sorted(p.name for p in builder.CANDIDATE_PATCHES.glob("*.patch")) == sorted(
         c.patch for c in candidates.CANDIDATES
@@ -182,6 +182,6 @@ def test_the_candidate_registry_matches_the_patches_the_ports_and_the_builds() -
     assert [getattr(p, "name", None) for p in ports] == list(candidates.NAMES)
     assert len(set(ports)) == len(ports) and not set(ports) & {bridges.bridge_class(n) for n in bridges.COMPARED}
     for c in candidates.NAMES:
-        for program in ("harness", "test-pr"):
-            assert (builder.bin_dir(builder.LLG_PINNED) / f"{program}-{c}").is_file(), (program, c)
+        assert (builder.bin_dir(builder.LLG_PINNED) / f"test-pr-{c}").is_file(), c
+        assert c in harness_samplers(builder.LLG_PINNED), c
         assert llama_server.binary(c, builder.LLG_PINNED).is_file(), c

@@ -93,9 +93,7 @@ def test_patches_apply_cleanly_to_the_pinned_sdist() -> None:
 
 def test_header_layouts_equal_the_ctypes_binding() -> None:
     """native/llguidance.h and llg.py declare the same structs: offsets and sizes agree."""
-    out = subprocess.run(
-        [str(native.BIN / "harness-upstream"), "--layout"], capture_output=True, text=True, check=True
-    ).stdout
+    out = subprocess.run([str(native.BIN / "harness"), "--layout"], capture_output=True, text=True, check=True).stdout
     structs = {
         "LlgParserLimits": llg.LlgParserLimits,
         "LlgConstraintInit": llg.LlgConstraintInit,
@@ -124,6 +122,43 @@ def test_a_harness_abort_is_one_line() -> None:
             native.harness("fixed", Path(f.name), [native.Job("leak", LEAK_GRAMMAR, ())])
 
 
+@pytest.mark.parametrize("name", ["llama-bpe", "llama-spm"])
+def test_one_harness_process_gives_each_sampler_its_own_runs_traces(name: str) -> None:
+    """Every sampler linked into one harness, each job walked in one shared process: the same
+    allowed ids, accepted tokens, errors and sampler log, job by job, as each sampler's own run
+    (the fixed sampler's "not byte exact" line in its own first job, its tokenizer its own)."""
+    v = vocab(name)
+    jobs = native.jobs_for(bridge(name, "truth"), FORCED_LITERAL, LEAK_GRAMMAR, walks=0)
+    samplers = native.harness_samplers()
+    assert samplers[:2] == native.SAMPLERS and set(native.CANDIDATES) <= set(samplers)
+    shared = native.harness_each({s: jobs for s in samplers}, v.path)
+    for s in samplers:
+        own = native.harness(s, v.path, jobs)
+        got = shared[s]
+        assert not isinstance(got, Exception), got
+        for j in jobs:
+            a, b = own[j.id], got[j.id]
+            assert [x.tobytes() for x in a.allowed] == [x.tobytes() for x in b.allowed], (s, j.id)
+            assert (a.tokens, a.error, a.error_step, a.log) == (b.tokens, b.error, b.error_step, b.log), (s, j.id)
+    # guide 7.1, 5.1: the shipped sampler allows spaced tokens for the leak grammar on llama-bpe and
+    # dies along the forced literal on llama-spm, the fixed one does neither, so a harness that ran
+    # one sampler for every `sampler` line would show here
+    job = {"llama-bpe": "leak", "llama-spm": "forced"}[name]
+    up, fixed = shared["upstream"][job], shared["fixed"][job]  # type: ignore[index]
+    assert [x.tobytes() for x in up.allowed] != [x.tobytes() for x in fixed.allowed]
+
+
+def test_a_sampler_that_fails_in_the_shared_harness_gets_its_own_runs_error() -> None:
+    """A file llama.cpp cannot load ends the shared process before any sampler: each sampler then
+    runs alone and gets its own one-line error, naming it."""
+    with tempfile.NamedTemporaryFile(suffix=".gguf") as f:
+        f.write(b"GGUF" + bytes(20))
+        f.flush()
+        got = native.harness_each({s: [native.Job("leak", LEAK_GRAMMAR, ())] for s in native.SAMPLERS}, Path(f.name))
+    for s in native.SAMPLERS:
+        assert isinstance(got[s], RuntimeError) and str(got[s]).startswith(f"harness-{s}"), got[s]
+
+
 def test_ranges_round_trip() -> None:
     ids = np.array([0, 1, 2, 5, 7, 8])
     assert native.parse_ranges("0-2,5,7-8").tolist() == ids.tolist()
@@ -136,7 +171,7 @@ PIN = native.LLG_PINNED
 
 
 def _cand_built(name: str) -> None:
-    if not (native.bin_dir(PIN) / f"harness-{name}").exists():
+    if name not in native.harness_samplers(PIN):
         pytest.skip(f"candidate {name} not built against llguidance {PIN}")
 
 
@@ -241,8 +276,8 @@ def _harness_under(limit_kb: int, vocab_path: Path) -> tuple[str, int]:
         resource.setrlimit(resource.RLIMIT_AS, (limit_kb * 1024, limit_kb * 1024))
 
     r = subprocess.run(
-        [str(native.BIN / "harness-fixed"), str(vocab_path)],
-        input=native.Job("leak", LEAK_GRAMMAR, ()).line().encode(),
+        [str(native.BIN / "harness"), str(vocab_path)],
+        input=("sampler fixed\n" + native.Job("leak", LEAK_GRAMMAR, ()).line()).encode(),
         capture_output=True,
         timeout=120,
         preexec_fn=cap,

@@ -45,11 +45,13 @@ import llama_cpp
 import pandas as pd
 from tqdm import tqdm
 
-from .. import _llamacall, bridges, catalogue, corpus, generate, models, native, params, synth
+from .. import _llamacall, bridges, catalogue, corpus, generate, models, native, nb, params, synth
 from ..cbuild import llama_dirs
 from ..census import classify, detokenize_mechanisms, loaded_meta, observed_add_space_prefix, run_census
 from ..errors import InputError
 from ..gguf_meta import check_tokenizer, read_kv, read_meta
+from ..native import result as R
+from ..native.logs import program_env
 from ..paths import DATA, REPORTS, RESULTS, ROOT, VOCABS, vocab_path, write_atomic, write_json
 from ..report import Table
 from ..report.data import CORPUS_TIMING_JSON
@@ -411,6 +413,7 @@ def render(context: dict[str, Any]) -> str:
         "decode",
         "server_load",
         "corpus_time",
+        "native_split",
         "regen",
     )
     # every section ends in a blank line; the page does not
@@ -441,6 +444,7 @@ def write_reports(
     regens: dict[str, Any] | None = None,
     load: loadtest.LoadRun | None = None,
     corpus_time: dict[str, Any] | None = None,
+    native_parts: list[dict[str, Any]] | None = None,
 ) -> None:
     total_tokens = sum(x.n_tokens for x in ref.values())
     rows = census_rows(ref, py, c, checks)
@@ -497,6 +501,11 @@ def write_reports(
             m["constrained_tok_s"],
             m["constrained_tok_s"] / m["unconstrained_tok_s"],
         )
+
+    for r in native_parts or []:
+        row("native_part", r["vocab"], r["n_tokens"], "wall", r["wall"])
+        for k, _ in NATIVE_PARTS:
+            row("native_part", r["vocab"], r["n_tokens"], k, r[k], r[k] / r["wall"])
 
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
@@ -630,6 +639,7 @@ def write_reports(
             "builds": len(load.rows),
         },
         "corpus_time": corpus_mask_time_context(corpus_time),
+        "native_split": {"table": native_split_table(native_parts)} if native_parts else None,
     }
     if corpus_time:
         write_atomic(out / CORPUS_TIMING_JSON, json.dumps(corpus_time, indent=1, sort_keys=True) + "\n")
@@ -693,6 +703,132 @@ def regen_context(regens: dict[str, Any], goals: dict[str, float]) -> dict[str, 
             if r.jobs == 1
         ],
     }
+
+
+NATIVE_SPLIT_VOCABS = ("bert-bge", "llama-bpe", "gemma3-270m")  # 31k, 128k and 262k tokens
+# native.analyse's wall in parts (key, label); a compiled process's setup is estimated per
+# (llguidance, sampler) from the harness run with no job (its start and vocab load) and with one
+# position-0 job (adding the sampler's tokenizer build and one grammar), medians of three
+NATIVE_PARTS = (
+    ("test_setup", "llama.cpp's tests: process starts and vocab loads"),
+    ("test_tokenizer", "llama.cpp's tests: tokenizer builds"),
+    ("test_work", "llama.cpp's tests: the tests themselves (floor)"),
+    ("harness_setup", "harness: process starts and vocab loads"),
+    ("harness_tokenizer", "harness: tokenizer builds"),
+    ("harness_work", "harness: the walks, and reading them back (floor)"),
+    ("special", "bug C's walks in harness runs of their own"),
+    ("bridges", "the port's bridge builds"),
+    ("port", "the port's walks (port_trace, differential)"),
+    ("other", "the rest: jobs, causes, bug D rows"),
+)
+
+
+def native_split(vocabs: tuple[str, ...] = NATIVE_SPLIT_VOCABS) -> list[dict[str, Any]]:
+    """`native.analyse` on each vocab with the notebook's defaults, its wall split into
+    NATIVE_PARTS (one row per vocab: `n_tokens`, `wall`, `processes`, each part's seconds); empty
+    where the native parts are not built. Each call into the compiled programs and the port is
+    timed where `analyse` makes it, its own seconds only (a harness run inside bug C's rows counts
+    there, not as the differential's)."""
+    if native.unavailable():
+        return []
+    p = params.declared("native")
+    # (part, the samplers one compiled process served, llguidance, own seconds)
+    calls: list[tuple[str, tuple[str, ...], str, float]] = []
+    stack: list[list[Any]] = []
+
+    def served(part: str, a: tuple[Any, ...]) -> tuple[str, ...]:
+        if part == "test":
+            return (str(a[1]),)
+        if part == "harness":
+            return (str(a[0]),)
+        return tuple(a[0]) if part == "harness_each" else ()
+
+    def timed(part: str, f: Callable[..., Any]) -> Callable[..., Any]:
+        def g(*a: Any, **k: Any) -> Any:
+            under = stack[-1][0] if stack else ""
+            stack.append([part, 0.0])
+            t0 = time.perf_counter()
+            try:
+                return f(*a, **k)
+            finally:
+                dt = time.perf_counter() - t0
+                inner = stack.pop()[1]
+                if stack:
+                    stack[-1][1] += dt
+                tag = "special" if part == "harness" and under == "special" else part.removesuffix("_each")
+                calls.append((tag, served(part, a), str(k.get("llg") or ""), dt - inner))
+
+        return g
+
+    wrapped = {"run_test": "test", "harness": "harness", "special_literal_rows": "special", "differential": "port"}
+    wrapped |= {"harness_each": "harness_each", "port_traces": "port"} if hasattr(R, "harness_each") else {}
+    saved = {name: getattr(R, name) for name in wrapped}
+    out = []
+    try:
+        for name, part in wrapped.items():
+            setattr(R, name, timed(part, saved[name]))
+        build = timed("bridges", nb.bridge)
+        for name in vocabs:
+            v = nb.load_vocab(name)
+            calls.clear()
+            t0 = time.perf_counter()
+            R.analyse(v, p["literal"], p["leak_grammar"], walks=p["walks"], seed=p["seed"], build=build)
+            wall = time.perf_counter() - t0
+
+            def probe(sampler: str, llg: str, jobs: str) -> float:
+                exe = native.bin_dir(llg or None) / "harness"
+                if not exe.exists():  # a build from before the samplers shared one harness
+                    exe = exe.with_name(f"harness-{sampler}")
+                runs = []
+                for _ in range(3):
+                    t = time.perf_counter()
+                    subprocess.run(
+                        [str(exe), str(v.path)],
+                        input=(f"sampler {sampler}\n" + jobs if jobs and exe.name == "harness" else jobs).encode(),
+                        capture_output=True,
+                        env=program_env(v.overrides),
+                    )
+                    runs.append(time.perf_counter() - t)
+                return statistics.median(runs)
+
+            leak = native.Job("leak", p["leak_grammar"], ()).line()
+            setups = {
+                (s, llg): (probe(s, llg, ""), probe(s, llg, leak))
+                for part, samplers, llg, _ in calls
+                if part in ("test", "harness", "special")
+                for s in samplers
+            }
+            parts = dict.fromkeys((k for k, _ in NATIVE_PARTS), 0.0)
+            n_procs = 0
+            for part, samplers, llg, secs in calls:
+                if part in ("test", "harness") or (part == "special" and samplers):
+                    n_procs += 1
+                if part in ("test", "harness"):
+                    # one start and vocab load per process, one tokenizer build per sampler it served
+                    empty = setups[samplers[0], llg][0]
+                    tokenizers = sum(setups[s, llg][1] - setups[s, llg][0] for s in samplers)
+                    parts[f"{part}_setup"] += empty
+                    parts[f"{part}_tokenizer"] += tokenizers
+                    parts[f"{part}_work"] += secs - empty - tokenizers
+                elif part in ("special", "bridges", "port"):
+                    parts[part] += secs
+            parts["other"] = wall - sum(parts.values())
+            out.append({"vocab": name, "n_tokens": v.n_tokens, "wall": wall, "processes": n_procs, **parts})
+    finally:
+        for name, f in saved.items():
+            setattr(R, name, f)
+    return out
+
+
+def native_split_table(rows: list[dict[str, Any]]) -> Any:
+    """NATIVE_PARTS down, the vocabs across: seconds and share of each vocab's wall."""
+    return _table(
+        ["part", *(f"{r['vocab']} ({r['n_tokens']})" for r in rows)],
+        [
+            ["wall s (processes)", *(f"{r['wall']:.1f} ({r['processes']})" for r in rows)],
+            *[[label, *(f"{r[k]:.2f} ({100 * r[k] / r['wall']:.0f}%)" for r in rows)] for k, label in NATIVE_PARTS],
+        ],
+    )
 
 
 MASK_PATH_VOCABS = ("llama-spm", "llama-bpe", "gemma-4")  # 32k, 128k and 262k tokens
@@ -891,10 +1027,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--only",
-        choices=["census"],
-        help="run only this part and print its section of bench.md; writes nothing (census: Python vs C)",
+        choices=["census", "native"],
+        help=(
+            "run only this part and print its section of bench.md; writes nothing (census: Python vs C; native: "
+            "the native analysis in parts)"
+        ),
     )
     args = ap.parse_args(argv)
+    if args.only == "native":
+        rows = native_split(tuple(args.vocabs.split(",")) if args.vocabs else NATIVE_SPLIT_VOCABS)
+        print(render({"native_split": {"table": native_split_table(rows)} if rows else None}), end="")
+        return 0
     paths = sorted(VOCABS.glob("ggml-vocab-*.gguf"))
     if args.vocabs:
         paths = [vocab_path(n) for n in args.vocabs.split(",")]
@@ -950,6 +1093,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.corpus_vocabs is not None
             else sorted(f.stem for f in (RESULTS / "corpus").glob("*.json"))
         ),
+        native_split(),
     )
     # the guide's quotes on real weights: a real model's words depend on the CPU, so, like every
     # timing here, they are a dated snapshot the report quotes (`quotes`)

@@ -13,7 +13,8 @@ Everything else in this package drives llguidance through a Python port of
   and the sampler did, by the first of its `RULES` that applies ("cause not classified", with the
   evidence, where none does);
 - `trace`: `harness()` drives the compiled `llama_sampler_init_llg`, `port_trace()` the Python
-  port, and `differential()` compares them cell by cell;
+  port (`port_traces()` every job once, shared by a sampler's runs on each llguidance), and
+  `differential()` compares them cell by cell;
 - `result`: `analyse()`, all of it for one vocab, the result the `native` notebook shows.
 
 `python -m llgbridge.native build` is what `make native` runs.
@@ -62,8 +63,11 @@ from .trace import (
     compare,
     differential,
     harness,
+    harness_each,
+    harness_samplers,
     jobs_for,
     port_trace,
+    port_traces,
     special_job,
     special_literal,
     special_text,
@@ -116,8 +120,11 @@ __all__ = [
     "compare",
     "differential",
     "harness",
+    "harness_each",
+    "harness_samplers",
     "jobs_for",
     "port_trace",
+    "port_traces",
     "special_job",
     "special_literal",
     "special_text",

@@ -5,9 +5,10 @@
 `patch -p1 --fuzz=0`, then the candidate patches (`patches/candidates/`) each on top of the PR in a
 tree of its own, and compiles with `native/Makefile`: `common/llguidance.cpp` per sampler,
 llama.cpp's own `tests/test-grammar-llguidance.cpp` as shipped and as patched, and
-`native/harness.cpp`, once per llguidance version (the venv's, and the pinned 1.0.1). They link the
-venv's `libllama` and the llguidance wheel's C API. About 30 s on 2 cores the first time; nothing
-when up to date. The server's build (`server.build`) reuses the trees and `run_make`.
+`native/harness.cpp` (every sampler linked into one harness), once per llguidance version (the
+venv's, and the pinned 1.0.1). They link the venv's `libllama` and the llguidance wheel's C API.
+About 30 s on 2 cores the first time; nothing when up to date. The server's build (`server.build`)
+reuses the trees and `run_make`.
 
 But: without a C++ compiler, `patch` or a shared libpython, `build()` records one line saying so
 (data/native/status.json), and everything else runs.
@@ -289,6 +290,9 @@ def build(jobs: int | None = None) -> dict[str, Any]:
             out = NATIVE if version == venv_llguidance() else NATIVE / f"llg-{version}"
             args = [f"{k}={v}" for k, v in {**make_vars(), "OUT": str(out), "LLG_SO": str(lib)}.items()]
             run_make(MAKEFILE, args, f"native build (llguidance {version})", jobs)
+            # one harness now links every sampler: an earlier build's harness per sampler is no part of this one
+            for old in (out / "bin").glob("harness-*"):
+                old.unlink()
         status = {"built": True, "llguidance": list(libs), "missing": missing}
     except (InputError, RuntimeError, OSError, subprocess.SubprocessError) as e:
         status["reason"] = first_line(str(e))
@@ -328,5 +332,5 @@ def built_versions() -> list[str]:
 
 
 def binaries(llg: str | None = None) -> list[Path]:
-    names = [f"{kind}-{s}" for kind in ("test-shipped", "test-pr", "harness") for s in SAMPLERS]
-    return [bin_dir(llg) / n for n in names]
+    names = [f"{kind}-{s}" for kind in ("test-shipped", "test-pr") for s in SAMPLERS]
+    return [bin_dir(llg) / n for n in [*names, "harness"]]

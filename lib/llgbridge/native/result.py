@@ -15,7 +15,19 @@ from ..errors import first_line
 from .builder import CANDIDATES, LLG_PINNED, SAMPLERS, bin_dir, built_versions, unavailable, venv_llguidance
 from .causes import classified
 from .logs import TestRun, run_test
-from .trace import Differential, Job, Trace, differential, harness, jobs_for, special_job, special_literal
+from .trace import (
+    Differential,
+    Job,
+    Trace,
+    differential,
+    harness,
+    harness_each,
+    harness_samplers,
+    jobs_for,
+    port_traces,
+    special_job,
+    special_literal,
+)
 
 
 @dataclass
@@ -149,22 +161,35 @@ def analyse(
     truth = build(vocab, "truth")
     jobs = jobs_for(truth, literal, leak_grammar, walks, seed)
     diffs, errors, mask_errors = [], {}, []
+    ran: dict[tuple[str, str], dict[str, Trace]] = {}  # (llguidance, sampler) -> its harness's traces
+    ports: dict[str, dict[str, Trace]] = {}  # sampler -> the port's walks, the same on every version
     for v in versions:
-        # each candidate's port (bridges.NoSpecial, FailClosed) against its compiled sampler, as the PR's
-        for s in [*SAMPLERS, *(c for c in CANDIDATES if (bin_dir(v) / f"harness-{c}").exists())]:
+        # each candidate's port (bridges.NoSpecial, FailClosed) against its compiled sampler, as the PR's;
+        # one harness process per version serves every sampler
+        samplers = [*SAMPLERS, *(c for c in CANDIDATES if c in harness_samplers(v))]
+        for s, traces in harness_each({s: jobs for s in samplers}, vocab.path, llg=v, overrides=kv).items():
             key = s if v == venv_llguidance() else f"{s} llguidance {v}"
-            try:
-                traces = harness(s, vocab.path, jobs, llg=v, overrides=kv)
-            except (RuntimeError, subprocess.TimeoutExpired) as e:
-                errors[key] = first_line(str(e))
+            if isinstance(traces, Exception):
+                errors[key] = first_line(str(traces))
                 continue
-            diffs.append(differential(build(vocab, s), jobs, traces, v))
+            ran[v, s] = traces
+            bridge = build(vocab, s)
+            if s not in ports:
+                ports[s] = port_traces(bridge, jobs)
+            diffs.append(differential(bridge, jobs, traces, v, ports[s]))
             mask_errors += mask_error_rows(vocab, s, v, jobs, traces, diffs[-1])
     pin = LLG_PINNED if LLG_PINNED in versions else versions[0]
     cands = [c for c in CANDIDATES if (bin_dir(pin) / f"test-pr-{c}").exists()]
     tests += [run_test("pr", c, vocab.path, llg=pin, overrides=kv) for c in cands]
     tests = [classified(t, vocab, tok_eos) for t in tests]
-    special = special_literal_rows(vocab, [*SAMPLERS, *cands], pin)
+    # bug C's walk is one of the differential's jobs: its trace from the run above, where that ran
+    special_job_ = special_job(vocab)
+    walked = {
+        s: t["special"]
+        for (v, s), t in ran.items()
+        if v == pin and special_job_ is not None and special_job_ in jobs and "special" in t
+    }
+    special = special_literal_rows(vocab, [*SAMPLERS, *cands], pin, walked)
     return NativeResult(vocab.name, tok_eos, tests, diffs, errors, versions, special, mask_errors)
 
 
@@ -206,11 +231,16 @@ def mask_error_rows(
     return out
 
 
-def special_literal_rows(vocab: Any, samplers: list[str], llg: str) -> list[dict[str, Any]]:
+def special_literal_rows(
+    vocab: Any, samplers: list[str], llg: str, walked: dict[str, Trace] | None = None
+) -> list[dict[str, Any]]:
     """Bug C through the compiled samplers: a literal spelling the vocab's end-of-turn token as
     text (`say TEXT now`), followed step by step; where the walk stops, what each sampler allows
     there, by id and real bytes. A sampler that parses the text into the control token allows
-    only that token (a decoder ends the turn), one that spells it out allows the text's first piece."""
+    only that token (a decoder ends the turn), one that spells it out allows the text's first piece.
+
+    `walked`: sampler -> its trace of this walk (`special_job`) from a harness run on `llg` that
+    had it among its jobs (`analyse`'s differential); the harness runs it for the others."""
     job = special_job(vocab)
     if job is None:
         return []
@@ -218,7 +248,7 @@ def special_literal_rows(vocab: Any, samplers: list[str], llg: str) -> list[dict
     out = []
     for s in samplers:
         try:
-            t = harness(s, vocab.path, [job], llg=llg, overrides=vocab.overrides)["special"]
+            t = (walked or {}).get(s) or harness(s, vocab.path, [job], llg=llg, overrides=vocab.overrides)["special"]
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             out.append(
                 {"vocab": vocab.name, "sampler": s, "llguidance": llg, "literal": literal, "error": first_line(str(e))}

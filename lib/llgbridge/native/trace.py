@@ -2,6 +2,8 @@
 
 - `harness()` drives the compiled `llama_sampler_init_llg` through `native/harness.cpp`, which
   applies and accepts as `common/sampling.cpp` does and prints the allowed ids of every step;
+  the harness links every sampler side by side, and `harness_each()` runs several samplers' jobs
+  in one process, one vocab load for all;
   `port_trace()` walks the same job through the Python port (`bridges.build(vocab, sampler)`, the
   same name for the same patch: `upstream`, `fixed`, and each candidate of `CANDIDATES`).
 - `differential()` compares the two cell by cell (a cell is one step of one job): the allowed
@@ -64,32 +66,30 @@ class Trace:
     apply_ns: list[int] = field(default_factory=list)
 
 
-def harness(
-    sampler: str,
-    vocab_path: Path,
-    jobs: list[Job],
-    timeout: int = TEST_TIMEOUT,
-    llg: str | None = None,
-    overrides: tuple[Override, ...] = (),
-) -> dict[str, Trace]:
-    """Run `jobs` through the compiled sampler (linked against llguidance `llg`, None: the
-    venv's), with llama.cpp's key `overrides` (kv_override.cpp); traces by job id.
+def harness_samplers(llg: str | None = None) -> tuple[str, ...]:
+    """The samplers linked into the harness built against llguidance `llg` (None: the venv's),
+    in its order (`harness --samplers`); () where it is not built."""
+    exe = bin_dir(llg) / "harness"
+    try:
+        key = (str(exe), exe.stat().st_mtime_ns)
+    except OSError:
+        return ()
+    if key not in _LINKED:
+        r = subprocess.run([str(exe), "--samplers"], capture_output=True, text=True, timeout=60)
+        _LINKED[key] = tuple(r.stdout.split()) if r.returncode == 0 else ()
+    return _LINKED[key]
 
-    Raises RuntimeError with why (`crash_cause`) when it does not finish (an abort inside
-    llama.cpp, for instance), or when its log does not show an override taken.
-    """
-    exe = bin_dir(llg) / f"harness-{sampler}"
-    r = subprocess.run(
-        [str(exe), str(vocab_path)],
-        input="".join(j.line() for j in jobs).encode(),
-        capture_output=True,
-        timeout=timeout,
-        env=program_env(overrides),
-    )
-    text = r.stdout.decode("utf-8", "replace")
-    if r.returncode == 0:
-        check_taken(overrides, text, exe.name, vocab_path)
-    out = text.splitlines()
+
+_LINKED: dict[tuple[str, int], tuple[str, ...]] = {}
+
+
+def _jobs_input(runs: dict[str, list[Job]]) -> bytes:
+    return "".join(f"sampler {s}\n" + "".join(j.line() for j in jobs) for s, jobs in runs.items()).encode()
+
+
+def _parse(sampler: str, out: list[str], jobs: list[Job]) -> tuple[dict[str, Trace], bool]:
+    """One sampler's traces from its part of the harness's output, and whether it finished there
+    (every job traced, no `@error`); RuntimeError for an `@error` line."""
     traces: dict[str, Trace] = {}
     pending: list[str] = []
     cur: Trace | None = None
@@ -118,11 +118,96 @@ def harness(
             raise RuntimeError(f"harness-{sampler}: {' '.join(rest)}{oom}")
         if word != "@vocab":
             pending = []
-    if r.returncode != 0 or len(traces) != len(jobs):
+    return traces, len(traces) == len(jobs)
+
+
+def harness(
+    sampler: str,
+    vocab_path: Path,
+    jobs: list[Job],
+    timeout: int = TEST_TIMEOUT,
+    llg: str | None = None,
+    overrides: tuple[Override, ...] = (),
+) -> dict[str, Trace]:
+    """Run `jobs` through the compiled sampler (linked against llguidance `llg`, None: the
+    venv's), with llama.cpp's key `overrides` (kv_override.cpp); traces by job id. The harness
+    process serves this sampler only (`harness_each` serves several).
+
+    Raises RuntimeError with why (`crash_cause`) when it does not finish (an abort inside
+    llama.cpp, for instance), or when its log does not show an override taken.
+    """
+    exe = bin_dir(llg) / "harness"
+    r = subprocess.run(
+        [str(exe), str(vocab_path)],
+        input=_jobs_input({sampler: jobs}),
+        capture_output=True,
+        timeout=timeout,
+        env=program_env(overrides),
+    )
+    text = r.stdout.decode("utf-8", "replace")
+    if r.returncode == 0:
+        check_taken(overrides, text, f"harness-{sampler}", vocab_path)
+    out = text.splitlines()
+    traces, finished = _parse(sampler, out, jobs)
+    if r.returncode != 0 or not finished:
         code = r.returncode if r.returncode >= 0 else 128 - r.returncode
         said = "\n".join([*out, *r.stderr.decode("utf-8", "replace").splitlines()])
         raise RuntimeError(f"harness-{sampler} exited {code}: {crash_cause(said, code)}")
     return traces
+
+
+def harness_each(
+    runs: dict[str, list[Job]],
+    vocab_path: Path,
+    timeout: int = TEST_TIMEOUT,
+    llg: str | None = None,
+    overrides: tuple[Override, ...] = (),
+) -> dict[str, dict[str, Trace] | Exception]:
+    """Each sampler's jobs (`runs`: sampler -> jobs, in that order) through one harness process,
+    which loads the vocab once for all of them; per sampler its traces, or the exception
+    `harness` raises for it (RuntimeError, subprocess.TimeoutExpired).
+
+    Where a sampler's part does not finish in the shared process (it died, timed out, or did not
+    show an override taken), that sampler and every one after it run again each in a process of
+    its own (`harness`), so each gets exactly the traces or the error a run of its own gives."""
+    got: dict[str, dict[str, Trace] | Exception] = {}
+    names = list(runs)
+    if len(names) > 1:
+        try:
+            r = subprocess.run(
+                [str(bin_dir(llg) / "harness"), str(vocab_path)],
+                input=_jobs_input(runs),
+                capture_output=True,
+                timeout=timeout * len(names),
+                env=program_env(overrides),
+            )
+            text = r.stdout.decode("utf-8", "replace")
+            if r.returncode == 0:
+                check_taken(overrides, text, "harness", vocab_path)
+            elif overrides:
+                raise RuntimeError("the overrides are checked on a finished run")
+            parts: dict[str, list[str]] = {}
+            cur: list[str] = []
+            for ln in text.splitlines():
+                if ln.startswith("@sampler "):
+                    cur = parts[ln.removeprefix("@sampler ")] = []
+                cur.append(ln)
+            for i, s in enumerate(names):
+                # a part is whole once the next one began, or the process ended well
+                if s not in parts or not (r.returncode == 0 or (i + 1 < len(names) and names[i + 1] in parts)):
+                    break
+                traces, finished = _parse(s, parts[s], runs[s])
+                if not finished:
+                    break
+                got[s] = traces
+        except (RuntimeError, subprocess.TimeoutExpired):
+            pass
+    for s in names[len(got) :]:
+        try:
+            got[s] = harness(s, vocab_path, runs[s], timeout, llg, overrides)
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            got[s] = e
+    return got
 
 
 def port_trace(bridge: Any, job: Job) -> Trace:
@@ -309,10 +394,21 @@ def jobs_for(
     return jobs
 
 
-def differential(bridge: Any, jobs: list[Job], traces: dict[str, Trace], llg: str = "") -> Differential:
+def port_traces(bridge: Any, jobs: list[Job]) -> dict[str, Trace]:
+    """Every job through the port, by job id: what `differential` compares a compiled run with."""
+    return {job.id: port_trace(bridge, job) for job in jobs}
+
+
+def differential(
+    bridge: Any, jobs: list[Job], traces: dict[str, Trace], llg: str = "", ports: dict[str, Trace] | None = None
+) -> Differential:
+    """The compiled `traces` against the port's walks of the same jobs. The port drives the venv's
+    llguidance whichever version the compiled side linked, so one sampler's `ports` (`port_traces`)
+    serve its runs on every version."""
     d = Differential(bridge.vocab.name, bridge.name, llg or venv_llguidance())
+    ports = ports if ports is not None else port_traces(bridge, jobs)
     for job in jobs:
-        port = port_trace(bridge, job)
+        port = ports[job.id]
         if port.error and port.error_step is not None:
             d.port_errors[job.id] = port.error
         compare(bridge.vocab.name, bridge.name, job, traces[job.id], port, d)
