@@ -74,10 +74,6 @@ class Matrix:
         }
 
 
-def _case(name: str, prompt: G.Prompt) -> dict[str, str]:
-    return {"grammar": G.CASES[name].grammar, "description": G.CASES[name].description, "prompt": prompt.text}
-
-
 def check_cases(cases: list[str]) -> None:
     unknown = [c for c in cases if c not in G.CASES]
     if unknown:

@@ -760,8 +760,14 @@ def native_split(vocabs: tuple[str, ...] = NATIVE_SPLIT_VOCABS) -> list[dict[str
 
         return g
 
-    wrapped = {"run_test": "test", "harness": "harness", "special_literal_rows": "special", "differential": "port"}
-    wrapped |= {"harness_each": "harness_each", "port_traces": "port"} if hasattr(R, "harness_each") else {}
+    wrapped = {
+        "run_test": "test",
+        "harness": "harness",
+        "harness_each": "harness_each",
+        "special_literal_rows": "special",
+        "differential": "port",
+        "port_traces": "port",
+    }
     saved = {name: getattr(R, name) for name in wrapped}
     out = []
     try:
@@ -777,14 +783,12 @@ def native_split(vocabs: tuple[str, ...] = NATIVE_SPLIT_VOCABS) -> list[dict[str
 
             def probe(sampler: str, llg: str, jobs: str) -> float:
                 exe = native.bin_dir(llg or None) / "harness"
-                if not exe.exists():  # a build from before the samplers shared one harness
-                    exe = exe.with_name(f"harness-{sampler}")
                 runs = []
                 for _ in range(3):
                     t = time.perf_counter()
                     subprocess.run(
                         [str(exe), str(v.path)],
-                        input=(f"sampler {sampler}\n" + jobs if jobs and exe.name == "harness" else jobs).encode(),
+                        input=(f"sampler {sampler}\n" + jobs if jobs else "").encode(),
                         capture_output=True,
                         env=program_env(v.overrides),
                     )
