@@ -14,8 +14,8 @@ from llgbridge import synth
 from llgbridge.errors import InputError
 from llgbridge.paths import VOCABS
 
-# llama-bpe's build is ~12 s (GGUFReader on 128k tokens and 280k merges), so each vocab is
-# built once per session and the second, byte-comparison build is done for llama-spm only.
+# llama-bpe's build is a few seconds (GGUFWriter packs 128k tokens and 280k merges one by one), so
+# each vocab is built once per session and the second, byte-comparison build is done for llama-spm only.
 VOCABS_UNDER_TEST = ["llama-spm", "llama-bpe"]
 
 
