@@ -100,9 +100,15 @@ def order(jobs: dict[str, list[str]]) -> list[tuple[str, list[str]]]:
 
 # -- the worker ---------------------------------------------------------------------------------------
 @contextmanager
-def notebook_worker(out_root: Path | None, results: Path | None, notebooks: Path | None) -> Iterator[Handle]:
+def notebook_worker(
+    out_root: Path | None,
+    results: Path | None,
+    notebooks: Path | None,
+    params: dict[str, dict[str, object]] | None = None,
+) -> Iterator[Handle]:
     """What a pool worker runs (`pool.run`): one `run.Worker` (one kernel) for every input it is
-    handed, each input's analyses in turn, each run's status sent as it ends."""
+    handed, each input's analyses in turn (each with `params[analysis]`, default its defaults),
+    each run's status sent as it ends."""
     fast_imports()
     import nbclient  # noqa: F401, E401 - counted as the worker's start-up
 
@@ -115,7 +121,7 @@ def notebook_worker(out_root: Path | None, results: Path | None, notebooks: Path
 
         def handle(job: dict[str, Any], emit: Callable[[Any], None]) -> None:
             try:
-                w.run_vocab(job["vocab"], job["analyses"], on_status=emit)
+                w.run_vocab(job["vocab"], job["analyses"], params, on_status=emit)
             except InputError as e:
                 for a in job["analyses"]:
                     emit({"notebook": a, "vocab": job["vocab"], "status": "failed", "error": str(e)})
@@ -132,8 +138,10 @@ def run_pool(
     out_root: Path | None = None,
     notebooks: Path | None = None,
     stall: float = pool.STALL,
+    params: dict[str, dict[str, object]] | None = None,
 ) -> tuple[list[RunStatus], list[dict[str, float]]]:
-    """Run `jobs` ((input, its analyses), in order) on at most `workers` workers (`pool.run`); the
+    """Run `jobs` ((input, its analyses), in order) on at most `workers` workers (`pool.run`), each
+    analysis with `params[analysis]` (default: its defaults); the
     first is this command's own slot, each other one takes a slot from `server` first. A worker
     lost mid-input runs that input's remaining analyses once more on a fresh worker; lost again,
     they fail naming the cause. Returns every run's status and each worker's start-up."""
@@ -162,7 +170,7 @@ def run_pool(
     stats = pool.run(
         [{"vocab": v, "analyses": a} for v, a in jobs],
         notebook_worker,
-        (out_root, results, notebooks),
+        (out_root, results, notebooks, params),
         workers=workers,
         slots=server,
         stall=stall,

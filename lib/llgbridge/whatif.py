@@ -20,13 +20,14 @@ snapshot of the main report.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from . import analyses, report, run
+from . import analyses, batch, report, run
 from . import params as P
 from .errors import InputError
 from .overrides import Override, model_label, parse_all, suffix, tag
@@ -72,15 +73,36 @@ def _plan(path: Path, name: str, params: dict[str, object], models_dir: Path) ->
     return runs
 
 
+# two workers, each one kernel and one load of the file: the analyses of the vocab on one, the
+# matrix and the server (the synthetic model the matrix makes, then the servers on it) on the other;
+# on 32k tokens the two take about as long
+WORKERS = 2
+
+
+def _groups(runs: list[tuple[str, dict[str, object]]]) -> list[list[str]]:
+    on_models = {a.name for a in analyses.ANALYSES if a.runs_on != "every"}
+    names = [nb for nb, _ in runs]
+    return [g for g in ([n for n in names if n not in on_models], [n for n in names if n in on_models]) if g]
+
+
 def _run_all(name: str, runs: list[tuple[str, dict[str, object]]], out: Path) -> list[run.RunStatus]:
-    """Every analysis in one kernel (run.Worker): the file is loaded and its bridges built once (the
-    kernel's output goes to a log meanwhile: `w.say` is the terminal). Each status keeps its wall."""
-    statuses: list[run.RunStatus] = []
-    with run.Worker(out, out / "results") as w:
-        for i, (nb, p) in enumerate(runs, 1):
-            w.say(f"[whatif {name} {i}/{len(runs)}] {nb} ...")
-            statuses += w.run_vocab(name, [nb], {nb: p})
-    return statuses
+    """Every analysis on the pool (`batch.run_pool`), in two groups (`_groups`) run side by side
+    where the machine has the cores: each worker loads the file and builds its bridges once (its
+    kernel's output goes to a log meanwhile; each run's line goes to the terminal as it ends). The
+    statuses come back in the registry's order, each with its wall."""
+    groups = _groups(runs)
+    workers = max(1, min(WORKERS, len(groups), len(os.sched_getaffinity(0))))
+    print(f"[whatif {name}] {len(runs)} analyses on {workers} worker(s) ...", flush=True)
+    statuses, _ = batch.run_pool(
+        [(name, g) for g in groups],
+        workers,
+        out_root=out,
+        results=out / "results",
+        say=lambda line: print(line, flush=True),
+        params=dict(runs),
+    )
+    order = [nb for nb, _ in runs]
+    return sorted(statuses, key=lambda st: order.index(str(st["notebook"])))
 
 
 def whatif(
