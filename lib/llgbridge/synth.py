@@ -204,7 +204,7 @@ def _tokenizer_kv(path: Path) -> dict[str, tuple[Any, GGUFValueType, GGUFValueTy
                     raw = c.take(n * struct.calcsize(fmt), f"array {key}")
                     value = np.frombuffer(raw, dtype=np.dtype(fmt)).tolist()
             elif vtype == GGUFValueType.STRING:
-                value = bytes(c.string(key))
+                value = c.string(key)  # bytes: an mmap slice
             else:
                 value = c.unpack(gguf_meta._SCALAR[vtype], key)
             if key.startswith(TOKENIZER_PREFIX):
