@@ -12,9 +12,19 @@
 //   harness VOCAB.gguf < jobs      one job per input line, results on stdout
 //   harness --layout               sizeof/offsetof of the llguidance structs as compiled here
 //   harness --samplers             the samplers linked in, one name a line
+//   harness --tests                llama.cpp's tests linked in, "TEST SAMPLER" a line
 //
 // A line    sampler NAME   runs the jobs after it through sampler NAME (before any: the first
 // linked); it is echoed as  @sampler NAME.
+// A line    test TEST SAMPLER TIMEOUT DIR_HEX   runs llama.cpp's test TEST (shipped or pr) built
+// against SAMPLER, as its own binary test-TEST-SAMPLER would run on this vocab, in a child forked
+// from this process: the child's stdout and stderr go to DIR/TEST-SAMPLER.out and .err, its
+// working directory is DIR, and its load of the vocab is given the model loaded here
+// (kv_override.cpp), so it starts with the vocab read and, where this process ran SAMPLER's jobs,
+// its tokenizer built (each sampler caches it per vocab, common/llguidance.cpp:179-183). A child
+// that runs past TIMEOUT seconds is killed. Then
+//   @test TEST SAMPLER EXIT NS    EXIT as a shell shows it (128 + signal; 124: timed out),
+//                                 NS the child's wall time
 // A job line is   job ID MAX_STEPS GRAMMAR_HEX TOKENS
 //   GRAMMAR_HEX   the lark grammar, hex-encoded (a grammar has spaces and newlines)
 //   TOKENS        comma-separated ids to accept in turn, "." for none (position 0 only), or
@@ -43,13 +53,17 @@
 #include "sampling.h"
 
 #include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
@@ -62,6 +76,16 @@ struct linked_sampler {
 };
 
 extern const linked_sampler llgbridge_samplers[];  // samplers.cpp, ended by { nullptr, nullptr }
+
+struct linked_test {
+    const char * test;
+    const char * sampler;
+    int (*main)(int argc, const char ** argv);
+};
+
+extern const linked_test llgbridge_tests[];  // samplers.cpp, ended by { nullptr, nullptr, nullptr }
+
+extern "C" void llgbridge_preload(const char * path_model, llama_model * model);  // kv_override.cpp
 
 #define LAYOUT(S, F) printf("@layout %s %s %zu %zu\n", #S, #F, offsetof(S, F), sizeof(((S *) nullptr)->F))
 
@@ -222,6 +246,57 @@ static void run_job(sampler_init_fn init, const llama_vocab * vocab, const std::
     fflush(stdout);
 }
 
+static void run_test(const linked_test & t, const char * vocab_path, int timeout_s, const std::string & dir) {
+    flush_all();  // nothing buffered here is written twice
+    const auto  t0  = std::chrono::steady_clock::now();
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const std::string base = dir + "/" + t.test + "-" + t.sampler;
+        const int         out  = open((base + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        const int         err  = open((base + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        const int         nul  = open("/dev/null", O_RDONLY);
+        if (out < 0 || err < 0 || nul < 0 || chdir(dir.c_str()) != 0) {
+            _exit(125);
+        }
+        dup2(nul, STDIN_FILENO);
+        dup2(out, STDOUT_FILENO);
+        dup2(err, STDERR_FILENO);
+        // as the test's own binary: llama.cpp's default log, everything it says
+        llama_log_set(nullptr, nullptr);
+        const std::string name    = std::string("test-") + t.test + "-" + t.sampler;
+        // and its name, where a failed assert() says which program it was
+        program_invocation_name = program_invocation_short_name = strdup(name.c_str());
+        const char *      args[3] = { name.c_str(), vocab_path, nullptr };
+        const int         rc      = t.main(2, args);
+        fflush(stdout);
+        fflush(stderr);
+        _exit(rc & 0xff);
+    }
+    int  code = 0;
+    if (pid < 0) {
+        code = 125;
+    } else {
+        const auto deadline = t0 + std::chrono::seconds(timeout_s);
+        int        status   = 0;
+        useconds_t nap      = 100;
+        while (waitpid(pid, &status, WNOHANG) == 0) {
+            if (std::chrono::steady_clock::now() > deadline) {
+                kill(pid, SIGKILL);
+                waitpid(pid, &status, 0);
+                status = -1;
+                break;
+            }
+            usleep(nap);
+            nap = nap < 5000 ? nap * 2 : nap;
+        }
+        code = status == -1 ? 124 : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+    }
+    const auto ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+    printf("@test %s %s %d %lld\n", t.test, t.sampler, code, (long long) ns);
+    fflush(stdout);
+}
+
 int main(int argc, char ** argv) {
     if (argc == 2 && strcmp(argv[1], "--layout") == 0) {
         return print_layout();
@@ -229,6 +304,12 @@ int main(int argc, char ** argv) {
     if (argc == 2 && strcmp(argv[1], "--samplers") == 0) {
         for (const linked_sampler * s = llgbridge_samplers; s->name != nullptr; s++) {
             printf("%s\n", s->name);
+        }
+        return 0;
+    }
+    if (argc == 2 && strcmp(argv[1], "--tests") == 0) {
+        for (const linked_test * t = llgbridge_tests; t->test != nullptr; t++) {
+            printf("%s %s\n", t->test, t->sampler);
         }
         return 0;
     }
@@ -249,6 +330,7 @@ int main(int argc, char ** argv) {
         printf("@error failed to load the vocab %s\n", argv[1]);
         return 1;
     }
+    llgbridge_preload(argv[1], model);
     const llama_vocab * vocab = llama_model_get_vocab(model);
     printf("@vocab %d %d %d\n", llama_vocab_n_tokens(vocab), llama_vocab_eos(vocab), llama_vocab_eot(vocab));
 
@@ -271,6 +353,23 @@ int main(int argc, char ** argv) {
                 return 2;
             }
             printf("@sampler %s\n", name.c_str());
+            continue;
+        }
+        if (line.rfind("test ", 0) == 0) {
+            std::string test, sampler, dir;
+            int         timeout_s = 0;
+            ss >> kind >> test >> sampler >> timeout_s >> hex;
+            const linked_test * found = nullptr;
+            for (const linked_test * t = llgbridge_tests; t->test != nullptr; t++) {
+                if (test == t->test && sampler == t->sampler) {
+                    found = t;
+                }
+            }
+            if (found == nullptr || timeout_s <= 0 || !unhex(hex, dir)) {
+                printf("@error bad test line: %s\n", line.c_str());
+                return 2;
+            }
+            run_test(*found, argv[1], timeout_s, dir);
             continue;
         }
         if (!(ss >> kind >> id >> max_steps >> hex >> toks) || kind != "job") {

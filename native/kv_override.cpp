@@ -23,6 +23,17 @@
 
 extern "C" llama_model * __real_llama_model_load_from_file(const char * path_model, llama_model_params params);
 
+// The harness runs llama.cpp's tests in children it forks after loading the vocab (harness.cpp's
+// `test` line): a test's own load of the same file is given that model, so the vocab is read and
+// its tokenizers built once per process, not once per test
+static std::string   g_preloaded_path;
+static llama_model * g_preloaded = nullptr;
+
+extern "C" void llgbridge_preload(const char * path_model, llama_model * model) {
+    g_preloaded_path = path_model;
+    g_preloaded      = model;
+}
+
 static bool parse_line(const std::string & line, llama_model_kv_override & kvo) {
     const size_t eq = line.find('=');
     if (eq == std::string::npos || eq == 0 || eq >= sizeof(kvo.key)) {
@@ -59,6 +70,9 @@ static bool parse_line(const std::string & line, llama_model_kv_override & kvo) 
 }
 
 extern "C" llama_model * __wrap_llama_model_load_from_file(const char * path_model, llama_model_params params) {
+    if (g_preloaded != nullptr && path_model != nullptr && g_preloaded_path == path_model && params.vocab_only) {
+        return g_preloaded;
+    }
     // llama.cpp copies the overrides into its loader's map; kept for the process's life all the same
     static std::vector<llama_model_kv_override> kept;
     const char * given = std::getenv("LLGBRIDGE_KV_OVERRIDES");

@@ -59,16 +59,19 @@ def test_both_census_processes_in_parts_add_up_to_their_wall() -> None:
 
 
 def test_the_native_split_counts_one_harness_process_per_llguidance_version() -> None:
-    """`native_split` on a vocab with no end-of-turn text: llama.cpp's tests (2 tests x 2 samplers
-    per version, and the PR's test on each candidate at the pin) and one harness process per
-    version serving every sampler; its parts add up to the wall, and its page has the section alone."""
+    """`native_split` on a vocab with no end-of-turn text: one harness process per version serves
+    every sampler's walks and llama.cpp's tests against each (2 tests x 2 samplers per version, and
+    the PR's test on each candidate at the pin), no test in a binary of its own; its parts add up to
+    the wall, and its page has the section alone."""
     from llgbridge import native
 
     if native.unavailable():
         pytest.skip(native.unavailable())
     (row,) = bench.native_split(("bert-bge",))
     versions = native.built_versions()
-    assert row["processes"] == 4 * len(versions) + len(native.CANDIDATES) + len(versions)
+    assert row["processes"] == len(versions)
+    assert row["tests"] == 4 * len(versions) + len(native.CANDIDATES)
+    assert row["test_own"] == 0 and row["test_work"] > 0
     assert abs(sum(row[k] for k, _ in bench.NATIVE_PARTS) - row["wall"]) < 1e-9
     page = bench.render({"native_split": {"table": bench.native_split_table([row])}})
     assert page.startswith("## The native analysis in parts\n") and page.count("## ") == 1

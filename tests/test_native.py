@@ -148,6 +148,23 @@ def test_one_harness_process_gives_each_sampler_its_own_runs_traces(name: str) -
     assert [x.tobytes() for x in up.allowed] != [x.tobytes() for x in fixed.allowed]
 
 
+@pytest.mark.parametrize("name", ["llama-bpe", "llama-spm"])
+def test_the_harness_runs_llamas_tests_as_their_own_binaries_do(name: str) -> None:
+    """llama.cpp's tests in the harness's children, each after the harness walked its sampler's
+    jobs (the tokenizer built and cached there), read the same as each test's own binary: exit,
+    counts, forced tokens, string tests, failure, llg error, assertion. Guide 7.1: the PR's test
+    aborts on the shipped sampler, so a child's abort ends that test only and the next one runs."""
+    v = vocab(name)
+    tests = {s: ("shipped", "pr") for s in native.SAMPLERS}
+    served = native.harness_serve({s: [native.Job("leak", LEAK_GRAMMAR, ())] for s in native.SAMPLERS}, v.path, tests)
+    assert set(served.test_seconds) == set(served.tests) == {(t, s) for s in native.SAMPLERS for t in tests[s]}
+    for (t, s), run in served.tests.items():
+        assert run == native.run_test(t, s, v.path), (t, s)
+    (code, bad), (fixed_code, _) = guide.UNIT[name]
+    up, fixed = served.tests["pr", "upstream"], served.tests["pr", "fixed"]
+    assert (up.exit_code, up.space_bad, fixed.exit_code) == (code, bad, fixed_code)
+
+
 def test_a_sampler_that_fails_in_the_shared_harness_gets_its_own_runs_error() -> None:
     """A file llama.cpp cannot load ends the shared process before any sampler: each sampler then
     runs alone and gets its own one-line error, naming it."""

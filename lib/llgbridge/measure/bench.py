@@ -51,6 +51,7 @@ from ..census import classify, detokenize_mechanisms, loaded_meta, observed_add_
 from ..errors import InputError
 from ..gguf_meta import check_tokenizer, read_kv, read_meta
 from ..native import result as R
+from ..native import trace as T
 from ..native.logs import program_env
 from ..paths import DATA, REPORTS, RESULTS, ROOT, VOCABS, vocab_path, write_atomic, write_json
 from ..report import Table
@@ -504,7 +505,7 @@ def write_reports(
 
     for r in native_parts or []:
         row("native_part", r["vocab"], r["n_tokens"], "wall", r["wall"])
-        for k, _ in NATIVE_PARTS:
+        for k, _ in [*NATIVE_PARTS, NATIVE_BEFORE]:
             row("native_part", r["vocab"], r["n_tokens"], k, r[k], r[k] / r["wall"])
 
     buf = io.StringIO()
@@ -710,30 +711,32 @@ NATIVE_SPLIT_VOCABS = ("bert-bge", "llama-bpe", "gemma3-270m")  # 31k, 128k and 
 # (llguidance, sampler) from the harness run with no job (its start and vocab load) and with one
 # position-0 job (adding the sampler's tokenizer build and one grammar), medians of three
 NATIVE_PARTS = (
-    ("test_setup", "llama.cpp's tests: process starts and vocab loads"),
-    ("test_tokenizer", "llama.cpp's tests: tokenizer builds"),
-    ("test_work", "llama.cpp's tests: the tests themselves (floor)"),
     ("harness_setup", "harness: process starts and vocab loads"),
-    ("harness_tokenizer", "harness: tokenizer builds"),
+    ("harness_tokenizer", "harness: tokenizer builds, one per sampler a process serves"),
+    ("test_work", "llama.cpp's tests, in the harness's children (floor)"),
     ("harness_work", "harness: the walks, and reading them back (floor)"),
+    ("test_own", "llama.cpp's tests in binaries of their own (where no harness serves them)"),
     ("special", "bug C's walks in harness runs of their own"),
     ("bridges", "the port's bridge builds"),
     ("port", "the port's walks (port_trace, differential)"),
     ("other", "the rest: jobs, causes, bug D rows"),
 )
+# beside them, in the same run: the same tests each in a binary of its own, as analyse ran them
+# before the harness served them (issue 33), each process starting, loading and building anew
+NATIVE_BEFORE = ("tests_own_binaries", "before: the same tests, each in a binary of its own")
 
 
 def native_split(vocabs: tuple[str, ...] = NATIVE_SPLIT_VOCABS) -> list[dict[str, Any]]:
     """`native.analyse` on each vocab with the notebook's defaults, its wall split into
-    NATIVE_PARTS (one row per vocab: `n_tokens`, `wall`, `processes`, each part's seconds); empty
-    where the native parts are not built. Each call into the compiled programs and the port is
-    timed where `analyse` makes it, its own seconds only (a harness run inside bug C's rows counts
-    there, not as the differential's)."""
+    NATIVE_PARTS (one row per vocab: `n_tokens`, `wall`, `processes`, each part's seconds, and
+    NATIVE_BEFORE's); empty where the native parts are not built. Each call into the compiled
+    programs and the port is timed where `analyse` makes it, its own seconds only (a harness run
+    inside bug C's rows counts there, not as the differential's)."""
     if native.unavailable():
         return []
     p = params.declared("native")
-    # (part, the samplers one compiled process served, llguidance, own seconds)
-    calls: list[tuple[str, tuple[str, ...], str, float]] = []
+    # (part, the samplers one compiled process served, llguidance, own seconds, its tests' seconds)
+    calls: list[tuple[str, tuple[str, ...], str, float, float]] = []
     stack: list[list[Any]] = []
 
     def served(part: str, a: tuple[Any, ...]) -> tuple[str, ...]:
@@ -741,44 +744,49 @@ def native_split(vocabs: tuple[str, ...] = NATIVE_SPLIT_VOCABS) -> list[dict[str
             return (str(a[1]),)
         if part == "harness":
             return (str(a[0]),)
-        return tuple(a[0]) if part == "harness_each" else ()
+        return tuple(a[0]) if part == "harness_serve" else ()
 
     def timed(part: str, f: Callable[..., Any]) -> Callable[..., Any]:
         def g(*a: Any, **k: Any) -> Any:
             under = stack[-1][0] if stack else ""
             stack.append([part, 0.0])
             t0 = time.perf_counter()
+            got = None
             try:
-                return f(*a, **k)
+                got = f(*a, **k)
+                return got
             finally:
                 dt = time.perf_counter() - t0
                 inner = stack.pop()[1]
                 if stack:
                     stack[-1][1] += dt
-                tag = "special" if part == "harness" and under == "special" else part.removesuffix("_each")
-                calls.append((tag, served(part, a), str(k.get("llg") or ""), dt - inner))
+                tag = "special" if part == "harness" and under == "special" else part.removesuffix("_serve")
+                tests = sum(got.test_seconds.values()) if isinstance(got, native.Served) else 0.0
+                calls.append((tag, served(part, a), str(k.get("llg") or ""), dt - inner, tests))
 
         return g
 
+    # each module's own name for what it calls: the result module's, and the trace module's for the
+    # harness's own fallbacks (a run of its own for a sampler or a test it could not serve)
     wrapped = {
-        "run_test": "test",
-        "harness": "harness",
-        "harness_each": "harness_each",
-        "special_literal_rows": "special",
-        "differential": "port",
-        "port_traces": "port",
+        (R, "harness_serve"): "harness_serve",
+        (R, "special_literal_rows"): "special",
+        (R, "differential"): "port",
+        (R, "port_traces"): "port",
+        (T, "harness"): "harness",
+        (T, "run_test"): "test",
     }
-    saved = {name: getattr(R, name) for name in wrapped}
+    saved = {key: getattr(*key) for key in wrapped}
     out = []
     try:
-        for name, part in wrapped.items():
-            setattr(R, name, timed(part, saved[name]))
+        for (mod, name), part in wrapped.items():
+            setattr(mod, name, timed(part, saved[mod, name]))
         build = timed("bridges", nb.bridge)
         for name in vocabs:
             v = nb.load_vocab(name)
             calls.clear()
             t0 = time.perf_counter()
-            R.analyse(v, p["literal"], p["leak_grammar"], walks=p["walks"], seed=p["seed"], build=build)
+            res = R.analyse(v, p["literal"], p["leak_grammar"], walks=p["walks"], seed=p["seed"], build=build)
             wall = time.perf_counter() - t0
 
             def probe(sampler: str, llg: str, jobs: str) -> float:
@@ -798,39 +806,61 @@ def native_split(vocabs: tuple[str, ...] = NATIVE_SPLIT_VOCABS) -> list[dict[str
             leak = native.Job("leak", p["leak_grammar"], ()).line()
             setups = {
                 (s, llg): (probe(s, llg, ""), probe(s, llg, leak))
-                for part, samplers, llg, _ in calls
-                if part in ("test", "harness", "special")
+                for part, samplers, llg, _, _ in calls
+                if part in ("harness", "special")
                 for s in samplers
             }
             parts = dict.fromkeys((k for k, _ in NATIVE_PARTS), 0.0)
             n_procs = 0
-            for part, samplers, llg, secs in calls:
+            for part, samplers, llg, secs, tests in calls:
                 if part in ("test", "harness") or (part == "special" and samplers):
                     n_procs += 1
-                if part in ("test", "harness"):
+                if part == "harness":
                     # one start and vocab load per process, one tokenizer build per sampler it served
                     empty = setups[samplers[0], llg][0]
                     tokenizers = sum(setups[s, llg][1] - setups[s, llg][0] for s in samplers)
-                    parts[f"{part}_setup"] += empty
-                    parts[f"{part}_tokenizer"] += tokenizers
-                    parts[f"{part}_work"] += secs - empty - tokenizers
+                    parts["harness_setup"] += empty
+                    parts["harness_tokenizer"] += tokenizers
+                    parts["test_work"] += tests
+                    parts["harness_work"] += secs - empty - tokenizers - tests
+                elif part == "test":
+                    parts["test_own"] += secs
                 elif part in ("special", "bridges", "port"):
                     parts[part] += secs
             parts["other"] = wall - sum(parts.values())
-            out.append({"vocab": name, "n_tokens": v.n_tokens, "wall": wall, "processes": n_procs, **parts})
+            t1 = time.perf_counter()
+            for t in res.tests:
+                native.run_test(t.test, t.sampler, v.path, llg=t.llguidance or None, overrides=v.overrides)
+            before = time.perf_counter() - t1
+            out.append(
+                {
+                    "vocab": name,
+                    "n_tokens": v.n_tokens,
+                    "wall": wall,
+                    "processes": n_procs,
+                    **parts,
+                    NATIVE_BEFORE[0]: before,
+                    "tests": len(res.tests),
+                }
+            )
     finally:
-        for name, f in saved.items():
-            setattr(R, name, f)
+        for (mod, name), f in saved.items():
+            setattr(mod, name, f)
     return out
 
 
 def native_split_table(rows: list[dict[str, Any]]) -> Any:
-    """NATIVE_PARTS down, the vocabs across: seconds and share of each vocab's wall."""
+    """NATIVE_PARTS down, the vocabs across: seconds and share of each vocab's wall; last, the
+    tests as they ran before, each in a binary of its own, against what they cost now."""
     return _table(
         ["part", *(f"{r['vocab']} ({r['n_tokens']})" for r in rows)],
         [
             ["wall s (processes)", *(f"{r['wall']:.1f} ({r['processes']})" for r in rows)],
             *[[label, *(f"{r[k]:.2f} ({100 * r[k] / r['wall']:.0f}%)" for r in rows)] for k, label in NATIVE_PARTS],
+            [
+                f"{NATIVE_BEFORE[1]} (processes), against the tests now",
+                *(f"{r[NATIVE_BEFORE[0]]:.2f} ({r['tests']}) vs {r['test_work'] + r['test_own']:.2f}" for r in rows),
+            ],
         ],
     )
 

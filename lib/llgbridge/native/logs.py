@@ -148,10 +148,20 @@ def run_test(
             env=program_env(overrides),
         )
     except subprocess.TimeoutExpired:
-        return TestRun(test, sampler, 124, failure=f"timed out after {timeout} s", llguidance=version)
+        return timed_out(test, sampler, timeout, version)
     code = r.returncode if r.returncode >= 0 else 128 - r.returncode
     err = r.stderr.decode("utf-8", "replace")
     check_taken(overrides, err, exe.name, vocab_path)
+    return read_test(test, sampler, code, r.stdout.decode("utf-8", "replace"), err, version)
+
+
+def timed_out(test: str, sampler: str, timeout: int, version: str) -> TestRun:
+    return TestRun(test, sampler, 124, failure=f"timed out after {timeout} s", llguidance=version)
+
+
+def read_test(test: str, sampler: str, code: int, out: str, err: str, version: str) -> TestRun:
+    """One test's run, from its exit status (as a shell shows it) and what it wrote to stdout and
+    stderr: from a binary of its own (`run_test`) or a harness's child (`trace.harness_each`)."""
     chain = _CHAIN.findall(err)
     counts = {m[0]: (int(m[1]), int(m[2])) for m in _COUNTS.findall(err)}
     space = counts.get("test_no_space_tokens", (None, None))
@@ -167,7 +177,7 @@ def run_test(
         forced_bad=forced[1],
         forced_tokens=tuple(int(t) for t in _FORCED_TOKEN.findall(forced_part)) if forced[0] is not None else (),
         string_tests=_string_tests(err),
-        failure="" if code == 0 else _failure(err, code, r.stdout.decode("utf-8", "replace")),
+        failure="" if code == 0 else _failure(err, code, out),
         llg_error=_llg_error(err),
         llguidance=version,
         assertion=_assertion(err) if code else "",

@@ -14,15 +14,15 @@ import numpy as np
 from ..errors import first_line
 from .builder import CANDIDATES, LLG_PINNED, SAMPLERS, bin_dir, built_versions, unavailable, venv_llguidance
 from .causes import classified
-from .logs import TestRun, run_test
+from .logs import TestRun
 from .trace import (
     Differential,
     Job,
     Trace,
     differential,
     harness,
-    harness_each,
     harness_samplers,
+    harness_serve,
     jobs_for,
     port_traces,
     special_job,
@@ -155,19 +155,22 @@ def analyse(
     versions = built_versions() or [venv_llguidance()]
     kv = vocab.overrides
     tok_eos = bridges.llama_tok_eos(vocab)
-    tests = [
-        run_test(t, s, vocab.path, llg=v, overrides=kv) for v in versions for t in ("shipped", "pr") for s in SAMPLERS
-    ]
     truth = build(vocab, "truth")
     jobs = jobs_for(truth, literal, leak_grammar, walks, seed)
+    pin = LLG_PINNED if LLG_PINNED in versions else versions[0]
+    cands = [c for c in CANDIDATES if (bin_dir(pin) / f"test-pr-{c}").exists()]
     diffs, errors, mask_errors = [], {}, []
+    tested: dict[tuple[str, str, str], TestRun] = {}  # (llguidance, test, sampler) -> llama.cpp's test
     ran: dict[tuple[str, str], dict[str, Trace]] = {}  # (llguidance, sampler) -> its harness's traces
     ports: dict[str, dict[str, Trace]] = {}  # sampler -> the port's walks, the same on every version
     for v in versions:
         # each candidate's port (bridges.NoSpecial, FailClosed) against its compiled sampler, as the PR's;
-        # one harness process per version serves every sampler
+        # one harness process per version serves every sampler, and llama.cpp's tests against each
         samplers = [*SAMPLERS, *(c for c in CANDIDATES if c in harness_samplers(v))]
-        for s, traces in harness_each({s: jobs for s in samplers}, vocab.path, llg=v, overrides=kv).items():
+        tests_of = {s: ("shipped", "pr") for s in SAMPLERS} | ({c: ("pr",) for c in cands} if v == pin else {})
+        served = harness_serve({s: jobs for s in samplers}, vocab.path, tests_of, llg=v, overrides=kv)
+        tested |= {(v, t, s): run for (t, s), run in served.tests.items()}
+        for s, traces in served.traces.items():
             key = s if v == venv_llguidance() else f"{s} llguidance {v}"
             if isinstance(traces, Exception):
                 errors[key] = first_line(str(traces))
@@ -178,9 +181,9 @@ def analyse(
                 ports[s] = port_traces(bridge, jobs)
             diffs.append(differential(bridge, jobs, traces, v, ports[s]))
             mask_errors += mask_error_rows(vocab, s, v, jobs, traces, diffs[-1])
-    pin = LLG_PINNED if LLG_PINNED in versions else versions[0]
-    cands = [c for c in CANDIDATES if (bin_dir(pin) / f"test-pr-{c}").exists()]
-    tests += [run_test("pr", c, vocab.path, llg=pin, overrides=kv) for c in cands]
+    # in the order the tests always came: per version, the shipped test then the PR's, then the candidates'
+    order = [(v, t, s) for v in versions for t in ("shipped", "pr") for s in SAMPLERS] + [(pin, "pr", c) for c in cands]
+    tests = [tested[k] for k in order]
     tests = [classified(t, vocab, tok_eos) for t in tests]
     # bug C's walk is one of the differential's jobs: its trace from the run above, where that ran
     special_job_ = special_job(vocab)

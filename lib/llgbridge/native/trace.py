@@ -2,8 +2,9 @@
 
 - `harness()` drives the compiled `llama_sampler_init_llg` through `native/harness.cpp`, which
   applies and accepts as `common/sampling.cpp` does and prints the allowed ids of every step;
-  the harness links every sampler side by side, and `harness_each()` runs several samplers' jobs
-  in one process, one vocab load for all;
+  the harness links every sampler side by side, and `harness_serve()` runs several samplers' jobs,
+  and llama.cpp's tests against them, in one process: one vocab load and one tokenizer build per
+  sampler for all;
   `port_trace()` walks the same job through the Python port (`bridges.build(vocab, sampler)`, the
   same name for the same patch: `upstream`, `fixed`, and each candidate of `CANDIDATES`).
 - `differential()` compares the two cell by cell (a cell is one step of one job): the allowed
@@ -27,6 +28,7 @@ But:
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +39,17 @@ from ..errors import InputError, LlgError, first_line
 from ..grammars import literal_grammar
 from ..overrides import Override
 from .builder import TEST_TIMEOUT, bin_dir, venv_llguidance
-from .logs import check_taken, crash_cause, llg_errors, parse_ranges, program_env
+from .logs import (
+    TestRun,
+    check_taken,
+    crash_cause,
+    llg_errors,
+    parse_ranges,
+    program_env,
+    read_test,
+    run_test,
+    timed_out,
+)
 
 
 @dataclass(frozen=True)
@@ -156,6 +168,136 @@ def harness(
     return traces
 
 
+def harness_tests(llg: str | None = None) -> frozenset[tuple[str, str]]:
+    """The (test, sampler) pairs of llama.cpp's tests the harness built against llguidance `llg`
+    runs itself (`harness --tests`); empty where it is not built or predates them."""
+    exe = bin_dir(llg) / "harness"
+    try:
+        key = (str(exe), exe.stat().st_mtime_ns)
+    except OSError:
+        return frozenset()
+    if key not in _TESTS:
+        r = subprocess.run([str(exe), "--tests"], capture_output=True, text=True, timeout=60)
+        pairs = [tuple(ln.split()) for ln in r.stdout.splitlines()] if r.returncode == 0 else []
+        _TESTS[key] = frozenset((p[0], p[1]) for p in pairs if len(p) == 2)
+    return _TESTS[key]
+
+
+_TESTS: dict[tuple[str, int], frozenset[tuple[str, str]]] = {}
+
+
+@dataclass
+class Served:
+    """What one `harness_serve` call brought back."""
+
+    traces: dict[str, dict[str, Trace] | Exception]  # sampler -> its traces, or why it has none
+    tests: dict[tuple[str, str], TestRun]  # (test, sampler) -> llama.cpp's test on it
+    test_seconds: dict[tuple[str, str], float] = field(default_factory=dict)  # the harness's children's walls
+
+
+def harness_serve(
+    runs: dict[str, list[Job]],
+    vocab_path: Path,
+    tests: dict[str, tuple[str, ...]] | None = None,
+    timeout: int = TEST_TIMEOUT,
+    llg: str | None = None,
+    overrides: tuple[Override, ...] = (),
+) -> Served:
+    """Each sampler's jobs (`runs`: sampler -> jobs, in that order), then llama.cpp's `tests`
+    against it (sampler -> test names), through one harness process, which loads the vocab once
+    for all of them and builds each sampler's tokenizer once, for its jobs and its tests alike
+    (each test runs in a child the harness forks: an abort there ends that test only).
+
+    Per sampler its traces, or the exception `harness` raises for it (RuntimeError,
+    subprocess.TimeoutExpired); per test its `TestRun`, as `run_test` reads it. Where a sampler's
+    part does not finish in the shared process (it died, timed out, or did not show an override
+    taken), that sampler and every one after it run again each in a process of its own
+    (`harness`), and each test not reported runs in its own binary (`run_test`), so each gets
+    exactly the traces, the error or the run that a process of its own gives."""
+    tests = tests or {}
+    version = llg or venv_llguidance()
+    linked = harness_tests(llg)
+    serve = {s: tuple(t for t in tests.get(s, ()) if (t, s) in linked) for s in runs}
+    got: dict[str, dict[str, Trace] | Exception] = {}
+    ran: dict[tuple[str, str], TestRun] = {}
+    secs: dict[tuple[str, str], float] = {}
+    names = list(runs)
+    n_tests = sum(map(len, serve.values()))
+    if len(names) > 1 or n_tests:
+        with tempfile.TemporaryDirectory(prefix="llgbridge-tests-") as tmp:
+            lines = "".join(
+                f"sampler {s}\n"
+                + "".join(j.line() for j in runs[s])
+                + "".join(f"test {t} {s} {timeout} {tmp.encode().hex()}\n" for t in serve[s])
+                for s in names
+            )
+            try:
+                r = subprocess.run(
+                    [str(bin_dir(llg) / "harness"), str(vocab_path)],
+                    input=lines.encode(),
+                    capture_output=True,
+                    timeout=timeout * (len(names) + n_tests),
+                    env=program_env(overrides),
+                )
+                text = r.stdout.decode("utf-8", "replace")
+                if r.returncode == 0:
+                    check_taken(overrides, text, "harness", vocab_path)
+                elif overrides:
+                    raise RuntimeError("the overrides are checked on a finished run")
+                parts: dict[str, list[str]] = {}
+                cur: list[str] = []
+                for ln in text.splitlines():
+                    if ln.startswith("@sampler "):
+                        cur = parts[ln.removeprefix("@sampler ")] = []
+                    cur.append(ln)
+                for i, s in enumerate(names):
+                    # a part is whole once the next one began, or the process ended well
+                    if s not in parts or not (r.returncode == 0 or (i + 1 < len(names) and names[i + 1] in parts)):
+                        break
+                    traces, finished = _parse(s, parts[s], runs[s])
+                    if not finished:
+                        break
+                    got[s] = traces
+                    _read_tests(parts[s], Path(tmp), version, timeout, ran, secs)
+            except (RuntimeError, subprocess.TimeoutExpired):
+                pass
+    for s in names[len(got) :]:
+        try:
+            got[s] = harness(s, vocab_path, runs[s], timeout, llg, overrides)
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            got[s] = e
+    for s, ts in tests.items():
+        for t in ts:
+            if (t, s) not in ran:
+                ran[t, s] = run_test(t, s, vocab_path, timeout, llg, overrides)
+    return Served(got, {(t, s): ran[t, s] for s, ts in tests.items() for t in ts}, secs)
+
+
+def _read_tests(
+    part: list[str],
+    tmp: Path,
+    version: str,
+    timeout: int,
+    ran: dict[tuple[str, str], TestRun],
+    secs: dict[tuple[str, str], float],
+) -> None:
+    """Each test a sampler's part of the harness's output reports (`@test`), read from its
+    child's files into `ran`, its wall into `secs`; a child that could not start is left out."""
+    for ln in part:
+        if not ln.startswith("@test "):
+            continue
+        _, t, s, code, ns = ln.split(" ", 4)
+        try:
+            out, err = (
+                Path(f"{tmp / f'{t}-{s}'}{x}").read_bytes().decode("utf-8", "replace") for x in (".out", ".err")
+            )
+        except OSError:
+            continue
+        run = read_test(t, s, int(code), out, err, version)
+        ran[t, s] = timed_out(t, s, timeout, version) if run.exit_code == 124 else run
+        secs[t, s] = int(ns) / 1e9
+
+
 def harness_each(
     runs: dict[str, list[Job]],
     vocab_path: Path,
@@ -163,51 +305,8 @@ def harness_each(
     llg: str | None = None,
     overrides: tuple[Override, ...] = (),
 ) -> dict[str, dict[str, Trace] | Exception]:
-    """Each sampler's jobs (`runs`: sampler -> jobs, in that order) through one harness process,
-    which loads the vocab once for all of them; per sampler its traces, or the exception
-    `harness` raises for it (RuntimeError, subprocess.TimeoutExpired).
-
-    Where a sampler's part does not finish in the shared process (it died, timed out, or did not
-    show an override taken), that sampler and every one after it run again each in a process of
-    its own (`harness`), so each gets exactly the traces or the error a run of its own gives."""
-    got: dict[str, dict[str, Trace] | Exception] = {}
-    names = list(runs)
-    if len(names) > 1:
-        try:
-            r = subprocess.run(
-                [str(bin_dir(llg) / "harness"), str(vocab_path)],
-                input=_jobs_input(runs),
-                capture_output=True,
-                timeout=timeout * len(names),
-                env=program_env(overrides),
-            )
-            text = r.stdout.decode("utf-8", "replace")
-            if r.returncode == 0:
-                check_taken(overrides, text, "harness", vocab_path)
-            elif overrides:
-                raise RuntimeError("the overrides are checked on a finished run")
-            parts: dict[str, list[str]] = {}
-            cur: list[str] = []
-            for ln in text.splitlines():
-                if ln.startswith("@sampler "):
-                    cur = parts[ln.removeprefix("@sampler ")] = []
-                cur.append(ln)
-            for i, s in enumerate(names):
-                # a part is whole once the next one began, or the process ended well
-                if s not in parts or not (r.returncode == 0 or (i + 1 < len(names) and names[i + 1] in parts)):
-                    break
-                traces, finished = _parse(s, parts[s], runs[s])
-                if not finished:
-                    break
-                got[s] = traces
-        except (RuntimeError, subprocess.TimeoutExpired):
-            pass
-    for s in names[len(got) :]:
-        try:
-            got[s] = harness(s, vocab_path, runs[s], timeout, llg, overrides)
-        except (RuntimeError, subprocess.TimeoutExpired) as e:
-            got[s] = e
-    return got
+    """Each sampler's jobs through one harness process (`harness_serve` with no tests)."""
+    return harness_serve(runs, vocab_path, None, timeout, llg, overrides).traces
 
 
 def port_trace(bridge: Any, job: Job) -> Trace:
