@@ -167,7 +167,9 @@ def analyse(
         # each candidate's port (bridges.NoSpecial, FailClosed) against its compiled sampler, as the PR's;
         # one harness process per version serves every sampler, and llama.cpp's tests against each
         samplers = [*SAMPLERS, *(c for c in CANDIDATES if c in harness_samplers(v))]
-        tests_of = {s: ("shipped", "pr") for s in SAMPLERS} | ({c: ("pr",) for c in cands} if v == pin else {})
+        tests_of: dict[str, tuple[str, ...]] = {s: ("shipped", "pr") for s in SAMPLERS} | (
+            {c: ("pr",) for c in cands} if v == pin else {}
+        )
         served = harness_serve({s: jobs for s in samplers}, vocab.path, tests_of, llg=v, overrides=kv)
         tested |= {(v, t, s): run for (t, s), run in served.tests.items()}
         for s, traces in served.traces.items():
