@@ -77,6 +77,23 @@ def test_the_native_split_counts_one_harness_process_per_llguidance_version() ->
     assert page.startswith("## The native analysis in parts\n") and page.count("## ") == 1
 
 
+def test_the_server_split_counts_one_server_start_per_build() -> None:
+    """`server_split` on llama-spm's synthetic model with two cases: one server start per build
+    (each sampler on each llguidance version, and each candidate on the pin), not one per case;
+    three requests on each (the unconstrained baseline and the cases); its parts add up to the wall."""
+    from llgbridge import llama_server
+    from llgbridge.measure import server_split as SS
+
+    status, why = llama_server.built()
+    if why:
+        pytest.skip(why)
+    (row,) = SS.server_split(("llama-spm",), ["forced_literal", "no_space"])
+    builds = len(status["llguidance"]) * len(llama_server.SAMPLERS) + len(llama_server.CANDIDATES)
+    assert (row["starts"], row["requests_n"]) == (builds, 3 * builds)
+    assert abs(sum(row[k] for k, _ in SS.SERVER_PARTS) - row["wall"]) < 1e-9
+    assert row["requests"] > 0 and row["start"] > 0
+
+
 def test_the_census_worker_imports_only_the_census() -> None:
     # the worker's start is timed against the C program's: the bench's own tools stay out of it
     p = subprocess.run(

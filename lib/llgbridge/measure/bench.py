@@ -61,6 +61,7 @@ from . import loadtest, maskpath, quotes, regen
 from .census_worker import now
 from .maskpath import GRAMMAR
 from .regen import GOALS
+from .server_split import SERVER_PARTS, SERVER_SPLIT_MODELS, server_split
 
 SOURCE = ROOT / "bench" / "census.c"
 BUILD = DATA / "bench"
@@ -415,6 +416,7 @@ def render(context: dict[str, Any]) -> str:
         "server_load",
         "corpus_time",
         "native_split",
+        "server_split",
         "regen",
     )
     # every section ends in a blank line; the page does not
@@ -446,6 +448,7 @@ def write_reports(
     load: loadtest.LoadRun | None = None,
     corpus_time: dict[str, Any] | None = None,
     native_parts: list[dict[str, Any]] | None = None,
+    server_parts: list[dict[str, Any]] | None = None,
 ) -> None:
     total_tokens = sum(x.n_tokens for x in ref.values())
     rows = census_rows(ref, py, c, checks)
@@ -503,6 +506,10 @@ def write_reports(
             m["constrained_tok_s"] / m["unconstrained_tok_s"],
         )
 
+    for r in server_parts or []:
+        row("server_part", r["model"], r["requests_n"], "wall", r["wall"])
+        for k, _ in SERVER_PARTS:
+            row("server_part", r["model"], r["requests_n"], k, r[k], r[k] / r["wall"])
     for r in native_parts or []:
         row("native_part", r["vocab"], r["n_tokens"], "wall", r["wall"])
         for k, _ in [*NATIVE_PARTS, NATIVE_BEFORE]:
@@ -641,6 +648,7 @@ def write_reports(
         },
         "corpus_time": corpus_mask_time_context(corpus_time),
         "native_split": {"table": native_split_table(native_parts)} if native_parts else None,
+        "server_split": {"table": server_split_table(server_parts)} if server_parts else None,
     }
     if corpus_time:
         write_atomic(out / CORPUS_TIMING_JSON, json.dumps(corpus_time, indent=1, sort_keys=True) + "\n")
@@ -865,6 +873,20 @@ def native_split_table(rows: list[dict[str, Any]]) -> Any:
     )
 
 
+def server_split_table(rows: list[dict[str, Any]]) -> Any:
+    """SERVER_PARTS down, the models across: seconds and share of each model's wall."""
+    return _table(
+        ["part", *(r["model"] for r in rows)],
+        [
+            [
+                "wall s (server starts, requests)",
+                *(f"{r['wall']:.1f} ({r['starts']}, {r['requests_n']})" for r in rows),
+            ],
+            *[[label, *(f"{r[k]:.2f} ({100 * r[k] / r['wall']:.0f}%)" for r in rows)] for k, label in SERVER_PARTS],
+        ],
+    )
+
+
 MASK_PATH_VOCABS = ("llama-spm", "llama-bpe", "gemma-4")  # 32k, 128k and 262k tokens
 
 
@@ -1061,16 +1083,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--only",
-        choices=["census", "native"],
+        choices=["census", "native", "server"],
         help=(
-            "run only this part and print its section of bench.md; writes nothing (census: Python vs C; native: "
-            "the native analysis in parts)"
+            "run only this part and print its section of bench.md; writes nothing (census: Python vs C; native, "
+            "server: that analysis in parts)"
         ),
     )
     args = ap.parse_args(argv)
     if args.only == "native":
         rows = native_split(tuple(args.vocabs.split(",")) if args.vocabs else NATIVE_SPLIT_VOCABS)
         print(render({"native_split": {"table": native_split_table(rows)} if rows else None}), end="")
+        return 0
+    if args.only == "server":
+        srows = server_split(tuple(args.vocabs.split(",")) if args.vocabs else SERVER_SPLIT_MODELS)
+        print(render({"server_split": {"table": server_split_table(srows)} if srows else None}), end="")
         return 0
     paths = sorted(VOCABS.glob("ggml-vocab-*.gguf"))
     if args.vocabs:
@@ -1128,6 +1154,7 @@ def main(argv: list[str] | None = None) -> int:
             else sorted(f.stem for f in (RESULTS / "corpus").glob("*.json"))
         ),
         native_split(),
+        server_split(),
     )
     # the guide's quotes on real weights: a real model's words depend on the CPU, so, like every
     # timing here, they are a dated snapshot the report quotes (`quotes`)
