@@ -1090,13 +1090,14 @@ def main(argv: list[str] | None = None) -> int:
         ),
     )
     args = ap.parse_args(argv)
-    if args.only == "native":
-        rows = native_split(tuple(args.vocabs.split(",")) if args.vocabs else NATIVE_SPLIT_VOCABS)
-        print(render({"native_split": {"table": native_split_table(rows)} if rows else None}), end="")
-        return 0
-    if args.only == "server":
-        srows = server_split(tuple(args.vocabs.split(",")) if args.vocabs else SERVER_SPLIT_MODELS)
-        print(render({"server_split": {"table": server_split_table(srows)} if srows else None}), end="")
+    splits: dict[str, tuple[Callable[[tuple[str, ...]], list[dict[str, Any]]], tuple[str, ...], Callable[..., Any]]] = {
+        "native": (native_split, NATIVE_SPLIT_VOCABS, native_split_table),
+        "server": (server_split, SERVER_SPLIT_MODELS, server_split_table),
+    }
+    if args.only in splits:
+        split, default, table = splits[args.only]
+        rows = split(tuple(args.vocabs.split(",")) if args.vocabs else default)
+        print(render({f"{args.only}_split": {"table": table(rows)} if rows else None}), end="")
         return 0
     paths = sorted(VOCABS.glob("ggml-vocab-*.gguf"))
     if args.vocabs:

@@ -15,6 +15,7 @@ split where the calls are made.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -43,7 +44,7 @@ def server_split(names: tuple[str, ...] = SERVER_SPLIT_MODELS, cases: list[str] 
         return []
     p = params.declared("server")
     parts: dict[str, float] = {}
-    counts = {"starts": 0, "requests_n": 0}
+    calls: Counter[str] = Counter()
 
     def timed(part: str, f: Callable[..., Any]) -> Callable[..., Any]:
         def g(*a: Any, **k: Any) -> Any:
@@ -52,8 +53,7 @@ def server_split(names: tuple[str, ...] = SERVER_SPLIT_MODELS, cases: list[str] 
                 return f(*a, **k)
             finally:
                 parts[part] += time.perf_counter() - t0
-                if part == "requests":
-                    counts["requests_n"] += 1
+                calls[part] += 1
 
         return g
 
@@ -65,7 +65,7 @@ def server_split(names: tuple[str, ...] = SERVER_SPLIT_MODELS, cases: list[str] 
         cm = real_serve(*a, **k)
         srv = cm.__enter__()
         parts["start"] += time.perf_counter() - t0
-        counts["starts"] += 1
+        calls["start"] += 1
         try:
             yield srv
         finally:
@@ -91,7 +91,7 @@ def server_split(names: tuple[str, ...] = SERVER_SPLIT_MODELS, cases: list[str] 
             (path,) = matrix.model_paths(name, "", [], p["models_dir"], p["seed"], [])
             parts.clear()
             parts.update(dict.fromkeys((k for k, _ in SERVER_PARTS), 0.0))
-            counts.update(starts=0, requests_n=0)
+            calls.clear()
             t0 = time.perf_counter()
             server.run(
                 name,
@@ -109,6 +109,7 @@ def server_split(names: tuple[str, ...] = SERVER_SPLIT_MODELS, cases: list[str] 
             )
             wall = time.perf_counter() - t0
             parts["other"] = wall - sum(v for k, v in parts.items() if k != "other")
+            counts = {"starts": calls["start"], "requests_n": calls["requests"]}
             out.append({"model": name, "wall": wall, **counts, **parts})
     finally:
         for obj, name, f in saved:
