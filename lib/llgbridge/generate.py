@@ -226,6 +226,10 @@ def load_model(
                 model_path=str(path),
                 n_ctx=n_ctx,
                 n_threads=n_threads,
+                # llama-cpp-python's default for the prompt's batch is every core: two threads
+                # that wait on each other at each op, so a job beside it on 2 cores (make -j2
+                # report) made a 135M model's matrix 44 s instead of 8
+                n_threads_batch=n_threads,
                 n_gpu_layers=n_gpu_layers,
                 seed=seed,
                 verbose=False,
