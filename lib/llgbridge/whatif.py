@@ -144,7 +144,7 @@ def whatif(
     t0 = time.monotonic()
     statuses = _run_all(name, runs, out)
     seconds = {"with": (time.monotonic() - t0, _server_wall(statuses))}
-    extra = []
+    lead = None
     if ovs:
         t1 = time.monotonic()
         plain_statuses = _run_all(plain, base, out / "without")
@@ -155,12 +155,12 @@ def whatif(
             for st in plain_statuses
             if st["status"] != "ok"
         ]
-        # the plain file's report first: its tables are what the overridden one is set against
+        # the plain file's report first: its tables are what the overridden one's are set against,
+        # once that build has written them
         report.build(out / "without" / "results", out / "without", bench_csv=out / "without" / "bench.csv")
-        report.build(out / "results", out, bench_csv=out / "bench.csv")
-        extra = [override_section(out, name, plain, path, ovs)]
+        lead = lambda: [override_section(out, name, plain, path, ovs)]  # noqa: E731
     # a what-if quotes only what it computed: its own (absent) bench snapshot, never the main report's
-    report.build(out / "results", out, bench_csv=out / "bench.csv", extra=extra)
+    report.build(out / "results", out, bench_csv=out / "bench.csv", lead=lead)
     print(
         f"what-if report: {out / 'index.html'}"
         + (f" (the file without the overrides: {out / 'without' / 'index.html'})" if ovs else "")

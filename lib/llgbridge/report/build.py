@@ -158,15 +158,16 @@ def build(
     results: Path = RESULTS,
     out: Path = REPORTS,
     bench_csv: Path = REPORTS / "bench.csv",
-    extra: list[Section] | tuple[Section, ...] = (),
+    lead: Callable[[], list[Section]] | None = None,
 ) -> list[dict[str, Any]]:
     """Write the report; return the failed inputs. Every result is read once, into the one
     `Results` the sections, the verdict and the vocab pages share; `bench_csv` is the `make bench`
-    snapshot they quote (its files beside it); `extra` sections lead the page (a what-if's
-    comparison with the file without its overrides)."""
+    snapshot they quote (its files beside it); `lead` makes the sections that lead the page, once
+    this build's tables are written, since it may read them (a what-if's comparison with the file
+    without its overrides)."""
     res = Results(results, out, bench_csv)
     failed: list[dict[str, Any]] = []
-    sections: list[Section] = list(extra)
+    sections: list[Section] = []
     for name, fn in SECTIONS:
         _, f = res.load(name)
         failed += f
@@ -183,12 +184,6 @@ def build(
             continue
         if sec is not None:
             sections.append(sec)
-    # an input that is a model loaded with key overrides is said to be one under every table it is in
-    for sec in sections:
-        for t in sec.views:
-            note = overridden_note(t.df)
-            if note and note not in t.note:
-                t.note = f"{t.note}\n\n{note}".strip()
     # a file name Make cannot carry never became a target: it is a failed input all the same
     if results.resolve() == RESULTS.resolve():
         failed += refused_inputs()
@@ -211,7 +206,13 @@ def build(
         write_atomic(out / "tables" / "inputs.csv", inputs.to_csv(index=False, lineterminator="\n"))
         written.add("inputs.csv")
     committed = out.resolve() == REPORTS.resolve()
-    for sec in sections:
+
+    def write(sec: Section) -> None:
+        # an input that is a model loaded with key overrides is said to be one under every table it is in
+        for t in sec.views:
+            note = overridden_note(t.df)
+            if note and note not in t.note:
+                t.note = f"{t.note}\n\n{note}".strip()
         for t in sec.raw:
             write_atomic(out / "tables" / f"{t.name}.csv", t.csv)
             written.add(f"{t.name}.csv")
@@ -229,11 +230,19 @@ def build(
                 sec.notebooks = [
                     (p.stem, f"html/{sec.notebook}/{p.name}") for p in sorted(d.glob("*.html")) if p.stem in have
                 ]
+
+    for sec in sections:
+        write(sec)
     # a table this build did not write (its section failed, or has no results now) must not stay
     # behind with an earlier build's rows, beside a page that says the section failed
     for old in (out / "tables").glob("*.csv"):
         if old.name not in written:
             old.unlink()
+    if lead is not None:
+        first = lead()
+        for sec in first:
+            write(sec)
+        sections = first + sections
     vocabs = guide_order(
         sorted({str(x) for sec in sections for t in sec.raw for x in (t.df["vocab"] if "vocab" in t.df else [])})
     )
