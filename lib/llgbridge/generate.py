@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from . import loaded
-from .bridges import Bridge, build
+from . import loaded, nb
+from .bridges import Bridge
 from .errors import InputError, LlgError, first_line
 from .gguf_meta import read_meta
 from .grammars import FORCED_LITERAL, json_grammar, literal_grammar
@@ -442,7 +442,8 @@ def _truth(vocab: Vocab) -> Bridge:
     caller walks a matcher of its own), and the load test's threads ask for it at once."""
     with _TRUTH_LOCK:
         if not _TRUTH or _TRUTH[0][0] is not vocab:
-            _TRUTH[:] = [(vocab, build(vocab, "truth"))]
+            # the kernel's own truth bridge where `vocab` is the one its analyses loaded (`nb.bridge`)
+            _TRUTH[:] = [(vocab, nb.bridge(vocab, "truth"))]
         return _TRUTH[0][1]
 
 

@@ -118,7 +118,10 @@ def _one_model(out: Matrix, vocab: str, real: bool, path: Path, overrides: list[
     s = out.settings
     synthetic = synth.is_synthetic(path)
     name = model_label(path.name, overrides)  # the file, and the overrides it is loaded with
-    v = Vocab(path, vocab if synthetic or real else path.stem, overrides)
+    # a real model is the input itself: its vocab and bridges are the ones this kernel's analyses of
+    # it loaded and built (`nb.cached_vocab`); a synthetic model is a file of its own
+    name_ = vocab if synthetic or real else path.stem
+    v = nb.cached_vocab(path, name_, list(overrides)) if real else Vocab(path, name_, overrides)
     v.require_text()  # a vocab whose every token is control or unknown: one line, not a run of empty outputs
     llm = G.load_model(path, n_gpu_layers=s.n_gpu_layers, seed=s.seed, n_threads=s.n_threads, overrides=overrides)
     style = G.prompt_style(llm, s.prompt, synthetic, catalogue.REAL_MODELS[vocab].instruct if real else None)

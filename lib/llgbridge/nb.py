@@ -56,21 +56,25 @@ def load_vocab(vocab: str, path: str = "", overrides: list[str] | None = None, n
     if not path:
         if catalogue.is_real(vocab):  # not fetched: say which package failed and why, not "no such file"
             models.model_path(vocab)
-    kv = input_overrides(vocab, path, overrides)
-    p = vocab_path(vocab, path)
+    v = cached_vocab(vocab_path(vocab, path), vocab, input_overrides(vocab, path, overrides))
+    if needs_text:
+        v.require_text()
+    return v
+
+
+def cached_vocab(p: Path, name: str, kv: list[str]) -> Vocab:
+    """`Vocab(p, name, kv)` loaded once per kernel, and the bridges `bridge` builds on it kept with
+    it: a kernel that runs several analyses of one input (run.execute_batch) loads it once, the
+    real model's matrix and server included. The key holds the file's size and date, so a changed
+    file is loaded again, and the overrides, so the same file without them is another vocab."""
     st = p.stat() if p.exists() else None
-    # a kernel that runs several analyses of one vocab (run.execute_batch) loads it once; the key
-    # holds the file's size and date, so a changed file is loaded again, and the overrides, so the
-    # same file without them is another vocab
-    key = (str(p.resolve()), vocab, st.st_size if st else -1, st.st_mtime_ns if st else -1, tuple(kv))
+    key = (str(p.resolve()), name, st.st_size if st else -1, st.st_mtime_ns if st else -1, tuple(kv))
     if key not in _VOCABS:
         _VOCABS.clear()  # one vocab at a time: a batch never comes back to an earlier one
         _BRIDGES.clear()
         t0 = time.perf_counter()
-        _VOCABS[key] = Vocab(p, name=vocab, overrides=kv)
+        _VOCABS[key] = Vocab(p, name=name, overrides=kv)
         TIMES["load"] += time.perf_counter() - t0
-    if needs_text:
-        _VOCABS[key].require_text()
     return _VOCABS[key]
 
 

@@ -47,6 +47,7 @@ from typing import Any
 
 from . import generate as G
 from . import llama_server as S
+from . import nb
 from . import params as P
 from .errors import InputError, first_line
 from .grammars import json_grammar, literal_grammar
@@ -930,7 +931,9 @@ def run(
     if unknown:
         raise InputError("parameter cases", f"unknown case(s) {unknown}; choose from {[*G.CASES, *EXTRA_CASES]}")
     G.check_generative(model)
-    vocab = Vocab(model, name, overrides)
+    # a real model is the input itself: the vocab this kernel's analyses of it loaded, and the truth
+    # bridge they built (`nb.cached_vocab`); a synthetic model is a file of its own
+    vocab = nb.cached_vocab(model, name, list(overrides)) if not synthetic else Vocab(model, name, overrides)
     vocab.require_text()
     if special_case(vocab) is None and any(c in SPECIAL_CASES for c in cases):
         say(
