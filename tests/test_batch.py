@@ -109,7 +109,8 @@ def test_a_crash_in_a_batch_ends_only_its_notebook(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_worker_that_dies_ends_only_its_inputs_runs(tmp_path: Path) -> None:
     """The kernel kills the worker process that runs it: that input's runs go once more to a new
-    worker, which dies too, so they fail, each saying so; the next input runs on a third worker."""
+    worker, which dies too, so they fail, each saying so; the next input runs on a third worker.
+    Each input's runs, failed or not, land in the folders its `where` gives (a what-if's two sides)."""
     nbs = tmp_path / "nbs"
     nbs.mkdir()
     write_notebook(nbs, "killer", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")
@@ -124,10 +125,14 @@ def test_a_worker_that_dies_ends_only_its_inputs_runs(tmp_path: Path) -> None:
     statuses, starts = batch.run_pool(
         [("a", ["killer", "fine"]), ("b", ["fine"])],
         1,
-        results=res,
+        results=tmp_path / "pool-res",
         say=said.append,
-        out_root=tmp_path / "r",
+        out_root=tmp_path / "pool-r",
         notebooks=nbs,
+        where=[
+            {"out": tmp_path / "ra", "results": tmp_path / "res-a", "params": {}},
+            {"out": tmp_path / "r", "results": res, "params": {}},
+        ],
     )
     got = {(s["vocab"], s["notebook"]): s for s in statuses}
     assert got["b", "fine"]["status"] == "ok", statuses
@@ -136,7 +141,10 @@ def test_a_worker_that_dies_ends_only_its_inputs_runs(tmp_path: Path) -> None:
         assert got["a", n]["error"] == "the worker process was lost (killed by SIGKILL, twice) before this run", (
             statuses
         )
-        assert os.stat(res / n / "a.json").st_mtime == 0  # retried by the next make
+        assert os.stat(tmp_path / "res-a" / n / "a.json").st_mtime == 0  # retried by the next make
+    assert json.loads((res / "fine" / "b.json").read_text())["status"] == "ok"
+    assert (tmp_path / "r" / "html" / "fine" / "b.html").exists()
+    assert not (tmp_path / "pool-res").exists() and not (res / "killer").exists()
     assert len(starts) == 3 and len(said) == 3, (starts, said)
 
 

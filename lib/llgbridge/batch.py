@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from . import params as P
 from . import pool
@@ -57,6 +57,14 @@ from .paths import RESULTS, name_problem, vocab_path, write_json
 from .pool import Handle
 from .results import check, why_stale
 from .run import RunStatus, Worker, fast_imports, status_line, write_failed
+
+
+class Where(TypedDict):
+    """Where one job's runs go, when not where the pool's go (`run_pool`'s `where`)."""
+
+    out: Path
+    results: Path
+    params: dict[str, dict[str, object]]
 
 
 def out_of_date(analysis: str, vocab: str, results: Path = RESULTS) -> str:
@@ -121,7 +129,14 @@ def notebook_worker(
 
         def handle(job: dict[str, Any], emit: Callable[[Any], None]) -> None:
             try:
-                w.run_vocab(job["vocab"], job["analyses"], params, on_status=emit)
+                w.run_vocab(
+                    job["vocab"],
+                    job["analyses"],
+                    job.get("params", params),
+                    on_status=emit,
+                    out_root=job.get("out"),
+                    results_dir=job.get("results"),
+                )
             except InputError as e:
                 for a in job["analyses"]:
                     emit({"notebook": a, "vocab": job["vocab"], "status": "failed", "error": str(e)})
@@ -139,12 +154,16 @@ def run_pool(
     notebooks: Path | None = None,
     stall: float = pool.STALL,
     params: dict[str, dict[str, object]] | None = None,
+    where: list[Where] | None = None,
 ) -> tuple[list[RunStatus], list[dict[str, float]]]:
     """Run `jobs` ((input, its analyses), in order) on at most `workers` workers (`pool.run`), each
     analysis with `params[analysis]` (default: its defaults); the
     first is this command's own slot, each other one takes a slot from `server` first. A worker
     lost mid-input runs that input's remaining analyses once more on a fresh worker; lost again,
-    they fail naming the cause. Returns every run's status and each worker's start-up."""
+    they fail naming the cause. Returns every run's status and each worker's start-up.
+
+    `where[i]`, when given, is job i's own report folder, results and parameters in place of
+    `out_root`, `results` and `params` (a what-if's two sides on one pool)."""
     total = sum(len(a) for _, a in jobs)
     statuses: list[RunStatus] = []
     done: list[list[str]] = [[] for _ in jobs]
@@ -154,9 +173,12 @@ def run_pool(
         done[i].append(str(st["notebook"]))
         say(f"{status_line(st)}  ({len(statuses)}/{total})")
 
+    def payload(i: int, analyses: list[str]) -> dict[str, object]:
+        return {"vocab": jobs[i][0], "analyses": analyses, **(dict(where[i]) if where else {})}
+
     def left(i: int) -> dict[str, object] | None:
         rest = [a for a in jobs[i][1] if a not in done[i]]
-        return {"vocab": jobs[i][0], "analyses": rest} if rest else None
+        return payload(i, rest) if rest else None
 
     def lost(i: int, why: str, tries: int) -> None:
         vocab, analyses = jobs[i]
@@ -164,11 +186,11 @@ def run_pool(
         for a in analyses:
             if a not in done[i]:
                 st: RunStatus = {"notebook": a, "vocab": vocab, "status": "failed", "error": why}
-                _write_failed(results, st)
+                _write_failed(where[i]["results"] if where else results, st)
                 emitted(i, st)
 
     stats = pool.run(
-        [{"vocab": v, "analyses": a} for v, a in jobs],
+        [payload(i, a) for i, (_, a) in enumerate(jobs)],
         notebook_worker,
         (out_root, results, notebooks, params),
         workers=workers,

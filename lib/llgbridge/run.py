@@ -322,15 +322,20 @@ class Worker:
         notebooks: list[str],
         params: dict[str, dict[str, object]] | None = None,
         on_status: Callable[[RunStatus], None] | None = None,
+        out_root: Path | None = None,
+        results_dir: Path | None = None,
     ) -> list[RunStatus]:
         """Each of `notebooks` on `vocab`, with its defaults or `params[notebook]`; `on_status`
-        hears each run's status as it ends."""
+        hears each run's status as it ends. `out_root` and `results_dir` (default the worker's)
+        let one kernel serve inputs whose reports go to different places (a what-if's two sides)."""
+        out_root = out_root or self.out_root
+        results_dir = results_dir or self.results_dir
         from nbclient.exceptions import CellExecutionError
         from papermill.iorw import load_notebook_node
         from papermill.parameterize import parameterize_notebook
 
         plans = [
-            _prepare(n, vocab, (params or {}).get(n, {}), self.results_dir, self.notebooks_dir) for n in notebooks
+            _prepare(n, vocab, (params or {}).get(n, {}), results_dir, self.notebooks_dir) for n in notebooks
         ]  # every check before any kernel
         out: list[RunStatus] = []
         tmp, log = self._tmp.name, self.log
@@ -348,9 +353,7 @@ class Worker:
                 self.kernel.shutdown()
                 raise
             except BaseException as e:  # noqa: BLE001 - every failure becomes a result
-                status.update(
-                    failure(notebook, vocab, e, log.read_bytes()[mark:] if log.exists() else b"", self.out_root)
-                )
+                status.update(failure(notebook, vocab, e, log.read_bytes()[mark:] if log.exists() else b"", out_root))
                 # only a cell that raised leaves an idle kernel to reuse: one past its time limit is
                 # still busy (the next notebook would wait for it, the time limit undone)
                 if not isinstance(e, CellExecutionError) or not self.kernel.alive():
@@ -359,7 +362,7 @@ class Worker:
             times = self.kernel.between()
             t2 = time.monotonic()
             try:
-                _publish(nb, src, notebook, vocab, parameters, self.out_root, [tmp + "/"])
+                _publish(nb, src, notebook, vocab, parameters, out_root, [tmp + "/"])
                 if status["status"] == "ok" and not result.exists():
                     status["status"], status["error"] = "failed", f"the notebook wrote no result at {_rel(result)}"
                 if status["status"] != "ok":
@@ -379,7 +382,7 @@ class Worker:
                 "between": round(t2 - t1, 4),
                 "publish": round(time.monotonic() - t2, 4),
             }
-            write_timing(self.results_dir, status)
+            write_timing(results_dir, status)
             out.append(status)
             self.say(status_line(status))
             if on_status is not None:

@@ -85,24 +85,40 @@ def _groups(runs: list[tuple[str, dict[str, object]]]) -> list[list[str]]:
     return [g for g in ([n for n in names if n not in on_models], [n for n in names if n in on_models]) if g]
 
 
-def _run_all(name: str, runs: list[tuple[str, dict[str, object]]], out: Path) -> list[run.RunStatus]:
-    """Every analysis on the pool (`batch.run_pool`), in two groups (`_groups`) run side by side
-    where the machine has the cores: each worker loads the file and builds its bridges once (its
-    kernel's output goes to a log meanwhile; each run's line goes to the terminal as it ends). The
+def _run_all(sides: list[tuple[str, list[tuple[str, dict[str, object]]], Path]]) -> list[list[run.RunStatus]]:
+    """Every analysis of every side (name, its runs, its report folder) on one pool
+    (`batch.run_pool`), each side in two groups (`_groups`) run side by side where the machine has
+    the cores: each worker loads a file and builds its bridges once per group (its kernel's output
+    goes to a log meanwhile; each run's line goes to the terminal as it ends). An overridden file's
+    two sides share the workers, so neither waits for the other's slowest group. Each side's
     statuses come back in the registry's order, each with its wall."""
-    groups = _groups(runs)
-    workers = max(1, min(WORKERS, len(groups), len(os.sched_getaffinity(0))))
-    print(f"[whatif {name}] {len(runs)} analyses on {workers} worker(s) ...", flush=True)
-    statuses, _ = batch.run_pool(
-        [(name, g) for g in groups],
-        workers,
-        out_root=out,
-        results=out / "results",
-        say=lambda line: print(line, flush=True),
-        params=dict(runs),
+    jobs: list[tuple[str, list[str]]] = []
+    where: list[batch.Where] = []
+    for name, runs, out in sides:
+        for g in _groups(runs):
+            jobs.append((name, g))
+            where.append({"out": out, "results": out / "results", "params": dict(runs)})
+    workers = max(1, min(WORKERS, len(jobs), len(os.sched_getaffinity(0))))
+    print(
+        f"[whatif {' and '.join(n for n, _, _ in sides)}] {sum(len(r) for _, r, _ in sides)} analyses "
+        f"on {workers} worker(s) ...",
+        flush=True,
     )
-    order = [nb for nb, _ in runs]
-    return sorted(statuses, key=lambda st: order.index(str(st["notebook"])))
+    statuses, _ = batch.run_pool(
+        jobs,
+        workers,
+        out_root=sides[0][2],
+        results=sides[0][2] / "results",
+        say=lambda line: print(line, flush=True),
+        where=where,
+    )
+    got = []
+    for name, runs, _ in sides:
+        order = [nb for nb, _ in runs]
+        got.append(
+            sorted((st for st in statuses if st["vocab"] == name), key=lambda st: order.index(str(st["notebook"])))
+        )
+    return got
 
 
 def whatif(
@@ -142,13 +158,11 @@ def whatif(
     base = _plan(path, plain, params, models / "without") if ovs else []
     run.fast_imports()
     t0 = time.monotonic()
-    statuses = _run_all(name, runs, out)
-    seconds = {"with": (time.monotonic() - t0, _server_wall(statuses))}
+    statuses, *rest = _run_all([(name, runs, out)] + ([(plain, base, out / "without")] if ovs else []))
+    wall = time.monotonic() - t0
     lead = None
     if ovs:
-        t1 = time.monotonic()
-        plain_statuses = _run_all(plain, base, out / "without")
-        seconds["without"] = (time.monotonic() - t1, _server_wall(plain_statuses))
+        (plain_statuses,) = rest
         # the plain run's failures are said too: its tables are what the page compares against
         statuses += [
             {**st, "notebook": f"{st['notebook']} (without the overrides)"}
@@ -165,12 +179,10 @@ def whatif(
         f"what-if report: {out / 'index.html'}"
         + (f" (the file without the overrides: {out / 'without' / 'index.html'})" if ovs else "")
     )
+    server_s = _server_wall(statuses) + (_server_wall(plain_statuses) if ovs else 0.0)
     print(
-        "what-if: "
-        + "; ".join(
-            f"{wall:.0f} s{f' {k} the overrides' if ovs else ''} ({server:.0f} s of it the server)"
-            for k, (wall, server) in seconds.items()
-        )
+        f"what-if: {wall:.0f} s{' with the overrides and without them' if ovs else ''}"
+        f" ({server_s:.0f} s of the workers' time the server)"
     )
     return statuses
 
