@@ -5,8 +5,10 @@ matcher's `forced bytes: got ' '` error in the log (5.1), the fixed sampler logs
 and falls back to greedy tokenization on SentencePiece (5.3), bug A lets a space into a
 grammar that forbids one on BPE (4.4: `' ...'`), guide table 7 on the build that links llguidance
 1.0.1. The servers are built by `make test` (`make server`); where they cannot be built, every test
-here is skipped with the build's one-line reason. Every server these tests start is stopped, and
-the last test checks that none is left.
+here is skipped with the build's one-line reason. The tests that only ask share one server per
+(build, model) for the module (`served`; requests go one at a time and ask for no prompt cache, so
+each answer is its own, and each reads only its own request's lines of the log). Every server
+these tests start is stopped, and after the last test none is left.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -37,20 +40,40 @@ def _model(name: str) -> tuple[Path, Vocab]:
     return path, Vocab(path, name)
 
 
-def _ask(sampler: str, name: str, case: str, tmp_path: Path, llg: str = PIN) -> tuple[server.ServerRow, str]:
-    """One case through one build: the judged row and the server's whole log."""
-    path, v = _model(name)
-    log = tmp_path / f"{sampler}-{name}.log"
-    with S.serve(S.binary(sampler, llg), path, log) as srv:
-        row = server.ask(srv, v, path.name, True, llg, sampler, case, G.PLAIN, 64, 0, 0.0)
-        return row, srv.log()
+Served = Callable[[str, str], tuple[S.Server, Path, Vocab]]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """`served(sampler, name)`: the build's server on `name`'s synthetic model, started the first
+    time a test asks for it and kept for the module's other tests; all stopped at its end."""
+    logs = tmp_path_factory.mktemp("servers")
+    started: dict[tuple[str, str], tuple[S.Server, Path, Vocab]] = {}
+    with ExitStack() as stack:
+
+        def get(sampler: str, name: str) -> tuple[S.Server, Path, Vocab]:
+            if (sampler, name) not in started:
+                path, v = _model(name)
+                srv = stack.enter_context(S.serve(S.binary(sampler, PIN), path, logs / f"{sampler}-{name}.log"))
+                started[sampler, name] = (srv, path, v)
+            return started[sampler, name]
+
+        yield get
+
+
+def _ask(served: Served, sampler: str, name: str, case: str) -> tuple[server.ServerRow, str]:
+    """One case through one build: the judged row and the server's log while it answered."""
+    srv, path, v = served(sampler, name)
+    start = srv.log_size()
+    row = server.ask(srv, v, path.name, True, PIN, sampler, case, G.PLAIN, 64, 0, 0.0)
+    return row, srv.settled_log(start)
 
 
 @pytest.mark.guards("bug B")
-def test_upstream_server_drops_the_grammar_silently_on_spm(tmp_path: Path) -> None:
+def test_upstream_server_drops_the_grammar_silently_on_spm(served: Served) -> None:
     """Guide 5.1: HTTP 200, no error field, an `llg error` in the log only, and output the
     one-literal grammar forbids (the forced ' hello' is the wrong token, then free text)."""
-    row, log = _ask(variant("upstream"), "llama-spm", "forced_literal", tmp_path)
+    row, log = _ask(served, variant("upstream"), "llama-spm", "forced_literal")
     assert (row.http_status, row.error_field) == (200, False)
     assert "llg error: Parser Error:" in log and "forced bytes: got ' '" in log
     assert row.outcome == "violation"
@@ -58,33 +81,32 @@ def test_upstream_server_drops_the_grammar_silently_on_spm(tmp_path: Path) -> No
 
 
 @pytest.mark.guards("bug B")
-def test_fixed_server_keeps_the_literal_on_spm(tmp_path: Path) -> None:
-    """Guide 5.3: the fixed sampler falls back to greedy tokenization, and the output is the literal."""
-    row, log = _ask(variant("fixed"), "llama-spm", "forced_literal", tmp_path)
-    assert "tokenizer is not byte exact" in log and "llg error" not in log
+def test_fixed_server_keeps_the_literal_on_spm(served: Served) -> None:
+    """Guide 5.3: the fixed sampler falls back to greedy tokenization, and the output is the literal.
+    The server says "not byte exact" once, at its first grammar, so its whole log is read for it."""
+    row, log = _ask(served, variant("fixed"), "llama-spm", "forced_literal")
+    assert "tokenizer is not byte exact" in served(variant("fixed"), "llama-spm")[0].log()
+    assert "llg error" not in log
     assert (row.http_status, row.outcome, row.output) == (200, "pass", G.FORCED_LITERAL)
 
 
 @pytest.mark.guards("bug A")
-def test_upstream_server_lets_a_space_into_the_dots_on_bpe(tmp_path: Path) -> None:
+def test_upstream_server_lets_a_space_into_the_dots_on_bpe(served: Served) -> None:
     """Guide 4.4 through the product: llama-bpe's ' ...' (clean_spaces) passes a grammar of dots
     only; HTTP 200, no error field, no llg error: nothing but the bytes says so."""
-    row, log = _ask(variant("upstream"), "llama-bpe", "dots", tmp_path)
+    row, log = _ask(served, variant("upstream"), "llama-bpe", "dots")
     assert (row.http_status, row.error_field, row.llg_errors) == (200, False, 0)
     assert row.outcome == "violation" and " " in row.output
 
 
 @pytest.mark.guards("bug A")
-def test_fixed_server_json_schema_passes_on_bpe(tmp_path: Path) -> None:
+def test_fixed_server_json_schema_passes_on_bpe(served: Served) -> None:
     """The JSON case through `json_schema` (the server's own schema-to-grammar), and the dots case,
     pass on the fixed build."""
-    path, v = _model("llama-bpe")
-    sampler = variant("fixed")
-    with S.serve(S.binary(sampler, PIN), path, tmp_path / f"{sampler}-llama-bpe.log") as srv:  # one start, two asks
-        for case in ("json_enum", "dots"):
-            row = server.ask(srv, v, path.name, True, PIN, sampler, case, G.PLAIN, 64, 0, 0.0)
-            assert (row.http_status, row.error_field, row.outcome) == (200, False, "pass"), case
-            assert " " not in row.output
+    for case in ("json_enum", "dots"):
+        row, _ = _ask(served, variant("fixed"), "llama-bpe", case)
+        assert (row.http_status, row.error_field, row.outcome) == (200, False, "pass"), case
+        assert " " not in row.output
 
 
 @pytest.mark.parametrize("name", ["llama-spm", "llama-bpe"])
@@ -164,35 +186,35 @@ def test_a_request_that_times_out_is_no_answer(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("sampler", S.SAMPLERS)
-def test_a_schema_llguidance_cannot_compile_is_ignored_with_http_200(sampler: str, tmp_path: Path) -> None:
+def test_a_schema_llguidance_cannot_compile_is_ignored_with_http_200(sampler: str, served: Served) -> None:
     """Beyond the PR, on both builds: llama_sampler_llg_new logs llguidance's error and returns no
     matcher (common/llguidance.cpp:25-30), so the request runs unconstrained and answers HTTP 200
     with no error field; llguidance's own message is in the log only."""
-    row, log = _ask(sampler, "llama-spm", server.REJECTED_CASE, tmp_path)
+    row, log = _ask(served, sampler, "llama-spm", server.REJECTED_CASE)
     assert (row.http_status, row.error_field, row.outcome) == (200, False, "ignored")
     assert "llg error:" in log and "failed to compile JSON schema" in row.error
 
 
-def test_bug_c_a_special_token_spelled_in_a_literal_ends_the_turn_on_the_fixed_server(tmp_path: Path) -> None:
+def test_bug_c_a_special_token_spelled_in_a_literal_ends_the_turn_on_the_fixed_server(served: Served) -> None:
     """Beyond the PR: `say <|eot_id|> now` on llama-bpe. `tokenize_fn` parses special-token text, so
     after `say` and `' '` the forced token is 128009 (<|eot_id|>, the end of turn) and the server
     stops there: HTTP 200, no error field, stop_type eos, content 'say ' (checked by hand in the
     compiled harness and the server)."""
     _, v = _model("llama-bpe")
     assert server.special_text(v) == "<|eot_id|>"
-    row, _ = _ask("fixed", "llama-bpe", server.SPECIAL_CASE, tmp_path)
+    row, _ = _ask(served, "fixed", "llama-bpe", server.SPECIAL_CASE)
     assert (row.http_status, row.error_field, row.stop_type, row.output) == (200, False, "eos", "say ")
     assert row.tokens == [37890, 220]  # 'say', ' ': the turn ended on the forced <|eot_id|>
-    spm, _ = _ask("fixed", "llama-spm", server.SPECIAL_CASE, tmp_path)
+    spm, _ = _ask(served, "fixed", "llama-spm", server.SPECIAL_CASE)
     assert (spm.outcome, spm.output) == ("pass", "say </s> now")  # greedy: llguidance spells the text out
 
 
-def test_bug_c_by_a_json_schema_pattern_on_the_fixed_server_and_nospecial_repairs_it(tmp_path: Path) -> None:
+def test_bug_c_by_a_json_schema_pattern_on_the_fixed_server_and_nospecial_repairs_it(served: Served) -> None:
     """Bug C by another road: a `json_schema` string whose `pattern` spells the end-of-turn token
     (`^<\\|eot_id\\|>x$` on llama-bpe). The server's own schema-to-grammar forces the string's bytes,
     `tokenize_fn` parses them into the control token, and the answer is `"` with stop_type eos and
     HTTP 200 (checked by hand with curl); candidate 0004 (`nospecial`) spells the text out."""
-    row, _ = _ask(variant("fixed"), "llama-bpe", server.SPECIAL_PATTERN_CASE, tmp_path)
+    row, _ = _ask(served, variant("fixed"), "llama-bpe", server.SPECIAL_PATTERN_CASE)
     assert (row.http_status, row.error_field, row.stop_type, row.output, row.outcome) == (
         200,
         False,
@@ -201,47 +223,33 @@ def test_bug_c_by_a_json_schema_pattern_on_the_fixed_server_and_nospecial_repair
         "violation",
     )
     assert row.content_match == "same"  # the server's own content says so too
-    fixed, _ = _ask(variant("nospecial"), "llama-bpe", server.SPECIAL_PATTERN_CASE, tmp_path)
+    fixed, _ = _ask(served, variant("nospecial"), "llama-bpe", server.SPECIAL_PATTERN_CASE)
     assert (fixed.outcome, fixed.output) == ("pass", '"<|eot_id|>x"')
 
 
 # -- the product's own words: every judged answer against the server's `content` -----------------
-def test_every_judged_answer_is_the_servers_own_content(tmp_path: Path) -> None:
+def test_every_judged_answer_is_the_servers_own_content(served: Served) -> None:
     """The judge decodes an answer from the tokens the server returns; the server says what it
     produced in `content`. On every case of both builds, on a SentencePiece and a BPE vocab, the
     two are one text (`server.CONTENT_RULES`: pieces joined with special=false, so the
     end-of-turn token that ended bug C's answer adds nothing)."""
     for name in ("llama-spm", "llama-bpe"):
-        path, v = _model(name)
         for sampler in S.SAMPLERS:
-            rows, _ = server.run_build(
-                S.binary(sampler, PIN),
-                path,
-                v,
-                True,
-                PIN,
-                sampler,
-                list(G.CASES) + [server.SPECIAL_CASE],
-                {c: G.PLAIN for c in [*G.CASES, server.SPECIAL_CASE]},
-                tmp_path / f"{sampler}-{name}.log",
-                64,
-                0,
-                0.0,
-            )
+            rows = [_ask(served, sampler, name, c)[0] for c in [*G.CASES, server.SPECIAL_CASE]]
             assert [(r.case, r.content_match) for r in rows if r.content_match != "same"] == [], (name, sampler)
             assert all(r.outcome != server.DISAGREES for r in rows)
 
 
-def test_the_chat_endpoints_message_is_part_of_its_own_tokens(tmp_path: Path) -> None:
+def test_the_chat_endpoints_message_is_part_of_its_own_tokens(served: Served) -> None:
     """The chat endpoint gives its tokens only with their probabilities (`logprobs`); its message is
     what the chat parser keeps of their text (`CONTENT_RULES["chat"]`: on llama-bpe the whitespace the
     model wrote before the JSON is dropped), never text the tokens do not hold."""
-    row, _ = _ask("fixed", "llama-bpe", server.CHAT_CASE, tmp_path)
+    row, _ = _ask(served, "fixed", "llama-bpe", server.CHAT_CASE)
     assert (row.http_status, row.outcome, row.content_match) == (200, "pass", "same after chat")
     assert row.tokens and row.output.startswith("{") and not row.output.startswith(" ")
 
 
-def test_replayed_answers_judged_from_threads_are_the_servers_content(tmp_path: Path) -> None:
+def test_replayed_answers_judged_from_threads_are_the_servers_content(served: Served) -> None:
     """The load test's false finding, caught by the product's own words: real answers, judged again
     and again from 8 threads with Python's switch interval forced down (as a loaded machine
     interrupts a thread now and then). Every judgement is the server's `content`. When `Vocab` kept
@@ -249,50 +257,44 @@ def test_replayed_answers_judged_from_threads_are_the_servers_content(tmp_path: 
     byte 268: judge '}:ntn environ…', server 'från environ…'") and were counted as violations."""
     from concurrent.futures import ThreadPoolExecutor
 
-    path, v = _model("llama-spm")
+    srv, path, v = served("upstream", "llama-spm")
     cases = [*G.CASES, server.GBNF_CASE, ""]
-    with S.serve(S.binary("upstream", PIN), path, tmp_path / "replay.log") as srv:
-        replies = [
-            (
-                c,
-                *server.request_for(c, G.PLAIN, 64, 0, 0.0, v)[:2],
-                S.post(srv, *server.request_for(c, G.PLAIN, 64, 0, 0.0, v)[::2]),
-            )
-            for c in cases
-        ]
+    replies = [
+        (
+            c,
+            *server.request_for(c, G.PLAIN, 64, 0, 0.0, v)[:2],
+            S.post(srv, *server.request_for(c, G.PLAIN, 64, 0, 0.0, v)[::2]),
+        )
+        for c in cases
+    ]
 
-        def judged(a: tuple[str, str, str, S.Reply]) -> str:
-            return server.answered(
-                srv, v, path.name, True, PIN, "upstream", a[0], a[1], a[2], a[3], [], False
-            ).content_match
+    def judged(a: tuple[str, str, str, S.Reply]) -> str:
+        return server.answered(
+            srv, v, path.name, True, PIN, "upstream", a[0], a[1], a[2], a[3], [], False
+        ).content_match
 
-        old = sys.getswitchinterval()
-        sys.setswitchinterval(1e-6)
-        try:
-            with ThreadPoolExecutor(max_workers=8) as pool:
-                got = list(pool.map(judged, replies * 40))
-        finally:
-            sys.setswitchinterval(old)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            got = list(pool.map(judged, replies * 40))
+    finally:
+        sys.setswitchinterval(old)
     assert sorted(set(got)) == ["same"]
 
 
-def test_a_judge_that_reads_other_bytes_disagrees_with_the_server(tmp_path: Path) -> None:
+def test_a_judge_that_reads_other_bytes_disagrees_with_the_server(served: Served) -> None:
     """The cross-check itself: the server's content against bytes that are not its tokens' (as a
     corrupted judge would read them) is a disagreement naming the first differing byte, and the row
     is counted neither as a pass nor as a violation; invalid UTF-8 the server replaced is not."""
-    path, v = _model("llama-spm")
-    with S.serve(S.binary("fixed", PIN), path, tmp_path / "x.log") as srv:
-        endpoint, sent_as, body = server.request_for("forced_literal", G.PLAIN, 64, 0, 0.0, v)
-        reply = S.post(srv, endpoint, body)
-        good = server.answered(
-            srv, v, path.name, True, PIN, "fixed", "forced_literal", endpoint, sent_as, reply, [], False
-        )
-        assert (good.outcome, good.output, good.content_match) == ("pass", "hello world", "same")
-        assert reply.body is not None
-        reply.body["content"] = "hello workd"  # one byte of another piece, as the shared buffer gave it
-        bad = server.answered(
-            srv, v, path.name, True, PIN, "fixed", "forced_literal", endpoint, sent_as, reply, [], False
-        )
+    srv, path, v = served("fixed", "llama-spm")
+    endpoint, sent_as, body = server.request_for("forced_literal", G.PLAIN, 64, 0, 0.0, v)
+    reply = S.post(srv, endpoint, body)
+    good = server.answered(srv, v, path.name, True, PIN, "fixed", "forced_literal", endpoint, sent_as, reply, [], False)
+    assert (good.outcome, good.output, good.content_match) == ("pass", "hello world", "same")
+    assert reply.body is not None
+    reply.body["content"] = "hello workd"  # one byte of another piece, as the shared buffer gave it
+    bad = server.answered(srv, v, path.name, True, PIN, "fixed", "forced_literal", endpoint, sent_as, reply, [], False)
     assert bad.outcome == server.DISAGREES
     assert bad.content_match == "differs at byte 9: judge 'ld', server 'kd'"
     # <0xE4> alone is not UTF-8: the server's JSON carries U+FFFD for it (nlohmann's replace)
