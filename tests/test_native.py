@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import subprocess
 import tempfile
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -23,13 +24,16 @@ from llgbridge.native.trace import MIXED_QUANTIFIERS
 
 _why = native.unavailable()
 pytestmark = pytest.mark.skipif(_why is not None, reason=f"native parts not built: {_why}")
+# llama.cpp's test in its own binary is a function of (test, sampler, vocab): the tests below that
+# read the same run (the guide's exits, and the harness's children against each binary) share it
+run_test = cache(native.run_test)
 
 
 @pytest.mark.guards("bug A and bug B")
 @pytest.mark.parametrize("name", ["llama-bpe", "llama-spm"])
 def test_pr_test_fails_on_the_shipped_sampler_as_the_guide_says(name: str) -> None:
     """Guide 7.1: exit 134 with 6 (llama-bpe) or 6136 (llama-spm) spaced tokens allowed."""
-    run = native.run_test("pr", variant("upstream"), vocab(name).path)
+    run = run_test("pr", variant("upstream"), vocab(name).path)
     (code, bad), _ = guide.UNIT[name]
     assert (run.exit_code, run.space_bad) == (code, bad)
     spaced = [vocab(name).token_to_piece(t) for t in run.forced_tokens]
@@ -41,7 +45,7 @@ def test_pr_test_fails_on_the_shipped_sampler_as_the_guide_says(name: str) -> No
 @pytest.mark.parametrize("name", ["llama-bpe", "llama-spm"])
 def test_pr_test_passes_on_the_fixed_sampler(name: str) -> None:
     """Guide 7.1, 7.2: exit 0; the forced literal's allowed pieces are the guide's, by bytes."""
-    run = native.run_test("pr", variant("fixed"), vocab(name).path)
+    run = run_test("pr", variant("fixed"), vocab(name).path)
     _, (code, bad) = guide.UNIT[name]
     assert (run.exit_code, run.space_bad, run.forced_bad) == (code, bad, 0)
     pieces = tuple(vocab(name).token_to_piece(t) for t in run.forced_tokens)
@@ -54,8 +58,8 @@ def test_pr_test_passes_on_the_fixed_sampler(name: str) -> None:
 def test_shipped_test_string_failure_on_spm_is_the_prefix_space() -> None:
     """Guide 7.3: the shipped string tests fail on llama-spm with both samplers, so they cannot
     tell the fix from the bug there; the PR's guard is what makes its suite pass."""
-    shipped = native.run_test("shipped", "fixed", vocab("llama-spm").path)
-    pr = native.run_test("pr", variant("fixed"), vocab("llama-spm").path)
+    shipped = run_test("shipped", "fixed", vocab("llama-spm").path)
+    pr = run_test("pr", variant("fixed"), vocab("llama-spm").path)
     assert shipped.exit_code == 134 and "failed to match" in shipped.failure
     assert pr.exit_code == 0
 
@@ -159,7 +163,7 @@ def test_the_harness_runs_llamas_tests_as_their_own_binaries_do(name: str) -> No
     served = native.harness_serve({s: [native.Job("leak", LEAK_GRAMMAR, ())] for s in native.SAMPLERS}, v.path, tests)
     assert set(served.test_seconds) == set(served.tests) == {(t, s) for s in native.SAMPLERS for t in tests[s]}
     for (t, s), run in served.tests.items():
-        assert run == native.run_test(t, s, v.path), (t, s)
+        assert run == run_test(t, s, v.path), (t, s)
     (code, bad), (fixed_code, _) = guide.UNIT[name]
     up, fixed = served.tests["pr", "upstream"], served.tests["pr", "fixed"]
     assert (up.exit_code, up.space_bad, fixed.exit_code) == (code, bad, fixed_code)
