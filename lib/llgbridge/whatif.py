@@ -181,8 +181,8 @@ def whatif(
     )
     server_s = _server_wall(statuses) + (_server_wall(plain_statuses) if ovs else 0.0)
     print(
-        f"what-if: {wall:.0f} s{' with the overrides and without them' if ovs else ''}"
-        f" ({server_s:.0f} s of the workers' time the server)"
+        f"what-if: {wall:.0f} s{', both sides on one pool' if ovs else ''}"
+        f" (the server analys{'es of both sides' if ovs else 'is'}: {server_s:.0f} s of the workers' time)"
     )
     return statuses
 
