@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -105,6 +106,7 @@ def test_the_makefile_keeps_no_second_list_of_what_a_result_depends_on() -> None
 def test_reading_the_makefile_changes_nothing(tmp_path: Path) -> None:
     """`make -n` prints; it must not delete a failed result (the retry is the result's date)."""
     failed = RESULTS / "census" / "zz-test-failed.json"
+    made = [d for d in (failed.parent, *failed.parent.parents) if not d.exists()]  # left as found
     failed.parent.mkdir(parents=True, exist_ok=True)
     failed.write_text(json.dumps({"status": "failed", "notebook": "census", "vocab": "zz-test-failed", "error": "x"}))
     try:
@@ -112,6 +114,9 @@ def test_reading_the_makefile_changes_nothing(tmp_path: Path) -> None:
         assert failed.exists()
     finally:
         failed.unlink(missing_ok=True)
+        for d in made:  # the deepest first; one another test has written into meanwhile stays
+            with contextlib.suppress(OSError):
+                d.rmdir()
 
 
 def test_a_failed_run_is_one_line_and_retried(tmp_path: Path) -> None:
