@@ -77,6 +77,25 @@ def test_the_native_split_counts_one_harness_process_per_llguidance_version() ->
     assert page.startswith("## The native analysis in parts\n") and page.count("## ") == 1
 
 
+def test_the_whatif_section_judges_the_plain_what_if_against_issue_33s_20_s() -> None:
+    """The goal reads the plain what-if's wall, not the override's two sides, and a what-if with a
+    failed run meets no goal however fast (hand-made rows: running three what-ifs is bench's job)."""
+    from llgbridge.measure import whatif_time as W
+
+    def rows(plain: float, failed: int = 0) -> list[dict[str, object]]:
+        return [
+            {"run": "plain", "vocab": "llama-spm", "wall": plain, "analyses": 9, "failed": failed},
+            {"run": W.RUNS[2][0], "vocab": "llama-spm", "wall": 25.0, "analyses": 18, "failed": 0},
+        ]
+
+    assert W.verdict(rows(16.04)) == "goal <= 20 s for the plain what-if: met (16.0 s)"
+    assert W.verdict(rows(20.6)) == "goal <= 20 s for the plain what-if: not met (20.6 s)"
+    assert W.verdict(rows(16.0, failed=1)).startswith("goal <= 20 s for the plain what-if: not met")
+    page = bench.render({"whatif": bench.whatif_context(rows(16.04))})
+    assert page.startswith("## A what-if, end to end\n") and page.count("## ") == 1
+    assert "| plain | 9 | 0 | 16.0 |" in page and "met (16.0 s)" in page
+
+
 def test_the_server_split_counts_one_server_start_per_build() -> None:
     """`server_split` on llama-spm's synthetic model with two cases: one server start per build
     (each sampler on each llguidance version, and each candidate on the pin), not one per case;

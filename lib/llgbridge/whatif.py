@@ -128,12 +128,15 @@ def whatif(
     out: Path | None = None,
     models_dir: Path | None = None,
     overrides: list[str] | None = None,
+    one_pool: bool = True,
 ) -> list[run.RunStatus]:
     """Run every analysis on `path`; the report goes to `out` (default reports/whatif/NAME).
 
     With llama.cpp's key `overrides` (KEY=TYPE:VALUE), every load takes them, the same analyses
     run on the file without them too (`out/without/`), and the page says what they changed
-    (`override_section`). The statuses returned are the overridden run's.
+    (`override_section`). The statuses returned are the overridden run's. Both sides share one
+    pool of workers; `one_pool=False` runs them one after the other, each on a pool of its own, as
+    before (`make bench` times both).
 
     InputError, before anything runs, for a file that is not GGUF, a NAME that could not name a
     folder (`../..`), an override llama.cpp's syntax refuses, or a parameter no notebook takes or
@@ -158,7 +161,8 @@ def whatif(
     base = _plan(path, plain, params, models / "without") if ovs else []
     run.fast_imports()
     t0 = time.monotonic()
-    statuses, *rest = _run_all([(name, runs, out)] + ([(plain, base, out / "without")] if ovs else []))
+    sides = [(name, runs, out)] + ([(plain, base, out / "without")] if ovs else [])
+    statuses, *rest = _run_all(sides) if one_pool else [st for side in sides for st in _run_all([side])]
     wall = time.monotonic() - t0
     lead = None
     if ovs:

@@ -62,6 +62,8 @@ from .census_worker import now
 from .maskpath import GRAMMAR
 from .regen import GOALS
 from .server_split import SERVER_PARTS, SERVER_SPLIT_MODELS, server_split
+from .whatif_time import verdict as whatif_verdict
+from .whatif_time import whatif_time
 
 SOURCE = ROOT / "bench" / "census.c"
 BUILD = DATA / "bench"
@@ -417,6 +419,7 @@ def render(context: dict[str, Any]) -> str:
         "corpus_time",
         "native_split",
         "server_split",
+        "whatif",
         "regen",
     )
     # every section ends in a blank line; the page does not
@@ -449,6 +452,7 @@ def write_reports(
     corpus_time: dict[str, Any] | None = None,
     native_parts: list[dict[str, Any]] | None = None,
     server_parts: list[dict[str, Any]] | None = None,
+    whatif_runs: list[dict[str, Any]] | None = None,
 ) -> None:
     total_tokens = sum(x.n_tokens for x in ref.values())
     rows = census_rows(ref, py, c, checks)
@@ -510,6 +514,8 @@ def write_reports(
         row("server_part", r["model"], r["requests_n"], "wall", r["wall"])
         for k, _ in SERVER_PARTS:
             row("server_part", r["model"], r["requests_n"], k, r[k], r[k] / r["wall"])
+    for r in whatif_runs or []:
+        row("whatif", r["vocab"], r["analyses"], r["run"], r["wall"])
     for r in native_parts or []:
         row("native_part", r["vocab"], r["n_tokens"], "wall", r["wall"])
         for k, _ in [*NATIVE_PARTS, NATIVE_BEFORE]:
@@ -649,6 +655,7 @@ def write_reports(
         "corpus_time": corpus_mask_time_context(corpus_time),
         "native_split": {"table": native_split_table(native_parts)} if native_parts else None,
         "server_split": {"table": server_split_table(server_parts)} if server_parts else None,
+        "whatif": whatif_context(whatif_runs),
     }
     if corpus_time:
         write_atomic(out / CORPUS_TIMING_JSON, json.dumps(corpus_time, indent=1, sort_keys=True) + "\n")
@@ -887,6 +894,20 @@ def server_split_table(rows: list[dict[str, Any]]) -> Any:
     )
 
 
+def whatif_context(rows: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """The what-if's section: each run's wall, and the goal against the plain one."""
+    if not rows:
+        return None
+    return {
+        "vocab": rows[0]["vocab"],
+        "verdict": whatif_verdict(rows),
+        "table": _table(
+            ["what-if", "analyses run", "failed", "wall s"],
+            [[r["run"], r["analyses"], r["failed"], f"{r['wall']:.1f}"] for r in rows],
+        ),
+    }
+
+
 MASK_PATH_VOCABS = ("llama-spm", "llama-bpe", "gemma-4")  # 32k, 128k and 262k tokens
 
 
@@ -1083,10 +1104,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--only",
-        choices=["census", "native", "server"],
+        choices=["census", "native", "server", "whatif"],
         help=(
             "run only this part and print its section of bench.md; writes nothing (census: Python vs C; native, "
-            "server: that analysis in parts)"
+            "server: that analysis in parts; whatif: make whatif end to end)"
         ),
     )
     args = ap.parse_args(argv)
@@ -1094,6 +1115,9 @@ def main(argv: list[str] | None = None) -> int:
         "native": (native_split, NATIVE_SPLIT_VOCABS, native_split_table),
         "server": (server_split, SERVER_SPLIT_MODELS, server_split_table),
     }
+    if args.only == "whatif":
+        print(render({"whatif": whatif_context(whatif_time())}), end="")
+        return 0
     if args.only in splits:
         split, default, table = splits[args.only]
         rows = split(tuple(args.vocabs.split(",")) if args.vocabs else default)
@@ -1156,6 +1180,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
         native_split(),
         server_split(),
+        whatif_time(),
     )
     # the guide's quotes on real weights: a real model's words depend on the CPU, so, like every
     # timing here, they are a dated snapshot the report quotes (`quotes`)
