@@ -162,7 +162,7 @@ def whatif(
     run.fast_imports()
     t0 = time.monotonic()
     sides = [(name, runs, out)] + ([(plain, base, out / "without")] if ovs else [])
-    statuses, *rest = _run_all(sides) if one_pool else [st for side in sides for st in _run_all([side])]
+    statuses, *rest = _run_all(sides) if one_pool else [_run_all([side])[0] for side in sides]
     wall = time.monotonic() - t0
     lead = None
     if ovs:
@@ -184,8 +184,9 @@ def whatif(
         + (f" (the file without the overrides: {out / 'without' / 'index.html'})" if ovs else "")
     )
     server_s = _server_wall(statuses) + (_server_wall(plain_statuses) if ovs else 0.0)
+    how = (", both sides on one pool" if one_pool else ", one side after the other") if ovs else ""
     print(
-        f"what-if: {wall:.0f} s{', both sides on one pool' if ovs else ''}"
+        f"what-if: {wall:.0f} s{how}"
         f" (the server analys{'es of both sides' if ovs else 'is'}: {server_s:.0f} s of the workers' time)"
     )
     return statuses
