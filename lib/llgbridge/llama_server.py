@@ -227,12 +227,18 @@ class ServerLog:
         with self._lock:
             return len(self._buf)
 
-    def text(self, start: int = 0) -> str:
-        """The log from byte `start`; ServerError when it could not be kept in its file."""
+    def check(self) -> None:
+        """ServerError when the log could not be kept in its file. One message, whenever it is
+        found: the file failing to open, or its first write failing before or after the server
+        answers (the reader thread races the start-up), once gave two messages for one cause."""
         if self.unwritten:
             raise ServerError(
                 f"the server's log could not be written ({self.unwritten}): the rows it feeds are not recorded"
             )
+
+    def text(self, start: int = 0) -> str:
+        """The log from byte `start`; ServerError when it could not be kept in its file."""
+        self.check()
         return self.peek(start)
 
     def peek(self, start: int = 0) -> str:
@@ -424,8 +430,7 @@ def serve(
     out = ServerLog(proc.stdout, log_path)
     srv = Server(exe, model, 0, log_path, proc, out)
     try:
-        if out.unwritten:
-            raise ServerError(f"{exe.name}: cannot write its log ({out.unwritten})")
+        out.check()
         deadline = time.monotonic() + startup_timeout
         while True:
             if not srv.alive():
