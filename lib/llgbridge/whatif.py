@@ -27,12 +27,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import analyses, batch, report, run
+from . import analyses, run
 from . import params as P
 from .errors import InputError
 from .overrides import Override, model_label, parse_all, suffix, tag
 from .paths import DATA, REPORTS, name_problem, usable_name, vocab_name
-from .report.table import Section, Table
 from .vocab import check_gguf_file
 
 # native: llama.cpp's own test and the port against the compiled sampler, on this vocab; server: the
@@ -92,6 +91,8 @@ def _run_all(sides: list[tuple[str, list[tuple[str, dict[str, object]]], Path]])
     goes to a log meanwhile; each run's line goes to the terminal as it ends). An overridden file's
     two sides share the workers, so neither waits for the other's slowest group. Each side's
     statuses come back in the registry's order, each with its wall."""
+    from . import batch  # here, not at the top: a refused what-if answers before pandas is loaded
+
     jobs: list[tuple[str, list[str]]] = []
     where: list[batch.Where] = []
     for name, runs, out in sides:
@@ -159,6 +160,8 @@ def whatif(
     models = models_dir or DATA / "whatif" / name / "models"
     runs = _plan(path, name, {**params, **({"overrides": kv} if kv else {})}, models)
     base = _plan(path, plain, params, models / "without") if ovs else []
+    from . import report  # a refused what-if (everything above) answers without it
+
     run.fast_imports()
     t0 = time.monotonic()
     sides = [(name, runs, out)] + ([(plain, base, out / "without")] if ovs else [])
@@ -333,6 +336,8 @@ def table_changes(
 def override_section(out: Path, name: str, plain: str, path: Path, ovs: tuple[Override, ...]) -> Any:
     """The what-if's first section: what the overrides changed against the same file without them."""
     import pandas as pd
+
+    from .report.table import Section, Table
 
     # the same row on both sides: the input's name, and the synthetic model's (its own file, loaded with the overrides)
     models = {f"synthetic-{plain}.gguf": model_label(f"synthetic-{name}+kv-{tag(ovs)}.gguf", ovs)}
