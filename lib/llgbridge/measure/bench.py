@@ -902,8 +902,17 @@ def whatif_context(rows: list[dict[str, Any]] | None) -> dict[str, Any] | None:
         "vocab": rows[0]["vocab"],
         "verdict": whatif_verdict(rows),
         "table": _table(
-            ["what-if", "analyses run", "failed", "wall s"],
-            [[r["run"], r["analyses"], r["failed"], f"{r['wall']:.1f}"] for r in rows],
+            ["what-if", "analyses run", "failed", "wall s (median)", "each run, in order"],
+            [
+                [
+                    r["run"],
+                    r["analyses"],
+                    r["failed"],
+                    f"{r['wall']:.1f}",
+                    ", ".join(f"{w:.1f}" for w in r.get("walls", [r["wall"]])),
+                ]
+                for r in rows
+            ],
         ),
     }
 
