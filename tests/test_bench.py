@@ -84,7 +84,14 @@ def test_the_whatif_section_judges_the_plain_what_if_against_issue_33s_20_s() ->
 
     def rows(plain: float, failed: int = 0) -> list[dict[str, object]]:
         return [
-            {"run": "plain", "vocab": "llama-spm", "wall": plain, "walls": [23.2, plain, 15.1], "analyses": 9, "failed": failed},
+            {
+                "run": "plain",
+                "vocab": "llama-spm",
+                "wall": plain,
+                "walls": [23.2, plain, 15.1],
+                "analyses": 9,
+                "failed": failed,
+            },
             {"run": W.RUNS[2][0], "vocab": "llama-spm", "wall": 25.0, "analyses": 18, "failed": 0},
         ]
 

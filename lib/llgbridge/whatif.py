@@ -337,7 +337,7 @@ def override_section(out: Path, name: str, plain: str, path: Path, ovs: tuple[Ov
     """The what-if's first section: what the overrides changed against the same file without them."""
     import pandas as pd
 
-    from .report.table import Section, Table
+    from .report.table import Section, Table  # with pandas: not loaded for a refused what-if
 
     # the same row on both sides: the input's name, and the synthetic model's (its own file, loaded with the overrides)
     models = {f"synthetic-{plain}.gguf": model_label(f"synthetic-{name}+kv-{tag(ovs)}.gguf", ovs)}
