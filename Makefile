@@ -228,7 +228,7 @@ lint: | $(SETUP)
 
 test: data/vocabs/.complete data/native/.built data/native/server/.built data/models/.fetched data/schemas/.complete | $(SETUP)
 	$(LINT)
-	$(BIN)/python -m pytest -n auto --dist loadfile
+	$(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder
 
 test-swapped: data/vocabs/.complete data/native/.built data/schemas/.complete | $(SETUP)
 	$(BIN)/python tools/swapped.py
