@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -106,3 +107,42 @@ def test_first_violation_from_threads_is_the_serial_answer() -> None:
         + [legal[:k] + [t] for k in range(len(legal)) for t in (220, 13)]
     )
     assert _differ(lambda s: G.first_violation(v, grammar, s), seqs, rounds=1) == []
+
+
+def test_the_servers_log_shows_a_line_only_once_its_file_has_it(tmp_path: Path) -> None:
+    """`llama_server.ServerLog`'s reader thread keeps a server's output for the rows and copies it
+    to the log file; the rows read it from the main thread. It once kept a chunk before copying
+    it, so a row could read a line whose copy then failed (a full disk), and record it as if it
+    were written: which rows failed depended on the threads' timing, and CI saw the other words.
+    A FIFO that nobody drains stands for a file whose write has not finished: of 192 KiB sent,
+    the log shows only what the FIFO took; once drained, all of it, the file holding the same."""
+    import os
+    import threading
+    import time
+
+    from llgbridge.llama_server import ServerLog
+
+    fifo = tmp_path / "log"
+    os.mkfifo(fifo)
+    drain = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # so the log's open for writing does not wait
+    r, w = os.pipe()
+    sent = bytes(random.Random(0).randrange(256) for _ in range(192 * 1024))
+    with os.fdopen(r, "rb", buffering=0) as stream:
+        log = ServerLog(stream, fifo)
+        writer = threading.Thread(target=lambda: (os.write(w, sent), os.close(w)), daemon=True)
+        writer.start()
+        deadline = time.monotonic() + 10
+        while not log.size() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.5)  # for the reader to read on and sit in a write the FIFO cannot take
+        capacity = 1 << 16  # a Linux pipe's
+        assert 0 < log.size() <= capacity, log.size()
+        got = bytearray()
+        while len(got) < len(sent) and time.monotonic() < deadline:
+            try:
+                got += os.read(drain, 1 << 16)
+            except BlockingIOError:
+                time.sleep(0.01)
+        log.finish()
+        os.close(drain)
+    assert bytes(got) == sent and log.size() == len(sent)

@@ -202,26 +202,39 @@ class ServerLog:
         self._thread.start()
 
     def _read(self, stream: Any) -> None:
+        # each chunk is copied to the file before it is kept, and whether the copy failed is set
+        # under the lock that keeps it: a row that reads a line then knows whether that line reached
+        # the file (kept first, a reader between the two steps saw the line and no failure yet)
         fd = stream.fileno()
         while chunk := os.read(fd, 1 << 16):
+            why = self._copy(chunk)
             with self._lock:
+                self.unwritten = self.unwritten or why
                 self._buf += chunk
-            if self._file is not None:
-                try:
-                    self._file.write(chunk)
-                    self._file.flush()
-                except OSError as e:
-                    self.unwritten = f"{self.path}: {e.strerror or e}"
-                    self._close()
-        self._close()
+        why = self._close()
+        with self._lock:
+            self.unwritten = self.unwritten or why
 
-    def _close(self) -> None:
+    def _copy(self, chunk: bytes) -> str:
+        """The chunk written to the log file; why not, when it could not be ("" when it was)."""
+        if self._file is None:
+            return ""
+        try:
+            self._file.write(chunk)
+            self._file.flush()
+        except OSError as e:
+            self._close()
+            return f"{self.path}: {e.strerror or e}"
+        return ""
+
+    def _close(self) -> str:
         f, self._file = self._file, None
         if f is not None:
             try:
                 f.close()
             except OSError as e:
-                self.unwritten = self.unwritten or f"{self.path}: {e.strerror or e}"
+                return f"{self.path}: {e.strerror or e}"
+        return ""
 
     def size(self) -> int:
         with self._lock:
@@ -231,10 +244,10 @@ class ServerLog:
         """ServerError when the log could not be kept in its file. One message, whenever it is
         found: the file failing to open, or its first write failing before or after the server
         answers (the reader thread races the start-up), once gave two messages for one cause."""
-        if self.unwritten:
-            raise ServerError(
-                f"the server's log could not be written ({self.unwritten}): the rows it feeds are not recorded"
-            )
+        with self._lock:
+            why = self.unwritten
+        if why:
+            raise ServerError(f"the server's log could not be written ({why}): the rows it feeds are not recorded")
 
     def text(self, start: int = 0) -> str:
         """The log from byte `start`; ServerError when it could not be kept in its file."""
