@@ -92,7 +92,7 @@ def test_the_whatif_section_judges_the_plain_what_if_against_issue_33s_20_s() ->
                 "analyses": 9,
                 "failed": failed,
             },
-            {"run": W.RUNS[2][0], "vocab": "llama-spm", "wall": 25.0, "analyses": 18, "failed": 0},
+            {"run": W.RUNS[2][0], "vocab": "llama-spm", "wall": 25.0, "walls": [25.0], "analyses": 18, "failed": 0},
         ]
 
     assert W.verdict(rows(16.04)) == "goal <= 20 s for the plain what-if: met (16.0 s, median of 3)"

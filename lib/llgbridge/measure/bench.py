@@ -910,7 +910,7 @@ def whatif_context(rows: list[dict[str, Any]] | None) -> dict[str, Any] | None:
                     r["analyses"],
                     r["failed"],
                     f"{r['wall']:.1f}",
-                    ", ".join(f"{w:.1f}" for w in r.get("walls", [r["wall"]])),
+                    ", ".join(f"{w:.1f}" for w in r["walls"]),
                 ]
                 for r in rows
             ],
@@ -950,10 +950,10 @@ def generation_timing(vocabs: tuple[str, ...] = GEN_VOCABS, repeat: int = 5) -> 
         path = synth.ensure_model(name)
         llm, v = generate.load_model(path), Vocab(path, name)
         generate.generate(llm, v, None, max_tokens=8)  # warm-up
-        built = {b: bridges.build(v, b) for b in TIMED_BRIDGES}
-        makers: dict[str, Callable[[], Any]] = {"": lambda: None}
-        for b, br in built.items():
-            makers[b] = functools.partial(br.new_matcher, GRAMMAR)
+        makers: dict[str, Callable[[], Any]] = {
+            "": lambda: None,
+            **{b: functools.partial(bridges.build(v, b).new_matcher, GRAMMAR) for b in TIMED_BRIDGES},
+        }
         rates: dict[str, list[float]] = {k: [] for k in makers}
         masks: dict[str, list[float]] = {k: [] for k in makers}
         for _ in range(repeat):
