@@ -109,6 +109,9 @@ data/vocabs/.complete: lib/llgbridge/vocabs.sha256 | $(SETUP)
 	@touch $@
 
 data/vocabs/%.gguf: | data/vocabs/.complete ;
+# a fixture reached through the pattern rules above is, to Make, an intermediate file: on a fresh clone
+# (none there when Make started) it deleted the six matrix fixtures when `make report` ended
+.PRECIOUS: data/vocabs/%.gguf
 
 models: data/models/.fetched
 

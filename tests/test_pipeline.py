@@ -138,3 +138,20 @@ def test_a_result_a_notebook_writes_loads_through_its_schema(tmp_path: Path) -> 
     assert st["status"] == "ok", st
     ok, failed = results.load(tmp_path / "results", "census")
     assert (failed, [r["vocab"] for r in ok]) == ([], ["bert-bge"])
+
+
+def test_make_never_deletes_a_fixture_it_fetched(tmp_path: Path) -> None:
+    """On a fresh clone the fixtures a synthetic model is made from did not exist when Make started,
+    and reach them through two pattern rules: Make took them for intermediate files and deleted six
+    of them once `make report` ended (`rm data/vocabs/ggml-vocab-phi-3.gguf ...`), so the next run
+    had no llama-spm. `make -n` in a tree whose fixtures are not fetched yet prints what it would do."""
+    for name in ("Makefile", "pyproject.toml"):
+        (tmp_path / name).write_bytes((ROOT / name).read_bytes())
+    (tmp_path / "lib").symlink_to(ROOT / "lib")
+    (tmp_path / "data" / "vocabs").mkdir(parents=True)
+    out = subprocess.run(
+        ["make", "-n", "data/models/synthetic-llama-spm.gguf"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert "synth.ensure_model('llama-spm')" in out.stdout  # the run is planned ...
+    assert not [ln for ln in out.stdout.splitlines() if ln.startswith("rm data/")], out.stdout  # ... keeping its input
