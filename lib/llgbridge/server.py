@@ -780,34 +780,17 @@ def run_build(
     baseline: bool = True,
 ) -> tuple[list[ServerRow], float]:
     """Every case through one server build, one request at a time; (rows, unconstrained tokens/s,
-    0.0 unless `baseline` asks for that request first).
+    0.0 unless `baseline` asks for that request, after the cases).
     The vocab's key overrides (`Vocab.overrides`) go to the server as `--override-kv`.
 
     A server that cannot load the model (or whose log does not show an override taken) fails
     every case with its reason; one that stops answering fails the case it was asked and every
     later one, with its log's last lines."""
     rows: list[ServerRow] = []
+    base = None
     try:
         with S.serve(exe, model, log_path, n_gpu_layers=n_gpu_layers, extra=server_extra(vocab.overrides)) as srv:
             taken(srv, vocab.overrides)
-            base = (
-                ask(
-                    srv,
-                    vocab,
-                    label(model, vocab),
-                    synthetic,
-                    llg,
-                    sampler,
-                    "",
-                    prompts.get(cases[0], G.PLAIN),
-                    max_tokens,
-                    seed,
-                    temperature,
-                    timeout,
-                )
-                if cases and baseline
-                else None
-            )
             for i, c in enumerate(cases):
                 r = ask(
                     srv,
@@ -838,6 +821,22 @@ def run_build(
                         f"the server stopped answering at {c!r}: {srv.last_lines()}",
                     )
                     break
+            # after the cases, so that every build answers them from the same state: a fresh server
+            if baseline and rows and rows[-1].outcome != "no answer":
+                base = ask(
+                    srv,
+                    vocab,
+                    label(model, vocab),
+                    synthetic,
+                    llg,
+                    sampler,
+                    "",
+                    prompts.get(cases[0], G.PLAIN),
+                    max_tokens,
+                    seed,
+                    temperature,
+                    timeout,
+                )
     except S.ServerError as e:
         return rows + _failed_rows(
             vocab, label(model, vocab), synthetic, llg, sampler, cases[len(rows) :], prompts, "error", str(e)
