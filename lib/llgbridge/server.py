@@ -777,10 +777,10 @@ def run_build(
     temperature: float,
     n_gpu_layers: int = 0,
     timeout: float = S.REQUEST_TIMEOUT,
-    baseline: bool = True,
+    unconstrained: bool = True,
 ) -> tuple[list[ServerRow], float]:
     """Every case through one server build, one request at a time; (rows, unconstrained tokens/s,
-    0.0 unless `baseline` asks for that request, after the cases).
+    0.0 unless `unconstrained` asks for that request, after the cases).
     The vocab's key overrides (`Vocab.overrides`) go to the server as `--override-kv`.
 
     A server that cannot load the model (or whose log does not show an override taken) fails
@@ -791,21 +791,25 @@ def run_build(
     try:
         with S.serve(exe, model, log_path, n_gpu_layers=n_gpu_layers, extra=server_extra(vocab.overrides)) as srv:
             taken(srv, vocab.overrides)
-            for i, c in enumerate(cases):
-                r = ask(
+
+            def asked(case: str, prompt: G.Prompt) -> ServerRow:
+                return ask(
                     srv,
                     vocab,
                     label(model, vocab),
                     synthetic,
                     llg,
                     sampler,
-                    c,
-                    prompts[c],
+                    case,
+                    prompt,
                     max_tokens,
                     seed,
                     temperature,
                     timeout,
                 )
+
+            for i, c in enumerate(cases):
+                r = asked(c, prompts[c])
                 rows.append(r)
                 if r.outcome == "no answer":
                     rest = cases[i + 1 :]
@@ -822,21 +826,8 @@ def run_build(
                     )
                     break
             # after the cases, so that every build answers them from the same state: a fresh server
-            if baseline and rows and rows[-1].outcome != "no answer":
-                base = ask(
-                    srv,
-                    vocab,
-                    label(model, vocab),
-                    synthetic,
-                    llg,
-                    sampler,
-                    "",
-                    prompts.get(cases[0], G.PLAIN),
-                    max_tokens,
-                    seed,
-                    temperature,
-                    timeout,
-                )
+            if unconstrained and rows and rows[-1].outcome != "no answer":
+                base = asked("", prompts.get(cases[0], G.PLAIN))
     except S.ServerError as e:
         return rows + _failed_rows(
             vocab, label(model, vocab), synthetic, llg, sampler, cases[len(rows) :], prompts, "error", str(e)
@@ -978,7 +969,7 @@ def run(
                 seed,
                 temperature,
                 n_gpu_layers,
-                baseline=not baseline,
+                unconstrained=not baseline,  # none answered yet
             )
             rows += got
             if base:
