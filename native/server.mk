@@ -12,9 +12,11 @@
 # Only common/llguidance.cpp differs between the samplers, and only the linked library between
 # the llguidance versions, so everything else is compiled once (about 5 minutes on 2 cores).
 #
-# Run through `python -m llgbridge.native build` (what `make native` does), which passes:
+# Run through `python -m llgbridge.llama_server build` (what `make server` does), which runs make
+# in the checkout, every path relative to it (as native/Makefile says why), and passes:
 #   SHIPPED FIXED (the two trees), OUT, GEN (generated ui.h, ui.cpp, build-info.cpp),
-#   LLAMA_LIB (the venv's llama_cpp/lib), LLG_SO_<version> and LLG_VERSIONS, PY_LIBDIR, PY_LIB
+#   LLAMA_DIR LLAMA_RPATH (the venv's llama_cpp/lib), LLG_VERSIONS and for each version V
+#   LLG_DIR_V LLG_LIB_V LLG_RPATH_V, PY_DIR PY_RPATH PY_LIB (X_DIR and X_RPATH as in native/Makefile)
 #
 # CUDA needs nothing here: the venv's libggml is what carries the backend (make setup CUDA=1).
 
@@ -41,9 +43,9 @@ OBJS := $(patsubst $(SHIPPED)/%.cpp,$(O)/%.o,$(COMMON_SRC) $(SERVER_SRC)) \
 
 # the llguidance wheel's extension module exports the C API and expects libpython around it; it
 # comes after the objects, or every llg_* symbol is undefined
-LDLIBS = -L$(LLAMA_LIB) -lmtmd -lllama -lggml -lggml-base -Wl,-rpath,$(LLAMA_LIB) \
-         $(LLG_SO_$(1)) -Wl,-rpath,$(dir $(LLG_SO_$(1))) \
-         -L$(PY_LIBDIR) -l$(PY_LIB) -Wl,-rpath,$(PY_LIBDIR) -lpthread -ldl
+LDLIBS = -L$(LLAMA_DIR) -lmtmd -lllama -lggml -lggml-base '-Wl,-rpath,$(LLAMA_RPATH)' \
+         -L$(LLG_DIR_$(1)) -l:$(LLG_LIB_$(1)) '-Wl,-rpath,$(LLG_RPATH_$(1))' \
+         -L$(PY_DIR) -l$(PY_LIB) '-Wl,-rpath,$(PY_RPATH)' -lpthread -ldl
 
 SAMPLER_NAMES := upstream fixed $(CANDIDATES)
 BINS := $(foreach s,$(SAMPLER_NAMES),$(foreach v,$(LLG_VERSIONS),$(B)/llama-server-$(s)-$(v))) $(B)/schema-to-gbnf

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -150,7 +151,8 @@ def test_a_worker_that_dies_ends_only_its_inputs_runs(tmp_path: Path) -> None:
 
 def _make(tmp_path: Path, flags: list[str], code: str) -> str:
     (tmp_path / "slots.py").write_text(code)
-    (tmp_path / "Makefile").write_text(f"all:\n\t+@{sys.executable} slots.py\n")
+    # quoted: the venv may be in a folder whose path has a space
+    (tmp_path / "Makefile").write_text(f"all:\n\t+@{shlex.quote(sys.executable)} slots.py\n")
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS")}
     env["PYTHONPATH"] = str(ROOT / "lib")
     return subprocess.run(

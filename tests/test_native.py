@@ -336,22 +336,3 @@ def test_an_uncaught_exception_keeps_its_type_and_what() -> None:
     cut = "terminate called after throwing an instance of '\nllg error at 0x7ffd1234abcd\n  what():  bad grammar\n"
     assert native.crash_cause(cut, 134) == "uncaught exception: bad grammar"
     assert native.crash_cause("[Inferior 1 (process 6572) detached]\n", 139) == "segmentation fault (SIGSEGV)"
-
-
-# -- a checkout path with a space (issue 24, 14) -------------------------------------------------------
-def test_a_path_with_a_space_is_refused_in_one_line_before_make_runs(tmp_path: Path) -> None:
-    """Make splits file names at spaces ("overriding recipe for target '…/with'"), and native/Makefile
-    names the checkout's files in its targets: the build refuses such a path, naming it, and runs nothing."""
-    for d in (tmp_path / "plain", tmp_path / "with space"):
-        d.mkdir()
-        (d / "Makefile").write_text("$(OUT)/marker:\n\ttouch '$@'\n")
-    native.run_make(tmp_path / "plain" / "Makefile", [f"OUT={tmp_path / 'plain'}"], "native build")
-    assert (tmp_path / "plain" / "marker").exists()
-    bad = tmp_path / "with space"
-    with pytest.raises(RuntimeError) as e:
-        native.run_make(bad / "Makefile", [f"OUT={bad}"], "native build")
-    assert str(e.value) == (
-        f"native build refused: {str(bad / 'Makefile')!r} has a space in it, which make cannot quote in a file name; "
-        f"move the checkout (or the venv) to a path without one"
-    )
-    assert not (bad / "marker").exists()

@@ -111,6 +111,19 @@ def binary(sampler: str, llg: str) -> Path:
     return SERVER_BIN / f"llama-server-{sampler}-{llg}"
 
 
+def _make_vars(libs: dict[str, Path]) -> dict[str, str]:
+    """server.mk's variables: native/Makefile's (the trees, libllama, libpython) and, for each
+    llguidance version V, LLG_DIR_V, LLG_LIB_V and LLG_RPATH_V."""
+    from .native import builder as native
+
+    shared = {k: v for k, v in native.make_vars(SERVER, next(iter(libs.values()))).items() if not k.startswith("LLG_")}
+    each: dict[str, str] = {}
+    for v, so in libs.items():
+        found = native.library_vars("LLG", so.parent, SERVER_BIN)
+        each |= {f"LLG_DIR_{v}": found["LLG_DIR"], f"LLG_RPATH_{v}": found["LLG_RPATH"], f"LLG_LIB_{v}": so.name}
+    return {**shared, "GEN": native.make_name(SERVER / "gen"), "LLG_VERSIONS": " ".join(libs), **each}
+
+
 def build(jobs: int | None = None) -> dict[str, Any]:
     """Build the servers into data/native/server/; returns (and writes to its status.json) what
     happened: `built`, the `llguidance` versions built against, `missing` (a version that could not
@@ -126,21 +139,7 @@ def build(jobs: int | None = None) -> dict[str, Any]:
         status["missing"] = missing
         _check_layout(cxx, list(libs))
         _generate(native.SHIPPED, SERVER / "gen", native.vendored_commit())
-        mk = native.make_vars()
-        args = [
-            f"SHIPPED={native.SHIPPED}",
-            f"FIXED={native.FIXED}",
-            f"OUT={SERVER}",
-            f"GEN={SERVER / 'gen'}",
-            f"LLAMA_LIB={mk['LLAMA_LIB']}",
-            f"PY_LIBDIR={mk['PY_LIBDIR']}",
-            f"PY_LIB={mk['PY_LIB']}",
-            f"LLG_VERSIONS={' '.join(libs)}",
-            *(f"LLG_SO_{v}={p}" for v, p in libs.items()),
-            f"CANDIDATES={mk['CANDIDATES']}",
-            *(f"SRC_{c}={mk[f'SRC_{c}']}" for c in native.CANDIDATES),
-        ]
-        native.run_make(SERVER_MAKEFILE, args, "server build", jobs)
+        native.run_make(SERVER_MAKEFILE, _make_vars(libs), "server build", jobs)
         status.update(built=True, llguidance=list(libs))
     except (RuntimeError, OSError, subprocess.SubprocessError) as e:
         status["reason"] = first_line(str(e))

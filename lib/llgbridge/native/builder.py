@@ -185,21 +185,23 @@ def _python_link() -> tuple[str, str]:
     return libdir, ldlib.removeprefix("lib").removesuffix(".so")
 
 
-def make_vars() -> dict[str, str]:
+def make_vars(out: Path, llg_so: Path, root: Path = ROOT) -> dict[str, str]:
+    """native/Makefile's variables for a build into `out` linking the llguidance `llg_so`, every
+    path as make run in `root` names it (`make_name`) and every library's run-time path as the
+    binaries in out/bin find it (`rpath`)."""
     import llama_cpp
 
-    from ..llg import _library_path  # loading llg loads llguidance's library: the build needs only its path
-
     py_libdir, py_lib = _python_link()
+    bins = out / "bin"
+    trees = {"SHIPPED": SHIPPED, "FIXED": FIXED, **{f"SRC_{name}": candidate_tree(name) for name in CANDIDATES}}
     return {
-        "SHIPPED": str(SHIPPED),
-        "FIXED": str(FIXED),
+        **{k: make_name(root / tree.relative_to(ROOT), root) for k, tree in trees.items()},
         "CANDIDATES": " ".join(CANDIDATES),
-        **{f"SRC_{name}": str(candidate_tree(name)) for name in CANDIDATES},
-        "OUT": str(NATIVE),
-        "LLAMA_LIB": str(Path(llama_cpp.__file__).parent / "lib"),
-        "LLG_SO": str(_library_path()),
-        "PY_LIBDIR": py_libdir,
+        "OUT": make_name(out, root),
+        **library_vars("LLAMA", Path(llama_cpp.__file__).parent / "lib", bins, root),
+        **library_vars("LLG", llg_so.parent, bins, root),
+        "LLG_LIB": _nameable(llg_so.name),
+        **library_vars("PY", Path(py_libdir), bins, root),
         "PY_LIB": py_lib,
     }
 
@@ -244,28 +246,65 @@ def check_compiler(what: str) -> str:
     return cxx
 
 
-# Make splits a file name at whitespace and reads `:`, `#`, `$`, `%` and `;` in one as syntax, and
-# native/Makefile and server.mk name the checkout's and the venv's files in targets and prerequisites,
-# so such a path cannot be quoted there: it is refused before make runs, naming the path
-_MAKE_UNSAFE = re.compile(r"[\s:#$%;]")
+# Make splits a file name at whitespace and reads `:`, `#`, `$`, `%` and `;` in one as syntax (no
+# quoting helps in a target or a prerequisite), and the recipes' shell reads quotes and backslashes.
+# So make runs in the checkout and names every file relative to it (data/native/src/..., .venv/...):
+# the folders above the checkout, where a space is common ("my checkout/llgbridge"), never reach it
+_MAKE_UNSAFE = re.compile(r"[\s:#$%;'\"\\`]")
 
 
-def make_unsafe_path(makefile: Path, args: list[str]) -> str | None:
-    """The first path among `makefile` and the `VAR=PATH` arguments that Make cannot name, or None."""
-    paths = [str(makefile), *(a.partition("=")[2] for a in args if "/" in a.partition("=")[2])]
-    return next((p for p in paths if _MAKE_UNSAFE.search(p)), None)
+def make_name(path: Path, root: Path = ROOT) -> str:
+    """`path` as make run in `root` names it: relative when inside `root`, else absolute.
+    RuntimeError naming the path when make cannot name it even so (a venv outside the checkout, in
+    a folder with a space)."""
+    p, top = Path(os.path.abspath(root / path)), os.path.abspath(root)
+    return _nameable(os.path.relpath(p, top) if p.is_relative_to(top) else str(p))
 
 
-def run_make(makefile: Path, args: list[str], what: str, jobs: int | None = None) -> None:
-    """`make -f makefile args`; RuntimeError with the first error line, naming `what`, when it fails."""
-    if bad := make_unsafe_path(makefile, args):
-        ch = _MAKE_UNSAFE.search(bad)[0]  # type: ignore[index]
+def _nameable(name: str) -> str:
+    if m := _MAKE_UNSAFE.search(name):
+        said = "a space" if m[0] == " " else repr(m[0])
         raise RuntimeError(
-            f"{what} refused: {bad!r} has {'a space' if ch == ' ' else repr(ch)} in it, which make cannot quote in a "
-            f"file name; move the checkout (or the venv) to a path without one"
+            f"{name!r} has {said} in it, which make cannot quote in a file name; move it to a path without one"
         )
+    return name
+
+
+def rpath(lib_dir: Path, bins: Path, root: Path = ROOT) -> str:
+    """Where a binary in `bins` finds `lib_dir` when it runs: relative to the binary (`$ORIGIN`,
+    written `$$` for make) when both are in the checkout, so no folder above the checkout is written
+    into a binary or onto the linker's command line; else absolute."""
+    lib, where, top = (Path(os.path.realpath(p)) for p in (lib_dir, bins, root))
+    if lib.is_relative_to(top) and where.is_relative_to(top):
+        return "$$ORIGIN/" + _nameable(os.path.relpath(lib, where))
+    return make_name(lib, root)
+
+
+def library_vars(prefix: str, lib_dir: Path, bins: Path, root: Path = ROOT) -> dict[str, str]:
+    """PREFIX_DIR (where the linker finds the library) and PREFIX_RPATH (where the binary will)."""
+    return {f"{prefix}_DIR": make_name(lib_dir, root), f"{prefix}_RPATH": rpath(lib_dir, bins, root)}
+
+
+def run_make(
+    makefile: Path,
+    variables: dict[str, str],
+    what: str,
+    jobs: int | None = None,
+    targets: tuple[Path, ...] = (),
+    root: Path = ROOT,
+) -> None:
+    """`make -f makefile VAR=VALUE... targets`, run in `root` (the names in `variables` are `make_name`'s);
+    RuntimeError with one line naming `what`: the path make cannot name, or the first error line."""
+    try:
+        names = [make_name(makefile, root), *(make_name(t, root) for t in targets)]
+    except RuntimeError as e:
+        raise RuntimeError(f"{what} refused: {e}") from None
+    args = [f"{k}={v}" for k, v in variables.items()]
     r = subprocess.run(
-        ["make", "-s", "-f", str(makefile), f"-j{jobs or os.cpu_count() or 1}", *args], capture_output=True, text=True
+        ["make", "-s", "-f", names[0], f"-j{jobs or os.cpu_count() or 1}", *args, *names[1:]],
+        capture_output=True,
+        text=True,
+        cwd=root,
     )
     if r.returncode != 0:
         errs = [ln for ln in r.stderr.splitlines() if "error" in ln.lower()] or r.stderr.strip().splitlines()
@@ -288,8 +327,7 @@ def build(jobs: int | None = None) -> dict[str, Any]:
         # llg-VERSION/bin/ (each its own objects: a few seconds)
         for version, lib in libs.items():
             out = NATIVE if version == venv_llguidance() else NATIVE / f"llg-{version}"
-            args = [f"{k}={v}" for k, v in {**make_vars(), "OUT": str(out), "LLG_SO": str(lib)}.items()]
-            run_make(MAKEFILE, args, f"native build (llguidance {version})", jobs)
+            run_make(MAKEFILE, make_vars(out, lib), f"native build (llguidance {version})", jobs)
             # one harness now links every sampler: an earlier build's harness per sampler is no part of this one
             for old in (out / "bin").glob("harness-*"):
                 old.unlink()
