@@ -1,10 +1,23 @@
 # llama.cpp <-> llguidance bridge audit. `make report` and `make test` do all setup themselves.
 SHELL := /bin/bash
+.DEFAULT_GOAL := all
+
+# What a user gives on the command line (or in the environment) is text, never Make's code: Make
+# expands a variable where it is referenced, exported or tested, so `VOCAB='v$(shell touch x).gguf'`
+# ran `touch x` when VOCAB was exported to a recipe. Each is taken unexpanded ($(value)) into a
+# simple variable, which Make never expands again; the recipes read them from the environment,
+# quoted ("$$VOCAB"), so no shell reads them as code either
+PARAMETERS := VOCAB NAME PARAMS MODELS N_GPU_LAYERS OVERRIDE ANALYSES CUDA N SEED CORPUS_VOCABS ENGINE WORKERS \
+              CLUSTER REGEN LAB_PORT
+$(foreach v,$(PARAMETERS),$(if $(filter command line environment%,$(origin $(v))),$(eval override $(v) := $$(value $(v)))))
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 # CUDA=1 builds llama-cpp-python with -DGGML_CUDA=on (see README, "Using a GPU")
 CUDA ?= 0
+ifneq ($(filter-out 0 1,$(CUDA)),)
+$(error CUDA=$(CUDA): must be 0 or 1)
+endif
 LLAMA_CMAKE_ARGS := $(if $(filter 1,$(CUDA)),-DGGML_CUDA=on,)
 # the venv is rebuilt when pyproject.toml changes (any edit, not only the pins), the CUDA switch does,
 # or the checkout moved: a venv copied with the tree (cp -a) is an editable install of the original's
@@ -54,7 +67,7 @@ N_GPU_LAYERS ?= 0
 # OVERRIDE: llama.cpp's key overrides (KEY=TYPE:VALUE, several split as a shell would), for
 # make whatif and make matrix
 OVERRIDE ?=
-export VOCAB NAME PARAMS MODELS N_GPU_LAYERS OVERRIDE
+export VOCAB NAME PARAMS MODELS N_GPU_LAYERS OVERRIDE ANALYSES
 # Make repeats every command-line variable in MAKEFLAGS, each space escaped: a long PARAMS (a 99 KB
 # grammar of short words) took that past the kernel's 128 KiB per string, and no recipe's shell
 # could start ("/bin/bash: Argument list too long"). whatif's recipe reads PARAMS from the
@@ -74,7 +87,7 @@ help:
 	@echo "make test     set up, fetch fixtures, lint and type-check (make lint), run the test suite"
 	@echo "make setup    only the virtual environment (CUDA=1 for a GPU build of llama-cpp-python)"
 	@echo "make matrix MODELS=\"a.gguf b.gguf\" [N_GPU_LAYERS=99] [OVERRIDE=\"KEY=TYPE:VALUE\"]  the end-to-end matrix on your own GGUF models"
-	@echo "make whatif VOCAB=file.gguf [OVERRIDE=\"KEY=TYPE:VALUE ...\"]  every analysis on your own vocab or model, into reports/whatif/NAME/"
+	@echo "make whatif VOCAB=file.gguf [NAME=name] [PARAMS=\"-p NAME VALUE ...\"] [OVERRIDE=\"KEY=TYPE:VALUE ...\"]  every analysis on your own vocab or model, into reports/whatif/NAME/"
 	@echo "make gguf-fuzz N=300  mutated GGUF files through loading and every bridge, each isolated"
 	@echo "make bench [REGEN=\"today full\"]  census Python vs C, bridge builds, the mask path, make report's own time"
 	@echo "make quotes   the guide's two quotes on real weights, through llama-server: a dated snapshot the report quotes"
@@ -85,13 +98,26 @@ help:
 	@echo "make native   build the real C++: common/llguidance.cpp shipped and with patches/, llama.cpp's test, the harness"
 	@echo "make server   build llama-server, shipped and with patches/, against llguidance 1.0.1 (llama.cpp's pin) and the venv's"
 	@echo "make test-swapped  run the bug-guarding tests against the other variant: each must fail"
-	@echo "make lab      JupyterLab on notebooks/"
+	@echo "make lint     the linter and the type checker (make test runs them first)"
+	@echo "make lab [LAB_PORT=8888]  JupyterLab on notebooks/, on 127.0.0.1 only"
 	@echo "make clean    remove generated results and executed notebooks (keeps .venv and data/vocabs)"
+	@echo "make distclean  make clean, and remove .venv and data/ too"
+	@echo "make help     this list"
 
 setup: $(SETUP)
 
+# CUDA=1 checks for the CUDA compiler before anything is installed, and says what it costs: the
+# whole of llama-cpp-python compiled again with ggml's CUDA kernels, reinstalled without pip's
+# cache (a cached CPU wheel would otherwise be taken for it)
 $(STAMP): pyproject.toml
+ifeq ($(CUDA),1)
+	@nvcc="$${CUDACXX:-$$(command -v nvcc)}"; test -x "$$nvcc" || { \
+	  echo "make setup CUDA=1: no nvcc (the CUDA toolkit's compiler) on PATH or in CUDACXX; nothing was installed" >&2; exit 2; }
+	@echo "== setting up $(VENV) with CUDA: llama-cpp-python compiled from source with ggml's CUDA kernels and" \
+	  "reinstalled without pip's cache: much longer than the CPU build's few minutes (not measured here)"
+else
 	@echo "== setting up $(VENV) (llama-cpp-python is compiled from source: a few minutes on 2 cores)"
+endif
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
 	  $(BIN)/python -m pip install --disable-pip-version-check -q --no-binary llama-cpp-python \
@@ -130,7 +156,7 @@ $(POOL_STAMP): $(foreach v,$(MATRIX_VOCABS),data/models/synthetic-$(v).gguf) \
                data/native/.built data/native/server/.built data/vocabs/.complete FORCE | $(SETUP)
 	+@$(BIN)/python -m llgbridge.batch --inputs "every=$(VOCABS) $(REAL_VOCABS)" \
 	  --inputs "matrix=$(MATRIX_VOCABS) $(REAL_VOCABS)" --inputs "corpus-sample=$(CORPUS_SAMPLE_VOCABS)" \
-	  --inputs "server=$(SERVER_VOCABS)" $(if $(strip $(ANALYSES)),--analyses $(ANALYSES)) --stamp $@
+	  --inputs "server=$(SERVER_VOCABS)" $$(test -z "$$ANALYSES" || echo --analyses) $${ANALYSES} --stamp $@
 
 native: data/native/.built
 
@@ -172,7 +198,7 @@ reports/.built: $(POOL_STAMP) $(REPORT_SRC) | $(SETUP)
 
 # make whatif VOCAB=path/to/file.gguf [NAME=mine] [PARAMS="-p literal 'hi there'"] [OVERRIDE="KEY=TYPE:VALUE ..."]
 whatif: data/vocabs/.complete | $(SETUP)
-	@test -n "$$VOCAB" || { echo "usage: make whatif VOCAB=path/to/file.gguf [NAME=name] [PARAMS=\"-p grammar 'start: /[a-z]+/'\"]"; exit 2; }
+	@test -n "$$VOCAB" || { echo "usage: make whatif VOCAB=path/to/file.gguf [NAME=name] [PARAMS=\"-p grammar 'start: /[a-z]+/'\"] [OVERRIDE=\"KEY=TYPE:VALUE ...\"]"; exit 2; }
 	$(BIN)/python -m llgbridge.whatif --name="$$NAME" --params="$$PARAMS" --override="$$OVERRIDE" -- "$$VOCAB"
 
 # make gguf-fuzz N=300 [SEED=0]: mutated fixtures through vocab loading and every bridge, isolated
@@ -236,8 +262,15 @@ test: data/vocabs/.complete data/native/.built data/native/server/.built data/mo
 test-swapped: data/vocabs/.complete data/native/.built data/schemas/.complete | $(SETUP)
 	$(BIN)/python tools/swapped.py
 
+# JupyterLab listens on this machine only (127.0.0.1), on LAB_PORT or not at all (no port of its
+# own choosing: the first line says where); as root (containers, CI images) Jupyter refuses to start
+# without --allow-root, so it is given that
+LAB_PORT ?= 8888
+export LAB_PORT
 lab: data/vocabs/.complete | $(SETUP)
-	$(BIN)/jupyter lab notebooks/
+	@echo "== JupyterLab on http://127.0.0.1:$$LAB_PORT/lab (the address with its token follows); Ctrl-C stops it"
+	@$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --port="$$LAB_PORT" --ServerApp.port_retries=0 \
+	  $$(test "$$(id -u)" != 0 || echo --allow-root) notebooks/
 
 clean:
 	rm -rf data/results reports/notebooks reports/html reports/run.json

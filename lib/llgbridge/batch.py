@@ -253,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     for v, reasons in plans.items():
         print(f"[{v}] " + ", ".join(f"{n} ({reason})" for n, reason in reasons.items()), flush=True)
     if dry:
+        if not plans:  # else Make's echo of this command would be all `make -n` says
+            print("nothing to run: every result is current", flush=True)
         return 0
     failed = 0
     statuses: list[RunStatus] = []

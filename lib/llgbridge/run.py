@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 from . import params as P
+from .catalogue import REAL_MODELS
 from .errors import InputError, cause_line, first_line
 from .native.logs import crash_cause, says_crash
 from .overrides import parse_all, suffix
-from .paths import REPORTS, RESULTS, ROOT, name_problem, usable_name, write_atomic, write_json
+from .paths import REPORTS, RESULTS, ROOT, VOCABS, name_problem, usable_name, vocab_path, write_atomic, write_json
 from .results import BYHAND, provenance
 
 
@@ -605,6 +606,37 @@ def model_name(path: str) -> str:
     return ("model-" + usable_name(stem))[:128]
 
 
+def models_problem(files: list[str]) -> str:
+    """Why `make matrix` cannot take these model files, or "": one that is not a file, or two that
+    would share an input name (the second's result would replace the first's)."""
+    for f in files:
+        if not Path(f).is_file():
+            return f"{f}: no such file; nothing was run"
+    seen: dict[str, str] = {}
+    for f in files:
+        if (name := model_name(f)) in seen:
+            return f"{seen[name]} and {f} would both be the input {name}: rename one of them; nothing was run"
+        seen[name] = f
+    return ""
+
+
+def missing_input(vocab: str, params: dict[str, object]) -> str:
+    """Why a run by hand of `vocab` has no input to read (a mistyped name), or "". A file given as
+    a parameter (`vocab_path`, `models`) is the notebook's to load and refuse."""
+    if name_problem(vocab) or params.get("vocab_path") or params.get("models") or vocab_path(vocab).exists():
+        return ""
+    from difflib import get_close_matches
+
+    from .fixtures import vocab_names
+
+    known = [*vocab_names(VOCABS), *REAL_MODELS]
+    if vocab in known:
+        return f"{_rel(vocab_path(vocab))} is not fetched yet (make data, make models); nothing was run"
+    close = get_close_matches(vocab, known, n=1)
+    hint = f"did you mean {close[0]}?" if close else f"the inputs: {', '.join(sorted(known))}"
+    return f"no such input: {_rel(vocab_path(vocab))} does not exist ({hint}); nothing was run"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("notebook")
@@ -652,6 +684,9 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:  # InputError, or shlex's unbalanced quote
             print(f"OVERRIDE: {e}", file=sys.stderr)
             return 2
+        if why := models_problem(files):
+            print(f"MODELS: {why}", file=sys.stderr)
+            return 2
         # a model loaded with overrides is another input: its own name, and the overrides with it
         kv = {"overrides": [o.text for o in ovs]} if ovs else {}
         runs = [
@@ -659,6 +694,11 @@ def main(argv: list[str] | None = None) -> int:
         ]
     elif a.vocab is None:
         ap.error("a vocab name is needed")
+    elif why := missing_input(a.vocab, params):
+        # refused before anything runs: a failed result under a name that never was an input
+        # would be reported by the next make report as an input that went away
+        print(f"{label}{a.vocab}: {why}", file=sys.stderr)
+        return 2
     else:
         runs = [(a.vocab, params)]
     code = 0
