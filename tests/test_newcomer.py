@@ -247,3 +247,15 @@ def test_make_matrix_refuses_two_models_of_one_name_and_a_missing_file(tmp_path:
     assert (
         gone.returncode == 2 and gone.stderr.splitlines()[0] == "MODELS: nonexist.gguf: no such file; nothing was run"
     )
+
+
+# -- what setup says (issue 49, 4) ----------------------------------------------------------------------
+def test_placing_the_schemas_names_the_folder_they_went_to(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`make corpus-data` said "placed 583 schema files in schemas/", where the folder is data/schemas."""
+    from llgbridge import schemas
+
+    dest = tmp_path / "data" / "schemas"
+    shutil.copytree(schemas.SCHEMA_DIR, dest)
+    next(dest.glob("*.json")).unlink()
+    schemas.ensure(dest, cache=schemas.SCHEMA_DIR.parent / "sdist")
+    assert capsys.readouterr().out == f"placed 1 schema files in {dest}/\n"

