@@ -55,6 +55,7 @@ from .native import special_literal, special_text
 from .overrides import Override, check_log, model_label, server_args
 from .paths import RESULTS, resolve
 from .results import file_sha256
+from .server_causes import cause_of
 from .vocab import Vocab
 
 GBNF_CASE = "json_enum_gbnf"
@@ -261,6 +262,7 @@ class ServerRow:
     # the judge's bytes against the server's own `content` (`content_match`): "same", "same after
     # RULE", "differs ..." (then the outcome is DISAGREES), "no tokens returned"; "" with no answer
     content_match: str = ""
+    cause: str = ""  # a server error's cause (`server_causes`), "" for an answer that is none
     tokens: list[int] = field(default_factory=list)
     tok_s: float = 0.0  # timings.predicted_per_second
 
@@ -378,7 +380,7 @@ def ask(
     log = srv.settled_log(start)
     # the warning comes once per vocab, so it is remembered rather than the whole log read again
     srv.said_greedy = srv.said_greedy or GREEDY_LINE in log
-    return answered(
+    got = answered(
         srv,
         vocab,
         model,
@@ -392,6 +394,9 @@ def ask(
         LLG_ERROR.findall(log),
         srv.said_greedy,
     )
+    if got.http_status != 200 or got.error_field or got.outcome == "no answer":
+        got.cause = cause_of(got.http_status, reply.error or reply.text[:300], log, vocab)[1]
+    return got
 
 
 def answered(
