@@ -19,6 +19,8 @@ import dataclasses
 import re
 from typing import Any
 
+import llama_cpp
+
 from ..show import show
 from .logs import TestRun
 
@@ -32,6 +34,8 @@ RULES: dict[str, str] = {
     "string_not_spelled": "a string test failed on a string common_tokenize cannot spell byte for byte on this "
     "vocab (guide 7.3)",
     "llg_dropped": "a string test failed after the sampler dropped its grammar on a llguidance error",
+    "eos_is_text": "a string test 'incorrectly matched': the end token the test gives the sampler is a text token "
+    'the grammar admits at that point (RWKV\'s EOT 261 is "\\n\\n")',
     "no_eos": "test_sampler_chain indexes cur[tok_eos] with tok_eos = -1: the vocab has neither EOT nor EOS",
     "eos_not_selected": "test_sampler_chain: the chain did not select tok_eos at the end of its input",
     "chain_token_refused": "test_sampler_chain: the chain did not select a token of its own input",
@@ -50,6 +54,8 @@ _LIMITS = (
 )
 _CHAIN_INPUT = "ALL YOUR BASE ARE BELONG TO US"  # test_sampler_chain's input, its grammar /[A-Z ]*/
 _CHAIN_ALLOWED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ ")
+_ATTRS = {n: int(getattr(llama_cpp, n)) for n in dir(llama_cpp) if n.startswith("LLAMA_TOKEN_ATTR_")}
+_CONTROL = int(llama_cpp.LLAMA_TOKEN_ATTR_CONTROL)
 
 
 def _piece(vocab: Any, token: int) -> str:
@@ -57,6 +63,16 @@ def _piece(vocab: Any, token: int) -> str:
         return show(vocab.token_to_piece(token, special=True))
     except Exception:  # noqa: BLE001 - a token outside the vocab is evidence too
         return "(no such token)"
+
+
+def _attr(vocab: Any, token: int) -> int:
+    return int(llama_cpp.llama_vocab_get_attr(vocab.llama_vocab, token))
+
+
+def _attr_names(attr: int) -> str:
+    """llama_token_attr's flags by their names in llama.h (`LLAMA_TOKEN_ATTR_NORMAL` -> NORMAL)."""
+    names = [n.removeprefix("LLAMA_TOKEN_ATTR_") for n, v in _ATTRS.items() if v and attr & v]
+    return " | ".join(names) or "UNDEFINED"
 
 
 def _failed_string(failure: str) -> str | None:
@@ -106,6 +122,12 @@ def classify(run: TestRun, vocab: Any, tok_eos: int) -> tuple[str, str]:
             )
         if err:
             return "llg_dropped", f"the sampler dropped its grammar on a llguidance error ({err[:80]}), then {fail}"
+        if "incorrectly" in fail and tok_eos >= 0 and not _attr(vocab, tok_eos) & _CONTROL:
+            return "eos_is_text", (
+                f"tok_eos {tok_eos} {_piece(vocab, tok_eos)} is a text token ({_attr_names(_attr(vocab, tok_eos))}) "
+                f"the grammar admits after {show(string.encode())}: the sampler allowed it, so the test's "
+                f"`cur[tok_eos].logit >= 0` read the incomplete string as matched ({fail})"
+            )
     if "tok_eos" in a and tok_eos < 0:
         return "no_eos", "tok_eos = -1 (no EOT, no EOS): test_sampler_chain reads cur[-1]"
     if "tok_eos" in a:
