@@ -14,6 +14,7 @@ from .. import guide
 from ..candidates import BY_BUG
 from ..catalogue import REAL_MODELS, overridden
 from ..llama_server import LLG_PINNED
+from ..native import version_key
 from .data import Results, takes_results
 from .prose import blocks
 from .review import probe_robustness, sentinel_cause, xff_moved
@@ -428,15 +429,50 @@ def tally(d: Loaded) -> Tally:
     return t
 
 
-def port_agreement(native_ok: list[dict[str, Any]]) -> dict[str, int] | None:
-    """The port against the compiled sampler, both on the venv's llguidance: steps that agree."""
+def port_agreement(native_ok: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The port against the compiled sampler, per llguidance the compiled code links: steps that
+    agree, and where some differ, why (from the compiled side's own words on those steps)."""
     if not native_ok:
         return None
+    rows = [row for r in native_ok for row in r["rows"]]
     port_llg = metadata.version("llguidance")
-    same_llg = [row for r in native_ok for row in r["rows"] if row.get("llguidance", port_llg) == port_llg]
-    cells = sum(int(row.get("diff_cells") or 0) for row in same_llg)
-    differ = sum(int(row.get("diff_differ") or 0) for row in same_llg)
-    return {"agree": cells - differ, "cells": cells, "differ": differ, "vocabs": len(native_ok)}
+    versions = sorted({str(row.get("llguidance", port_llg)) for row in rows}, key=version_key)
+    each = []
+    for v in versions:
+        mine = [row for row in rows if str(row.get("llguidance", port_llg)) == v]
+        cells = sum(int(row.get("diff_cells") or 0) for row in mine)
+        differ = sum(int(row.get("diff_differ") or 0) for row in mine)
+        samplers = {row.get("sampler") for row in mine}
+        diffs = [
+            x
+            for r in native_ok
+            for x in r.get("differences", [])
+            if str(x.get("llguidance", port_llg)) == v and x.get("sampler") in samplers
+        ]
+        each.append(
+            {"llguidance": v, "agree": cells - differ, "cells": cells, "differ": differ, "cause": _why_differ(diffs)}
+        )
+    return {"versions": each, "port": port_llg, "vocabs": len(native_ok)}
+
+
+# llguidance 1.0.1's token-mask bitset (SimpleVob) indexes word tok >> 5: tok_eos = -1 as u32 gives
+# 0xFFFFFFFF >> 5 = 134217727, past the mask's ceil(n_vocab / 32) words
+_EOS_PANIC = re.compile(r"panic: index out of bounds: the len is (\d+) but the index is 134217727")
+
+
+def _why_differ(diffs: list[dict[str, Any]]) -> str:
+    """Why the compiled code and the port differ on these steps, one clause per cause."""
+    causes: dict[str, set[str]] = {}
+    for x in diffs:
+        m = _EOS_PANIC.search(str(x.get("cpp", "")))
+        said = (
+            f"the compiled code panics indexing its {m[1]}-word token mask at 134217727 = 0xFFFFFFFF >> 5, "
+            "tok_eos = -1: the vocab has no EOT and no EOS"
+            if m
+            else f"{x.get('what', '')}: {str(x.get('cpp', ''))[:80]}"
+        )
+        causes.setdefault(said, set()).add(str(x.get("vocab")))
+    return "; ".join(f"{said} ({', '.join(sorted(v))})" for said, v in sorted(causes.items()))
 
 
 def bug_c_facts(d: Loaded) -> dict[str, Any] | None:
