@@ -135,7 +135,8 @@ def beyond_section(res: Results) -> Section | None:
     candidates = pd.DataFrame([row for r in native_ok for row in r.get("candidates", [])])
     if not candidates.empty:
         sec.raw_table("native_candidates", candidates)
-    said = blocks("beyond", c=c, d=d, everywhere=everywhere, patches=res.patches_link)
+    refused = server_errors(server_ok, sec)
+    said = blocks("beyond", c=c, d=d, everywhere=everywhere, patches=res.patches_link, refused=refused)
     sec.claim, sec.text, sec.more = said["claim"], said["text"], said.get("more", "")
     return sec
 
@@ -274,4 +275,40 @@ def bug_d_everywhere(res: Results, sec: Section) -> dict[str, Any] | None:
         "other": len(others),
         "example": example,
         "other_causes": "; ".join(f"{n} {c}" for c, n in sorted(causes.items(), key=lambda x: (-x[1], x[0]))),
+    }
+
+
+def server_errors(server_ok: list[dict[str, Any]], sec: Section) -> dict[str, Any] | None:
+    """Every server error of the server runs (an HTTP 4xx/5xx, an `error` field, no answer), one
+    row per (case, message, cause) with the vocabs and builds that gave it: the cause is
+    `server_causes`' (a server row's `cause`), "cause not classified" where no rule applies."""
+    rows = pd.DataFrame([row for r in server_ok for row in r.get("rows", [])])
+    if rows.empty:
+        return None
+    bad = rows[(rows.http_status != 200) | rows.error_field.astype(bool) | (rows.outcome == "no answer")]
+    if bad.empty:
+        return {"n": 0, "vocabs": [], "builds": 0, "chat": None}
+    bad = bad.assign(
+        cause=bad["cause"] if "cause" in bad else "not recorded: the run predates server_causes",
+        build=bad.sampler + "-" + bad.llguidance.astype(str),
+    )
+    shown = (
+        bad.groupby(["case", "http_status", "error", "cause"], sort=True)
+        .agg(vocabs=("vocab", lambda x: names(guide_order(sorted(set(x))))), builds=("build", "nunique"))
+        .reset_index()
+    )
+    sec.views.append(Table(shown, caption="Every server error, with its cause (server_causes)", collapsed=True))
+    chat = bad[bad["case"] == "json_enum_chat"]
+    return {
+        "n": len(bad),
+        "vocabs": guide_order(sorted(set(bad.vocab))),
+        "builds": int(bad.build.nunique()),
+        "chat": {
+            "vocabs": guide_order(sorted(set(chat.vocab))),
+            "builds": int(chat.build.nunique()),
+            "all_builds": int((rows.sampler + rows.llguidance.astype(str)).nunique()),
+            "error": str(chat.error.iloc[0]),
+        }
+        if not chat.empty
+        else None,
     }
