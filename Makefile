@@ -149,8 +149,9 @@ data/models/.fetched: lib/llgbridge/models.sha256 | $(SETUP)
 
 # the pool's recipe always runs (FORCE): Make's mtimes cannot see a deleted result, a file copied in
 # with an old date or a rebuilt binary, so the pool plans from each result's recorded bytes every
-# time (about a second when nothing is to do) and touches its stamp only when it ran something,
-# so the page is re-rendered only then. The prerequisites below still order it after what it needs
+# time (about a second when nothing is to do) and rewrites its stamp whenever what the page is made
+# from changed (`batch.page_state`: the inputs, every result file, whoever wrote it, data/vocabs/),
+# so the page is re-rendered then. The prerequisites below still order it after what it needs
 $(POOL_STAMP): $(foreach v,$(MATRIX_VOCABS),data/models/synthetic-$(v).gguf) \
                $(if $(REAL_VOCABS),data/models/.fetched) $(if $(CORPUS_SAMPLE_VOCABS),data/schemas/.complete) \
                data/native/.built data/native/server/.built data/vocabs/.complete FORCE | $(SETUP)
@@ -184,16 +185,18 @@ matrix: data/vocabs/.complete | $(SETUP)
 	@$(BIN)/python -m llgbridge.run matrix --models="$$MODELS" --override="$$OVERRIDE" -p n_gpu_layers "$$N_GPU_LAYERS"
 	$(BIN)/python -m llgbridge.report
 
-# the page is remade when the pool ran something or any of the library changed (the report imports
-# constants from several analyses' modules; a hand-kept list of them went stale twice, and a
-# render is seconds); a run with failed inputs leaves no stamp, so the next `make report` says
-# them again (and exits non-zero again)
+# the page is remade when what it is made from changed (the pool's stamp) or any of the library did
+# (the report imports constants from several analyses' modules; a hand-kept list of them went
+# stale twice, and a render is seconds); a render with failed inputs exits non-zero and leaves no
+# stamp, so the next `make report` draws and says them again. KEEP_GOING=1 (read by the recipe's
+# shell, never by Make): the page still names every failed input on its first screen, and make
+# report exits 0
 REPORT_SRC := $(wildcard lib/llgbridge/*.py lib/llgbridge/*/*.py lib/llgbridge/report/*.j2 lib/llgbridge/templates/*) \
               $(wildcard reports/bench.csv reports/bench-server-load.csv reports/bench-corpus-timing.json reports/bench-real-quotes.json)
 report: reports/.built
 
 reports/.built: $(POOL_STAMP) $(REPORT_SRC) | $(SETUP)
-	$(BIN)/python -m llgbridge.report
+	$(BIN)/python -m llgbridge.report $$(test "$${KEEP_GOING:-0}" != 1 || echo --keep-going)
 	@touch $@
 
 # make whatif VOCAB=path/to/file.gguf [NAME=mine] [PARAMS="-p literal 'hi there'"] [OVERRIDE="KEY=TYPE:VALUE ..."]

@@ -28,9 +28,10 @@ over), so `-j2` runs two at a time beside whatever else Make runs; a plain `make
 `make -n` (or -q, -t) it prints what it would run and why, and runs nothing.
 
 Make runs this on every `make report` (its target is FORCEd: mtimes cannot tell a deleted result
-or a file copied in with its old date), and the plan alone decides. The stamp is touched only when
-something ran, dated 1970 when a run failed, so the next `make report` reruns exactly what
-failed, and the page is re-rendered only after runs. Each run's timing (wall, kernel start,
+or a file copied in with its old date), and the plan alone decides. The stamp is rewritten whenever
+what the page is made from changed (`page_state`: the inputs, every result file, data/vocabs/),
+whoever changed it, so Make re-renders the page then and only then; a failed run's result is
+dated 1970, so the next `make report` reruns exactly what failed. Each run's timing (wall, kernel start,
 cells, vocab load, the analysis's own compute) goes to `RESULTS/.timing/`, run metadata that the
 benchmark reads (`bench.report_regeneration`), never the report's tables.
 """
@@ -38,6 +39,7 @@ benchmark reads (`bench.report_regeneration`), never the report's tables.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import signal
@@ -53,7 +55,7 @@ from . import pool
 from .analyses import ANALYSES, BY_NAME, INPUT_SETS
 from .errors import InputError
 from .jobserver import Jobserver, make_flags
-from .paths import RESULTS, name_problem, vocab_path, write_json
+from .paths import RESULTS, VOCABS, name_problem, vocab_path, write_atomic, write_json
 from .pool import Handle
 from .results import check, why_stale
 from .run import RunStatus, Worker, fast_imports, status_line, write_failed
@@ -204,6 +206,38 @@ def run_pool(
     return statuses, stats.starts
 
 
+def page_state(results: Path, sets: dict[str, list[str]], vocabs: Path = VOCABS) -> str:
+    """What the page is made from, as one hash: the inputs Make named, every result file (its
+    name, size and change time: a result written by any process, a run's or a by-hand one, moves
+    it) and the files in data/vocabs/ (one removed, or one Make refused by name). The render is
+    seconds; telling a changed result from an unchanged one by its dates alone is what left the
+    old page up (issue 48, breaks 1 and 12)."""
+    h = hashlib.sha256()
+    for name in sorted(sets):
+        h.update(f"inputs {name}={' '.join(sets[name])}\n".encode())
+    for folder, pattern in ((results, "*/*.json"), (vocabs, "*")):
+        for p in sorted(folder.glob(pattern)):
+            if any(part.startswith(".") for part in p.relative_to(folder).parts):
+                continue  # run metadata (.timing, .batch) and partial writes: never on the page
+            try:
+                st = p.stat()
+            except OSError:
+                continue
+            h.update(f"{p.relative_to(folder)} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def mark_state(stamp: Path, state: str) -> None:
+    """The stamp Make re-renders the page after: rewritten (so newer) only when `state` changed
+    since it was last written, whether a run of this pool changed it or anything else did."""
+    try:
+        if stamp.read_text(encoding="utf-8").strip() == state:
+            return
+    except OSError:
+        pass
+    write_atomic(stamp, state + "\n")
+
+
 def _write_failed(results: Path, st: RunStatus) -> None:
     try:
         write_failed(results / str(st["notebook"]) / f"{st['vocab']}.json", st, None)
@@ -222,7 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--analyses", nargs="*", default=None, help="only these analyses (default: the registry's)")
     ap.add_argument("--workers", type=int, default=None, help="at most this many (default: Make's -j, else 1)")
-    ap.add_argument("--stamp", type=Path, default=None, help="written when every run ends ok (dated 1970 otherwise)")
+    ap.add_argument(
+        "--stamp", type=Path, default=None, help="rewritten when what the page is made from changed (`page_state`)"
+    )
     a = ap.parse_args(argv)
     sets: dict[str, list[str]] = {}
     for spec in a.inputs:
@@ -285,13 +321,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         if any("unwritten" in s for s in statuses):
             return 1  # a result that could not be written is lost to the report: Make must stop and say so
-    if a.stamp is not None and (todo or not a.stamp.exists()):
-        # touched only when something ran: Make re-renders the page after this stamp, and a
-        # plan with nothing to do changed no result
-        a.stamp.parent.mkdir(parents=True, exist_ok=True)
-        a.stamp.touch()
-        if failed:
-            os.utime(a.stamp, (0, 0))
+    if a.stamp is not None:
+        mark_state(a.stamp, page_state(RESULTS, sets))
     return 0
 
 

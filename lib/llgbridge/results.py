@@ -226,6 +226,78 @@ def _code_version(analysis: str) -> str:
     return h.hexdigest()[:16]
 
 
+# what a result is computed with besides this suite's code (issue 48, break 2): the packages the
+# analyses drive, the llama.cpp tree llama-cpp-python vendors (the commit `native.builder` reads
+# from its sdist, in this file; results.py may not import native/, which no analysis but native
+# and server depends on) and the PR under test (its patches, by sha256). Every result records
+# them; one made with others is stale, and the page says only what the results record
+VERSIONED_PACKAGES = ("llguidance", "llama-cpp-python", "gguf")
+LLAMA_CPP_COMMIT = DATA / "native" / "src" / "shipped" / "LLAMA_CPP_COMMIT"
+PATCHES = ROOT / "patches"
+_RUN_VERSIONS: dict[str, str] = {}
+
+
+def run_versions() -> dict[str, str]:
+    """The versions this process computes with (taken once, the first time one is asked for, as
+    `code_version` is): each of `VERSIONED_PACKAGES` as installed, `llama.cpp` (the vendored
+    commit, "" before `make native` extracted it) and `patches` (the sha256 of patches/, the
+    candidates' included, 16 hex digits)."""
+    if not _RUN_VERSIONS:
+        from importlib import metadata
+
+        for pkg in VERSIONED_PACKAGES:
+            try:
+                _RUN_VERSIONS[pkg] = metadata.version(pkg)
+            except metadata.PackageNotFoundError:
+                _RUN_VERSIONS[pkg] = ""
+        try:
+            _RUN_VERSIONS["llama.cpp"] = LLAMA_CPP_COMMIT.read_text(encoding="utf-8").strip()
+        except OSError:
+            _RUN_VERSIONS["llama.cpp"] = ""
+        h = hashlib.sha256()
+        for f in sorted(PATCHES.rglob("*.patch")):
+            h.update(str(f.relative_to(PATCHES)).encode() + b"\0" + f.read_bytes() + b"\0")
+        _RUN_VERSIONS["patches"] = h.hexdigest()[:16]
+    return dict(_RUN_VERSIONS)
+
+
+def versions_problem(recorded: Any) -> str:
+    """Why a result that records `recorded` (its provenance's versions) was made with other
+    versions than this process's (`run_versions`), or "" when they are the same."""
+    if not isinstance(recorded, dict):
+        return "it records no versions (llguidance, llama-cpp-python, gguf, llama.cpp, the patches)"
+    now = run_versions()
+    moved = [k for k in now if recorded.get(k) != now[k]]
+    return "; ".join(
+        f"it was made with {k} {recorded.get(k) or '(none)'}, and {k} is {now[k] or '(none)'} now" for k in moved
+    )
+
+
+def recorded_versions(rs: list[dict[str, Any]]) -> dict[str, str]:
+    """The versions the results `rs` record (their provenance), each key's values joined where
+    they differ, "not recorded" where none records it: what a page says it ran on."""
+    out = {}
+    for k in (*VERSIONED_PACKAGES, "llama.cpp", "patches"):
+        seen = sorted(
+            {
+                str(v)
+                for r in rs
+                if isinstance(r.get("provenance"), dict)
+                and isinstance(r["provenance"].get("versions"), dict)
+                and (v := r["provenance"]["versions"].get(k))
+            }
+        )
+        out[k] = " and ".join(seen) or "not recorded"
+    return out
+
+
+def port_llguidance(rs: list[dict[str, Any]]) -> str:
+    """The llguidance the port ran on in the results `rs` (what their provenance records), "" where
+    none records it: never the installed one, which may have changed since they ran."""
+    said = recorded_versions(rs)["llguidance"]
+    return "" if said == "not recorded" else said
+
+
 def input_files(params: dict[str, Any]) -> list[Path]:
     """The files a run with `params` reads: its models, else its vocab_path, else its fixture."""
     if params.get("models"):
@@ -268,7 +340,7 @@ def _input_sha256(f: Path) -> str | None:
 def provenance(analysis: str, params: dict[str, Any]) -> dict[str, Any]:
     """What produced a result: the analysis, its parameters, its inputs' sha256 (as loaded), the
     key overrides they were loaded with (part of the input: the same file without them is another
-    input), the code version."""
+    input), the code version, and the versions it was computed with (`run_versions`)."""
     inputs = [{"path": _relative(f), "sha256": _input_sha256(f)} for f in input_files(params)]
     return {
         "analysis": analysis,
@@ -276,6 +348,7 @@ def provenance(analysis: str, params: dict[str, Any]) -> dict[str, Any]:
         "inputs": inputs,
         "overrides": input_overrides(params),
         "code": code_version(analysis),
+        "versions": run_versions(),
     }
 
 
@@ -312,14 +385,17 @@ def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
     """Why an ok, well-formed result no longer stands for what `make report` would compute now, or
     "" when it does: the one judge of "current", for the planner (`batch.out_of_date`) and the
     report (`load`) alike. A result is current only when its recorded provenance says so: the code
-    version (notebook, modules, the binaries it ran), the input files (this result's own, and
-    their bytes, and the key overrides they were loaded with), and, in the main results, the
-    default parameters."""
+    version (notebook, modules, the binaries it ran), the versions it was computed with
+    (`run_versions`: llguidance, llama-cpp-python, gguf, llama.cpp, the patches), the input files
+    (this result's own, and their bytes, and the key overrides they were loaded with), and, in the
+    main results, the default parameters."""
     prov = r.get("provenance")
     if not isinstance(prov, dict):
         return "records no provenance"
     if prov.get("code") != code_version(analysis):
         return "its code changed"
+    if why := versions_problem(prov.get("versions")):
+        return why
     recorded = [_resolve(str(i.get("path"))) for i in prov.get("inputs") or [] if isinstance(i, dict)]
     params: dict[str, Any] = prov["params"] if isinstance(prov.get("params"), dict) else {}
     expected = input_files({**params, "vocab": r.get("vocab")})
@@ -415,4 +491,18 @@ def dropped(results: Path) -> list[str]:
     return out
 
 
-__all__ = ["BYHAND", "SCHEMAS", "Schema", "check", "code_files", "code_version", "dropped", "load", "provenance"]
+__all__ = [
+    "BYHAND",
+    "SCHEMAS",
+    "Schema",
+    "check",
+    "code_files",
+    "code_version",
+    "dropped",
+    "load",
+    "port_llguidance",
+    "provenance",
+    "recorded_versions",
+    "run_versions",
+    "versions_problem",
+]

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import pandas as pd
 
 from ..paths import REPORTS, RESULTS, ROOT
-from ..results import SCHEMAS
+from ..results import SCHEMAS, recorded_versions
 from ..results import load as _load
 
 # `make bench`'s load test through the server, and its timing of the corpus sample's masks, beside
@@ -55,6 +55,11 @@ class Results:
     def dropped(self) -> list[str]:
         """`results.dropped`: one line per result left out because its input file is gone."""
         return [line for analysis in SCHEMAS for line in self._get(analysis)[2]]
+
+    def versions(self) -> dict[str, str]:
+        """What the usable results record they were computed with (`results.recorded_versions`):
+        the pages' one source of a version, never what is installed when they are drawn."""
+        return recorded_versions([r for analysis in SCHEMAS for r in self._get(analysis)[0]])
 
     def link(self, target: Path, text: str) -> str:
         """`target` as a relative Markdown link from the pages, where both sit inside the

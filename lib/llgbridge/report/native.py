@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
 import pandas as pd
@@ -11,6 +10,7 @@ import pandas as pd
 from .. import guide
 from ..native import LLG_PINNED as NATIVE_PIN
 from ..native import RULES, version_key
+from ..results import port_llguidance
 from .data import Results, takes_results
 from .prose import blocks
 from .table import GUIDE_VOCABS, Cell, Section, Table, group_rows, guide_order, int_columns, matched, shows, vocab_key
@@ -131,7 +131,7 @@ class Native:
 
 def native_frames(ok: list[dict[str, Any]]) -> Native:
     df = int_columns(pd.DataFrame([row for r in ok for row in r["rows"]]))
-    port_llg = metadata.version("llguidance")
+    port_llg = port_llguidance(ok)  # as the results record it, never the venv's now (issue 48, break 2)
     if "llguidance" not in df:
         df["llguidance"] = port_llg
     rank = df.sampler.map({"upstream": 0, "fixed": 1})

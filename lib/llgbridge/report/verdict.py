@@ -4,8 +4,8 @@ disagree, what happened per bug, and one row per input; first on the page and in
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any
 
 import pandas as pd
@@ -15,6 +15,7 @@ from ..candidates import BY_BUG
 from ..catalogue import REAL_MODELS, overridden
 from ..llama_server import LLG_PINNED
 from ..native import version_key
+from ..results import port_llguidance
 from .data import Results, takes_results
 from .prose import blocks
 from .review import probe_robustness, sentinel_cause, xff_moved
@@ -435,7 +436,7 @@ def port_agreement(native_ok: list[dict[str, Any]]) -> dict[str, Any] | None:
     if not native_ok:
         return None
     rows = [row for r in native_ok for row in r["rows"]]
-    port_llg = metadata.version("llguidance")
+    port_llg = port_llguidance(native_ok)  # as the results record it (issue 48, break 2)
     versions = sorted({str(row.get("llguidance", port_llg)) for row in rows}, key=version_key)
     each = []
     for v in versions:

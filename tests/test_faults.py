@@ -1,0 +1,228 @@
+"""Issue 48, "a fault is never a finding" (breaks 1, 2, 3, 11, 12, 14, 15), and issue 49's rule
+that a run which could not make a whole part never replaces the committed report with a weaker one.
+
+Each test writes its hostile input itself: a fixture copy cut to 100,000 bytes in a copy of the
+tree, a result that records another llguidance, a llama-server killed by its pid while it answers,
+a user's file in a symlinked tables folder, a SIGTERM to a running pool.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import vocab
+
+from llgbridge import batch, census, nb, report, results
+from llgbridge.measure import regen
+from llgbridge.paths import VOCABS, vocab_path
+from llgbridge.report.build import BANNER_END
+
+# the report's own path in a copy of the tree, with the census alone (the cheapest analysis)
+CENSUS_ONLY = [
+    "ANALYSES=census",
+    "MATRIX_VOCABS=",
+    "REAL_VOCABS=",
+    "CORPUS_SAMPLE_VOCABS=",
+    "NATIVE_SRC=",
+    "SERVER_SRC=",
+    "STAMP=.stamp",
+]
+
+
+def _tree(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A copy of the tree (`regen.tree_copy`, the venv shared) with llama-spm as its one fixture
+    and no native build, models or schemas: `make report` there writes only its own data/ and reports/."""
+    tree = regen.tree_copy(tmp_path)
+    for link in (tree / "data").iterdir():
+        link.unlink()
+    manifest = tree / "lib" / "llgbridge" / "vocabs.sha256"
+    manifest.write_text("".join(ln + "\n" for ln in manifest.read_text().splitlines() if "llama-spm" in ln))
+    vocabs = tree / "data" / "vocabs"
+    vocabs.mkdir(parents=True)
+    (vocabs / "ggml-vocab-llama-spm.gguf").symlink_to(VOCABS / "ggml-vocab-llama-spm.gguf")
+    (vocabs / ".complete").touch()
+    for built in ("native", "native/server"):  # the census needs neither
+        (tree / "data" / built).mkdir(parents=True)
+        (tree / "data" / built / ".built").touch()
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "KEEP_GOING")}
+    env["PYTHONPATH"] = str(tree / "lib")  # before the venv's editable path to the real tree
+    return tree, env
+
+
+def _make(tree: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["make", "-s", "report", *CENSUS_ONLY, *extra],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def _said(r: subprocess.CompletedProcess[str]) -> str:
+    return r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def _first_screen(reports: Path) -> str:
+    """What index.html says before its title: the banner, where there is one."""
+    return (reports / "index.html").read_text().split("<h1>", 1)[0]
+
+
+# -- break 1: a failing input leaves the old page up and make report exits 0 -------------------------
+@pytest.mark.slow
+def test_1_a_truncated_input_fails_make_report_and_is_named_on_the_first_screen(tmp_path: Path) -> None:
+    tree, env = _tree(tmp_path)
+    cut = tree / "data" / "vocabs" / "ggml-vocab-cut.gguf"
+    shutil.copy(vocab_path("gpt-2"), cut)
+    reports = tree / "reports"
+    first = _make(tree, env)
+    assert first.returncode == 0, _said(first)
+    assert "census,cut,ok," in (reports / "tables" / "inputs.csv").read_text()
+    assert (reports / "vocab" / "cut.html").exists()
+    # the input replaced by a bad file: the same name, cut to 100,000 bytes
+    cut.write_bytes(cut.read_bytes()[:100_000])
+    second = _make(tree, env)
+    assert second.returncode != 0, _said(second)
+    failed = json.loads((reports / "run.json").read_text())["failed"]
+    assert [(f["notebook"], f["vocab"]) for f in failed] == [("census", "cut")], failed
+    screen = _first_screen(reports)
+    assert "This report is incomplete" in screen and "cut (census)" in screen, screen
+    assert "truncated" in screen.lower(), screen
+    # its old figures are gone, not shown as current
+    assert ",cut," not in (reports / "tables" / "census.csv").read_text()
+    assert not (reports / "vocab" / "cut.html").exists()
+    # KEEP_GOING=1 keeps exit status 0; the page still says it
+    kept = _make(tree, env, "KEEP_GOING=1")
+    assert kept.returncode == 0, _said(kept)
+    assert "cut (census)" in _first_screen(reports)
+
+
+# -- issue 49: a run that could not make a whole part leaves the last complete report -----------------
+def _files(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def test_49_a_part_no_input_could_make_leaves_the_last_complete_report(tmp_path: Path) -> None:
+    res, out = tmp_path / "results", tmp_path / "out"
+    for name in ("llama-spm", "gpt-2"):
+        nb.write_result(str(res), "census", name, census.run_census(vocab(name)).to_json())
+    assert report.build(res, out, keep_parts=True) == []
+    before = _files(out)
+    why = "native build refused: 'native/Makefile' has a space in it"
+    for name in ("llama-spm", "gpt-2"):  # every input of the part failed, as when its build cannot start
+        (res / "census" / f"{name}.json").write_text(
+            json.dumps({"status": "failed", "notebook": "census", "vocab": name, "error": why})
+        )
+    failed = report.build(res, out, keep_parts=True)
+    assert {(f["notebook"], f["vocab"]) for f in failed} == {("census", "llama-spm"), ("census", "gpt-2")}
+    after = _files(out)
+    changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    assert changed == {"index.html", "run.json"}, changed  # every table and page as it was
+    page, old = after["index.html"].decode(), before["index.html"].decode()
+    assert page.split(BANNER_END)[1] == old.split(BANNER_END)[1]
+    screen = page.split("<h1>", 1)[0]
+    assert "the last complete report" in screen and "could not make census" in screen, screen
+    assert "gpt-2, llama-spm (census): native build refused:" in screen and "has a space in it" in screen, screen
+    assert json.loads(after["run.json"])["kept"] == ["census"]
+    # the next complete run draws the page again, without the banner
+    for name in ("llama-spm", "gpt-2"):
+        nb.write_result(str(res), "census", name, census.run_census(vocab(name)).to_json())
+    assert report.build(res, out, keep_parts=True) == []
+    assert _files(out)["index.html"] == before["index.html"]
+
+
+# -- break 2: results record the versions they were computed with ----------------------------------
+def test_2_a_result_of_another_llguidance_is_replanned_and_the_page_reads_versions_from_results(
+    tmp_path: Path,
+) -> None:
+    res = tmp_path / "results"
+    params = {"vocab": "llama-spm", "results_dir": str(res)}
+    nb.write_result(str(res), "census", "llama-spm", census.run_census(vocab("llama-spm")).to_json(), params)
+    now = results.run_versions()
+    recorded = json.loads((res / "census" / "llama-spm.json").read_text())["provenance"]["versions"]
+    assert recorded == now and set(now) == {"llguidance", "llama-cpp-python", "gguf", "llama.cpp", "patches"}
+    assert batch.out_of_date("census", "llama-spm", res) == ""
+    report.build(res, tmp_path / "out")
+    assert json.loads((tmp_path / "out" / "run.json").read_text())["versions"]["llguidance"] == now["llguidance"]
+    # the same result, as if computed on another llguidance (a pip install since): replanned, and
+    # the page no longer says it ran on the installed version
+    p = res / "census" / "llama-spm.json"
+    r = json.loads(p.read_text())
+    r["provenance"]["versions"]["llguidance"] = "1.0.1" if now["llguidance"] != "1.0.1" else "1.9.1"
+    p.write_text(json.dumps(r))
+    why = batch.out_of_date("census", "llama-spm", res)
+    assert f"it was made with llguidance {r['provenance']['versions']['llguidance']}" in why, why
+    failed = report.build(res, tmp_path / "again")
+    assert [f["error"] for f in failed] == [f"stale result: {why}; make report reruns it"]
+    said = json.loads((tmp_path / "again" / "run.json").read_text())["versions"]
+    assert said["llguidance"] == "not recorded", said
+    assert f"llguidance {now['llguidance']}" not in (tmp_path / "again" / "index.html").read_text()
+
+
+# -- break 12: what the page shows is decided by the results and inputs present, every time ----------
+@pytest.mark.slow
+def test_12_a_result_written_elsewhere_is_published_and_a_removed_input_leaves_the_page(tmp_path: Path) -> None:
+    tree, env = _tree(tmp_path)
+    reports = tree / "reports"
+    first = _make(tree, env)
+    assert first.returncode == 0, _said(first)
+    # a vocab dropped in, its result written by another process (a leftover worker, a by-hand run):
+    # the pool has nothing left to run for it
+    mine = tree / "data" / "vocabs" / "ggml-vocab-mine.gguf"
+    shutil.copy(vocab_path("gpt-2"), mine)
+    by_hand = subprocess.run(
+        [str(tree / ".venv" / "bin" / "python"), "-m", "llgbridge.run", "census", "mine"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert by_hand.returncode == 0, _said(by_hand)
+    again = _make(tree, env)
+    assert again.returncode == 0, _said(again)
+    assert "census,mine,ok," in (reports / "tables" / "inputs.csv").read_text()
+    assert 'href="vocab/mine.html"' in (reports / "index.html").read_text()
+    assert (reports / "vocab" / "mine.html").exists()
+    # the vocab removed from data/vocabs/: it leaves the page, inputs.csv and its own page
+    mine.unlink()
+    gone = _make(tree, env)
+    assert gone.returncode == 0, _said(gone)
+    assert ",mine," not in (reports / "tables" / "inputs.csv").read_text()
+    assert "vocab/mine.html" not in (reports / "index.html").read_text()
+    assert not (reports / "vocab" / "mine.html").exists()
+
+
+# -- break 15: the render removes only what a render wrote --------------------------------------------
+def test_15_a_render_never_removes_a_file_it_did_not_write(tmp_path: Path) -> None:
+    notes = tmp_path / "my-tables"
+    notes.mkdir()
+    (notes / "my-notes.csv").write_text("mine,yes\n1,2\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "tables").symlink_to(notes)  # reports/tables a link to a folder of the user's
+    res = tmp_path / "results"
+    failed = {"status": "failed", "notebook": "census", "vocab": "x", "error": "InputError: x: no such file"}
+    (res / "census").mkdir(parents=True)
+    (res / "census" / "x.json").write_text(json.dumps(failed))
+    report.build(res, out)
+    assert (notes / "my-notes.csv").read_text() == "mine,yes\n1,2\n"
+    assert (notes / "inputs.csv").exists()  # this render's, through the link
+    # the next render writes no inputs.csv: the one a render wrote goes, the user's file stays
+    (res / "census" / "x.json").unlink()
+    report.build(res, out)
+    assert not (notes / "inputs.csv").exists()
+    assert (notes / "my-notes.csv").read_text() == "mine,yes\n1,2\n"
+    # a file a render wrote and the user changed since is left, and said
+    (res / "census" / "x.json").write_text(json.dumps(failed))
+    report.build(res, out)
+    (notes / "inputs.csv").write_text("edited by hand\n")
+    (res / "census" / "x.json").unlink()
+    report.build(res, out)
+    assert (notes / "inputs.csv").read_text() == "edited by hand\n"
