@@ -11,16 +11,22 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from conftest import vocab
 
-from llgbridge import batch, census, nb, report, results
+from llgbridge import batch, census, nb, report, results, server, synth
+from llgbridge import generate as G
+from llgbridge import llama_server as S
 from llgbridge.measure import regen
 from llgbridge.paths import VOCABS, vocab_path
 from llgbridge.report.build import BANNER_END
+from llgbridge.vocab import Vocab
 
 # the report's own path in a copy of the tree, with the census alone (the cheapest analysis)
 CENSUS_ONLY = [
@@ -163,6 +169,87 @@ def test_2_a_result_of_another_llguidance_is_replanned_and_the_page_reads_versio
     said = json.loads((tmp_path / "again" / "run.json").read_text())["versions"]
     assert said["llguidance"] == "not recorded", said
     assert f"llguidance {now['llguidance']}" not in (tmp_path / "again" / "index.html").read_text()
+
+
+# -- break 3: a server killed mid-run is a fault, never the build's answer ---------------------------
+def _server_pids() -> list[int]:
+    """The built servers this process started."""
+    ours = {str(b.resolve()) for b in S.builds()}
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                if ppid == os.getpid() and os.readlink(d / "exe") in ours:
+                    out.append(int(d.name))
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
+
+
+def _killer(logs: list[Path], killed: list[int]) -> threading.Thread:
+    """SIGKILL, by its pid, the server writing each of `logs` in turn, once a request reached its slot."""
+
+    def run() -> None:
+        deadline = time.monotonic() + 120
+        for log in logs:
+            while time.monotonic() < deadline:
+                if log.exists() and S.SLOT_STARTED in log.read_text(errors="replace") and _server_pids():
+                    pid = _server_pids()[0]
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                    break
+                time.sleep(0.002)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def _build_run(tmp_path: Path, log: str) -> tuple[list[server.ServerRow], float]:
+    """Three cases through the fixed build on llama-spm's synthetic model, one server (or two)."""
+    path = synth.ensure_model("llama-spm")
+    cases = ["forced_literal", "json_enum", "dots"]
+    llg = S.venv_llguidance()
+    return server.run_build(
+        S.binary("fixed", llg),
+        path,
+        Vocab(path, "llama-spm"),
+        True,
+        llg,
+        "fixed",
+        cases,
+        {c: G.PLAIN for c in cases},
+        tmp_path / log,
+        64,
+        0,
+        0.0,
+    )
+
+
+@pytest.mark.skipif(bool(S.built()[1]), reason=f"servers not built: {S.built()[1]}")
+def test_3_a_server_killed_mid_run_is_asked_again_then_failed_never_recorded(tmp_path: Path) -> None:
+    calm, _ = _build_run(tmp_path, "calm.log")
+    killed: list[int] = []
+    t = _killer([tmp_path / "once.log"], killed)
+    rows, _ = _build_run(tmp_path, "once.log")
+    t.join(5)
+    assert len(killed) == 1
+    # killed once: every case asked again of a fresh server, and answered as an undisturbed one answers
+    assert [r.outcome for r in rows] == [r.outcome for r in calm], [r.row() for r in rows]
+    assert [r.tokens for r in rows] == [r.tokens for r in calm]
+    assert (tmp_path / "once-retry.log").exists()
+    # killed twice: the run fails, naming the build, the model, the case and what the log says
+    killed.clear()
+    t = _killer([tmp_path / "twice.log", tmp_path / "twice-retry.log"], killed)
+    with pytest.raises(server.ServerFault) as e:
+        _build_run(tmp_path, "twice.log")
+    t.join(5)
+    msg = str(e.value)
+    assert len(killed) == 2 and "\n" not in msg, msg
+    assert f"llama-server-fixed-{S.venv_llguidance()}" in msg and "synthetic-llama-spm.gguf" in msg, msg
+    assert "no answer at case '" in msg and "twice-retry.log ends:" in msg and "again from a fresh server" in msg, msg
+    assert _server_pids() == []
 
 
 # -- break 12: what the page shows is decided by the results and inputs present, every time ----------

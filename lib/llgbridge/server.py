@@ -53,7 +53,7 @@ from .errors import InputError, first_line
 from .grammars import json_grammar, literal_grammar
 from .native import special_literal, special_text
 from .overrides import Override, check_log, model_label, server_args
-from .paths import RESULTS, resolve
+from .paths import RESULTS, ROOT, resolve
 from .results import file_sha256
 from .server_causes import cause_of
 from .vocab import Vocab
@@ -767,6 +767,15 @@ def _failed_rows(
     ]
 
 
+class ServerFault(InputError):
+    """A server that died or stopped answering during its cases, and again when they were asked
+    of a fresh one: a fault of the run, never the build's answer (issue 48, break 3)."""
+
+
+def _shown_log(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
+
+
 def run_build(
     exe: Path,
     model: Path,
@@ -789,55 +798,47 @@ def run_build(
     The vocab's key overrides (`Vocab.overrides`) go to the server as `--override-kv`.
 
     A server that cannot load the model (or whose log does not show an override taken) fails
-    every case with its reason; one that stops answering fails the case it was asked and every
-    later one, with its log's last lines."""
-    rows: list[ServerRow] = []
-    base = None
-    try:
-        with S.serve(exe, model, log_path, n_gpu_layers=n_gpu_layers, extra=server_extra(vocab.overrides)) as srv:
+    every case with its reason. One that dies or stops answering during the cases is a fault of
+    the run, not an answer: every case is asked again of a fresh server (its log beside the first,
+    `NAME-retry.log`), so each build answers from the same state; lost again, ServerFault names
+    the build, the model, the case and the log's last lines."""
+    asks = [*cases, *([""] if unconstrained and cases else [])]  # "": the unconstrained request, last
+
+    def attempt(log: Path, rows: list[ServerRow]) -> tuple[float, str]:
+        """One fresh server asked every case: (unconstrained tokens/s, why it was lost or "")."""
+        with S.serve(exe, model, log, n_gpu_layers=n_gpu_layers, extra=server_extra(vocab.overrides)) as srv:
             taken(srv, vocab.overrides)
-
-            def asked(case: str, prompt: G.Prompt) -> ServerRow:
-                return ask(
-                    srv,
-                    vocab,
-                    label(model, vocab),
-                    synthetic,
-                    llg,
-                    sampler,
-                    case,
-                    prompt,
-                    max_tokens,
-                    seed,
-                    temperature,
-                    timeout,
-                )
-
-            for i, c in enumerate(cases):
-                r = asked(c, prompts[c])
-                rows.append(r)
+            for c in asks:
+                prompt = prompts[c] if c else prompts.get(cases[0], G.PLAIN)
+                args = (c, prompt, max_tokens, seed, temperature, timeout)
+                r = ask(srv, vocab, label(model, vocab), synthetic, llg, sampler, *args)
                 if r.outcome == "no answer":
-                    rest = cases[i + 1 :]
-                    rows += _failed_rows(
-                        vocab,
-                        label(model, vocab),
-                        synthetic,
-                        llg,
-                        sampler,
-                        rest,
-                        prompts,
-                        "no answer",
-                        f"the server stopped answering at {c!r}: {srv.last_lines()}",
-                    )
-                    break
-            # after the cases, so that every build answers them from the same state: a fresh server
-            if unconstrained and rows and rows[-1].outcome != "no answer":
-                base = asked("", prompts.get(cases[0], G.PLAIN))
-    except S.ServerError as e:
-        return rows + _failed_rows(
-            vocab, label(model, vocab), synthetic, llg, sampler, cases[len(rows) :], prompts, "error", str(e)
-        ), 0.0
-    return rows, base.tok_s if base else 0.0
+                    said = f"case {c!r}" if c else "the unconstrained request"
+                    why = r.error.removeprefix("no answer: ")
+                    return 0.0, f"no answer at {said} ({why}); its log {_shown_log(log)} ends: {srv.last_lines()}"
+                if not c:
+                    return r.tok_s, ""
+                rows.append(r)
+        return 0.0, ""
+
+    lost = ""
+    for log in (log_path, log_path.with_name(f"{log_path.stem}-retry{log_path.suffix}")):
+        rows: list[ServerRow] = []
+        try:
+            base, why = attempt(log, rows)
+        except S.ServerError as e:
+            if lost:  # the fresh server did not even start: the fault stands
+                raise ServerFault(f"server {exe.name} on {model.name}", f"{lost}; a fresh one then: {e}") from None
+            failed = _failed_rows(
+                vocab, label(model, vocab), synthetic, llg, sampler, cases[len(rows) :], prompts, "error", str(e)
+            )
+            return rows + failed, 0.0
+        if not why:
+            return rows, base
+        if lost:
+            raise ServerFault(f"server {exe.name} on {model.name}", f"{why}, and again from a fresh server")
+        lost = why
+    raise AssertionError("unreachable: the second loss raised")
 
 
 def prompts_for(llm: Any, cases: list[str], style: str) -> dict[str, G.Prompt]:
