@@ -286,6 +286,33 @@ def test_12_a_result_written_elsewhere_is_published_and_a_removed_input_leaves_t
     assert not (reports / "vocab" / "mine.html").exists()
 
 
+# -- break 14: every setting on a page comes from the result ----------------------------------------
+@pytest.mark.skipif(bool(S.built()[1]), reason=f"servers not built: {S.built()[1]}")
+def test_14_the_server_section_says_the_temperature_and_seed_its_results_record(tmp_path: Path) -> None:
+    path = synth.ensure_model("llama-spm")
+    settings = {"temperature": 0.8, "seed": 3, "max_tokens": 16, "n_gpu_layers": 0, "parallel": 4}
+    run = server.run(
+        "llama-spm",
+        path,
+        True,
+        None,
+        ["forced_literal"],
+        samplers=("fixed",),
+        temperature=0.8,
+        seed=3,
+        max_tokens=16,
+        candidates=(),
+        log_dir=tmp_path / "logs",
+        say=lambda s: None,
+    )
+    res = tmp_path / "results"
+    nb.write_result(str(res), "server", "llama-spm", server.payload(path, run, settings))
+    sec = report.server_section(res)
+    assert sec is not None
+    assert "at temperature 0.8 with seed 3, at most 16 tokens" in sec.more, sec.more
+    assert "temperature 0 " not in sec.more
+
+
 # -- break 15: the render removes only what a render wrote --------------------------------------------
 def test_15_a_render_never_removes_a_file_it_did_not_write(tmp_path: Path) -> None:
     notes = tmp_path / "my-tables"

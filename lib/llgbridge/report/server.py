@@ -601,6 +601,22 @@ def finding_views(res: Results, s: Served, f: Findings) -> list[Table]:
     return views
 
 
+def settings_said(ok: list[dict[str, Any]]) -> str:
+    """How the requests were sampled, as the results record it (issue 48, break 14): "temperature 0
+    with seed 0, at most 64 tokens", or each setting with its models where they differ."""
+
+    def one(r: dict[str, Any]) -> str:
+        limit = f", at most {r['max_tokens']} tokens" if isinstance(r.get("max_tokens"), int) else ""
+        return f"temperature {float(r['temperature']):g} with seed {r['seed']}{limit}"
+
+    said: dict[str, list[str]] = {}
+    for r in ok:
+        said.setdefault(one(r), []).append(str(r.get("model") or r["vocab"]))
+    if len(said) == 1:
+        return next(iter(said))
+    return "; ".join(f"{k} ({', '.join(sorted(models))})" for k, models in sorted(said.items()))
+
+
 def server_prose(res: Results, s: Served, f: Findings) -> dict[str, str]:
     main, quotes = s.main, s.failing
     cands_said = (
@@ -625,6 +641,7 @@ def server_prose(res: Results, s: Served, f: Findings) -> dict[str, str]:
         bug_c=bug_c_facts(f.special),
         cands=cands_said,
         pinned_run=s.pinned,
+        settings=settings_said(s.ok),
         only=("claim", "text", "more"),
     )
 
