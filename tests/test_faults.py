@@ -340,3 +340,59 @@ def test_15_a_render_never_removes_a_file_it_did_not_write(tmp_path: Path) -> No
     (res / "census" / "x.json").unlink()
     report.build(res, out)
     assert (notes / "inputs.csv").read_text() == "edited by hand\n"
+
+
+# -- break 11: a stopped run keeps working after the command has returned ----------------------------
+def _running_in(tree: Path) -> list[str]:
+    """Every process whose working folder is `tree` (make's workers, their kernels and servers)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and int(d.name) != os.getpid():
+            try:
+                if Path(os.readlink(d / "cwd")).is_relative_to(tree):
+                    cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ")[:120]
+                    out.append(f"{d.name}: {cmd!r}")
+            except (OSError, ValueError):
+                continue
+    return out
+
+
+def _written(folder: Path) -> dict[str, int]:
+    return {str(p): p.stat().st_ctime_ns for p in folder.rglob("*") if p.is_file()} if folder.exists() else {}
+
+
+@pytest.mark.slow
+def test_11_a_sigterm_to_make_report_ends_its_workers_first_and_nothing_is_written_after(tmp_path: Path) -> None:
+    tree, env = _tree(tmp_path)
+    shutil.copy(vocab_path("gpt-2"), tree / "data" / "vocabs" / "ggml-vocab-two.gguf")
+    analyses = "ANALYSES=census probe leak forced exactness soundness"
+    make = subprocess.Popen(
+        ["make", "report", *CENSUS_ONLY, analyses],
+        cwd=tree,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group, as `timeout` gives the command it runs
+    )
+    try:
+        assert make.stdout is not None
+        seen = []
+        for line in make.stdout:
+            seen.append(line)
+            if "(1/12)" in line:
+                break
+        else:
+            pytest.fail("".join(seen)[-3000:])
+        os.killpg(make.pid, signal.SIGTERM)  # what `timeout`, a closed terminal or a cancelled CI job sends
+        rest = make.communicate(timeout=120)[0]
+        assert make.returncode != 0
+        ended = _written(tree / "data" / "results")
+        assert _running_in(tree) == [], "".join(seen) + rest
+        time.sleep(5)  # a worker, kernel or server left behind would go on writing
+        assert _running_in(tree) == []
+        assert _written(tree / "data" / "results") == ended
+        assert "every worker ended" in rest, rest
+    finally:
+        if make.poll() is None:
+            os.killpg(make.pid, signal.SIGKILL)

@@ -300,12 +300,16 @@ def main(argv: list[str] | None = None) -> int:
         n_runs = sum(len(x) for x in todo.values())
         print(f"== {n_runs} runs on {len(todo)} inputs, at most {limit} worker(s)", flush=True)
         try:
-            statuses, starts = run_pool(
-                order(todo),
-                limit,
-                server if server.usable and not a.workers else None,
-                say=lambda s: print(s, flush=True),
-            )
+            with pool.stop_on_signals():
+                statuses, starts = run_pool(
+                    order(todo),
+                    limit,
+                    server if server.usable and not a.workers else None,
+                    say=lambda s: print(s, flush=True),
+                )
+        except pool.Stopped as e:  # the workers, their kernels and servers are gone: nothing more is written
+            print(f"batch: {e}: every worker ended; no stamp written", file=sys.stderr, flush=True)
+            return 128 + e.signum
         finally:
             server.close()
         failed = sum(s["status"] != "ok" for s in statuses)

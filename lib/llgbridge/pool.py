@@ -28,8 +28,8 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from multiprocessing.connection import Connection, wait
@@ -45,6 +45,42 @@ START_FAILURES = 3  # workers in a row that end before they are ready: the pool 
 
 Handle = Callable[[Any, Callable[[Any], None]], Any]
 Service = Callable[..., AbstractContextManager[Handle]]
+
+
+class Stopped(Exception):
+    """The command was asked to stop by a signal (`stop_on_signals`)."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP (`timeout`, a closed terminal, a cancelled CI job) stop the command the
+    way Ctrl-C does: as an exception (`Stopped`), so a running pool stops its workers, and they their
+    kernels and servers, before this process exits. The workers left the terminal's process group
+    (`_child`), so a signal that ends only this process would leave them running and writing
+    results after the command had returned (issue 48, break 11). A second signal during that
+    clean-up is ignored: the clean-up is what it asks for."""
+
+    def stop(signum: int, frame: object) -> None:
+        for s in STOP_SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
+        raise Stopped(signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
 
 
 def death(exitcode: int | None) -> str:

@@ -32,6 +32,7 @@ from . import params as P
 from .errors import InputError
 from .overrides import Override, model_label, parse_all, suffix, tag
 from .paths import DATA, REPORTS, name_problem, usable_name, vocab_name
+from .pool import Stopped, stop_on_signals
 from .vocab import check_gguf_file
 
 # native: llama.cpp's own test and the port against the compiled sampler, on this vocab; server: the
@@ -420,10 +421,14 @@ def main(argv: list[str] | None = None) -> int:
             raise InputError("PARAMS", f"expected -p NAME VALUE ..., got {a.params!r}")
         pairs = [*a.p, *((extra[i + 1], extra[i + 2]) for i in range(0, len(extra), 3))]
         kv = [P.from_argv(x) for x in shlex.split(a.override)]
-        statuses = whatif(a.path, a.name or None, {k: P.parse_value(v) for k, v in pairs}, overrides=kv)
+        with stop_on_signals():
+            statuses = whatif(a.path, a.name or None, {k: P.parse_value(v) for k, v in pairs}, overrides=kv)
     except ValueError as e:  # InputError, or shlex's unbalanced quote
         print(f"whatif: {e}", file=sys.stderr)
         return 2
+    except Stopped as e:  # the workers, their kernels and servers are gone; no page is drawn
+        print(f"whatif: {e}: every worker ended; no report written", file=sys.stderr)
+        return 128 + e.signum
     failed = [s for s in statuses if s["status"] != "ok"]
     for s in failed:
         print(f"FAILED {s['notebook']}: {s['error']}", file=sys.stderr)
