@@ -814,8 +814,9 @@ def run_build(
                 r = ask(srv, vocab, label(model, vocab), synthetic, llg, sampler, *args)
                 if r.outcome == "no answer":
                     said = f"case {c!r}" if c else "the unconstrained request"
-                    why = r.error.removeprefix("no answer: ")
-                    return 0.0, f"no answer at {said} ({why}); its log {_shown_log(log)} ends: {srv.last_lines()}"
+                    why = r.error.removeprefix("no answer: ")  # says the log's last lines where it exited
+                    ends = "" if "the server exited" in why else f" ends: {srv.last_lines()}"
+                    return 0.0, f"no answer at {said} ({why}); its log {_shown_log(log)}{ends}"
                 if not c:
                     return r.tok_s, ""
                 rows.append(r)
