@@ -86,6 +86,16 @@ ANALYSES: tuple[Analysis, ...] = (
         whatif=True,
     ),
     Analysis(
+        "engines",
+        ("engines.py", "adapters/"),
+        Schema(
+            {"rows": list, "examples": dict, "seconds": dict, "limit_s": _NUM},
+            {"rows": {"vocab": str, "engine": str, "version": str}},
+        ),
+        runs_on="every",
+        whatif=True,
+    ),
+    Analysis(
         "probe",
         (),
         Schema({"probe": dict, "cases": list}, {"probe": {"vocab": str, "tokenize_exact": bool, "greedy": bool}}),
@@ -217,6 +227,7 @@ PAGE = (
     "matrix",
     "server",
     "beyond",
+    "engines",
     "exactness",
     "soundness",
     "corpus",

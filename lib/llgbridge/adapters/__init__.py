@@ -1,0 +1,27 @@
+"""One module per engine of `llgbridge.engines.ENGINES`: each builds the engine's token table and
+its masks by calling the library's own llama.cpp integration on a llama-cpp-python `Llama`.
+
+An adapter module has `build(llm) -> Built`; a `Built` holds `table` (token id -> the bytes the
+engine's matcher holds for it, absent where the engine has no entry), `notes` (what the
+integration said about itself, e.g. the probe token it tokenized) and `walker(regex)`, which
+gives a `Walker` at position 0 of `regex` in the engine's own regex language: `allowed()` (the
+ids the engine's mask admits, ascending) and `advance(token)`. Nothing here re-implements the
+library: a table is read back from the library's own objects.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Walker(Protocol):
+    def allowed(self) -> list[int]: ...
+
+    def advance(self, token: int) -> None: ...
+
+
+class Built(Protocol):
+    table: dict[int, bytes]
+    notes: dict[str, str]
+
+    def walker(self, regex: str) -> Walker: ...

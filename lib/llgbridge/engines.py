@@ -1,0 +1,323 @@
+"""The other engines on llama.cpp (issue 46): constrained-decoding libraries that build their own
+token table from a llama.cpp vocab, audited as the bridges are.
+
+Each entry of `ENGINES` names a library, its pinned version and its adapter module
+(`llgbridge.adapters.NAME`), which builds the table and the masks by calling the library's own
+llama.cpp integration on a llama-cpp-python `Llama(vocab_only=True)`. Adding an engine touches
+this list, one adapter module and a test (tests/test_engines.py checks the list against
+`adapters/` and the pins in pyproject.toml and environment.yml).
+
+Per engine and vocab: the census (its table against `llama_token_to_piece(t, 0, false)`, the
+truth the suite uses), the leak (its mask at position 0 of the leak grammar's regex form,
+judged by real bytes against the truth bridge's mask) and the forced walk (its mask along the
+forced literal). Each engine runs in a forked process of its own, bounded by `LIMIT_S`: one that
+raises, hangs or dies is one line naming engine, vocab and cause, and the others go on.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import time
+import traceback
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+from .errors import InputError, first_line
+from .grammars import FORCED_LITERAL
+from .show import show
+
+# the leak grammar `start: /[.a-z]{2,6}/ "!"` (grammars.LEAK_GRAMMAR) in the engines' regex language
+LEAK_REGEX = "[.a-z]{2,6}!"
+# seconds one engine may take on one vocab (load, table, three masks, the forced walk): the page
+# states it; lm-format-enforcer's table on a 262144-token vocab takes about 10 s here
+LIMIT_S = 300
+MAX_STEPS = 64
+N_EXAMPLES = 5
+FFFD = "\ufffd".encode()
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str  # the library, as its distribution is named
+    version: str  # pinned in pyproject.toml and environment.yml
+    adapter: str  # its module in llgbridge.adapters
+    table: str  # one line: how its integration builds the token table
+    tokenizes: str  # one line: whether it tokenizes text on the mask path (bug B's class)
+    also: tuple[tuple[str, str], ...] = ()  # further distributions it runs on, pinned: (name, version)
+
+
+ENGINES: tuple[Engine, ...] = (
+    Engine(
+        "lm-format-enforcer",
+        "0.11.3",
+        "lmfe",
+        'llm.detokenize([token_0, t]).decode("utf-8")[1:] with token_0 = llm.tokenize(b"0")[-1]; '
+        '"\ufffd" where that raises',
+        'llm.tokenize(b"0") once, for the prefix token of every table entry',
+    ),
+    Engine(
+        "outlines",
+        "1.3.3",
+        "outlines_core",
+        'llama_token_to_piece(t, 0, special=True) decoded with errors="replace" into a dict text -> id',
+        "never: outlines-core walks its own index of the table",
+        also=(("outlines-core", "0.2.14"),),
+    ),
+)
+BY_NAME = {e.name: e for e in ENGINES}
+# engines issue 46 named that are not run, each with the reason the page gives (measured figures)
+LEFT_OUT: dict[str, str] = {
+    "xgrammar": (
+        "xgrammar 0.2.9's wheel is 1.3 MiB, but it imports torch at module level and declares torch, "
+        "transformers and triton as requirements: pip download of it with its requirements is 61 wheels, "
+        "2928 MiB (torch 529 MiB, CUDA libraries, triton 236 MiB), more than the two-command setup can "
+        "take; a CPU torch is not what the registry serves by default"
+    ),
+}
+
+
+def check_names(names: list[str]) -> None:
+    """An unknown engine name is the caller's error, in one line, before anything runs."""
+    for name in names:
+        if name not in BY_NAME:
+            raise InputError("parameter engines_run", f"unknown engine {name!r}; choose among {', '.join(BY_NAME)}")
+
+
+def installed_version(e: Engine) -> str:
+    """The installed versions, as the table's `version` column shows them; `not installed` when not."""
+    parts = []
+    for name, _ in ((e.name, e.version), *e.also):
+        try:
+            parts.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            parts.append(f"{name} not installed")
+    return ", ".join(parts)
+
+
+@dataclass
+class Truth:
+    """What the engines are judged by, computed once per vocab in the parent process."""
+
+    pieces: list[bytes]  # llama_token_to_piece(t, 0, false)
+    legal: set[int]  # the truth bridge's mask at position 0 of grammars.LEAK_GRAMMAR
+    eog: frozenset[int]
+
+
+@dataclass
+class Census:
+    other_bytes: list[int] = field(default_factory=list)  # held, non-empty real piece, other bytes, no U+FFFD added
+    fffd: list[int] = field(default_factory=list)  # held with a U+FFFD its real piece does not have
+    special_text: list[int] = field(default_factory=list)  # empty real piece (control), text in the table
+    missing: list[int] = field(default_factory=list)  # non-empty real piece, no entry
+    collapsed: list[int] = field(default_factory=list)  # shares its text with an id of other real bytes
+
+
+def census(table: dict[int, bytes], pieces: list[bytes]) -> Census:
+    """The engine's `table` against the real pieces. A missing id's text is its real piece read as
+    the engines read text (UTF-8, U+FFFD for what is not), to say what it collapsed onto."""
+    c = Census()
+    groups: dict[bytes, set[bytes]] = {}
+    texts: dict[int, bytes] = {}
+    for t, p in enumerate(pieces):
+        got = table.get(t)
+        if got is None:
+            if p:
+                c.missing.append(t)
+                texts[t] = p.decode("utf-8", "replace").encode()
+        elif not p:
+            if got:
+                c.special_text.append(t)
+        else:
+            texts[t] = got
+            if got != p:
+                (c.fffd if FFFD in got and FFFD not in p else c.other_bytes).append(t)
+    for t, text in texts.items():
+        groups.setdefault(text, set()).add(pieces[t])
+    c.collapsed = [t for t, text in texts.items() if len(groups[text]) > 1]
+    return c
+
+
+def regex_literal(s: str) -> str:
+    """`s` as a regex both engines read: only the metacharacters escaped (outlines-core's regex
+    refuses an escaped space, which `re.escape` writes)."""
+    return "".join("\\" + ch if ch in r"\.^$|?*+()[]{}" else ch for ch in s)
+
+
+def _leak(built: Any, truth: Truth) -> dict[str, Any]:
+    allowed = built.walker(LEAK_REGEX).allowed()
+    aset = set(allowed)
+    return {
+        "allowed": len(allowed),
+        "with_space": [t for t in allowed if b" " in truth.pieces[t]],
+        "illegal": [t for t in allowed if t not in truth.legal],
+        "legal_masked": sorted(truth.legal - aset),
+    }
+
+
+def _forced(built: Any, truth: Truth, literal: str) -> dict[str, Any]:
+    target = literal.encode()
+    w = built.walker(regex_literal(literal))
+    out, steps, error = b"", 0, ""
+    first: list[int] = []
+    try:
+        for i in range(MAX_STEPS):
+            allowed = w.allowed()
+            if i == 0:
+                first = allowed
+            # a token with no real bytes would keep the walk where it is: taken only when nothing else is
+            choice = sorted((t for t in allowed if t not in truth.eog), key=lambda t: not truth.pieces[t])
+            if not choice:
+                break
+            out += truth.pieces[choice[0]]
+            steps = i + 1
+            w.advance(choice[0])
+    except Exception as e:  # the engine's own refusal, kept as its words
+        error = f"step {steps}: {type(e).__name__}: {first_line(str(e))}"
+    not_prefix = [t for t in first if not (truth.pieces[t] and target.startswith(truth.pieces[t]))]
+    return {"allowed": len(first), "not_prefix": not_prefix, "output": out, "steps": steps, "error": error}
+
+
+def examples(ids: list[int], table: dict[int, bytes], truth: Truth) -> list[dict[str, Any]]:
+    return [
+        {"token": t, "real": show(truth.pieces[t]), "engine": show(table[t]) if t in table else "(no entry)"}
+        for t in ids[:N_EXAMPLES]
+    ]
+
+
+def audit(engine: Engine, llm: Any, truth: Truth) -> dict[str, Any]:
+    """One engine on one vocab, through its adapter: the row's figures and the examples."""
+    adapter = importlib.import_module(f"{__package__}.adapters.{engine.adapter}")
+    t0 = time.perf_counter()
+    built = adapter.build(llm)
+    c = census(built.table, truth.pieces)
+    leak = _leak(built, truth)
+    forced = _forced(built, truth, FORCED_LITERAL)
+    return {
+        "census": {k: list(v) for k, v in vars(c).items()},
+        "held": len(built.table),
+        "leak": leak,
+        "forced": forced,
+        "notes": built.notes,
+        "seconds": time.perf_counter() - t0,
+        "table": {t: built.table[t] for k in vars(c).values() for t in k[:N_EXAMPLES] if t in built.table},
+    }
+
+
+def load_llama(path: str, overrides: tuple[Any, ...]) -> Any:
+    """llama-cpp-python's `Llama` on the input, vocab only, with the input's key overrides."""
+    import llama_cpp
+
+    kv = {o.key: (str(o.value) if o.type == "str" else o.value) for o in overrides}
+    return llama_cpp.Llama(path, vocab_only=True, verbose=False, kv_overrides=kv or None)
+
+
+def _child(conn: Any, engine: Engine, path: str, overrides: tuple[Any, ...], truth: Truth) -> None:
+    try:
+        conn.send(("ok", audit(engine, load_llama(path, overrides), truth)))
+    except BaseException as e:  # noqa: BLE001 - whatever the library raises is its one line
+        tb = traceback.extract_tb(e.__traceback__)
+        where = f" (at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
+        conn.send(("error", f"{type(e).__name__}: {first_line(str(e)) or 'no message'}{where}"))
+    finally:
+        conn.close()
+
+
+def run_engine(
+    engine: Engine, path: str, overrides: tuple[Any, ...], truth: Truth, limit_s: float = LIMIT_S
+) -> tuple[dict[str, Any] | None, str]:
+    """`audit` in a forked process bounded by `limit_s`: (its result, "") or (None, the cause in
+    one line: what it raised, that it ran past the limit, or the signal that ended it)."""
+    ctx = multiprocessing.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    p = ctx.Process(target=_child, args=(send, engine, path, overrides, truth), daemon=True)
+    p.start()
+    send.close()
+    try:
+        if not recv.poll(limit_s):
+            p.kill()
+            return None, f"no answer within the {limit_s:g} s limit: stopped"
+        status, got = recv.recv()
+    except EOFError:
+        p.join(5)
+        sig = -(p.exitcode or 0)
+        why = " (out of memory, or killed)" if sig == 9 else ""
+        return (
+            None,
+            f"its process ended without an answer (exit {p.exitcode}{f', signal {sig}' if sig > 0 else ''}{why})",
+        )
+    finally:
+        p.join(5)
+        if p.is_alive():
+            p.kill()
+        recv.close()
+    return (got, "") if status == "ok" else (None, got)
+
+
+def classes(engine: Engine, got: dict[str, Any]) -> dict[str, str]:
+    """Bug A's, B's and C's class for one engine on one vocab, from its figures: A, a held token
+    with other bytes than its real piece (U+FFFD included); B, its tokenize of a probe gave text
+    with an added space (lm-format-enforcer's prefix token); C, a control token with text."""
+    c = got["census"]
+    prefix = got["notes"].get("prefix_text")
+    return {
+        "bug_a": "yes" if c["other_bytes"] or c["fffd"] else "no",
+        "bug_b": "n/a" if prefix is None else ("yes" if prefix != "0" else "no"),
+        "bug_c": "yes" if c["special_text"] else "no",
+    }
+
+
+def engine_row(vocab: str, engine: Engine, version: str, got: dict[str, Any]) -> dict[str, Any]:
+    c, leak, forced = got["census"], got["leak"], got["forced"]
+    return {
+        "vocab": vocab,
+        "engine": engine.name,
+        "version": version,
+        "held": got["held"],
+        **{k: len(v) for k, v in c.items()},
+        **classes(engine, got),
+        "allowed": leak["allowed"],
+        "allowed_with_space": len(leak["with_space"]),
+        "allowed_illegal": len(leak["illegal"]),
+        "legal_masked": len(leak["legal_masked"]),
+        "forced_allowed": forced["allowed"],
+        "forced_not_prefix": len(forced["not_prefix"]),
+        "forced_output": forced["output"].decode("utf-8", "backslashreplace"),
+        "forced_output_ok": forced["output"] == FORCED_LITERAL.encode(),
+        "forced_error": forced["error"],
+        "prefix_text": got["notes"].get("prefix_text", ""),
+    }
+
+
+def run_engines(
+    vocab: str, path: str, overrides: tuple[Any, ...], truth: Truth, names: list[str], limit_s: float = LIMIT_S
+) -> dict[str, Any]:
+    """Every named engine on one vocab: the `engines` result's payload. An engine not installed, or
+    one that fails, is a row with its one-line `error`; the others go on."""
+    rows: list[dict[str, Any]] = []
+    detail: dict[str, Any] = {}
+    seconds: dict[str, float] = {}
+    for name in names:
+        e = BY_NAME[name]
+        version = installed_version(e)
+        if "not installed" in version:
+            rows.append({"vocab": vocab, "engine": e.name, "version": version, "error": f"{version}: not run"})
+            continue
+        got, err = run_engine(e, path, overrides, truth, limit_s)
+        if got is None:
+            rows.append({"vocab": vocab, "engine": e.name, "version": version, "error": err})
+            continue
+        rows.append(engine_row(vocab, e, version, got))
+        seconds[e.name] = round(got["seconds"], 3)
+        detail[e.name] = _detail(got, truth)
+    return {"rows": rows, "examples": detail, "seconds": seconds, "limit_s": limit_s}
+
+
+def _detail(got: dict[str, Any], truth: Truth) -> dict[str, Any]:
+    table = got["table"]
+    out = {k: examples(v, table, truth) for k, v in got["census"].items()}
+    out["leak_illegal"] = examples(got["leak"]["illegal"], table, truth)
+    out["leak_legal_masked"] = examples(got["leak"]["legal_masked"], table, truth)
+    out["forced_not_prefix"] = examples(got["forced"]["not_prefix"], table, truth)
+    return out

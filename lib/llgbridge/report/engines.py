@@ -1,0 +1,92 @@
+"""Other engines on llama.cpp (issue 46): each library's own bridge, judged as the bridges are."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..engines import ENGINES, LEFT_OUT
+from .data import Results, takes_results
+from .prose import prose
+from .table import Cell, Section, Table, int_columns, vocab_key
+
+# the table's columns, in its order (engines.csv keeps every column the results hold)
+SHOWN = {
+    "bug_a": "A: wrong bytes",
+    "bug_b": "B: tokenize adds a space",
+    "bug_c": "C: control-token text",
+    "other_bytes": "other bytes",
+    "fffd": "U+FFFD",
+    "special_text": "control with text",
+    "missing": "missing",
+    "collapsed": "collapsed",
+    "allowed_illegal": "leak: illegal allowed",
+    "legal_masked": "leak: legal masked",
+    "forced_ok": "forced: spells it",
+}
+
+
+def engine_rows(ok: list[dict]) -> pd.DataFrame:
+    """Every engine row of every result, by vocab (the suite's order) then engine (the registry's)."""
+    order = {e.name: i for i, e in enumerate(ENGINES)}
+    df = pd.DataFrame([row for r in ok for row in r["rows"]])
+    df["error"] = df["error"].fillna("") if "error" in df else ""
+    df["_e"] = df.engine.map(lambda n: order.get(n, len(order)))
+    df = df.sort_values(["vocab", "_e"], kind="stable", key=lambda c: vocab_key(c) if c.name == "vocab" else c)
+    return int_columns(df.drop(columns="_e").reset_index(drop=True))
+
+
+def _cell(col: str, r: pd.Series) -> Cell:
+    if col == "forced_ok":
+        good = r.get("forced_not_prefix") == 0 and bool(r.get("forced_output_ok"))
+        return Cell("yes" if good else "no", "ok" if good else "bad")
+    v = r.get(col)
+    if col.startswith("bug_"):
+        return Cell(v, "bad" if v == "yes" else "ok")
+    return Cell(v, "bad" if v else "ok")
+
+
+def view(df: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for _, r in df.iterrows():
+        row = {"vocab": r.vocab, "engine": r.engine}
+        if r["error"]:
+            row["error"] = Cell(r["error"], "bad")
+        else:
+            row.update({name: _cell(col, r) for col, name in SHOWN.items()})
+        rows.append(row)
+    return pd.DataFrame(rows).fillna("")
+
+
+def summary(df: pd.DataFrame) -> list[dict]:
+    """Per engine: its version, how many vocabs show each bug's class, and the faults."""
+    out = []
+    for e in ENGINES:
+        mine = df[df.engine == e.name]
+        ran = mine[mine.error == ""]
+        out.append(
+            {
+                "engine": e,
+                "version": ", ".join(sorted(set(mine.version))) or e.version,
+                "n": len(ran),
+                "a": list(ran[ran.bug_a == "yes"].vocab) if len(ran) else [],
+                "b": list(ran[ran.bug_b == "yes"].vocab) if len(ran) else [],
+                "c": list(ran[ran.bug_c == "yes"].vocab) if len(ran) else [],
+                "leaks": list(ran[ran.allowed_illegal > 0].vocab) if len(ran) else [],
+                "faults": [f"{v}: {err}" for v, err in zip(mine.vocab, mine.error) if err],
+            }
+        )
+    return out
+
+
+@takes_results
+def engines_section(res: Results) -> Section | None:
+    ok, _ = res.load("engines")
+    if not ok:
+        return None
+    df = engine_rows(ok)
+    sec = Section("engines", "Other engines on llama.cpp (issue 46)", notebook="engines")
+    limits = sorted({r["limit_s"] for r in ok})
+    sec.claim, sec.text = prose("engines", engines=summary(df), left_out=LEFT_OUT, limits=limits)
+    sec.views.append(Table(view(df)))
+    sec.raw_table("engines", df)
+    return sec
