@@ -111,6 +111,9 @@ class Census:
     fffd: list[int] = field(default_factory=list)  # held with a U+FFFD its real piece does not have
     special_text: list[int] = field(default_factory=list)  # empty real piece (control), text in the table
     missing: list[int] = field(default_factory=list)  # non-empty real piece, no entry
+    # held with no bytes at all: such a token spells nothing, so the engine admits it wherever any
+    # text may follow (the truth holds a control token behind a marker no grammar matches)
+    empty: list[int] = field(default_factory=list)
     collapsed: list[int] = field(default_factory=list)  # shares its text with an id of other real bytes
 
 
@@ -127,10 +130,15 @@ def census(table: dict[int, bytes], pieces: list[bytes]) -> Census:
                 c.missing.append(t)
                 texts[t] = p.decode("utf-8", "replace").encode()
         elif not p:
-            if got:
+            # llguidance's marker (the truth bridge's table) spells no text a grammar can match
+            if got and not got.startswith(b"\xff"):
                 c.special_text.append(t)
+            elif not got:
+                c.empty.append(t)
         else:
             texts[t] = got
+            if not got:
+                c.empty.append(t)
             if got != p:
                 (c.fffd if FFFD in got and FFFD not in p else c.other_bytes).append(t)
     for t, text in texts.items():

@@ -17,6 +17,7 @@ SHOWN = {
     "other_bytes": "other bytes",
     "fffd": "U+FFFD",
     "special_text": "control with text",
+    "empty": "held empty",
     "missing": "missing",
     "collapsed": "collapsed",
     "allowed_illegal": "leak: illegal allowed",

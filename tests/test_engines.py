@@ -1,0 +1,167 @@
+"""The other engines on llama.cpp (issue 46): each figure pinned to something that does not go
+through the census, the real pieces by hand or the library's own objects.
+
+Under LLGBRIDGE_SWAP_VARIANTS=1 (`make test-swapped`) every test marked `guards` is given the
+truth in place of the engine: the truth bridge's table for the census and its mask for the leak.
+Each must then fail on an assertion: that is how it shows it measures the engine.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from functools import cache
+from pathlib import Path
+
+import pytest
+from conftest import SWAP, bridge, vocab
+
+from llgbridge import engines, grammars
+from llgbridge.adapters import lmfe, outlines_core
+from llgbridge.paths import ROOT, vocab_path
+
+ADAPTERS = {"lm-format-enforcer": lmfe, "outlines": outlines_core}
+# the byte strings that can start a string of `[.a-z]{2,6}!`, by hand (as tests/test_masks.py)
+LEAK_PREFIX = re.compile(rb"[.a-z]{0,6}|[.a-z]{2,6}!")
+
+
+@cache
+def built(engine: str, name: str) -> object:
+    return ADAPTERS[engine].build(engines.load_llama(str(vocab_path(name)), ()))
+
+
+def table(engine: str, name: str) -> dict[int, bytes]:
+    if SWAP:
+        return dict(enumerate(bridge(name, "truth").token_bytes))
+    return built(engine, name).table  # type: ignore[attr-defined]
+
+
+def leak_allowed(engine: str, name: str) -> list[int]:
+    if SWAP:
+        return bridge(name, "truth").new_matcher(grammars.LEAK_GRAMMAR).allowed()
+    return built(engine, name).walker(engines.LEAK_REGEX).allowed()  # type: ignore[attr-defined]
+
+
+@cache
+def pieces(name: str) -> list[bytes]:
+    return list(vocab(name).iter_pieces())
+
+
+def census(engine: str, name: str) -> engines.Census:
+    return engines.census(table(engine, name), pieces(name))
+
+
+def test_registry_matches_adapters_and_pins() -> None:
+    """Adding an engine is its entry, its adapter module and a test: each entry's adapter exists,
+    no adapter is without an entry, and each version is pinned in both dependency files."""
+    mods = {p.stem for p in (ROOT / "lib/llgbridge/adapters").glob("*.py")} - {"__init__"}
+    assert mods == {e.adapter for e in engines.ENGINES}
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    env = (ROOT / "environment.yml").read_text()
+    for e in engines.ENGINES:
+        for name, version in ((e.name, e.version), *e.also):
+            assert f"{name}=={version}" in deps
+            assert f"- {name}=={version}\n" in env
+            assert f"{name} {version}" in engines.installed_version(e)
+    assert set(ADAPTERS) == set(engines.BY_NAME)
+
+
+@pytest.mark.guards("lm-format-enforcer holds every piece over 32 bytes as ''")
+def test_lmfe_long_pieces_held_empty() -> None:
+    """llama-bpe's token 1961 is 35 spaces (`llama_token_to_piece`, by hand); lm-format-enforcer's
+    own table holds '' for it: llama-cpp-python's detokenize reads a 32-byte buffer and slices it
+    with the negative length llama.cpp returns. Every piece over 32 bytes goes so, and only those."""
+    assert pieces("llama-bpe")[1961] == b" " * 35
+    if not SWAP:
+        assert [s for t, s, _ in built("lm-format-enforcer", "llama-bpe").data.regular_tokens if t == 1961] == [""]
+    c = census("lm-format-enforcer", "llama-bpe")
+    long = [t for t, p in enumerate(pieces("llama-bpe")) if len(p) > 32]
+    assert c.other_bytes == long and len(long) == 231
+    assert 1961 in c.empty
+
+
+@pytest.mark.guards("lm-format-enforcer turns every piece that is not UTF-8 on its own into U+FFFD")
+def test_lmfe_fffd() -> None:
+    """llama-spm's byte tokens <0x80>..<0xFF> (ids 131..258) are one byte each, not UTF-8 alone:
+    each is held as '\ufffd', all 128 on one text."""
+    v = vocab("llama-spm")
+    assert v.token_to_piece(131) == b"\x80" and v.token_to_piece(258) == b"\xff"
+    c = census("lm-format-enforcer", "llama-spm")
+    assert c.fffd == list(range(131, 259))
+    assert set(range(131, 259)) <= set(c.collapsed)
+    assert table("lm-format-enforcer", "llama-spm")[131] == "\ufffd".encode()
+
+
+@pytest.mark.guards("lm-format-enforcer admits tokens it holds as '' where the grammar forbids them")
+def test_lmfe_leak() -> None:
+    """At position 0 of `[.a-z]{2,6}!` on llama-bpe, lm-format-enforcer admits exactly the tokens
+    it holds with no bytes: the 231 pieces over 32 bytes and the control tokens but BOS and EOS
+    (254 of them: 128000..128255, EOT 128009 among them), which no string of the grammar starts
+    with (Python's `re` over the real bytes)."""
+    allowed = leak_allowed("lm-format-enforcer", "llama-bpe")
+    p = pieces("llama-bpe")
+    illegal = [t for t in allowed if not (p[t] and LEAK_PREFIX.fullmatch(p[t]))]
+    long = [t for t, x in enumerate(p) if len(x) > 32]
+    control = [t for t in range(128000, 128256) if t not in (128000, 128001)]
+    assert illegal == sorted(long + control)
+    assert 128009 in illegal and 1961 in illegal
+
+
+@pytest.mark.guards("outlines holds control tokens with their text and keeps one id per text")
+def test_outlines_census_llama_spm() -> None:
+    """llama-spm by hand: token 1 (<s>) is a control token, its real piece empty, held by outlines
+    as '<s>'; the byte token <0x20> (35) and '▁' (29871) both spell ' ', and outlines' dict keeps the
+    later id, so 35 has no entry. outlines-core's own Vocabulary says the same."""
+    t = table("outlines", "llama-spm")
+    c = census("outlines", "llama-spm")
+    assert pieces("llama-spm")[1] == b"" and t.get(1) == b"<s>"
+    assert [0, 1] == c.special_text
+    assert 35 in c.missing and t.get(29871) == b" "
+    if not SWAP:
+        assert built("outlines", "llama-spm").vocabulary.get(" ") == [29871]  # type: ignore[attr-defined]
+
+
+@pytest.mark.guards("outlines masks the legal ids whose text another id holds")
+def test_outlines_leak_masks_collapsed_ids() -> None:
+    """outlines admits nothing illegal at position 0 on llama-spm, but masks the legal ids it has
+    no entry for: exactly the legal ids whose real piece another, held id spells (27: the byte
+    tokens of '.' and 'a'..'z')."""
+    allowed = leak_allowed("outlines", "llama-spm")
+    legal = set(bridge("llama-spm", "truth").new_matcher(grammars.LEAK_GRAMMAR).allowed())
+    p = pieces("llama-spm")
+    held = set(built("outlines", "llama-spm").table.values())  # type: ignore[attr-defined]
+    owned = set(built("outlines", "llama-spm").table)  # type: ignore[attr-defined]
+    expected = sorted(t for t in legal if t not in owned and p[t] in held)
+    assert sorted(legal - set(allowed)) == expected
+    assert len(expected) == 27 and 49 in expected and p[49] == b"."
+    assert set(allowed) <= legal
+
+
+def test_forced_walks_along_the_literal() -> None:
+    """outlines spells 'hello world' on llama-spm; lm-format-enforcer admits '<unk>' (token 0, no
+    bytes) beside h, he, hel, hell, hello at position 0."""
+    v = vocab("llama-spm")
+    truth = engines.Truth(pieces("llama-spm"), set(), frozenset(v.eog_tokens))
+    got = engines._forced(built("outlines", "llama-spm"), truth, grammars.FORCED_LITERAL)
+    assert got["output"] == b"hello world" and got["not_prefix"] == [] and not got["error"]
+    lm = engines._forced(built("lm-format-enforcer", "llama-spm"), truth, grammars.FORCED_LITERAL)
+    assert lm["not_prefix"] == [0] and v.token_to_piece(0) == b""
+
+
+def test_an_engine_that_fails_is_one_line(tmp_path: Path) -> None:
+    """A file llama-cpp-python cannot load: each engine's row is its one-line error and the run goes
+    on to the next; an engine past its limit is stopped and says so."""
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\x00" * 8)
+    truth = engines.Truth([b"a"], set(), frozenset())
+    got = engines.run_engines("bad", str(bad), (), truth, [e.name for e in engines.ENGINES], limit_s=60)
+    assert [r["engine"] for r in got["rows"]] == [e.name for e in engines.ENGINES]
+    for r in got["rows"]:
+        assert r["error"] and "\n" not in r["error"], r
+    res, err = engines.run_engine(engines.ENGINES[0], str(vocab_path("llama-bpe")), (), truth, limit_s=0.2)
+    assert res is None and err == "no answer within the 0.2 s limit: stopped"
+
+
+def test_a_library_not_installed_is_one_line() -> None:
+    ghost = engines.Engine("no-such-engine-library", "1.0", "lmfe", "", "")
+    assert engines.installed_version(ghost) == "no-such-engine-library not installed"
