@@ -12,6 +12,7 @@ import re
 import tomllib
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import SWAP, bridge, vocab
@@ -26,20 +27,20 @@ LEAK_PREFIX = re.compile(rb"[.a-z]{0,6}|[.a-z]{2,6}!")
 
 
 @cache
-def built(engine: str, name: str) -> object:
+def built(engine: str, name: str) -> Any:
     return ADAPTERS[engine].build(engines.load_llama(str(vocab_path(name)), ()))
 
 
 def table(engine: str, name: str) -> dict[int, bytes]:
     if SWAP:
         return dict(enumerate(bridge(name, "truth").token_bytes))
-    return built(engine, name).table  # type: ignore[attr-defined]
+    return built(engine, name).table
 
 
 def leak_allowed(engine: str, name: str) -> list[int]:
     if SWAP:
         return bridge(name, "truth").new_matcher(grammars.LEAK_GRAMMAR).allowed()
-    return built(engine, name).walker(engines.LEAK_REGEX).allowed()  # type: ignore[attr-defined]
+    return built(engine, name).walker(engines.LEAK_REGEX).allowed()
 
 
 @cache
@@ -118,7 +119,7 @@ def test_outlines_census_llama_spm() -> None:
     assert [0, 1] == c.special_text
     assert 35 in c.missing and t.get(29871) == b" "
     if not SWAP:
-        assert built("outlines", "llama-spm").vocabulary.get(" ") == [29871]  # type: ignore[attr-defined]
+        assert built("outlines", "llama-spm").vocabulary.get(" ") == [29871]
 
 
 @pytest.mark.guards("outlines masks the legal ids whose text another id holds")
@@ -129,8 +130,8 @@ def test_outlines_leak_masks_collapsed_ids() -> None:
     allowed = leak_allowed("outlines", "llama-spm")
     legal = set(bridge("llama-spm", "truth").new_matcher(grammars.LEAK_GRAMMAR).allowed())
     p = pieces("llama-spm")
-    held = set(built("outlines", "llama-spm").table.values())  # type: ignore[attr-defined]
-    owned = set(built("outlines", "llama-spm").table)  # type: ignore[attr-defined]
+    held = set(built("outlines", "llama-spm").table.values())
+    owned = set(built("outlines", "llama-spm").table)
     expected = sorted(t for t in legal if t not in owned and p[t] in held)
     assert sorted(legal - set(allowed)) == expected
     assert len(expected) == 27 and 49 in expected and p[49] == b"."
