@@ -43,9 +43,9 @@ OBJS := $(patsubst $(SHIPPED)/%.cpp,$(O)/%.o,$(COMMON_SRC) $(SERVER_SRC)) \
 
 # the llguidance wheel's extension module exports the C API and expects libpython around it; it
 # comes after the objects, or every llg_* symbol is undefined
-LDLIBS = -L$(LLAMA_DIR) -lmtmd -lllama -lggml -lggml-base '-Wl,-rpath,$(LLAMA_RPATH)' \
-         -L$(LLG_DIR_$(1)) -l:$(LLG_LIB_$(1)) '-Wl,-rpath,$(LLG_RPATH_$(1))' \
-         -L$(PY_DIR) -l$(PY_LIB) '-Wl,-rpath,$(PY_RPATH)' -lpthread -ldl
+LDLIBS = -L'$(LLAMA_DIR)' -lmtmd -lllama -lggml -lggml-base '-Wl,-rpath,$(LLAMA_RPATH)' \
+         -L'$(LLG_DIR_$(1))' -l:$(LLG_LIB_$(1)) '-Wl,-rpath,$(LLG_RPATH_$(1))' \
+         -L'$(PY_DIR)' -l$(PY_LIB) '-Wl,-rpath,$(PY_RPATH)' -lpthread -ldl
 
 SAMPLER_NAMES := upstream fixed $(CANDIDATES)
 BINS := $(foreach s,$(SAMPLER_NAMES),$(foreach v,$(LLG_VERSIONS),$(B)/llama-server-$(s)-$(v))) $(B)/schema-to-gbnf

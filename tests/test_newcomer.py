@@ -74,14 +74,23 @@ def test_the_native_build_runs_in_a_checkout_whose_path_has_a_space(tmp_path: Pa
     assert (built.returncode, built.stdout) == (real.returncode, real.stdout), built.stderr[-2000:]
 
 
-def test_a_path_make_cannot_name_is_refused_in_one_line_naming_it(tmp_path: Path) -> None:
-    """What still cannot reach make (a library outside the checkout, in a folder with a space) is
-    refused before make runs, naming the path."""
-    outside = tmp_path / "with space" / "lib"
+def test_a_path_make_cannot_take_is_refused_in_one_line_naming_it(tmp_path: Path) -> None:
+    """Outside the checkout, a library's folder may have a space (it is only a quoted word of the
+    link command), but not a `$`, which make would expand; a source tree in a folder with a space
+    cannot be named in a rule at all. Each is refused before make runs, naming the path."""
+    bins = ROOT / "data" / "native" / "bin"
+    spaced = tmp_path / "with space" / "lib"
+    assert native.library_vars("LLG", spaced, bins) == {"LLG_DIR": str(spaced), "LLG_RPATH": str(spaced)}
+    priced = tmp_path / "price $5" / "lib"
     with pytest.raises(RuntimeError) as e:
-        native.library_vars("LLG", outside, ROOT / "data" / "native" / "bin")
+        native.library_vars("LLG", priced, bins)
     assert str(e.value) == (
-        f"{str(outside)!r} has a space in it, which make cannot quote in a file name; move it to a path without one"
+        f"{str(priced)!r} has '$' in it, which make cannot pass to the linker; move it to a path without one"
+    )
+    with pytest.raises(RuntimeError) as e:
+        native.make_name(spaced)
+    assert str(e.value) == (
+        f"{str(spaced)!r} has a space in it, which make cannot quote in a file name; move it to a path without one"
     )
 
 

@@ -200,7 +200,7 @@ def make_vars(out: Path, llg_so: Path, root: Path = ROOT) -> dict[str, str]:
         "OUT": make_name(out, root),
         **library_vars("LLAMA", Path(llama_cpp.__file__).parent / "lib", bins, root),
         **library_vars("LLG", llg_so.parent, bins, root),
-        "LLG_LIB": _nameable(llg_so.name),
+        "LLG_LIB": _checked(llg_so.name, _MAKE_UNSAFE, "make cannot quote in a file name"),
         **library_vars("PY", Path(py_libdir), bins, root),
         "PY_LIB": py_lib,
     }
@@ -251,38 +251,45 @@ def check_compiler(what: str) -> str:
 # So make runs in the checkout and names every file relative to it (data/native/src/..., .venv/...):
 # the folders above the checkout, where a space is common ("my checkout/llgbridge"), never reach it
 _MAKE_UNSAFE = re.compile(r"[\s:#$%;'\"\\`]")
+# a library's folder is never a target or a prerequisite, only a word of the linker's command line,
+# single-quoted there: only a quote, a `$` (make would expand it) or a line break cannot be written
+_RECIPE_UNSAFE = re.compile(r"['$\n]")
+
+
+def _shown(path: Path, root: Path) -> str:
+    p, top = Path(os.path.abspath(root / path)), os.path.abspath(root)
+    return os.path.relpath(p, top) if p.is_relative_to(top) else str(p)
 
 
 def make_name(path: Path, root: Path = ROOT) -> str:
-    """`path` as make run in `root` names it: relative when inside `root`, else absolute.
-    RuntimeError naming the path when make cannot name it even so (a venv outside the checkout, in
+    """`path` as make run in `root` names it in a rule: relative when inside `root`, else absolute.
+    RuntimeError naming the path when make cannot name it even so (a tree outside the checkout, in
     a folder with a space)."""
-    p, top = Path(os.path.abspath(root / path)), os.path.abspath(root)
-    return _nameable(os.path.relpath(p, top) if p.is_relative_to(top) else str(p))
+    return _checked(_shown(path, root), _MAKE_UNSAFE, "make cannot quote in a file name")
 
 
-def _nameable(name: str) -> str:
-    if m := _MAKE_UNSAFE.search(name):
+def _checked(name: str, unsafe: re.Pattern[str], why: str) -> str:
+    if m := unsafe.search(name):
         said = "a space" if m[0] == " " else repr(m[0])
-        raise RuntimeError(
-            f"{name!r} has {said} in it, which make cannot quote in a file name; move it to a path without one"
-        )
+        raise RuntimeError(f"{name!r} has {said} in it, which {why}; move it to a path without one")
     return name
 
 
 def rpath(lib_dir: Path, bins: Path, root: Path = ROOT) -> str:
     """Where a binary in `bins` finds `lib_dir` when it runs: relative to the binary (`$ORIGIN`,
     written `$$` for make) when both are in the checkout, so no folder above the checkout is written
-    into a binary or onto the linker's command line; else absolute."""
+    into a binary; else absolute."""
     lib, where, top = (Path(os.path.realpath(p)) for p in (lib_dir, bins, root))
-    if lib.is_relative_to(top) and where.is_relative_to(top):
-        return "$$ORIGIN/" + _nameable(os.path.relpath(lib, where))
-    return make_name(lib, root)
+    inside = lib.is_relative_to(top) and where.is_relative_to(top)
+    name = os.path.relpath(lib, where) if inside else str(lib)
+    return ("$$ORIGIN/" if inside else "") + _checked(name, _RECIPE_UNSAFE, "make cannot pass to the linker")
 
 
 def library_vars(prefix: str, lib_dir: Path, bins: Path, root: Path = ROOT) -> dict[str, str]:
-    """PREFIX_DIR (where the linker finds the library) and PREFIX_RPATH (where the binary will)."""
-    return {f"{prefix}_DIR": make_name(lib_dir, root), f"{prefix}_RPATH": rpath(lib_dir, bins, root)}
+    """PREFIX_DIR (where the linker finds the library, as make run in `root` names it) and
+    PREFIX_RPATH (where the binary will), for the recipes to single-quote."""
+    found = _checked(_shown(lib_dir, root), _RECIPE_UNSAFE, "make cannot pass to the linker")
+    return {f"{prefix}_DIR": found, f"{prefix}_RPATH": rpath(lib_dir, bins, root)}
 
 
 def run_make(
