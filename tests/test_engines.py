@@ -166,3 +166,21 @@ def test_an_engine_that_fails_is_one_line(tmp_path: Path) -> None:
 def test_a_library_not_installed_is_one_line() -> None:
     ghost = engines.Engine("no-such-engine-library", "1.0", "lmfe", "", "")
     assert engines.installed_version(ghost) == "no-such-engine-library not installed"
+
+
+def test_section_names_a_fault_in_one_line(tmp_path: Path) -> None:
+    """The page's section: an engine that failed on a vocab is one line naming engine, vocab and
+    cause; xgrammar's absence is said with its figure; the table has the engine's version column."""
+    from llgbridge import nb
+    from llgbridge.report.engines import engines_section
+
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\x00" * 8)
+    payload = engines.run_engines("llama-spm", str(bad), (), engines.Truth([b"a"], set(), frozenset()), ["outlines"])
+    nb.write_result(str(tmp_path / "results"), "engines", "llama-spm", payload)
+    sec = engines_section(tmp_path / "results")
+    assert sec is not None
+    assert "Fault: llama-spm: ValueError: Failed to load model from file: bad.gguf" in sec.text
+    assert str(tmp_path) not in sec.text
+    assert "xgrammar** is not run" in sec.text and "2928 MiB" in sec.text
+    assert list(sec.raw[0].df.columns[:3]) == ["vocab", "engine", "version"]

@@ -22,6 +22,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from .errors import InputError, first_line
@@ -260,7 +261,8 @@ def run_engine(
         if p.is_alive():
             p.kill()
         recv.close()
-    return (got, "") if status == "ok" else (None, got)
+    # the input is named by its file name: a result never holds a path of the machine it ran on
+    return (got, "") if status == "ok" else (None, got.replace(path, Path(path).name))
 
 
 def classes(engine: Engine, got: dict[str, Any]) -> dict[str, str]:
