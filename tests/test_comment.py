@@ -85,12 +85,17 @@ def test_the_committed_markdown_renders_cleanly_on_github(name: str) -> None:
 
 
 def test_the_pr_comment_is_one_short_comment_that_stands_alone() -> None:
-    """At most 10,000 characters (a GitHub comment holds 65,536); opens with the recommendation;
-    its only links are absolute (it is pasted, not read beside the repository)."""
+    """At most `LIMIT` characters (a GitHub comment holds 65,536); opens with what was tested (a
+    rebuild, not the PR's branch), then the recommendation, which approves only on condition that the
+    same checks pass on the branch; its only links are absolute (it is pasted, not read beside the
+    repository)."""
     md = (REPORTS / "pr-comment.md").read_text(encoding="utf-8")
     assert len(md) <= C.LIMIT
-    first = next(line for line in md.splitlines() if line and not line.startswith("#"))
-    assert first.startswith("**Recommendation: ")
+    first, second = [line for line in md.splitlines() if line and not line.startswith("#")][:2]
+    assert first.startswith("**What was tested.** Not the PR's branch")
+    assert second.startswith("**Recommendation: ")
+    if second.startswith("**Recommendation: approve"):
+        assert "once the same checks pass on the PR's own branch" in second
     hrefs = re.findall(r'href="([^"]*)"', render(md))
     assert hrefs and all(h.startswith("https://") for h in hrefs)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -134,3 +135,84 @@ def test_the_committed_page_prints_these_commands() -> None:
         assert u.command in md and u.command in comment
     for s in SERVERS:
         assert s.server_command() in md and s.curl() in md
+
+
+# the comment's own lines (`reports/claims.json`'s repro claim, what `pr-comment.md` prints): committed,
+# so these run on a fresh clone, where no `data/results` exists
+PASTE = next((c["values"] for c in json.loads((REPORTS / "claims.json").read_text()) if c["key"] == "repro"), None)
+
+
+@pytest.mark.skipif(_native_why is not None, reason=f"native parts not built: {_native_why}")
+@pytest.mark.skipif(not PASTE, reason="the comment prints no repro")
+def test_the_comments_unit_lines_exit_as_it_says() -> None:
+    """Each `test-grammar-llguidance` line of the comment, with the PR's sampler and with the
+    base's bridge, exits as its comment says."""
+    assert PASTE is not None
+    for u in PASTE["units"]:
+        assert _run_unit(u["command"], "fixed") == u["with_"], u["command"]
+        assert _run_unit(u["command"], "upstream") == u["without"], u["command"]
+
+
+def _paste_start(line: str, sampler: str, log: Path) -> tuple[subprocess.Popen[bytes], int]:
+    argv = shlex.split(line)
+    argv[0] = str(S.binary(sampler, S.LLG_PINNED))
+    argv[argv.index("-m") + 1] = str(S.DATA / "models" / argv[argv.index("-m") + 1])
+    argv[argv.index("--port") + 1] = "0"
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
+    )
+    deadline, port = time.monotonic() + S.STARTUP_TIMEOUT, 0
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()[-2000:]
+        m = S.LISTENING.search(log.read_bytes())
+        port = int(m.group(1)) if m else 0
+        try:
+            if port:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return proc, port
+        except OSError:
+            pass
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    raise AssertionError(f"no /health within {S.STARTUP_TIMEOUT} s: {log.read_text()[-2000:]}")
+
+
+@pytest.mark.skipif(bool(_server_why), reason=f"servers not built: {_server_why}")
+@pytest.mark.skipif(not (PASTE and PASTE["server"]), reason="the comment prints no server lines")
+@pytest.mark.parametrize("sampler", ["upstream", "fixed"])
+def test_the_comments_server_lines_answer_as_it_says(sampler: str, tmp_path: Path) -> None:
+    """The comment's llama-server line on the public model, then each curl line as printed: HTTP
+    200, no error field, and the server's own `content` matching the grammar's regex exactly where
+    the comment says it does (with the PR: the fixed build; without it: upstream)."""
+    assert PASTE is not None and PASTE["server"]
+    s = PASTE["server"]
+    if not (S.DATA / "models" / s["file"]).is_file():
+        pytest.skip(f"{s['file']} not fetched (make models)")
+    proc, port = _paste_start(s["server"], sampler, tmp_path / "server.log")
+    try:
+        for c in s["checks"]:
+            line = repro.PasteCheck(**c).curl().replace(f"localhost:{repro.PORT}", f"127.0.0.1:{port}")
+            out = subprocess.run(
+                [*shlex.split(line), "-w", "\n%{http_code}"], capture_output=True, text=True, timeout=300
+            )
+            body, status = out.stdout.rsplit("\n", 1)
+            answer = json.loads(body)
+            want = c["with_"] if sampler == "fixed" else c["without"]
+            assert (int(status), "error" in answer) == (200, False), c["case"]
+            assert (re.fullmatch(c["regex"], answer["content"]) is not None) == want, (c["case"], answer["content"])
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.mark.skipif(not PASTE, reason="the comment prints no repro")
+def test_the_comment_prints_the_lines_these_tests_run() -> None:
+    assert PASTE is not None
+    comment = (REPORTS / "pr-comment.md").read_text(encoding="utf-8")
+    for u in PASTE["units"]:
+        assert u["command"] in comment
+    if PASTE["server"]:
+        assert PASTE["server"]["server"] in comment
+        for c in PASTE["server"]["checks"]:
+            assert repro.PasteCheck(**c).curl() in comment

@@ -21,11 +21,13 @@ from ..fixtures import refused as refused_inputs
 from ..paths import REPORTS, RESULTS, ROOT, write_atomic, write_json
 from ..results import SCHEMAS
 from . import gfm, repro, tested
+from .claims import as_json as claims_json
+from .claims import claims, guide_notes
 from .comment import comment
 from .data import Results
-from .glossary import GLOSSARY
+from .glossary import GLOSSARY, anchor, gloss
 from .story import vocab_story
-from .table import PR_BASE, Section, Table, guide_order, html_table, overridden_note
+from .table import PR_BASE, PR_BRANCH, PR_TITLE, Section, Table, guide_order, html_table, overridden_note
 from .verdict import Verdict, recommendation_md, verdict
 
 # the page's order (`analyses.PAGE`): each section is `report/KEY.py`'s `KEY_section`, found by its
@@ -111,6 +113,8 @@ def environment() -> Any:
         str(md(s)).strip().removeprefix("<p>").removesuffix("</p>") if s else ""
     )
     env.filters["gfm"] = gfm.prose  # the Markdown files: what GitHub would read as HTML stays text
+    env.filters["gloss"] = lambda s: jinja2.utils.markupsafe.Markup(gloss(str(s)))
+    env.filters["anchor"] = anchor
     return env
 
 
@@ -339,6 +343,7 @@ def build(
     bench_csv: Path = REPORTS / "bench.csv",
     lead: Callable[[], list[Section]] | None = None,
     keep_parts: bool | None = None,
+    subject: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Write the report; return the failed inputs. Every result is read once, into the one
     `Results` the sections, the verdict and the vocab pages share; `bench_csv` is the `make bench`
@@ -346,7 +351,7 @@ def build(
     this build's tables are written, since it may read them (a what-if's comparison with the file
     without its overrides). `keep_parts` (default: when `out` is the main report) keeps the last
     complete report where a part the last render had could not be made for any input (`keep_last`)."""
-    res = Results(results, out, bench_csv)
+    res = Results(results, out, bench_csv, subject)
     sections, failed, broken = made_sections(res)
     # a file name Make cannot carry never became a target: it is a failed input all the same
     if results.resolve() == RESULTS.resolve():
@@ -433,7 +438,16 @@ def write_pages(
         sorted({str(x) for sec in sections for t in sec.raw for x in (t.df["vocab"] if "vocab" in t.df else [])})
     )
     v = versions(res)
-    empty = Verdict(["No census results yet: run `make report`."], pd.DataFrame(), (0, 0))
+    census_failed = [str(f.get("vocab")) for f in failed if f.get("notebook") == "census"]
+    empty = Verdict(
+        [
+            f"No census result: the census failed on {', '.join(census_failed)} (the failed inputs below say why)."
+            if census_failed
+            else "No census results yet: run `make report`."
+        ],
+        pd.DataFrame(),
+        (0, 0),
+    )
     shown = vt or empty
     rec = (
         {"call": shown.recommendation["call"], "said": recommendation_md(shown.recommendation)}
@@ -447,9 +461,14 @@ def write_pages(
         "glossary": GLOSSARY,
         "repro": repro.markdown(res),
         "tested": tested.section_markdown(),
+        "subject": res.subject,
     }
     if vt is not None:
-        w.write("pr-comment.md", comment(vt, res))
+        found = claims(vt, res)
+        # the page says what the comment says of the guide: one sentence each, from the claims
+        vt.disagreements = [*guide_notes(found), *vt.disagreements]
+        w.write("pr-comment.md", comment(vt, found, res))
+        w.write("claims.json", claims_json(found))
     w.write("pr-review-tables.md", tables_markdown(shown, rec, v, common))
     w.write("index.html", index_page(shown, rec, vocabs, committed, vt is not None, common))
     vocab_pages(w, sections, vocabs, vt, res, link_notebooks=not committed)
@@ -477,7 +496,12 @@ def index_page(
         environment()
         .get_template("index.html.j2")
         .render(
-            title="llama.cpp ↔ llguidance bridge audit",
+            title=(
+                f"What if: {common['subject']['name']}"
+                if common.get("subject")
+                else "llama.cpp ↔ llguidance bridge audit"
+            ),
+            pr={"title": PR_TITLE, "branch": PR_BRANCH, "base": PR_BASE},
             verdict={
                 "sentences": shown.sentences,
                 "table": shown.table(links).html if not shown.df.empty else "",

@@ -1,116 +1,107 @@
-"""`reports/pr-comment.md`: the review as one GitHub comment, read in two minutes.
+"""`reports/pr-comment.md`: the review as one GitHub comment, read in a few minutes.
 
-It opens with the recommendation and the rules it follows from, then what the PR fixes, what it
-costs, where the suite disagrees with the guide, what stays broken and is not a regression, what
-was tested, and the commands that reproduce the headline findings. Everything comes from the same
-`Verdict` the page opens with. It stands alone in a comment: no relative link (the only links are
+It opens with what was tested (a rebuild of the PR, not its branch), then the recommendation, stated
+as conditional on the same checks passing on the branch, and the asks for the author; then what the
+PR fixes on the shipped vocabs, the stand-in apart, what it costs, where a measured figure
+contradicts the guide, what stays broken beyond the PR, and commands a maintainer can paste. Every
+sentence with a figure or a judgement is a claim (`claims.py`), which `tests/test_claims.py`
+recomputes from the tables. It stands alone in a comment: no relative link (the only links are
 upstream issues, absolute), no raw HTML, every token's text escaped or in a code span (`gfm`), and
 at most `LIMIT` characters (a GitHub comment holds 65,536; this one should be read, not scrolled).
 """
 
 from __future__ import annotations
 
-from . import gfm, repro, tested
+from typing import Any
+
+import pandas as pd
+
+from . import gfm
+from .claims import Claim
 from .data import Results
 from .prose import blocks
-from .table import md_table
-from .verdict import ISSUES_URL, Verdict, recommendation_md
+from .table import guide_order, md_table, pinned_rows
+from .verdict import Verdict
 
-LIMIT = 10_000
-# the server cases the comment repeats (the page has them all): bug B, bug A on BPE, bug C
-COMMENT_CASES = ("forced_literal", "dots", "special_literal")
+LIMIT = 12_000
+# the order of the comment's parts, by claim key (a part without its claim is left out)
+HEAD = ("tested", "call", "asks", "fixes")
+FINDINGS = ("server", "stand_in", "costs")
+GUIDE = ("reproduced", "xff", "probe")
+BEYOND = ("bug_c", "bug_d", "ignored", "chat400")
 
 
-def affected_table(vt: Verdict) -> str:
-    """The vocabs bug A or B hits, one row each: what the fix changes, the counts apart."""
-    cols = [
-        "input",
-        "type",
-        "bug A: tokens with wrong bytes",
-        "bug A: illegal tokens admitted",
-        "with the fix: illegal admitted",
-        "bug B: forced mask",
-        "with the fix: forced mask",
-        "the PR's test: exit without → with",
+def _exit_cell(up: dict[str, Any], fx: dict[str, Any], aborts: dict[str, str]) -> str:
+    if not up or not fx:
+        return "not run"
+    cell = f"{up.get('pr_test_exit', '?')} → {fx.get('pr_test_exit', '?')}"
+    return cell + (f" ({aborts[up['vocab']]})" if up.get("vocab") in aborts else "")
+
+
+def affected_table(vt: Verdict, found: dict[str, Claim], res: Results) -> str:
+    """The vocabs bug A or B hits, one row each, then the stand-ins, labelled: each measure
+    without → with the fix in one column."""
+    fx = found["fixes"].values
+    stand = {s["input"]: s for s in found["stand_in"].values["stand_ins"]} if "stand_in" in found else {}
+    hit = list(dict.fromkeys([*fx["hit_a"], *fx["hit_b"]]))
+    hit = [v for v in guide_order(list(vt.facts["census"])) if v in hit] + [
+        v for v in stand if v in {*vt.facts["hit_a"], *vt.facts["hit_b"]}
     ]
-    hit = set(vt.facts.get("hit_a", [])) | set(vt.facts.get("hit_b", []))
-    df = vt.df[vt.df["input"].isin(hit)][[c for c in cols if c in vt.df]]
-    return md_table(
-        df.rename(
-            columns={
-                "bug A: tokens with wrong bytes": "wrong token bytes",
-                "bug A: illegal tokens admitted": "illegal admitted, without",
-                "with the fix: illegal admitted": "with",
-                "bug B: forced mask": "forced mask, without",
-                "with the fix: forced mask": "with ",
-                "the PR's test: exit without → with": "PR test exit",
+    leak = _by(res, "leak", "bridge")
+    forced = _by(res, "forced", "bridge")
+    nat_ok, _ = res.load("native")
+    nat = {r["vocab"]: {x["sampler"]: {**x, "vocab": r["vocab"]} for x in pinned_rows(r)} for r in nat_ok}
+    aborts = {x["vocab"]: x["short"] for x in vt.facts.get("aborts", [])}
+
+    def arrow(rows: dict[str, dict[str, Any]], col: str, fmt: Any = str) -> str:
+        if "upstream" not in rows or "fixed" not in rows:
+            return "not run"
+        return f"{fmt(rows['upstream'].get(col))} → {fmt(rows['fixed'].get(col))}"
+
+    def mask(n: Any) -> str:
+        return "ok" if not n else f"{n} not a prefix"
+
+    rows = []
+    for v in hit:
+        rows.append(
+            {
+                "input": v + (" (stand-in)" if v in stand else ""),
+                "type": vt.facts["census"][v].get("vocab_type", ""),
+                "tokens with wrong bytes": vt.facts["census"][v]["differing"],
+                "illegal tokens admitted, without → with the fix": arrow(leak.get(v, {}), "allowed_illegal"),
+                "forced mask, without → with": arrow(forced.get(v, {}), "not_prefix", mask),
+                "the PR's test exit, without → with": _exit_cell(
+                    nat.get(v, {}).get("upstream", {}), nat.get(v, {}).get("fixed", {}), aborts
+                ),
             }
         )
-    )
+    return md_table(pd.DataFrame(rows))
 
 
-def repro_compact(res: Results) -> str:
-    """The unit commands, and one server command line per model with the comment's curl requests."""
-    units = repro.unit_repros(res)
-    servers = [s for s in repro.server_repros(res) if s.case in COMMENT_CASES]
-    lines = []
-    if units:
-        lines += [
-            "```sh",
-            "# in a llama.cpp checkout with the PR applied; exit codes as this suite's builds gave them",
-            *repro.BUILD,
-        ]
-        lines += [f"{u.command}   # with the fix: {u.with_}, without: {u.without}" for u in units]
-        lines += [
-            "# without the fix: " + "; ".join(repro.REVERT[:1]) + ", rebuild, rerun; then " + repro.RESTORE,
-            "```",
-        ]
-    for model in dict.fromkeys(s.model for s in servers):
-        mine = [s for s in servers if s.model == model]
-        lines += ["", "```sh", mine[0].server_command()]
-        for s in mine:
-            lines += [
-                f"# {s.finding}: without the fix {s.without.outcome} ({s.without.content!r}), with it "
-                f"{s.with_.outcome} ({s.with_.content!r})",
-                s.curl(),
-            ]
-        lines += ["```"]
-    return "\n".join(lines) + "\n"
+def _by(res: Results, analysis: str, key: str) -> dict[str, dict[str, dict[str, Any]]]:
+    ok, _ = res.load(analysis)
+    return {r["vocab"]: {x[key]: x for x in r["rows"]} for r in ok}
 
 
-def comment(vt: Verdict, res: Results) -> str:
-    """The comment's Markdown (see the module's note); a part without results is left out."""
-    f = vt.facts
-    stat = tested.diffstat()
-    plus, minus = sum(c["+"] for c in stat.values()), sum(c["-"] for c in stat.values())
-    checks = tested.check_citations()
-    said = blocks(
-        "comment",
-        cited=(sum(x["holds"] is True for x in checks), len(checks)),
-        call=vt.recommendation.get("call", ""),
-        rules=recommendation_md(vt.recommendation),
-        f=f,
-        reproduced=vt.reproduced,
-        plus=plus,
-        minus=minus,
-        guide=tested.GUIDE_DIFFSTAT,
-        upstream=tested.UPSTREAM,
-        url=ISSUES_URL,
-        commit=(tested.vendored_commit() or "")[:12],
-        base=tested.PR_BASE,
-    )
-    parts = ["## llguidance bridge: token bytes and tokenize_fn, measured", said["call"], said["fixes"]]
-    if f.get("hit_a") or f.get("hit_b"):
-        parts.append(affected_table(vt).rstrip())
-    parts += [said["costs"]]
-    if vt.disagreements:
-        parts.append(said["disagree"] + "\n\n" + "\n".join(f"- {d}" for d in vt.disagreements))
-    parts += [said["beyond"], said["tested"]]
-    code = repro_compact(res)
-    if code.strip():
-        parts += [said["repro"], code.rstrip()]
+def comment(vt: Verdict, found: dict[str, Claim], res: Results) -> str:
+    """The comment's Markdown (see the module's note), from the claims."""
+    said = blocks("comment")
+
+    def part(keys: tuple[str, ...]) -> list[str]:
+        return [found[k].text for k in keys if k in found and found[k].text.strip()]
+
+    parts = ["## llguidance bridge fix (bugs A and B): an independent measurement", *part(HEAD)]
+    if "fixes" in found and (found["fixes"].values["hit_a"] or found["fixes"].values["hit_b"]):
+        parts.append(affected_table(vt, found, res).rstrip())
+    parts += part(FINDINGS)
+    if guide := part(GUIDE):
+        parts.append(said["guide"] + " " + guide[0] + "\n\n" + "\n".join(guide[1:]))
+    if beyond := part(BEYOND):
+        parts.append(said["beyond"] + "\n\n" + "\n".join(beyond))
+    if "repro" in found:
+        parts += [said["repro"], found["repro"].text]
     parts.append(said["source"])
     return gfm.prose_blocks("\n\n".join(p for p in parts if p.strip())) + "\n"
 
 
-__all__ = ["comment", "LIMIT", "affected_table", "repro_compact"]
+__all__ = ["comment", "LIMIT", "affected_table"]

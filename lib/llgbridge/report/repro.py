@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from .. import generate as G
@@ -211,6 +211,76 @@ def server_repros(res: Results) -> list[ServerRepro]:
     return out
 
 
+# the comment's server checks, on a public model: each case's grammar as the regex a reader checks the
+# server's `content` against (the grammars are `generate.CASES`' own)
+PASTE_CASES = (
+    ("bug B: the forced literal", "forced_literal", "hello world"),
+    ("bug A: a space the grammar forbids", "dots", "[.]{2,6}!"),
+)
+PASTE_FLAGS = ("--port", str(PORT), "-c", "512", "-np", "1", "-t", "1", "--no-warmup", "--no-repack")
+
+
+@dataclass(frozen=True)
+class PasteCheck:
+    """One request of the comment's server block, and whether the server's `content` matched the
+    grammar (its regex, in full) with the PR and without it, as this suite's server runs saw it."""
+
+    finding: str
+    case: str
+    body: dict[str, Any]
+    regex: str
+    with_: bool
+    without: bool
+
+    def curl(self, port: int = PORT) -> str:
+        body = json.dumps(self.body, ensure_ascii=False, separators=(",", ":"))
+        return f"curl -s localhost:{port}/completion -d {shlex.quote(body)}"
+
+    def expect(self) -> str:
+        def said(ok: bool) -> str:
+            return f"content matches ^{self.regex}$" if ok else "HTTP 200, no error field, content does not match"
+
+        return f"# {self.finding}: with the PR {said(self.with_)}; without it {said(self.without)}"
+
+
+def paste_server(res: Results, model: str, file: str, overrides: tuple[str, ...]) -> dict[str, Any] | None:
+    """The comment's server block on a public model (`model`, an input of the server analysis):
+    the command line, and each check with both answers (llguidance as llama.cpp pins it)."""
+    ok, _ = res.load("server")
+    r = next((x for x in ok if x["vocab"] == model), None)
+    if r is None:
+        return None
+    checks = []
+    for finding, case, regex in PASTE_CASES:
+        got = {x["sampler"]: x for x in r["rows"] if x["case"] == case and x["llguidance"] == LLG_PINNED}
+        spec = r.get("cases", {}).get(case)
+        if not spec or not {"upstream", "fixed"} <= set(got):
+            continue
+        # the body as the server analysis sent it, less the fields that change nothing a reader checks
+        # (seed at temperature 0, return_tokens, cache_prompt): the test runs this shorter line as printed
+        _, _, sent = server.request_for(
+            case,
+            G.Prompt(spec["prompt"], spec["prompt_kind"]),
+            int(r["max_tokens"]),
+            int(r["seed"]),
+            float(r["temperature"]),
+        )
+        body = {k: sent[k] for k in ("prompt", "n_predict", "temperature", "grammar")}
+        passed = {b: got[b]["outcome"] == "pass" for b in ("upstream", "fixed")}
+        checks.append(asdict(PasteCheck(finding, case, body, regex, passed["fixed"], passed["upstream"])))
+    override = [a for o in overrides for a in ("--override-kv", o)]
+    return {
+        "model": model,
+        "file": file,
+        "server": shlex.join([SERVER_EXE, "-m", file, *override, *PASTE_FLAGS]),
+        "checks": checks,
+    }
+
+
+def paste_units(res: Results) -> list[dict[str, Any]]:
+    return [asdict(u) | {"command": u.command} for u in unit_repros(res)]
+
+
 def markdown(res: Results) -> str:
     """The commands and their answers, as the page and the PR comment print them (Markdown)."""
     units, servers = unit_repros(res), server_repros(res)
@@ -257,6 +327,9 @@ def markdown(res: Results) -> str:
 
 
 __all__ = [
+    "PasteCheck",
+    "paste_server",
+    "paste_units",
     "UnitRepro",
     "ServerRepro",
     "Answer",
