@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -90,5 +91,14 @@ def test_whatif_with_an_override_says_what_it_changed(tmp_path: Path) -> None:
     assert ((moved.table == "probe") & (moved.column == "tokenize_exact")).any()
     page = (out / "index.html").read_text()
     assert "What the override changed" in page and "--override-kv tokenizer.ggml.add_space_prefix=bool:false" in page
+    # its first screen: the user's file and override, then what the override changed, before the verdict
+    first = page.split('<section class="verdict"', 1)[0]
+    assert "<code>spm.gguf</code>" in first and 'id="override"' in first, first[-3000:]
+    assert "--override-kv tokenizer.ggml.add_space_prefix=bool:false" in first.split('id="override"')[0]
+    # a table one side wrote and the other did not is said apart, never counted among those compared
+    said = re.search(r"(\d+) of the (\d+) tables both sides wrote moved|All (\d+) tables moved", first)
+    sides = [{p.name for p in (d / "tables").glob("*.csv")} for d in (out, out / "without")]
+    both = len((sides[0] & sides[1]) - {"override_changes.csv"})
+    assert said is not None and int(said[2] or said[3]) == both, (said, both)
     # its own synthetic model, never the plain file's
     assert sorted(p.name for p in (tmp_path / "models").glob("*.gguf"))[0].startswith(f"synthetic-{name}+kv-")

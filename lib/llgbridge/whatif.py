@@ -179,10 +179,16 @@ def whatif(
         ]
         # the plain file's report first: its tables are what the overridden one's are set against,
         # once that build has written them
-        report.build(out / "without" / "results", out / "without", bench_csv=out / "without" / "bench.csv")
+        report.build(
+            out / "without" / "results",
+            out / "without",
+            bench_csv=out / "without" / "bench.csv",
+            subject={"file": path.name, "name": plain, "overrides": []},
+        )
         lead = lambda: [override_section(out, name, plain, path, ovs)]  # noqa: E731
     # a what-if quotes only what it computed: its own (absent) bench snapshot, never the main report's
-    report.build(out / "results", out, bench_csv=out / "bench.csv", lead=lead)
+    subject = {"file": path.name, "name": name, "overrides": kv}
+    report.build(out / "results", out, bench_csv=out / "bench.csv", lead=lead, subject=subject)
     print(
         f"what-if report: {out / 'index.html'}"
         + (f" (the file without the overrides: {out / 'without' / 'index.html'})" if ovs else "")
@@ -334,6 +340,18 @@ def table_changes(
     return summary, cells
 
 
+def visible(value: str) -> str:
+    """A cell's value as the summary says it: a blank is "(blank)", and a text with a space at
+    either end is quoted in a code span, so a space the override added or removed shows."""
+    if value == "":
+        return "(blank)"
+    if value != value.strip():
+        from .report.gfm import code_span  # the report is loaded only once the runs are made
+
+        return code_span(repr(value))
+    return value
+
+
 def override_section(out: Path, name: str, plain: str, path: Path, ovs: tuple[Override, ...]) -> Any:
     """The what-if's first section: what the overrides changed against the same file without them."""
     import pandas as pd
@@ -344,6 +362,9 @@ def override_section(out: Path, name: str, plain: str, path: Path, ovs: tuple[Ov
     models = {f"synthetic-{plain}.gguf": model_label(f"synthetic-{name}+kv-{tag(ovs)}.gguf", ovs)}
     summary, cells = table_changes(out / "tables", out / "without" / "tables", {plain: name, **models})
     moved = [r for r in summary if r["rows changed"] not in ("", 0)]
+    # a table one side wrote and the other did not is not compared: it is said apart, never counted as moved
+    one_side = [r for r in summary if r["rows"] == ""]
+    compared = [r for r in summary if r["rows"] != ""]
     flags = " ".join(f"`--override-kv {o.text}`" for o in ovs)
     sec = Section("override", "What the override changed")
     said = [
@@ -354,13 +375,20 @@ def override_section(out: Path, name: str, plain: str, path: Path, ovs: tuple[Ov
         said.append("Neither run wrote a table to compare.")
     elif not moved:
         said.append(
-            f"None of the {len(summary)} tables moved: on this file the override changes nothing the suite measures."
+            f"None of the {len(compared)} tables both sides wrote moved: on this file the override changes nothing the "
+            f"suite measures there."
         )
     else:
-        n = len(summary)
+        n = len(compared)
         said.append(
-            (f"{len(moved)} of the {n} tables moved" if len(moved) < n else f"All {n} tables moved")
+            (f"{len(moved)} of the {n} tables both sides wrote moved" if len(moved) < n else f"All {n} tables moved")
             + ", row by row against the plain file's (a row is the same input, bridge, case or build on both sides):"
+        )
+    if one_side:
+        said.append(
+            "Written on one side only, so not compared: "
+            + ", ".join(f"`{r['table']}` ({r['how']})" for r in one_side)
+            + "."
         )
         items = []
         for r in moved:
@@ -372,8 +400,7 @@ def override_section(out: Path, name: str, plain: str, path: Path, ovs: tuple[Ov
                 ),
             )
             shown = "; ".join(
-                f"{c['column']} {c['without'] or '(blank)'} → {c['with'] or '(blank)'}"
-                + (f" ({c['row']})" if c["row"] else "")
+                f"{c['column']} {visible(c['without'])} → {visible(c['with'])}" + (f" ({c['row']})" if c["row"] else "")
                 for c in mine[:3]
             )
             more = len(mine) - 3

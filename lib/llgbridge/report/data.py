@@ -36,6 +36,8 @@ class Results:
     root: Path = RESULTS
     out: Path = REPORTS
     bench_csv: Path = REPORTS / "bench.csv"
+    # a what-if's own file: {"file", "name", "overrides"}; its page opens with it, not with the PR
+    subject: dict[str, Any] | None = None
     _loaded: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]] = field(
         default_factory=dict, repr=False
     )

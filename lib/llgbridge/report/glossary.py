@@ -3,6 +3,8 @@ glossary, and what a table's header or a sentence means by them."""
 
 from __future__ import annotations
 
+import re
+
 GLOSSARY: tuple[tuple[str, str], ...] = (
     ("upstream sampler, fixed sampler", "`common/llguidance.cpp` before the PR, and with the PR applied (`patches/`)."),
     (
@@ -58,6 +60,77 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
         "synthetic model",
         "random weights around a vocab fixture's real tokenizer: its text is noise, its tokenization real.",
     ),
+    (
+        "stand-in",
+        "an input loaded with one of llama.cpp's key overrides to stand for models no package ships (Gemma 3 270M "
+        "with `add_space_prefix` forced on, for TinyLlama and Mistral); never counted among the shipped vocabs.",
+    ),
+    (
+        "ctest entries",
+        "the runs of llama.cpp's `test-grammar-llguidance` that its CMake registers: one on llama-bpe before the PR, "
+        "and the one on llama-spm the PR adds.",
+    ),
+    (
+        "fast-forward tokens",
+        "tokens llguidance can emit without sampling where the grammar forces bytes "
+        "(`llg_matcher_compute_ff_tokens`); they need `tokenize_fn`, so the greedy fallback loses them.",
+    ),
+    (
+        "item limit",
+        "llguidance's `step_max_items` (50000), the most Earley items one mask may take; over it the mask fails.",
+    ),
+    (
+        "question N",
+        'the Nth of the guide\'s section 10, "what a reviewer should push on"; a bare number such as 4.5 is a '
+        "section of the guide.",
+    ),
 )
 
-__all__ = ["GLOSSARY"]
+
+def anchor(entry: str) -> str:
+    """The glossary entry's id on the page."""
+    return "g-" + re.sub(r"[^a-z0-9]+", "-", entry.lower()).strip("-")
+
+
+def terms() -> list[tuple[str, str]]:
+    """(a term as it appears in prose, its entry's anchor), longest first so "bug C" is not
+    taken for a part of something longer."""
+    out = []
+    for entry, _ in GLOSSARY:
+        for t in entry.split(", "):
+            out.append((t.split(" (")[0], anchor(entry)))
+    return sorted(out, key=lambda x: -len(x[0]))
+
+
+_TAG = re.compile(r"(<[^>]+>)")
+
+
+def gloss(html: str) -> str:
+    """`html` with the first use of each glossary term linked to its entry: only in text, never
+    inside a link or a code span."""
+    parts, inside, seen = _TAG.split(html), 0, set()
+    for i, part in enumerate(parts):
+        if part.startswith("<"):
+            if re.match(r"<(a|code)\b", part):
+                inside += 1
+            elif re.match(r"</(a|code)>", part):
+                inside -= 1
+            continue
+        if inside:
+            continue
+        spans: list[tuple[int, int, str]] = []  # (start, end, anchor) of the first use of each term here
+        for term, ref in terms():  # longest first: a shorter term never claims part of a longer one's use
+            if ref in seen:
+                continue
+            for m in re.finditer(rf"(?<![\w-]){re.escape(term)}(?![\w-])", part):
+                if all(m.end() <= a or m.start() >= b for a, b, _ in spans):
+                    spans.append((m.start(), m.end(), ref))
+                    seen.add(ref)
+                    break
+        for a, b, ref in sorted(spans, reverse=True):
+            part = f'{part[:a]}<a class="term" href="#{ref}">{part[a:b]}</a>{part[b:]}'
+        parts[i] = part
+    return "".join(parts)
+
+
+__all__ = ["GLOSSARY", "anchor", "gloss", "terms"]

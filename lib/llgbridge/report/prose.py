@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..show import show_text
+from . import gfm
 from .table import names, piece_text
 
 HERE = Path(__file__).parent
@@ -27,6 +28,22 @@ def count(n: int, noun: str) -> str:
 def of(k: int, n: int, noun: str) -> str:
     """`k of n nouns`, read naturally at the ends: "none of 1 vocab", "2 of 19 vocabs"."""
     return f"{'none' if k == 0 else k} of {count(n, noun)}"
+
+
+QUOTED = 60  # characters of a generated text quoted in a sentence
+
+
+def quoted(text: str) -> str:
+    """A stored output as a code span in a sentence: the suite's own tail marker ("…[56 more tokens
+    after …]") left out, cut at a word's end with "…" outside the span, "(no text)" when empty."""
+    shown = show_text(str(text).split("…[", 1)[0])
+    if not shown:
+        return "(no text)"
+    if len(shown) > QUOTED:
+        cut = shown[:QUOTED]
+        cut = cut[: cut.rfind(" ")] if " " in cut[QUOTED // 2 :] else cut
+        return f"{gfm.code_span(cut)}…"
+    return gfm.code_span(shown)
 
 
 @cache
@@ -45,6 +62,7 @@ def _env() -> Any:
     env.filters["names"] = names
     env.filters["count"] = count
     env.filters["of"] = of
+    env.filters["quoted"] = quoted
     return env
 
 

@@ -14,7 +14,7 @@ from ..native import version_key
 from ..show import show_text
 from .data import Results, takes_results
 from .prose import blocks
-from .table import Cell, Section, Table, after_fix, group_rows, int_columns, matched, shows
+from .table import Cell, Section, Table, after_fix, clip, group_rows, int_columns, matched, shows
 
 SERVER_CONTROLS = ("json_enum_gbnf", "json_enum_chat", "rejected_schema", "special_literal", "special_pattern")
 
@@ -336,8 +336,8 @@ def version_diff_rows(s: Served) -> list[dict[str, Any]]:
                     "sampler": k[1],
                     "case": k[2],
                     **{
-                        f"llguidance {s.versions[0]}": f"{ra.outcome}: {show_text(ra.output[:80])}",
-                        f"llguidance {s.versions[1]}": f"{rb.outcome}: {show_text(rb.output[:80])}",
+                        f"llguidance {s.versions[0]}": f"{ra.outcome}: {clip(ra.output, 80)}",
+                        f"llguidance {s.versions[1]}": f"{rb.outcome}: {clip(rb.output, 80)}",
                     },
                 }
             )
@@ -434,7 +434,7 @@ def special_rows(s: Served) -> list[dict[str, Any]]:
                 ""
                 if x.empty
                 else (
-                    f"{x.outcome.iloc[0]}: {show_text(x.output.iloc[0][:60])} (HTTP {x.http_status.iloc[0]}, stop "
+                    f"{x.outcome.iloc[0]}: {clip(x.output.iloc[0], 60)} (HTTP {x.http_status.iloc[0]}, stop "
                     f"{x.stop_type.iloc[0]})"
                 )
             )
@@ -469,11 +469,7 @@ def candidate_rows(s: Served) -> tuple[list[str], list[dict[str, Any]]]:
             {
                 "model": model,
                 "case": case,
-                **{
-                    smp: f"{got[smp].outcome}: {show_text(got[smp].output[:50])}"
-                    for smp in ("fixed", *cands)
-                    if smp in got
-                },
+                **{smp: f"{got[smp].outcome}: {clip(got[smp].output, 50)}" for smp in ("fixed", *cands) if smp in got},
             }
         )
     return cands, crow

@@ -20,6 +20,8 @@ from . import gfm
 
 GUIDE_VOCABS = list(guide.CENSUS)  # the guide's own vocabs come first in its tables
 PR_BASE = "030ebb55"  # the upstream commit the PR is based on (guide, first lines)
+PR_BRANCH = "llg-spm-tokenize"  # its branch, and its guide's title (the guide gives no PR number)
+PR_TITLE = "llguidance token-bytes and tokenize_fn byte-exactness"
 
 
 def guide_order(vocabs: list[str]) -> list[str]:
@@ -335,8 +337,26 @@ def overridden_note(df: pd.DataFrame) -> str:
             for col in ("vocab", "input", "model")
         )
         if hit:  # the short form: the verdict and the input's own page say why at length
-            said.append(f"`{name}`: {m.why.split(':')[0]}.")
+            said.append(f"`{name}` (a stand-in): {first_clause(m.why)}.")
     return " ".join(said)
+
+
+def first_clause(text: str) -> str:
+    """`text` up to its first colon outside a code span: a colon inside one (`bool:true`) is the
+    value's, and cutting there left an unclosed backtick that ate the rest of the note."""
+    for m in re.finditer(r"`[^`]*`|:", text):
+        if m.group(0) == ":":
+            return text[: m.start()]
+    return text
+
+
+def clip(stored: str, n: int) -> str:
+    """A stored generated text as a cell or a sentence quotes it: its first `n` characters shown
+    (`show_text`), "…" where cut, and the suite's own note after it ("…[56 more tokens after the first
+    violation at token 0]") kept whole, never cut with the text."""
+    text, sep, note = str(stored).partition("…[")
+    shown = show_text(text[:n]) + ("…" if len(text) > n else "")
+    return shown + (f" [{note}" if sep else "")
 
 
 def first_words(text: object, n: int = 70) -> str:
