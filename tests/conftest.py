@@ -30,6 +30,7 @@ SWAP = os.environ.get("LLGBRIDGE_SWAP_VARIANTS") == "1"
 # workers end together. xdist's own order (most tests first) sent test_batch (54 s, 10 tests) and
 # test_whatif last: 250.9 s against 234.6 s of test-seconds per worker. Only the order changes.
 LONGEST_FIRST = (
+    "test_faults.py",  # about 90
     "test_batch.py",  # 54
     "test_native.py",  # 52
     "test_server.py",  # 46

@@ -176,7 +176,7 @@ ANALYSES: tuple[Analysis, ...] = (
     ),
     Analysis(
         "server",
-        ("server.py", "llama_server.py", "generate.py", "synth.py", "native/", "soundness.py"),
+        ("server.py", "server_causes.py", "llama_server.py", "generate.py", "synth.py", "native/", "soundness.py"),
         Schema(
             {
                 "rows": list,
