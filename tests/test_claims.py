@@ -171,6 +171,23 @@ def expected_beyond(t: Tables) -> dict[str, dict[str, Any]]:
     }
 
 
+def expected_engines(t: Tables) -> dict[str, Any]:
+    e = t.engines
+    e = e[e.vocab.isin(t.shipped) & e.error.isna()]
+    out = []
+    for name in dict.fromkeys(e.engine):
+        mine = e[e.engine == name]
+        out.append(
+            {
+                "engine": name,
+                "n": len(mine),
+                **{k: sorted(mine[mine[f"bug_{k}"] == "yes"].vocab) for k in ("a", "b", "c")},
+                "leaks": sorted(mine[mine.allowed_illegal > 0].vocab),
+            }
+        )
+    return {"engines": out}
+
+
 def expected_other(t: Tables) -> dict[str, dict[str, Any]]:
     probe, pvx = t.probe, t.probe_vs_exactness
     pvx = pvx[pvx.vocab.isin(t.shipped)]
@@ -255,6 +272,7 @@ def disagreements(claims: dict[str, dict[str, Any]], tables: Path) -> list[str]:
         "server": expected_server(t),
         "stand_in": expected_stand_in(t),
         "reproduced": expected_reproduced(t),
+        **({"engines": expected_engines(t)} if (tables / "engines.csv").exists() else {}),
         **expected_beyond(t),
         **expected_other(t),
     }

@@ -364,9 +364,9 @@ def beyond_claims(vt: Verdict, ins: Inputs, res: Results) -> list[Claim]:
                 f"beyond_special.csv, llguidance {LLG_PINNED}, shipped vocabs: steps > 0 and not complete, per sampler",
             )
         )
-    d = bug_d_claim(vt, ins, res)
-    if d:
-        out.append(d)
+    for extra in (bug_d_claim(vt, ins, res), engines_claim(ins, res)):
+        if extra:
+            out.append(extra)
     s = _served(res)
     if not s.empty:
         rej = s[s.case == REJECTED_CASE]
@@ -405,6 +405,32 @@ def beyond_claims(vt: Verdict, ins: Inputs, res: Results) -> list[Claim]:
                 )
             )
     return out
+
+
+def engines_claim(ins: Inputs, res: Results) -> Claim | None:
+    """The other libraries that build their own bridge from a llama.cpp vocab, by the same bugs'
+    classes, on the shipped vocabs: one sentence, since a reviewer asks how the others do it."""
+    ok, _ = res.load("engines")
+    rows = [x for r in ok for x in r["rows"] if r["vocab"] in ins.shipped and not x.get("error")]
+    if not rows:
+        return None
+    found = []
+    for name in dict.fromkeys(x["engine"] for x in rows):
+        mine = [x for x in rows if x["engine"] == name]
+        found.append(
+            {
+                "engine": name,
+                "version": mine[0].get("version", ""),
+                "n": len(mine),
+                **{k: sorted(x["vocab"] for x in mine if x.get(f"bug_{k}") == "yes") for k in ("a", "b", "c")},
+                "leaks": sorted(x["vocab"] for x in mine if int(x.get("allowed_illegal") or 0) > 0),
+            }
+        )
+    return Claim(
+        "engines",
+        {"engines": found},
+        "engines.csv, shipped vocabs, rows without an error: bug_a, bug_b, bug_c == yes; allowed_illegal > 0",
+    )
 
 
 def bug_d_claim(vt: Verdict, ins: Inputs, res: Results) -> Claim | None:

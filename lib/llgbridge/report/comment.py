@@ -28,7 +28,7 @@ LIMIT = 12_000
 HEAD = ("tested", "call", "asks", "fixes")
 FINDINGS = ("server", "stand_in", "costs")
 GUIDE = ("reproduced", "xff", "probe")
-BEYOND = ("bug_c", "bug_d", "ignored", "chat400")
+BEYOND = ("bug_c", "bug_d", "ignored", "chat400", "engines")
 
 
 def _exit_cell(up: dict[str, Any], fx: dict[str, Any], aborts: dict[str, str]) -> str:

@@ -85,7 +85,7 @@ def engines_section(res: Results) -> Section | None:
     if not ok:
         return None
     df = engine_rows(ok)
-    sec = Section("engines", "Other engines on llama.cpp (issue 46)", notebook="engines")
+    sec = Section("engines", "Other engines on llama.cpp: their own bridges from the same vocabs", notebook="engines")
     limits = sorted({r["limit_s"] for r in ok})
     sec.claim, sec.text = prose("engines", engines=summary(df), left_out=LEFT_OUT, limits=limits)
     sec.views.append(Table(view(df)))
