@@ -83,7 +83,7 @@ FORCE:
 all: report
 
 help:
-	@echo "make report   set up, fetch fixtures, run every notebook per vocab, write reports/"
+	@echo "make report   set up, fetch fixtures, run every notebook per vocab, write reports/ (make alone: the same)"
 	@echo "make test     set up, fetch fixtures, lint and type-check (make lint), run the test suite"
 	@echo "make setup    only the virtual environment (CUDA=1 for a GPU build of llama-cpp-python)"
 	@echo "make matrix MODELS=\"a.gguf b.gguf\" [N_GPU_LAYERS=99] [OVERRIDE=\"KEY=TYPE:VALUE\"]  the end-to-end matrix on your own GGUF models"
