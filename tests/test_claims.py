@@ -172,8 +172,9 @@ def expected_beyond(t: Tables) -> dict[str, dict[str, Any]]:
 
 
 def expected_engines(t: Tables) -> dict[str, Any]:
-    e = t.engines
-    e = e[e.vocab.isin(t.shipped) & e.error.isna()]
+    every = t.engines
+    every = every[every.vocab.isin(t.shipped)]
+    e = every[every.error.isna()]
     out = []
     for name in dict.fromkeys(e.engine):
         mine = e[e.engine == name]
@@ -181,6 +182,7 @@ def expected_engines(t: Tables) -> dict[str, Any]:
             {
                 "engine": name,
                 "n": len(mine),
+                "failed": sorted(every[(every.engine == name) & every.error.notna()].vocab),
                 **{k: sorted(mine[mine[f"bug_{k}"] == "yes"].vocab) for k in ("a", "b", "c")},
                 "leaks": sorted(mine[mine.allowed_illegal > 0].vocab),
             }

@@ -411,7 +411,8 @@ def engines_claim(ins: Inputs, res: Results) -> Claim | None:
     """The other libraries that build their own bridge from a llama.cpp vocab, by the same bugs'
     classes, on the shipped vocabs: one sentence, since a reviewer asks how the others do it."""
     ok, _ = res.load("engines")
-    rows = [x for r in ok for x in r["rows"] if r["vocab"] in ins.shipped and not x.get("error")]
+    every = [x for r in ok for x in r["rows"] if r["vocab"] in ins.shipped]
+    rows = [x for x in every if not x.get("error")]
     if not rows:
         return None
     found = []
@@ -422,6 +423,7 @@ def engines_claim(ins: Inputs, res: Results) -> Claim | None:
                 "engine": name,
                 "version": mine[0].get("version", ""),
                 "n": len(mine),
+                "failed": sorted(x["vocab"] for x in every if x["engine"] == name and x.get("error")),
                 **{k: sorted(x["vocab"] for x in mine if x.get(f"bug_{k}") == "yes") for k in ("a", "b", "c")},
                 "leaks": sorted(x["vocab"] for x in mine if int(x.get("allowed_illegal") or 0) > 0),
             }

@@ -233,7 +233,10 @@ class PasteCheck:
     without: bool
 
     def curl(self, port: int = PORT) -> str:
-        body = json.dumps(self.body, ensure_ascii=False, separators=(",", ":"))
+        # the body's fields in a reader's order, whatever order a stored copy keeps them in
+        order = {k: i for i, k in enumerate(("prompt", "n_predict", "temperature", "grammar"))}
+        shown = dict(sorted(self.body.items(), key=lambda kv: order.get(kv[0], len(order))))
+        body = json.dumps(shown, ensure_ascii=False, separators=(",", ":"))
         return f"curl -s localhost:{port}/completion -d {shlex.quote(body)}"
 
     def expect(self) -> str:

@@ -693,7 +693,7 @@ def verdict_sentences(d: Loaded, facts: dict[str, Any], res: Results) -> list[st
         "verdict",
         **{k: facts[k] for k in keys},
         **{k: facts[k] for k in ("passing", "ctest", "bug_c", "bug_d", "server", "ignored")},
-        beyond=[f"{x} ({d.info[x].get('vocab_type')})" for x in facts["beyond"]],
+        beyond=[{"name": x, "type": d.info[x].get("vocab_type")} for x in facts["beyond"]],
         abort_groups=[
             {"why": w, "vocabs": [x["vocab"] for x in aborts if x["why"] == w]}
             for w in dict.fromkeys(x["why"] for x in aborts)
