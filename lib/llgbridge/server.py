@@ -599,7 +599,14 @@ def load_test(
         round(time.perf_counter() - t0, 3),
         judge_disagrees=outcomes.count(DISAGREES),
         violating="; ".join(
-            sorted({f"{r.case} ({r.stop_type}): {r.output[:40]!r}" for r in rows if r.outcome == "violation"})[:3]
+            # the text's start only: the suite's annotation after it ("…[56 more tokens after …]") is never cut
+            sorted(
+                {
+                    f"{r.case} ({r.stop_type}): {r.output.split('…[')[0][:40]!r}"
+                    for r in rows
+                    if r.outcome == "violation"
+                }
+            )[:3]
         ),
     )
     return result, rows

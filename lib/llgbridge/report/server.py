@@ -362,7 +362,13 @@ def served_load(res: Results, s: Served) -> pd.DataFrame:
     load = res.server_load
     if not load.empty:
         load = load[load.model.isin(set(s.df.model))].reset_index(drop=True)
+        if "violating" in load:  # a snapshot taken before its texts stopped at the suite's annotation
+            load["violating"] = load["violating"].astype(str).str.replace(CUT_NOTE, "…", regex=True)
     return load
+
+
+# the suite's "…[56 more tokens after the first violation at token 0]" cut by a character count
+CUT_NOTE = r"…\[\d+ more tokens(?! after the first violation at token \d+\])[^']*"
 
 
 def load_facts(load: pd.DataFrame) -> dict[str, Any] | None:
