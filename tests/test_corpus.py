@@ -8,6 +8,7 @@ limit, so every kind of row is produced.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -374,6 +375,7 @@ def test_a_build_writes_each_sections_figures_and_drops_the_tables_it_did_not_wr
     from conftest import vocab
 
     from llgbridge import census, nb, report
+    from llgbridge.report.build import MANIFEST
 
     res, out = tmp_path / "res", tmp_path / "out"
     r = corpus.run([VOCAB], TINY, BRIDGES, cache_dir=None)
@@ -383,7 +385,11 @@ def test_a_build_writes_each_sections_figures_and_drops_the_tables_it_did_not_wr
         (out / "html" / page).mkdir(parents=True)
         (out / "html" / page / "llama-spm.html").write_text("<html></html>")
     (out / "tables").mkdir(parents=True)
-    (out / "tables" / "leak.csv").write_text("an earlier build's rows\n")
+    earlier = b"an earlier build's rows\n"
+    (out / "tables" / "leak.csv").write_bytes(earlier)
+    # an earlier render wrote it, as its manifest says: a table the render cannot account for it keeps
+    manifest = {"files": {"tables/leak.csv": hashlib.sha256(earlier).hexdigest()}}
+    (out / MANIFEST).write_text(json.dumps(manifest))
     report.build(res, out, bench_csv=_bench_snapshot(tmp_path / "bench", r))
     assert (out / "corpus" / "mask-time.svg").read_text().startswith('<?xml version="1.0" encoding="utf-8"?>\n<svg')
     index = (out / "index.html").read_text()

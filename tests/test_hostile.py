@@ -498,8 +498,8 @@ def test_a_long_params_reaches_whatif_whole(tmp_path: Path) -> None:
     )
     assert out.returncode == 2, out.stderr[-500:]
     assert out.stderr.splitlines()[0] == (
-        "whatif: parameter nosuch: no analysis notebook takes it (census, leak, forced, probe, exactness, soundness, "
-        "native, matrix, server)"
+        "whatif: parameter nosuch: no analysis notebook takes it (census, leak, forced, engines, probe, exactness, "
+        "soundness, native, matrix, server)"
     ), out.stderr[-500:]
 
 

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import first_line
+from .native import builder as native_builder
 from .native.builder import CANDIDATES as NATIVE_CANDIDATES
 from .native.builder import LLG_PINNED, SAMPLERS, llguidance_libraries, venv_llguidance
 from .paths import DATA, ROOT, write_atomic, write_json
@@ -114,14 +115,14 @@ def binary(sampler: str, llg: str) -> Path:
 def _make_vars(libs: dict[str, Path]) -> dict[str, str]:
     """server.mk's variables: native/Makefile's (the trees, libllama, libpython) and, for each
     llguidance version V, LLG_DIR_V, LLG_LIB_V and LLG_RPATH_V."""
-    from .native import builder as native
-
-    shared = {k: v for k, v in native.make_vars(SERVER, next(iter(libs.values()))).items() if not k.startswith("LLG_")}
+    shared = {
+        k: v for k, v in native_builder.make_vars(SERVER, next(iter(libs.values()))).items() if not k.startswith("LLG_")
+    }
     each: dict[str, str] = {}
     for v, so in libs.items():
-        found = native.library_vars("LLG", so.parent, SERVER_BIN)
+        found = native_builder.library_vars("LLG", so.parent, SERVER_BIN)
         each |= {f"LLG_DIR_{v}": found["LLG_DIR"], f"LLG_RPATH_{v}": found["LLG_RPATH"], f"LLG_LIB_{v}": so.name}
-    return {**shared, "GEN": native.make_name(SERVER / "gen"), "LLG_VERSIONS": " ".join(libs), **each}
+    return {**shared, "GEN": native_builder.make_name(SERVER / "gen"), "LLG_VERSIONS": " ".join(libs), **each}
 
 
 def build(jobs: int | None = None) -> dict[str, Any]:

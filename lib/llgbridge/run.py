@@ -25,12 +25,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 from . import params as P
 from .catalogue import REAL_MODELS
 from .errors import InputError, cause_line, first_line
+from .fixtures import vocab_names
 from .native.logs import crash_cause, says_crash
 from .overrides import parse_all, suffix
 from .paths import REPORTS, RESULTS, ROOT, VOCABS, name_problem, usable_name, vocab_path, write_atomic, write_json
@@ -625,10 +627,6 @@ def missing_input(vocab: str, params: dict[str, object]) -> str:
     a parameter (`vocab_path`, `models`) is the notebook's to load and refuse."""
     if name_problem(vocab) or params.get("vocab_path") or params.get("models") or vocab_path(vocab).exists():
         return ""
-    from difflib import get_close_matches
-
-    from .fixtures import vocab_names
-
     known = [*vocab_names(VOCABS), *REAL_MODELS]
     if vocab in known:
         return f"{_rel(vocab_path(vocab))} is not fetched yet (make data, make models); nothing was run"
