@@ -308,6 +308,10 @@ def server_errors(server_ok: list[dict[str, Any]], sec: Section) -> dict[str, An
             "builds": int(chat.build.nunique()),
             "all_builds": int((rows.sampler + rows.llguidance.astype(str)).nunique()),
             "error": str(chat.error.iloc[0]),
+            # each vocab's cause as server_causes read it from that run's own message and log
+            "causes": {
+                str(v): str(c) for v, c in chat.drop_duplicates("vocab")[["vocab", "cause"]].itertuples(index=False)
+            },
         }
         if not chat.empty
         else None,

@@ -543,6 +543,23 @@ def tables_markdown(shown: Verdict, rec: dict[str, str] | None, v: dict[str, str
     )
 
 
+def failure_lines(failed: list[dict[str, Any]]) -> list[str]:
+    """One line per analysis and cause, naming its inputs: a build that could not start fails every
+    input of its analysis with one cause, which is one line, not 22."""
+    by: dict[tuple[str, str], list[str]] = {}
+    for f in failed:
+        by.setdefault((str(f.get("notebook")), str(f.get("error"))), []).append(str(f.get("vocab")))
+    out = []
+    for (notebook, error), inputs in by.items():
+        who = (
+            inputs[0]
+            if len(inputs) == 1
+            else f"{len(inputs)} inputs ({', '.join(inputs[:3])}{', …' * (len(inputs) > 3)})"
+        )
+        out.append(f"FAILED {notebook}/{who}: {error}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Gather the per-vocab results into the reviewer-facing report.")
     ap.add_argument("--results", type=Path, default=RESULTS)
@@ -573,8 +590,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"report written to {_shown(a.out)}", flush=True)
     if failed:
-        for f in failed:
-            print(f"FAILED {f.get('notebook')}/{f.get('vocab')}: {f.get('error')}", file=sys.stderr)
+        for line in failure_lines(failed):
+            print(line, file=sys.stderr)
         if a.keep_going:
             print(f"report: {len(failed)} failed run(s), and KEEP_GOING=1: exit status 0", file=sys.stderr)
             return 0
