@@ -26,8 +26,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from difflib import get_close_matches
+from html import escape
 from pathlib import Path
 from typing import Any, Literal, TypedDict
+from urllib.parse import quote
 
 from . import params as P
 from .catalogue import REAL_MODELS
@@ -581,11 +583,16 @@ def _header_cell(
             value, how = json.dumps(parameters[name], ensure_ascii=False), "given"
         else:
             value, how = str(declared[name].get("default")), "default"
-        rows.append(f"| `{name}` | `{value.replace('|', '&#124;')}` | {how} |")
+        rows.append(f"<tr><td><code>{escape(name)}</code></td><td><code>{escape(value)}</code></td><td>{how}</td></tr>")
+    # HTML, escaped, not Markdown: nbconvert passes a Markdown cell's raw HTML through, and a value
+    # (a file name with a backtick, a literal) between hand-written backticks became a tag on the
+    # page (issue 48, break 7); inside an HTML block nothing is read as Markdown
     md = (
-        f"# {notebook} · {vocab}\n\n[← the report](../../index.html) · "
-        f"[{vocab} in every analysis](../../vocab/{vocab}.html)\n\n"
-        "The parameters of this run:\n\n| parameter | value | |\n|---|---|---|\n" + "\n".join(rows) + "\n"
+        f"<h1>{escape(notebook)} · {escape(vocab)}</h1>\n\n"
+        f'<p><a href="../../index.html">← the report</a> · '
+        f'<a href="../../vocab/{escape(quote(vocab, safe="+"))}.html">{escape(vocab)} in every analysis</a></p>\n\n'
+        "<p>The parameters of this run:</p>\n\n<table><thead><tr><th>parameter</th><th>value</th><th></th></tr></thead>"
+        "<tbody>" + "".join(rows) + "</tbody></table>\n"
     )
     return nbformat.v4.new_markdown_cell(md)
 

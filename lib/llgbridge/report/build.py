@@ -113,6 +113,7 @@ def environment() -> Any:
         str(md(s)).strip().removeprefix("<p>").removesuffix("</p>") if s else ""
     )
     env.filters["gfm"] = gfm.prose  # the Markdown files: what GitHub would read as HTML stays text
+    env.filters["inline"] = gfm.inline  # a value from an input in a Markdown sentence (issue 48, break 7)
     env.filters["gloss"] = lambda s: jinja2.utils.markupsafe.Markup(gloss(str(s)))
     env.filters["anchor"] = anchor
     return env

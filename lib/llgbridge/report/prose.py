@@ -57,8 +57,13 @@ def _env() -> Any:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["show"] = show_text
-    env.filters["piece"] = piece_text  # a piece as a value: the empty one shows as '', not as a blank
+    # a value from an input is said through `gfm` (issue 48, break 7): in a sentence `inline`, in
+    # a code span `code_span`, never a bare `{{ x }}` between hand-written backticks
+    env.filters["show"] = lambda x: gfm.inline(show_text(x))
+    env.filters["piece"] = lambda x: gfm.inline(piece_text(x))  # the empty piece shows as '', not as a blank
+    env.filters["code"] = lambda x: gfm.code_span(str(x))
+    env.filters["showcode"] = lambda x: gfm.code_span(show_text(x))
+    env.filters["piececode"] = lambda x: gfm.code_span(piece_text(x))
     env.filters["names"] = names
     env.filters["count"] = count
     env.filters["of"] = of
