@@ -23,7 +23,8 @@ But:
   the file's value), without failing; `check_log` reads its log after a load and refuses both, so
   an override that changes nothing never names an input.
 
-Standard library only: `models` and `params` use it before the virtual environment exists.
+Standard library only (`check_file` imports gguf when called): `models` and `params` use it before the
+virtual environment exists.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
 
 from .errors import InputError
 
@@ -178,6 +181,108 @@ def tag(ovs: Iterable[Override]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8] if text else ""
 
 
+def _known_keys(arch: str) -> set[str]:
+    """Every key gguf names (llama.cpp's own list, mirrored), `{arch}` filled in with `arch`."""
+    import gguf
+
+    out: set[str] = set()
+    todo: list[type] = [gguf.Keys]
+    while todo:
+        for v in vars(todo.pop()).values():
+            if isinstance(v, type):
+                todo.append(v)
+            elif isinstance(v, str) and "." in v:
+                out.add(v.replace("{arch}", arch))
+    return out
+
+
+_WRITER_KIND = {"bool": "bool", "string": "str", "float32": "float", "float64": "float", "array": "array"}
+
+
+@cache
+def _key_kinds(arch: str) -> dict[str, str]:
+    """Key -> the type gguf's writer gives it (`add_bool(Keys.Tokenizer.ADD_PREFIX, ...)`: bool), read
+    from gguf's GGUFWriter source, so a key the file does not hold is still typed as llama.cpp reads it."""
+    import ast
+    import inspect
+
+    import gguf
+
+    def key_of(node: ast.expr) -> str | None:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+            node = node.func.value
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.insert(0, node.attr)
+            node = node.value
+        if not (isinstance(node, ast.Name) and node.id == "Keys" and parts):
+            return None
+        obj: object = gguf.Keys
+        for part in parts:
+            obj = getattr(obj, part, None)
+        return obj.replace("{arch}", arch) if isinstance(obj, str) else None
+
+    out: dict[str, str] = {}
+    for node in ast.walk(ast.parse(inspect.getsource(gguf.GGUFWriter))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            what = node.func.attr.removeprefix("add_")
+            kind = _WRITER_KIND.get(what) or ("int" if what.startswith(("uint", "int")) else None)
+            key = key_of(node.args[0])
+            if kind and key:
+                out[key] = kind
+    return out
+
+
+def _kind(value: object) -> str:
+    return "bool" if isinstance(value, bool) else type(value).__name__
+
+
+def check_file(ovs: Iterable[Override], path: Path) -> None:
+    """Refuse, in one line and before any run, an override that `path`'s own key-values show
+    llama.cpp would not take: a key the file holds as another type (llama.cpp warns and keeps the
+    file's value: `add_space_prefix=int:1` on a bool), an array key, a key neither in the file nor
+    one llama.cpp reads for its architecture (an unknown key, or another architecture's), or a
+    token id outside the file's tokens (llama.cpp drops it, and the page said the override "changes
+    nothing"). A truncated file is refused here too (`gguf_meta.read_kv`)."""
+    ovs = tuple(ovs)
+    if not ovs:
+        return
+    import gguf
+
+    from .gguf_meta import ArrayInfo, read_kv
+
+    kv, _, _ = read_kv(path)
+    arch = str(kv.get("general.architecture", ""))
+    known = _known_keys(arch)
+    toks = kv.get("tokenizer.ggml.tokens")
+    n_tokens = toks.count if isinstance(toks, ArrayInfo) else None
+    where = f"{path.name} ({arch or 'no architecture'})"
+    for o in ovs:
+        have = kv.get(o.key)
+        if isinstance(have, ArrayInfo):
+            raise _refuse(o.text, f"{o.key} is an array in {where}; --override-kv sets only a single value")
+        if have is not None and _kind(have) != o.type:
+            raise _refuse(
+                o.text,
+                f"{where} holds {o.key} as {_kind(have)} ({have!r:.40}), not {o.type}: llama.cpp would warn and keep "
+                f"the file's value",
+            )
+        kind = _key_kinds(arch).get(o.key)
+        if have is None and kind not in (None, o.type):
+            raise _refuse(
+                o.text, f"llama.cpp reads {o.key} as {kind}, not {o.type}: it would warn and keep the file's value"
+            )
+        if have is None and o.key not in known:
+            other = o.key.split(".", 1)[0]
+            if other in gguf.MODEL_ARCH_NAMES.values() and other != arch:
+                raise _refuse(
+                    o.text, f"{o.key} is a key of the {other} architecture; llama.cpp never reads it on {where}"
+                )
+            raise _refuse(o.text, f"no such key: not in {where}, nor one llama.cpp reads for its architecture")
+        if o.key.endswith("_token_id") and o.type == "int" and n_tokens and not 0 <= int(o.value) < n_tokens:
+            raise _refuse(o.text, f"token {o.value} is outside the {n_tokens} tokens of {where}: llama.cpp drops it")
+
+
 # what llama.cpp's loader logs (llama-model-loader.cpp, validate_override): the first when it takes
 # an override, the second when the key is read as another type (it then keeps the file's value)
 APPLIED = re.compile(r"Using metadata override \(\s*(\w+)\) '([^']*)'")
@@ -214,6 +319,7 @@ __all__ = [
     "Override",
     "TYPES",
     "canonical",
+    "check_file",
     "check_log",
     "env",
     "llama_cpp_python",

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
-from .overrides import parse_all
+from .overrides import check_file, parse_all
 from .paths import ROOT, name_problem
 
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -143,6 +143,13 @@ def check(notebook: str, given: dict[str, Any], notebooks_dir: Path = NOTEBOOK_D
         if name not in decl:
             raise InputError(f"parameter {name}", f"{notebook} has no such parameter (it takes {', '.join(decl)})")
         check_value(name, value, decl[name])
+    kv = given.get("overrides")
+    if kv:  # every way in (a what-if, make matrix, a notebook) checks them against the file itself, up front
+        files = [given["vocab_path"]] if given.get("vocab_path") else list(given.get("models") or [])
+        ovs = parse_all(kv)
+        for f in map(Path, files):
+            if f.is_file():  # a missing one is refused where it is opened, naming it
+                check_file(ovs, f)
     return {**decl, **given}
 
 

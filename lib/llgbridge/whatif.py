@@ -30,6 +30,7 @@ from typing import Any
 from . import analyses, run
 from . import params as P
 from .errors import InputError
+from .gguf_meta import check_tokenizer, read_kv
 from .overrides import Override, model_label, parse_all, suffix, tag
 from .paths import DATA, REPORTS, name_problem, usable_name, vocab_name
 from .pool import Stopped, stop_on_signals
@@ -145,6 +146,8 @@ def whatif(
     one that takes it refuses.
     """
     check_gguf_file(path)
+    # the census's header check, before the pool starts: a truncated file is one line, not 18 failed runs
+    check_tokenizer(path, read_kv(path)[0])
     given = bool(name)
     ovs = parse_all(overrides or [])
     plain = safe_name(path)  # the name it was given by: a link's own, not its target's
