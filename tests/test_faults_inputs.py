@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -73,3 +75,53 @@ def test_10_a_truncated_gguf_given_to_make_whatif_is_refused_before_the_pool_sta
     line = _one_line(done)
     assert line.startswith(f"whatif: {cut}: truncated GGUF: "), line
     assert "analyses on" not in done.stdout and not (REPORTS / "whatif" / "cut10").exists()
+
+
+# -- break 5: two what-ifs with the same name mixed their results --------------------------------------
+def test_5_colliding_what_ifs_get_folders_of_their_own_and_one_runs_at_a_time(tmp_path: Path) -> None:
+    """`general.name=str:a b` and `str:a_b` on one file are both `spm5+name-a_b`, and two files called
+    spm5.gguf are both `spm5`: each landed in reports/whatif/NAME/, one's results over the other's.
+    The folder is keyed by what the what-if is (the file's sha256, the overrides); the same what-if
+    started while one runs is refused in one line naming the process that holds it."""
+    from llgbridge import whatif
+    from llgbridge.overrides import parse_all, suffix
+
+    mine = tmp_path / "spm5.gguf"
+    shutil.copy(SPM, mine)
+    spaced, joined = parse_all(["general.name=str:a b"]), parse_all(["general.name=str:a_b"])
+    assert suffix(spaced) == suffix(joined)  # the names collide ...
+    assert whatif.folder(mine, "spm5+name-a_b", spaced) != whatif.folder(mine, "spm5+name-a_b", joined)
+    other = tmp_path / "elsewhere" / "spm5.gguf"
+    other.parent.mkdir()
+    changed = bytearray(SPM.read_bytes())
+    changed[-1] ^= 1
+    other.write_bytes(changed)
+    assert whatif.folder(mine, "spm5", ()) != whatif.folder(other, "spm5", ())  # ... the folders do not
+    assert whatif.folder(mine, "spm5", ()) == whatif.folder(tmp_path / "spm5.gguf", "spm5", ())
+    out = REPORTS / "whatif" / whatif.folder(mine, "spm5", ())
+    out.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            "f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX); f.write(f'{os.getpid()}\\n'); f.flush()\n"
+            "print('held', flush=True); time.sleep(120)",
+            str(out / ".lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        done = _make("whatif", f"VOCAB={mine}")
+        assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+        assert _one_line(done) == (
+            f"whatif: {out.relative_to(ROOT)}: the same what-if (this file, these overrides) is running in process {holder.pid}; "
+            "wait for it to end"
+        )
+        assert "analyses on" not in done.stdout
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
+        shutil.rmtree(out)

@@ -5,8 +5,8 @@
 
 Runs the census, leak, forced-mask, probe, exactness, soundness and native notebooks on the file,
 and the matrix and the real llama-server on a synthetic model made from its tokenizer, then
-writes a self-contained report under `reports/whatif/NAME/` (index.html, pr-review-tables.md,
-tables/*.csv, the executed notebooks).
+writes a self-contained report under `reports/whatif/NAME-KEY/` (KEY: the file's sha256 and the
+overrides; index.html, pr-review-tables.md, tables/*.csv, the executed notebooks).
 The main report is not touched. A `-p` parameter goes to every notebook that has it.
 
 With llama.cpp's key overrides (`OVERRIDE`, as `--override-kv` takes them), every analysis loads
@@ -20,12 +20,14 @@ snapshot of the main report.
 from __future__ import annotations
 
 import argparse
+import fcntl
+import hashlib
 import os
 import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from . import analyses, run
 from . import params as P
@@ -72,6 +74,39 @@ def _plan(path: Path, name: str, params: dict[str, object], models_dir: Path) ->
         P.check(nb, {"vocab": name, **p})
         runs.append((nb, p))
     return runs
+
+
+def folder(path: Path, name: str, ovs: tuple[Override, ...]) -> str:
+    """The what-if's folder: its name, then a key of what it is (the file's sha256 and the
+    overrides), so two what-ifs whose names collide (`general.name=str:a b` and `str:a_b` both name
+    `+name-a_b`; two files called mine.gguf) never share a folder, results or synthetic model."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    what = "\n".join([h.hexdigest(), *(o.text for o in ovs)])
+    return f"{name}-{hashlib.sha256(what.encode()).hexdigest()[:12]}"
+
+
+def _only_one(out: Path) -> IO[str]:
+    """`out`'s lock, taken (its file holds this process's id): the same what-if run twice at once
+    is refused in one line naming the process that holds it. Released when the file closes."""
+    out.mkdir(parents=True, exist_ok=True)
+    f = (out / ".lock").open("a+", encoding="utf-8")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        pid = f.read().strip() or "unknown"
+        f.close()
+        raise InputError(
+            out, f"the same what-if (this file, these overrides) is running in process {pid}; wait for it to end"
+        ) from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    return f
 
 
 # two workers, each one kernel and one load of the file: the analyses of the vocab on one, the
@@ -133,7 +168,7 @@ def whatif(
     overrides: list[str] | None = None,
     one_pool: bool = True,
 ) -> list[run.RunStatus]:
-    """Run every analysis on `path`; the report goes to `out` (default reports/whatif/NAME).
+    """Run every analysis on `path`; the report goes to `out` (default reports/whatif/NAME-KEY, `folder`).
 
     With llama.cpp's key `overrides` (KEY=TYPE:VALUE), every load takes them, the same analyses
     run on the file without them too (`out/without/`), and the page says what they changed
@@ -158,12 +193,14 @@ def whatif(
         raise InputError("NAME" if given else path, why)
     if ovs and plain == name:
         raise InputError("NAME", f"{name!r} is the plain file's name: an input loaded with overrides needs its own")
-    out = out or REPORTS / "whatif" / name
+    where = folder(path, name, ovs)
+    out = out or REPORTS / "whatif" / where
     params = {k: v for k, v in (params or {}).items() if k != "overrides"}
     kv = [o.text for o in ovs]
-    models = models_dir or DATA / "whatif" / name / "models"
+    models = models_dir or DATA / "whatif" / where / "models"
     runs = _plan(path, name, {**params, **({"overrides": kv} if kv else {})}, models)
     base = _plan(path, plain, params, models / "without") if ovs else []
+    held = _only_one(out)  # noqa: F841 - the lock is held until this returns and its file closes
     from . import report  # a refused what-if (everything above) answers without it
 
     run.fast_imports()
