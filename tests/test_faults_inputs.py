@@ -117,11 +117,36 @@ def test_5_colliding_what_ifs_get_folders_of_their_own_and_one_runs_at_a_time(tm
         done = _make("whatif", f"VOCAB={mine}")
         assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
         assert _one_line(done) == (
-            f"whatif: {out.relative_to(ROOT)}: the same what-if (this file, these overrides) is running in process {holder.pid}; "
-            "wait for it to end"
+            f"whatif: {out.relative_to(ROOT)}: the same what-if (this file, these overrides) is running in "
+            f"process {holder.pid}; wait for it to end"
         )
         assert "analyses on" not in done.stdout
     finally:
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait()
         shutil.rmtree(out)
+
+
+# -- break 9: an edited fixture was republished under its official name ---------------------------------
+def test_9_a_shipped_vocab_edited_in_place_is_refused_by_name(tmp_path: Path) -> None:
+    """A byte of data/vocabs/ggml-vocab-llama-spm.gguf changed in place: it was measured and published
+    as llama-spm. Now the input list Make runs leaves it out, the report names it as refused (exit
+    non-zero through its failed inputs), and the other inputs go on."""
+    from llgbridge import fixtures
+
+    vocabs = tmp_path / "vocabs"
+    vocabs.mkdir()
+    for name in ("llama-spm", "gpt-2"):
+        shutil.copy(VOCABS / f"ggml-vocab-{name}.gguf", vocabs / f"ggml-vocab-{name}.gguf")
+    assert fixtures.refused(vocabs) == [] and {"llama-spm", "gpt-2"} <= set(fixtures.vocab_names(vocabs))
+    spm = vocabs / "ggml-vocab-llama-spm.gguf"
+    data = bytearray(spm.read_bytes())
+    data[-1] ^= 1  # the last token's last score byte: still a well-formed GGUF
+    spm.write_bytes(data)
+    names = fixtures.vocab_names(vocabs)
+    assert "llama-spm" not in names and "gpt-2" in names
+    [refused] = fixtures.refused(vocabs)
+    assert refused["vocab"] == "llama-spm" and "\n" not in refused["error"]
+    assert refused["error"].startswith(
+        "refused: ggml-vocab-llama-spm.gguf: its sha256 no longer matches lib/llgbridge/vocabs.sha256"
+    ), refused

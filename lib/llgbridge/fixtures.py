@@ -46,7 +46,16 @@ def vocab_names(extra: Path | None = None) -> list[str]:
     names = {vocab_name(n) for n in manifest() if n.endswith(FIXTURE_SUFFIX)}
     if extra is not None:
         names.update(n for n in _dropped(extra) if not _problem(n))
+        names.difference_update(edited(extra))
     return sorted(names)
+
+
+def edited(extra: Path) -> dict[str, str]:
+    """Shipped vocabs in `extra` whose bytes no longer match their manifest sha256 (one edited in
+    place), name -> file name: never published under the official name (issue 48, break 9)."""
+    want = manifest()
+    present = [f for f in want if f.endswith(FIXTURE_SUFFIX) and (extra / f).is_file()]
+    return {vocab_name(f): f for f in sorted(present) if fetch.sha256(extra / f) != want[f]}
 
 
 def _problem(name: str) -> str:
@@ -80,6 +89,12 @@ def refused(extra: Path = VOCABS) -> list[dict[str, str]]:
         if why:
             shown = ascii(FIXTURE_PREFIX + name + FIXTURE_SUFFIX)[1:-1]
             out.append({"notebook": "(all)", "vocab": shown, "error": f"refused file name: {why}; rename the file"})
+    for name, f in edited(extra).items():
+        why = (
+            f"{f}: its sha256 no longer matches lib/llgbridge/{MANIFEST.name} (edited in place?): not published as "
+            f"{name}; make whatif VOCAB=... measures your file, make data puts the shipped one back"
+        )
+        out.append({"notebook": "(all)", "vocab": name, "error": f"refused: {why}"})
     return out
 
 
