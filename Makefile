@@ -87,7 +87,7 @@ help:
 	@echo "make test     set up, fetch fixtures, lint and type-check (make lint), run the test suite"
 	@echo "make setup    only the virtual environment (CUDA=1 for a GPU build of llama-cpp-python)"
 	@echo "make matrix MODELS=\"a.gguf b.gguf\" [N_GPU_LAYERS=99] [OVERRIDE=\"KEY=TYPE:VALUE\"]  the end-to-end matrix on your own GGUF models"
-	@echo "make whatif VOCAB=file.gguf [NAME=name] [PARAMS=\"-p NAME VALUE ...\"] [OVERRIDE=\"KEY=TYPE:VALUE ...\"]  every analysis on your own vocab or model, into reports/whatif/NAME/"
+	@echo "make whatif VOCAB=file.gguf [NAME=name] [PARAMS=\"-p NAME VALUE ...\"] [OVERRIDE=\"KEY=TYPE:VALUE ...\"]  every analysis on your own vocab or model, into reports/whatif/NAME-KEY/"
 	@echo "make gguf-fuzz N=300  mutated GGUF files through loading and every bridge, each isolated"
 	@echo "make bench [REGEN=\"today full\"]  census Python vs C, bridge builds, the mask path, make report's own time"
 	@echo "make quotes   the guide's two quotes on real weights, through llama-server: a dated snapshot the report quotes"

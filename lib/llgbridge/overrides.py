@@ -247,9 +247,10 @@ def check_file(ovs: Iterable[Override], path: Path) -> None:
     ovs = tuple(ovs)
     if not ovs:
         return
+    # gguf's writer and the reader only where there are overrides to check: most runs have none
     import gguf
 
-    from .gguf_meta import ArrayInfo, read_kv
+    from .gguf_meta import ArrayInfo, read_kv  # with gguf, for the same reason
 
     kv, _, _ = read_kv(path)
     arch = str(kv.get("general.architecture", ""))
