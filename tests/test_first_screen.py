@@ -87,3 +87,17 @@ def test_a_bar_plot_of_zeros_draws_without_a_warning() -> None:
         warnings.simplefilter("error")
         svg = bar_by_bridge(df, "allowed_illegal", "illegal tokens", "tokens")
     assert svg.lstrip().startswith("<svg")
+
+
+def test_a_census_plot_of_a_vocab_without_bug_a_draws_without_a_warning() -> None:
+    """A what-if on a vocab bug A does not hit: the census figure's log axis made matplotlib warn
+    into make test's output and a what-if's."""
+    import warnings
+
+    from llgbridge.report.census import census_figure
+
+    df = pd.DataFrame({"vocab": ["mine"], "differing": [0], "n_tokens": [100]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        svg = census_figure(df)
+    assert svg.lstrip().startswith("<svg")

@@ -30,9 +30,13 @@ def census_figure(df: pd.DataFrame) -> str:
         else:
             ax.text(max(p, lo), y, " " + label, va="center", fontsize=8)
     ax.set_yticks(ys, list(d["vocab"]), fontsize=8)
-    ax.set_xscale("log")
-    ax.set_xlim(lo, 100)
-    ax.set_xticks([0.01, 0.1, 1, 10, 100], ["0.01%", "0.1%", "1%", "10%", "100%"])
+    if (share > 0).any():
+        ax.set_xscale("log")
+        ax.set_xlim(lo, 100)
+        ax.set_xticks([0.01, 0.1, 1, 10, 100], ["0.01%", "0.1%", "1%", "10%", "100%"])
+    else:  # no wrong byte anywhere (a what-if): nothing for a log axis, where matplotlib would warn
+        ax.set_xlim(0, 100)
+        ax.set_xticks([0, 50, 100], ["0%", "50%", "100%"])
     ax.set_xlabel("share of the vocab's tokens with wrong bytes in upstream's table (log axis)", fontsize=9)
     ax.set_title("Bug A: wrong token bytes per vocab", fontsize=10)
     plt.tight_layout()
