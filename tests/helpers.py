@@ -77,3 +77,16 @@ def abort_notebook(tmp_path: Path) -> Path:
     )
     write_notebook(nb, "abort", code)
     return nb
+
+
+# make report's own path in a copy of the tree, with the census alone (the cheapest analysis): no
+# matrix, real models, corpus sample, native or server build
+CENSUS_ONLY = [
+    "ANALYSES=census",
+    "MATRIX_VOCABS=",
+    "REAL_VOCABS=",
+    "CORPUS_SAMPLE_VOCABS=",
+    "NATIVE_SRC=",
+    "SERVER_SRC=",
+    "STAMP=.stamp",
+]

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import vocab
+from helpers import CENSUS_ONLY
 
 from llgbridge import batch, census, nb, report, results, server, synth
 from llgbridge import generate as G
@@ -27,17 +28,6 @@ from llgbridge.measure import regen
 from llgbridge.paths import VOCABS, vocab_path
 from llgbridge.report.build import BANNER_END
 from llgbridge.vocab import Vocab
-
-# the report's own path in a copy of the tree, with the census alone (the cheapest analysis)
-CENSUS_ONLY = [
-    "ANALYSES=census",
-    "MATRIX_VOCABS=",
-    "REAL_VOCABS=",
-    "CORPUS_SAMPLE_VOCABS=",
-    "NATIVE_SRC=",
-    "SERVER_SRC=",
-    "STAMP=.stamp",
-]
 
 
 def _tree(tmp_path: Path) -> tuple[Path, dict[str, str]]:

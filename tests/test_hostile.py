@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from gguf import Keys
-from helpers import PROGRAMS, SPM, abort_notebook, write_vocab
+from helpers import CENSUS_ONLY, PROGRAMS, SPM, abort_notebook, write_vocab
 
 from llgbridge import candidates, fixtures, params, paths, report, results, run, synth, whatif
 from llgbridge.errors import InputError, cause_line
@@ -553,17 +553,7 @@ def test_make_report_with_three_hostile_inputs(tmp_path: Path) -> None:
     (tree / "data" / "native" / "server" / ".built").touch()
     # the report's own path: the pool (llgbridge.batch) with the census alone
     out = subprocess.run(
-        [
-            "make",
-            "report",
-            "ANALYSES=census",
-            "MATRIX_VOCABS=",
-            "REAL_VOCABS=",
-            "CORPUS_SAMPLE_VOCABS=",
-            "NATIVE_SRC=",
-            "SERVER_SRC=",
-            "STAMP=.stamp",
-        ],
+        ["make", "report", *CENSUS_ONLY],
         cwd=tree,
         capture_output=True,
         text=True,

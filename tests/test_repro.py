@@ -62,6 +62,12 @@ def _start(s: repro.ServerRepro, sampler: str, log: Path) -> tuple[subprocess.Po
     argv = shlex.split(
         s.server_command(exe=str(S.binary(sampler, S.LLG_PINNED)), model=str(S.DATA / "models" / s.model))
     )
+    return _serve(argv, log)
+
+
+def _serve(argv: list[str], log: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """`argv` started on a port the server binds itself (`--port 0`) and names in its log, once it
+    answers /health; the process and its port."""
     argv[argv.index("--port") + 1] = "0"
     proc = subprocess.Popen(
         argv,
@@ -86,6 +92,7 @@ def _start(s: repro.ServerRepro, sampler: str, log: Path) -> tuple[subprocess.Po
         except OSError:
             pass
         time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
     raise AssertionError(f"no /health within {S.STARTUP_TIMEOUT} s: {log.read_text()[-2000:]}")
 
 
@@ -154,28 +161,11 @@ def test_the_comments_unit_lines_exit_as_it_says() -> None:
 
 
 def _paste_start(line: str, sampler: str, log: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """The comment's server line with the suite's build and model file in place of the checkout's."""
     argv = shlex.split(line)
     argv[0] = str(S.binary(sampler, S.LLG_PINNED))
     argv[argv.index("-m") + 1] = str(S.DATA / "models" / argv[argv.index("-m") + 1])
-    argv[argv.index("--port") + 1] = "0"
-    proc = subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
-    )
-    deadline, port = time.monotonic() + S.STARTUP_TIMEOUT, 0
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, log.read_text()[-2000:]
-        m = S.LISTENING.search(log.read_bytes())
-        port = int(m.group(1)) if m else 0
-        try:
-            if port:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        return proc, port
-        except OSError:
-            pass
-        time.sleep(0.1)
-    os.killpg(proc.pid, signal.SIGKILL)
-    raise AssertionError(f"no /health within {S.STARTUP_TIMEOUT} s: {log.read_text()[-2000:]}")
+    return _serve(argv, log)
 
 
 @pytest.mark.skipif(bool(_server_why), reason=f"servers not built: {_server_why}")
