@@ -180,6 +180,12 @@ class ServerError(Exception):
     """The server could not be started or stopped answering; the message ends with its log's last lines."""
 
 
+class NotStarted(ServerError):
+    """The server never answered as the one started: it could not be run, exited while loading (a
+    chat template it cannot render, issue 48 break 4), did not answer `/health` in time, or was not
+    ours. No request reached it, so nothing of the build was measured."""
+
+
 class ServerLog:
     """A server's stdout and stderr, read through a pipe: kept here for the rows that read it (its
     `llg error` lines, the greedy warning, the listening line) and copied to its log file.
@@ -439,7 +445,7 @@ def serve(
             preexec_fn=_die_with_parent,
         )
     except OSError as e:  # a binary that is gone or not executable: that build's rows, in one line
-        raise ServerError(f"{exe.name} cannot be started: {e.strerror or e}") from None
+        raise NotStarted(f"{exe.name} cannot be started: {e.strerror or e}") from None
     out = ServerLog(proc.stdout, log_path)
     srv = Server(exe, model, 0, log_path, proc, out)
     try:
@@ -448,7 +454,7 @@ def serve(
         while True:
             if not srv.alive():
                 out.finish()
-                raise ServerError(
+                raise NotStarted(
                     f"{exe.name} exited with {proc.returncode} while loading {model.name}: {srv.last_lines()}"
                 )
             if not srv.port:
@@ -461,13 +467,13 @@ def serve(
                 except (OSError, urllib.error.URLError):
                     pass
             if time.monotonic() > deadline:
-                raise ServerError(
+                raise NotStarted(
                     f"{exe.name} did not answer /health within {startup_timeout:.0f} s: {srv.last_lines()}"
                 )
             time.sleep(0.05)
         why = _is_ours(srv)
         if why:
-            raise ServerError(f"{exe.name}: the server on port {srv.port} is not the one started: {why}")
+            raise NotStarted(f"{exe.name}: the server on port {srv.port} is not the one started: {why}")
         yield srv
     finally:
         stop(proc)

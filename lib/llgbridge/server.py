@@ -804,11 +804,15 @@ def run_build(
     0.0 unless `unconstrained` asks for that request, after the cases).
     The vocab's key overrides (`Vocab.overrides`) go to the server as `--override-kv`.
 
-    A server that cannot load the model (or whose log does not show an override taken) fails
-    every case with its reason. One that dies or stops answering during the cases is a fault of
-    the run, not an answer: every case is asked again of a fresh server (its log beside the first,
-    `NAME-retry.log`), so each build answers from the same state; lost again, ServerFault names
-    the build, the model, the case and the log's last lines."""
+    A without-fix or with-fix server (`S.SAMPLERS`) that never starts (`S.NotStarted`: a chat
+    template it cannot render exits it while loading) raises ServerFault naming the build, the
+    model and its log's last lines: error rows would let the page say no request broke its grammar
+    (issue 48, break 4). A candidate's server that never starts, or any server whose log does not
+    show an override taken or cannot be written, fails every case with its reason. One that dies
+    or stops answering during the cases is a fault of the run, not an answer: every case is asked
+    again of a fresh server (its log beside the first, `NAME-retry.log`), so each build answers
+    from the same state; lost again, ServerFault names the build, the model, the case and the
+    log's last lines."""
     asks = [*cases, *([""] if unconstrained and cases else [])]  # "": the unconstrained request, last
 
     def attempt(log: Path, rows: list[ServerRow]) -> tuple[float, str]:
@@ -837,6 +841,11 @@ def run_build(
         except S.ServerError as e:
             if lost:  # the fresh server did not even start: the fault stands
                 raise ServerFault(f"server {exe.name} on {model.name}", f"{lost}; a fresh one then: {e}") from None
+            if isinstance(e, S.NotStarted) and sampler in S.SAMPLERS:
+                # no request reached it: error rows would read as a build that broke no grammar
+                raise ServerFault(
+                    f"server {exe.name} on {model.name}", f"never started, nothing measured: {first_line(str(e))}"
+                ) from None
             failed = _failed_rows(
                 vocab, label(model, vocab), synthetic, llg, sampler, cases[len(rows) :], prompts, "error", str(e)
             )

@@ -12,6 +12,7 @@ from ..candidates import NAMES as CANDIDATES
 from ..llama_server import LLG_PINNED
 from ..native import version_key
 from ..show import show_text
+from . import gfm
 from .data import Results, takes_results
 from .prose import blocks
 from .table import Cell, Section, Table, after_fix, clip, group_rows, int_columns, matched, shows
@@ -648,14 +649,26 @@ def server_prose(res: Results, s: Served, f: Findings) -> dict[str, str]:
     )
 
 
+TITLE = "Server level: the real llama-server (guide 8)"
+
+
+def unmade_section(failed: list[dict[str, Any]]) -> Section:
+    """The section when no input's server result could be made: each input's cause, never a
+    sentence about requests (no server answering once read as "no request broke its grammar")."""
+    sec = Section("server", TITLE, notebook="server")
+    causes = "; ".join(f"{gfm.inline(f.get('vocab', ''))}: {gfm.inline(f.get('error', ''))}" for f in failed)
+    sec.text = f"**The server part could not be made**, so nothing here says how a server answered: {causes}"
+    return sec
+
+
 @takes_results
 def server_section(res: Results) -> Section | None:
     ok, failed = res.load("server")
     if not ok:
-        return None
+        return unmade_section(failed) if failed else None
     s = Served.of(ok, failed)
     f = Findings.of(res, s)
-    sec = Section("server", "Server level: the real llama-server (guide 8)", notebook="server")
+    sec = Section("server", TITLE, notebook="server")
     sec.views += guide_views(res, s) + finding_views(res, s, f)
     told = server_prose(res, s, f)
     sec.claim, sec.text, sec.more = told["claim"], told["text"], told["more"]

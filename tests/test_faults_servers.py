@@ -1,0 +1,84 @@
+"""Issue 48, the servers' faults (breaks 4 and 13): a llama-server that never starts is a fault of
+the run, never a build that broke no grammar; a chat template that takes all the memory is one line.
+
+Each test writes its hostile input itself with `gguf`: llama-spm's tokenizer with a chat template
+the server cannot render (it raises, or is not Jinja), made into a synthetic model as any what-if's
+file is.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gguf
+import pytest
+
+from llgbridge import generate as G
+from llgbridge import llama_server as S
+from llgbridge import report, server, synth
+from llgbridge.paths import vocab_path
+from llgbridge.vocab import Vocab
+
+PIN = S.LLG_PINNED
+RAISES = "{{ raise_exception('x') }}"
+NOT_JINJA = "{% if %}"
+CASES = ["forced_literal", "dots"]
+
+
+def templated_model(folder: Path, name: str, template: str) -> Path:
+    """A synthetic model whose tokenizer is llama-spm's with `template` as its chat template."""
+    source = folder / f"{name}.vocab.gguf"
+    w = gguf.GGUFWriter(str(source), "llama")
+    for key, (value, vtype, sub) in synth._tokenizer_kv(vocab_path("llama-spm")).items():
+        if key != gguf.Keys.Tokenizer.CHAT_TEMPLATE:
+            w.add_key_value(key, value, vtype, sub)
+    w.add_chat_template(template)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return synth.make_model(source, folder / f"{name}.gguf")
+
+
+def _build(model: Path, sampler: str, log: Path) -> tuple[list[server.ServerRow], float]:
+    return server.run_build(
+        S.binary(sampler, PIN), model, Vocab(model, model.stem), True, PIN, sampler, CASES,
+        {c: G.PLAIN for c in CASES}, log, 16, 0, 0.0,
+    )  # fmt: skip
+
+
+# -- break 4: a what-if on which no server can start --------------------------------------------------
+@pytest.mark.skipif(bool(S.built()[1]), reason=f"servers not built: {S.built()[1]}")
+@pytest.mark.parametrize("template", [RAISES, NOT_JINJA], ids=["raises", "not-jinja"])
+def test_4_a_server_that_never_starts_fails_the_run_naming_the_build_model_and_log(
+    tmp_path: Path, template: str
+) -> None:
+    model = templated_model(tmp_path, "tmpl4", template)
+    for sampler in S.SAMPLERS:  # without and with the fix: a fault of the run, never error rows
+        with pytest.raises(server.ServerFault) as e:
+            _build(model, sampler, tmp_path / f"{sampler}.log")
+        msg = str(e.value)
+        assert "\n" not in msg, msg
+        assert msg.startswith(f"server llama-server-{sampler}-{PIN} on tmpl4.gguf: never started"), msg
+        assert "exited with 1 while loading tmpl4.gguf" in msg and "model loading error" in msg, msg
+    # a candidate patch's build that does not start stays its error rows beside the two that ran
+    rows, _ = _build(model, S.CANDIDATES[0], tmp_path / "candidate.log")
+    assert [r.outcome for r in rows] == ["error"] * len(CASES)
+    assert all("exited with 1 while loading tmpl4.gguf" in r.error for r in rows)
+
+
+@pytest.mark.skipif(bool(S.built()[1]), reason=f"servers not built: {S.built()[1]}")
+def test_4_the_page_says_the_server_part_could_not_be_made(tmp_path: Path) -> None:
+    model = templated_model(tmp_path, "tmpl4", RAISES)
+    with pytest.raises(server.ServerFault) as e:
+        server.run("tmpl4", model, True, None, CASES, candidates=(), log_dir=tmp_path / "logs", say=lambda s: None)
+    res = tmp_path / "results"
+    (res / "server").mkdir(parents=True)
+    failed = {"status": "failed", "notebook": "server", "vocab": "tmpl4", "error": f"ServerFault: {e.value}"}
+    (res / "server" / "tmpl4.json").write_text(json.dumps(failed))
+    sec = report.server_section(res)
+    assert sec is not None
+    assert sec.text.startswith("**The server part could not be made**"), sec.text
+    assert "tmpl4: ServerFault: server llama-server-upstream" in sec.text and "never started" in sec.text
+    assert "no request broke its grammar" not in sec.text + sec.more + sec.claim
