@@ -9,6 +9,7 @@ file is.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import gguf
@@ -16,7 +17,7 @@ import pytest
 
 from llgbridge import generate as G
 from llgbridge import llama_server as S
-from llgbridge import report, server, synth
+from llgbridge import nb, report, server, synth
 from llgbridge.paths import vocab_path
 from llgbridge.vocab import Vocab
 
@@ -82,3 +83,42 @@ def test_4_the_page_says_the_server_part_could_not_be_made(tmp_path: Path) -> No
     assert sec.text.startswith("**The server part could not be made**"), sec.text
     assert "tmpl4: ServerFault: server llama-server-upstream" in sec.text and "never started" in sec.text
     assert "no request broke its grammar" not in sec.text + sec.more + sec.claim
+
+
+# -- break 13: a chat template that takes all the memory ----------------------------------------------
+# 112 bytes: a string doubled 40 times, 8 TiB, rendered by every server at start
+DOUBLING = (
+    "{% set ns = namespace(s='xxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}"
+)
+
+
+@pytest.mark.skipif(bool(S.built()[1]), reason=f"servers not built: {S.built()[1]}")
+def test_13_a_chat_template_that_takes_all_memory_stops_its_server_in_one_line(tmp_path: Path) -> None:
+    model = templated_model(tmp_path, "tmpl13", DOUBLING)
+    t0 = time.monotonic()
+    with pytest.raises(server.ServerFault) as e:
+        _build(model, "fixed", tmp_path / "fixed.log")
+    took = time.monotonic() - t0
+    msg = str(e.value)
+    assert "\n" not in msg, msg
+    gib = S.MEMORY_HEADROOM >> 30
+    assert f"llama-server-fixed-{PIN} on tmpl13.gguf: the chat template took more than {gib // 2} GiB" in msg, msg
+    assert took < S.STARTUP_TIMEOUT / 2, took  # stopped at its bound, not after the start timeout
+    # a real model's server starts under the same bound
+    with S.serve(S.binary("fixed", PIN), synth.ensure_model("llama-spm"), tmp_path / "spm.log") as srv:
+        assert S._peak(srv.proc.pid) < S.memory_bound(srv.model) - S.MEMORY_HEADROOM // 2
+
+
+@pytest.mark.skipif(bool(S.built()[1]), reason=f"servers not built: {S.built()[1]}")
+def test_13_the_page_states_the_servers_memory_bound_and_start_timeout(tmp_path: Path) -> None:
+    path = synth.ensure_model("llama-spm")
+    run = server.run(
+        "llama-spm", path, True, None, ["forced_literal"], samplers=("fixed",), candidates=(),
+        log_dir=tmp_path / "logs", say=lambda s: None,
+    )  # fmt: skip
+    settings = {"temperature": 0.0, "seed": 0, "max_tokens": 64, "n_gpu_layers": 0, "parallel": 4}
+    nb.write_result(str(tmp_path / "results"), "server", "llama-spm", server.payload(path, run, settings))
+    sec = report.server_section(tmp_path / "results")
+    assert sec is not None
+    gib, secs = S.MEMORY_HEADROOM >> 30, f"{S.STARTUP_TIMEOUT:.0f}"
+    assert f"its model file and {gib} GiB of address space, and must answer `/health` within {secs} s" in sec.more

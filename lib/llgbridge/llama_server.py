@@ -37,6 +37,7 @@ import ctypes
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -66,6 +67,9 @@ CANDIDATES = tuple(NATIVE_CANDIDATES)  # patches beside the PR (patches/candidat
 GBNF_TOOL = SERVER_BIN / "schema-to-gbnf"
 
 STARTUP_TIMEOUT = 120.0  # seconds for /health to answer 200 (a 262k-vocab model loads in a few)
+# a server's address space beyond its model file (mapped whole): Gemma 3 270M's server peaks at
+# 0.56 GiB in all; a chat template that doubles a string once grew every server to the machine's limit
+MEMORY_HEADROOM = 4 << 30
 REQUEST_TIMEOUT = 120.0  # seconds for one completion
 
 
@@ -332,6 +336,42 @@ def _die_with_parent() -> None:
         pass
 
 
+def memory_bound(model: Path) -> int:
+    """The address space a server on `model` may take: the file, mapped, and `MEMORY_HEADROOM`."""
+    return model.stat().st_size + MEMORY_HEADROOM
+
+
+def _bounded(limit: int) -> Any:
+    def start() -> None:
+        _die_with_parent()
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return start
+
+
+def _peak(pid: int) -> int:
+    """The most address space the process has held (VmPeak), in bytes; 0 when unknown."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmPeak:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def took_too_much(exe: Path, model: Path, peak: int, limit: int) -> str:
+    """Why a server still loading is stopped, or "": within half its headroom of its bound, it is
+    allocating what no model needs (a doubling chat template's next step fails there, is caught
+    by the server and tried again until the start timeout; a real model stays far below)."""
+    if peak < limit - MEMORY_HEADROOM // 2:
+        return ""
+    return (
+        f"{exe.name} on {model.name}: the chat template took more than {MEMORY_HEADROOM >> 31} GiB while the "
+        f"server loaded (its bound: the model file and {MEMORY_HEADROOM >> 30} GiB), stopped"
+    )
+
+
 def stop(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
     """SIGTERM to the server's process group, then SIGKILL after `grace` seconds."""
     if proc.poll() is not None:
@@ -411,6 +451,10 @@ def serve(
     lines.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        limit = memory_bound(model)
+    except OSError as e:
+        raise NotStarted(f"{exe.name}: {model.name}: {e.strerror or e}") from None
     cmd = [
         str(exe),
         "-m",
@@ -442,7 +486,7 @@ def serve(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=_bounded(limit),
         )
     except OSError as e:  # a binary that is gone or not executable: that build's rows, in one line
         raise NotStarted(f"{exe.name} cannot be started: {e.strerror or e}") from None
@@ -466,6 +510,9 @@ def serve(
                         break
                 except (OSError, urllib.error.URLError):
                     pass
+            why = took_too_much(exe, model, _peak(proc.pid), limit)
+            if why:
+                raise NotStarted(f"{why}: {srv.last_lines()}")
             if time.monotonic() > deadline:
                 raise NotStarted(
                     f"{exe.name} did not answer /health within {startup_timeout:.0f} s: {srv.last_lines()}"

@@ -9,7 +9,7 @@ import pandas as pd
 
 from .. import guide, server
 from ..candidates import NAMES as CANDIDATES
-from ..llama_server import LLG_PINNED
+from ..llama_server import LLG_PINNED, MEMORY_HEADROOM, STARTUP_TIMEOUT
 from ..native import version_key
 from ..show import show_text
 from . import gfm
@@ -645,6 +645,8 @@ def server_prose(res: Results, s: Served, f: Findings) -> dict[str, str]:
         cands=cands_said,
         pinned_run=s.pinned,
         settings=settings_said(s.ok),
+        headroom=MEMORY_HEADROOM >> 30,
+        start_timeout=f"{STARTUP_TIMEOUT:.0f}",
         only=("claim", "text", "more"),
     )
 
