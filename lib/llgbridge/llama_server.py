@@ -344,7 +344,10 @@ def memory_bound(model: Path) -> int:
 def _bounded(limit: int) -> Any:
     def start() -> None:
         _die_with_parent()
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        # never above a bound the caller already runs under: raising a hard limit fails the start
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+        bound = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (bound, bound))
 
     return start
 
