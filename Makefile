@@ -181,9 +181,12 @@ data/native/server/.built: $(SERVER_SRC) data/native/.built | $(SETUP)
 data/models/synthetic-%.gguf: data/vocabs/ggml-vocab-%.gguf | $(SETUP)
 	$(BIN)/python -c "from llgbridge import synth; synth.ensure_model('$*')"
 
+# the run's exit 2 is a refusal before anything ran (nothing to render); a failed run (1) is still
+# rendered, so the page names it, and the command exits non-zero either way
 matrix: data/vocabs/.complete | $(SETUP)
-	@$(BIN)/python -m llgbridge.run matrix --models="$$MODELS" --override="$$OVERRIDE" -p n_gpu_layers "$$N_GPU_LAYERS"
-	$(BIN)/python -m llgbridge.report
+	@$(BIN)/python -m llgbridge.run matrix --models="$$MODELS" --override="$$OVERRIDE" -p n_gpu_layers "$$N_GPU_LAYERS"; \
+	  ran=$$?; test $$ran -ne 2 || exit 2; \
+	  $(BIN)/python -m llgbridge.report || exit $$?; exit $$ran
 
 # the page is remade when what it is made from changed (the pool's stamp) or any of the library did
 # (the report imports constants from several analyses' modules; a hand-kept list of them went

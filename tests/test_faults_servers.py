@@ -9,6 +9,7 @@ file is.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -122,3 +123,23 @@ def test_13_the_page_states_the_servers_memory_bound_and_start_timeout(tmp_path:
     assert sec is not None
     gib, secs = S.MEMORY_HEADROOM >> 30, f"{S.STARTUP_TIMEOUT:.0f}"
     assert f"its model file and {gib} GiB of address space, and must answer `/health` within {secs} s" in sec.more
+
+
+# -- break 13, the analyses' half: the same template through llama-cpp-python, in a kernel -----------
+def test_13_a_chat_template_that_takes_all_memory_fails_its_analysis_in_one_line(tmp_path: Path) -> None:
+    """The matrix on a model whose chat template doubles a string 40 times: llama-cpp-python's
+    Jinja2ChatFormatter grew the kernel to the machine's memory (MemoryError after minutes, or the
+    machine's own end). Its worker bounds its kernel's address space (here 3 GiB, as
+    LLGBRIDGE_MEMORY_GIB says): one line naming the bound, a failed run, in seconds."""
+    import subprocess
+    import sys
+
+    model = templated_model(tmp_path, "tmpl13m", DOUBLING)
+    out = subprocess.run(
+        [sys.executable, "-m", "llgbridge.run", "matrix", f"--models={model}", "--results", str(tmp_path / "r"),
+         "--out-root", str(tmp_path / "o"), "-p", "cases", '["forced_literal"]', "-p", "prompt", "chat"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "LLGBRIDGE_MEMORY_GIB": "3"},
+    )  # fmt: skip
+    said = out.stdout + out.stderr
+    assert out.returncode != 0, said[-2000:]
+    assert "memory bound, 3 GiB of address space" in said, said[-2000:]

@@ -54,6 +54,26 @@ class RunStatus(TypedDict, total=False):
     timing: dict[str, float]  # wall, kernel start, cells, vocab load, the analysis's own compute
 
 
+# every analysis's kernel runs under this bound of address space (RLIMIT_AS, inherited from its
+# worker): a GGUF chat template that doubles a string 40 times grew llama-cpp-python's
+# Jinja2ChatFormatter to the machine's memory, where a kernel here peaks at about 4 GiB
+MEMORY_GIB = int(os.environ.get("LLGBRIDGE_MEMORY_GIB") or 16)
+CELL_TIMEOUT = 1800  # seconds a notebook cell may run before its input fails
+
+
+def bound_memory(gib: int | None = None) -> None:
+    """Bound this process's address space (and so its kernels') to `gib` GiB (`MEMORY_GIB`), never
+    above a hard bound it already runs under (a container's)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    want = (gib or MEMORY_GIB) << 30
+    if hard != resource.RLIM_INFINITY:
+        want = min(want, hard)
+    if soft == resource.RLIM_INFINITY or soft > want:
+        resource.setrlimit(resource.RLIMIT_AS, (want, hard))
+
+
 def _one_line(e: BaseException) -> str:
     name = type(e).__name__
     text = str(e).strip()
@@ -64,6 +84,11 @@ def _one_line(e: BaseException) -> str:
         name, text = ename, str(evalue or "").strip()
     if name == "LlgError":
         return f"{name}: {cause_line(text)}"
+    if name == "MemoryError":
+        text = (
+            f"the run reached its memory bound, {MEMORY_GIB} GiB of address space (LLGBRIDGE_MEMORY_GIB): "
+            f"the input takes more than that (a chat template that grows without end does)"
+        )
     if name == "DeadKernelError" or "Kernel died" in text:
         text = "the kernel died (a crash inside native code: llama.cpp or llguidance)"
     elif name == "CellTimeoutError":  # nbclient's own: a TimeoutError raised inside a cell is that cell's error
@@ -102,7 +127,7 @@ def execute(
     params: dict[str, object] | None = None,
     out_root: Path | None = None,
     results_dir: Path | None = None,
-    timeout: int = 1800,
+    timeout: int = CELL_TIMEOUT,
     notebooks_dir: Path = P.NOTEBOOK_DIR,
 ) -> RunStatus:
     """Run `notebook` for `vocab` (a `Worker` of its own); a failure while it runs becomes a failed result.
@@ -287,7 +312,7 @@ class Worker:
         self,
         out_root: Path | None = None,
         results_dir: Path | None = None,
-        timeout: int = 1800,
+        timeout: int = CELL_TIMEOUT,
         notebooks_dir: Path = P.NOTEBOOK_DIR,
         progress: bool = True,
     ) -> None:
@@ -299,6 +324,7 @@ class Worker:
         self.progress = progress
 
     def __enter__(self) -> Worker:
+        bound_memory()  # before its kernel starts, which inherits it
         (self.out_root / "logs").mkdir(parents=True, exist_ok=True)
         sys.stdout.flush()
         self._progress = os.dup(1) if self.progress else None  # the terminal, while the kernel's output goes to a log
@@ -400,7 +426,7 @@ def execute_batch(
     notebooks: list[str],
     out_root: Path | None = None,
     results_dir: Path | None = None,
-    timeout: int = 1800,
+    timeout: int = CELL_TIMEOUT,
     notebooks_dir: Path = P.NOTEBOOK_DIR,
 ) -> list[RunStatus]:
     """Run several analyses of one vocab, with their default parameters, in one kernel (`Worker`)."""
@@ -729,8 +755,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{label}{vocab}: {e}", file=sys.stderr)
             return 2
         _print_status(label, vocab, st)
-        # a result that could not be written is lost to the report: Make must stop and say so
-        code = code or (1 if "unwritten" in st else 0)
+        # a failed run, or a result that could not be written (lost to the report), is the command's
+        # exit too: the FAILED line alone left a script or a newcomer reading 0 as success
+        code = code or (1 if "unwritten" in st or st["status"] != "ok" else 0)
     return code
 
 

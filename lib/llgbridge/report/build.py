@@ -20,6 +20,7 @@ from ..analyses import PAGE
 from ..fixtures import refused as refused_inputs
 from ..paths import REPORTS, RESULTS, ROOT, write_atomic, write_json
 from ..results import SCHEMAS
+from ..run import CELL_TIMEOUT, MEMORY_GIB
 from . import gfm, repro, tested
 from .claims import as_json as claims_json
 from .claims import claims, guide_notes
@@ -70,7 +71,9 @@ def code_block(v: dict[str, str]) -> str:
         f"step by step. llama.cpp is the tree that llama-cpp-python {v['llama-cpp-python']} vendors"
         + (f" (commit {commit[:12]})" if commit else "")
         + f"; the PR's base is {PR_BASE} (the guide). The end-to-end matrix uses synthetic models unless marked real. "
-        "Versions, as the results record them: " + versions_said(v) + ".\n\n"
+        "Versions, as the results record them: " + versions_said(v) + ". Each analysis runs in a kernel bounded to "
+        f"{MEMORY_GIB} GiB of address space and {CELL_TIMEOUT // 60} minutes a cell (its input fails in one line past "
+        "either); each llama-server to its model file and 4 GiB, answering within 120 s (the server section).\n\n"
         "| bridge | token table | `tokenize_fn` | what it is |\n|---|---|---|---|\n| `upstream` | "
         "`llama_detokenize(&t, 1, false, false)` | `llama_tokenize(add_special=false, parse_special=true)` | llama.cpp "
         "before the PR (the upstream sampler) |\n| `fixed` | `llama_token_to_piece(t, 0, false)` | kept only where the "
