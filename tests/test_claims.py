@@ -381,3 +381,28 @@ def test_the_guides_examples_hold_on_the_fixtures() -> None:
     for v, (token, piece, detok) in guide.EXAMPLES.items():
         vocab = Vocab(vocab_path(v))
         assert (vocab.token_to_piece(token), vocab.detokenize([token])) == (piece, detok), v
+
+
+def test_the_index_verdict_counts_as_the_comment_does() -> None:
+    """The page's verdict says the same counts as the comment, by the same rule (stand-ins apart),
+    recomputed from the tables: bug A's and bug B's "hits N of M", the fix's repairs, bug C's walk."""
+    import html
+
+    t = Tables(REPORTS / "tables")
+    want = expected_fixes(t)
+    page = html.unescape(re.sub(r"<[^>]+>", "", (REPORTS / "index.html").read_text(encoding="utf-8")))
+    verdict = page.split("Verdict", 1)[1]
+    n = want["n"]
+    assert f"hits {len(want['hit_a'])} of {n} vocabs: {', '.join(_order(want['hit_a'], t))}." in verdict
+    assert f"hits {len(want['hit_b'])} of {n} vocabs: {', '.join(_order(want['hit_b'], t))}." in verdict
+    assert f"The fix repairs all {len(want['repaired'])} affected vocabs" in verdict
+    c = expected_beyond(t)["bug_c"]
+    assert f"on {len(c['with'])} of the {c['walked']} vocabs with an end-of-turn token" in verdict
+
+
+def _order(names: list[str], t: Tables) -> list[str]:
+    """`names` in the tables' input order, the guide's vocabs first (census.csv's rows are sorted by
+    name; the page leads with the guide's four)."""
+    from llgbridge.report.table import guide_order
+
+    return [v for v in guide_order(list(t.census.vocab)) if v in names]

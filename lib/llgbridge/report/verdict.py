@@ -678,6 +678,9 @@ def shipped_only(d: Loaded, facts: dict[str, Any], res: Results) -> dict[str, An
         out[k] = {**facts[k], "hit": only(facts[k]["hit"])} if facts[k] else None
         if out[k] is not None and not out[k]["hit"]:
             out[k] = None
+    if out["bug_c"]:  # "of the N vocabs with an end-of-turn token": the stand-ins walked are not counted
+        walked_apart = [v for v in stand if v not in facts["bug_c"]["without"]]
+        out["bug_c"]["walked"] = facts["bug_c"]["walked"] - len(walked_apart)
     served = d.served[~d.served.vocab.isin(stand)] if not d.served.empty else d.served
     out["server"] = server_facts(res, served)
     return out
