@@ -184,3 +184,28 @@ def test_section_names_a_fault_in_one_line(tmp_path: Path) -> None:
     assert str(tmp_path) not in sec.text
     assert "xgrammar** is not run" in sec.text and "2928 MiB" in sec.text
     assert list(sec.raw[0].df.columns[:3]) == ["vocab", "engine", "version"]
+
+
+def test_an_engines_result_records_its_libraries_and_another_version_replans_it(tmp_path: Path) -> None:
+    """The engines' libraries are versioned like llguidance (issue 46): a result records each one it
+    drove, as installed, and the same result made with another lm-format-enforcer is stale; the other
+    analyses' results do not record them (an engine upgrade replans the engines alone)."""
+    import json
+    from importlib import metadata
+
+    from llgbridge import batch, run
+    from llgbridge.results import run_versions
+
+    st = run.execute("engines", "llama-spm", out_root=tmp_path / "reports", results_dir=tmp_path / "results")
+    assert st["status"] == "ok", st
+    p = tmp_path / "results" / "engines" / "llama-spm.json"
+    r = json.loads(p.read_text())
+    recorded = r["provenance"]["versions"]
+    for pkg in ("lm-format-enforcer", "outlines", "outlines-core"):
+        assert recorded[pkg] == metadata.version(pkg), (pkg, recorded)
+    assert "lm-format-enforcer" not in run_versions("census")
+    assert batch.out_of_date("engines", "llama-spm", tmp_path / "results") == ""
+    r["provenance"]["versions"]["lm-format-enforcer"] = "0.10.0"
+    p.write_text(json.dumps(r))
+    why = batch.out_of_date("engines", "llama-spm", tmp_path / "results")
+    assert "it was made with lm-format-enforcer 0.10.0" in why, why

@@ -57,6 +57,9 @@ class Analysis:
     # its code version, so a rebuilt binary (a changed harness, a patch, another llguidance) or an
     # edited corpus schema makes it stale
     built: tuple[tuple[str, str], ...] = ()
+    # the libraries it drives beyond results.VERSIONED_PACKAGES (the engines'): their installed
+    # versions are recorded with its results, and another version makes them stale
+    packages: tuple[str, ...] = ()
 
 
 # in the order a worker runs an input's analyses (the page's order is PAGE)
@@ -94,6 +97,7 @@ ANALYSES: tuple[Analysis, ...] = (
         ),
         runs_on="every",
         whatif=True,
+        packages=("lm-format-enforcer", "outlines", "outlines-core"),
     ),
     Analysis(
         "probe",

@@ -65,6 +65,7 @@ SHARED_CODE = (
     "overrides.py",
 )
 MODULES: dict[str, tuple[str, ...]] = {a.name: a.modules for a in ANALYSES}
+PACKAGES: dict[str, tuple[str, ...]] = {a.name: a.packages for a in ANALYSES}
 # modules a notebook imports only to draw (colours): no result depends on them, so a new colour
 # reruns nothing; the code-version test allows these and no others outside the lists above
 DISPLAY_ONLY = ("palette.py",)
@@ -237,14 +238,20 @@ PATCHES = ROOT / "patches"
 _RUN_VERSIONS: dict[str, str] = {}
 
 
-def run_versions() -> dict[str, str]:
+def run_versions(analysis: str = "") -> dict[str, str]:
     """The versions this process computes with (taken once, the first time one is asked for, as
-    `code_version` is): each of `VERSIONED_PACKAGES` as installed, `llama.cpp` (the vendored
-    commit, "" before `make native` extracted it) and `patches` (the sha256 of patches/, the
-    candidates' included, 16 hex digits)."""
-    if not _RUN_VERSIONS:
-        from importlib import metadata
+    `code_version` is): each of `VERSIONED_PACKAGES` and of `analysis`'s own packages as
+    installed, `llama.cpp` (the vendored commit, "" before `make native` extracted it) and
+    `patches` (the sha256 of patches/, the candidates' included, 16 hex digits)."""
+    from importlib import metadata
 
+    for pkg in PACKAGES.get(analysis, ()):
+        if pkg not in _RUN_VERSIONS:
+            try:
+                _RUN_VERSIONS[pkg] = metadata.version(pkg)
+            except metadata.PackageNotFoundError:
+                _RUN_VERSIONS[pkg] = ""
+    if "llguidance" not in _RUN_VERSIONS:
         for pkg in VERSIONED_PACKAGES:
             try:
                 _RUN_VERSIONS[pkg] = metadata.version(pkg)
@@ -258,15 +265,15 @@ def run_versions() -> dict[str, str]:
         for f in sorted(PATCHES.rglob("*.patch")):
             h.update(str(f.relative_to(PATCHES)).encode() + b"\0" + f.read_bytes() + b"\0")
         _RUN_VERSIONS["patches"] = h.hexdigest()[:16]
-    return dict(_RUN_VERSIONS)
+    return {k: _RUN_VERSIONS[k] for k in (*VERSIONED_PACKAGES, "llama.cpp", "patches", *PACKAGES.get(analysis, ()))}
 
 
-def versions_problem(recorded: Any) -> str:
-    """Why a result that records `recorded` (its provenance's versions) was made with other
-    versions than this process's (`run_versions`), or "" when they are the same."""
+def versions_problem(recorded: Any, analysis: str = "") -> str:
+    """Why a result of `analysis` that records `recorded` (its provenance's versions) was made with
+    other versions than this process's (`run_versions`), or "" when they are the same."""
     if not isinstance(recorded, dict):
         return "it records no versions (llguidance, llama-cpp-python, gguf, llama.cpp, the patches)"
-    now = run_versions()
+    now = run_versions(analysis)
     moved = [k for k in now if recorded.get(k) != now[k]]
     return "; ".join(
         f"it was made with {k} {recorded.get(k) or '(none)'}, and {k} is {now[k] or '(none)'} now" for k in moved
@@ -348,7 +355,7 @@ def provenance(analysis: str, params: dict[str, Any]) -> dict[str, Any]:
         "inputs": inputs,
         "overrides": input_overrides(params),
         "code": code_version(analysis),
-        "versions": run_versions(),
+        "versions": run_versions(analysis),
     }
 
 
@@ -394,7 +401,7 @@ def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
         return "records no provenance"
     if prov.get("code") != code_version(analysis):
         return "its code changed"
-    if why := versions_problem(prov.get("versions")):
+    if why := versions_problem(prov.get("versions"), analysis):
         return why
     recorded = [_resolve(str(i.get("path"))) for i in prov.get("inputs") or [] if isinstance(i, dict)]
     params: dict[str, Any] = prov["params"] if isinstance(prov.get("params"), dict) else {}
