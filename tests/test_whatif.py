@@ -107,3 +107,19 @@ def test_whatif_with_an_override_says_what_it_changed(tmp_path: Path) -> None:
     assert said is not None and int(said[2] or said[3]) == both, (said, both)
     # its own synthetic model, never the plain file's
     assert sorted(p.name for p in (tmp_path / "models").glob("*.gguf"))[0].startswith(f"synthetic-{name}+kv-")
+
+
+def test_the_override_summary_lists_the_moved_tables_when_none_is_one_sided(tmp_path: Path) -> None:
+    """Every table written on both sides: the moved ones are listed, row by row (the list once sat
+    under the one-sided tables' sentence, so it vanished when there were none)."""
+    from llgbridge.overrides import parse
+
+    for side, name, differing in ((tmp_path / "tables", "spm+x", 0), (tmp_path / "without" / "tables", "spm", 16410)):
+        side.mkdir(parents=True)
+        (side / "census.csv").write_text(f"vocab,differing\n{name},{differing}\n")
+    sec = whatif.override_section(
+        tmp_path, "spm+x", "spm", tmp_path / "spm.gguf", (parse("tokenizer.ggml.add_space_prefix=bool:false"),)
+    )
+    assert "All 1 tables moved" in sec.text, sec.text
+    assert "- `census` (1 of 1 rows): differing 16410 → 0" in sec.text, sec.text
+    assert "one side only" not in sec.text

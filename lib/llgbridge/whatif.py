@@ -392,6 +392,31 @@ def visible(value: str) -> str:
     return value
 
 
+def moved_items(moved: list[dict[str, Any]], cells: list[dict[str, Any]]) -> list[str]:
+    """One line per moved table: its first cells that moved, the headline columns first."""
+    items = []
+    for r in moved:
+        mine = sorted(
+            (c for c in cells if c["table"] == r["table"]),
+            key=lambda c: (
+                HEADLINE.index(c["column"]) if c["column"] in HEADLINE else len(HEADLINE),
+                "upstream" not in c["row"],
+            ),
+        )
+        shown = "; ".join(
+            f"{c['column']} {visible(c['without'])} → {visible(c['with'])}" + (f" ({c['row']})" if c["row"] else "")
+            for c in mine[:3]
+        )
+        more = len(mine) - 3
+        head = (
+            f"`{r['table']}` ({r['rows changed']} of {r['rows']} rows): "
+            if r["cells changed"] != ""
+            else f"`{r['table']}`: "
+        )
+        items.append(head + (shown or r["how"]) + (f"; and {more} more cells ({r['how']})" if more > 0 else ""))
+    return items
+
+
 def override_section(out: Path, name: str, plain: str, path: Path, ovs: tuple[Override, ...]) -> Any:
     """The what-if's first section: what the overrides changed against the same file without them."""
     import pandas as pd
@@ -424,33 +449,13 @@ def override_section(out: Path, name: str, plain: str, path: Path, ovs: tuple[Ov
             (f"{len(moved)} of the {n} tables both sides wrote moved" if len(moved) < n else f"All {n} tables moved")
             + ", row by row against the plain file's (a row is the same input, bridge, case or build on both sides):"
         )
+        said.append("\n".join(f"- {x}" for x in moved_items(moved, cells)))
     if one_side:
         said.append(
             "Written on one side only, so not compared: "
             + ", ".join(f"`{r['table']}` ({r['how']})" for r in one_side)
             + "."
         )
-        items = []
-        for r in moved:
-            mine = sorted(
-                (c for c in cells if c["table"] == r["table"]),
-                key=lambda c: (
-                    HEADLINE.index(c["column"]) if c["column"] in HEADLINE else len(HEADLINE),
-                    "upstream" not in c["row"],
-                ),
-            )
-            shown = "; ".join(
-                f"{c['column']} {visible(c['without'])} → {visible(c['with'])}" + (f" ({c['row']})" if c["row"] else "")
-                for c in mine[:3]
-            )
-            more = len(mine) - 3
-            head = (
-                f"`{r['table']}` ({r['rows changed']} of {r['rows']} rows): "
-                if r["cells changed"] != ""
-                else f"`{r['table']}`: "
-            )
-            items.append(head + (shown or r["how"]) + (f"; and {more} more cells ({r['how']})" if more > 0 else ""))
-        said.append("\n".join(f"- {x}" for x in items))
     sec.text = "\n\n".join(said) + "\n"
     sec.views.append(Table(pd.DataFrame(summary), "Every table, with the override against without"))
     if cells:
