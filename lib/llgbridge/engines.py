@@ -265,7 +265,7 @@ def run_engine(
     return (got, "") if status == "ok" else (None, got.replace(path, Path(path).name))
 
 
-def classes(engine: Engine, got: dict[str, Any]) -> dict[str, str]:
+def classes(got: dict[str, Any]) -> dict[str, str]:
     """Bug A's, B's and C's class for one engine on one vocab, from its figures: A, a held token
     with other bytes than its real piece (U+FFFD included); B, its tokenize of a probe gave text
     with an added space (lm-format-enforcer's prefix token); C, a control token with text."""
@@ -286,7 +286,7 @@ def engine_row(vocab: str, engine: Engine, version: str, got: dict[str, Any]) ->
         "version": version,
         "held": got["held"],
         **{k: len(v) for k, v in c.items()},
-        **classes(engine, got),
+        **classes(got),
         "allowed": leak["allowed"],
         "allowed_with_space": len(leak["with_space"]),
         "allowed_illegal": len(leak["illegal"]),

@@ -133,18 +133,16 @@ def build(jobs: int | None = None) -> dict[str, Any]:
     """Build the servers into data/native/server/; returns (and writes to its status.json) what
     happened: `built`, the `llguidance` versions built against, `missing` (a version that could not
     be had, and why), `reason` when nothing was built, `seconds`."""
-    from .native import builder as native  # the server's build reuses the native build's trees and make
-
     t0 = time.monotonic()
     status: dict[str, Any] = {"built": False}
     try:
-        cxx = native.check_compiler("the server parts")
-        native.prepare_sources()
+        cxx = native_builder.check_compiler("the server parts")
+        native_builder.prepare_sources()
         libs, missing = llguidance_libraries()
         status["missing"] = missing
         _check_layout(cxx, list(libs))
-        _generate(native.SHIPPED, SERVER / "gen", native.vendored_commit())
-        native.run_make(SERVER_MAKEFILE, _make_vars(libs), "server build", jobs)
+        _generate(native_builder.SHIPPED, SERVER / "gen", native_builder.vendored_commit())
+        native_builder.run_make(SERVER_MAKEFILE, _make_vars(libs), "server build", jobs)
         status.update(built=True, llguidance=list(libs))
     except (RuntimeError, OSError, subprocess.SubprocessError) as e:
         status["reason"] = first_line(str(e))

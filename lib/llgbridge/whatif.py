@@ -36,6 +36,7 @@ from .gguf_meta import check_tokenizer, read_kv
 from .overrides import Override, model_label, parse_all, suffix, tag
 from .paths import DATA, REPORTS, name_problem, usable_name, vocab_name
 from .pool import Stopped, stop_on_signals
+from .results import file_sha256
 from .vocab import check_gguf_file
 
 # native: llama.cpp's own test and the port against the compiled sampler, on this vocab; server: the
@@ -80,11 +81,8 @@ def folder(path: Path, name: str, ovs: tuple[Override, ...]) -> str:
     """The what-if's folder: its name, then a key of what it is (the file's sha256 and the
     overrides), so two what-ifs whose names collide (`general.name=str:a b` and `str:a_b` both name
     `+name-a_b`; two files called mine.gguf) never share a folder, results or synthetic model."""
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    what = "\n".join([h.hexdigest(), *(o.text for o in ovs)])
+    # the sha256 provenance records for the same file (cached by size and time)
+    what = "\n".join([file_sha256(path), *(o.text for o in ovs)])
     return f"{name}-{hashlib.sha256(what.encode()).hexdigest()[:12]}"
 
 

@@ -285,12 +285,12 @@ def server_errors(server_ok: list[dict[str, Any]], sec: Section) -> dict[str, An
     rows = pd.DataFrame([row for r in server_ok for row in r.get("rows", [])])
     if rows.empty:
         return None
+    rows = rows.assign(build=rows.sampler + "-" + rows.llguidance.astype(str))
     bad = rows[(rows.http_status != 200) | rows.error_field.astype(bool) | (rows.outcome == "no answer")]
     if bad.empty:
         return {"n": 0, "vocabs": [], "builds": 0, "chat": None}
     bad = bad.assign(
         cause=bad["cause"] if "cause" in bad else "not recorded: the run predates server_causes",
-        build=bad.sampler + "-" + bad.llguidance.astype(str),
     )
     shown = (
         bad.groupby(["case", "http_status", "error", "cause"], sort=True)
@@ -306,7 +306,7 @@ def server_errors(server_ok: list[dict[str, Any]], sec: Section) -> dict[str, An
         "chat": {
             "vocabs": guide_order(sorted(set(chat.vocab))),
             "builds": int(chat.build.nunique()),
-            "all_builds": int((rows.sampler + rows.llguidance.astype(str)).nunique()),
+            "all_builds": int(rows.build.nunique()),
             "error": str(chat.error.iloc[0]),
             # each vocab's cause as server_causes read it from that run's own message and log
             "causes": {

@@ -34,6 +34,7 @@ from . import repro, tested
 from .data import Results
 from .prose import blocks
 from .review import probe_robustness, xff_moved
+from .server import server_frame
 from .table import PR_BASE, first_clause, guide_order, result_rows
 from .verdict import CTEST_VOCABS, ISSUES_URL, Verdict
 
@@ -99,7 +100,7 @@ def _frame(res: Results, name: str) -> pd.DataFrame:
 
 def _served(res: Results) -> pd.DataFrame:
     ok, _ = res.load("server")
-    return pd.DataFrame([row for r in ok for row in r["rows"]]) if ok else pd.DataFrame()
+    return server_frame(ok) if ok else pd.DataFrame()
 
 
 def tested_claim(vt: Verdict, ins: Inputs, res: Results) -> Claim:
@@ -185,7 +186,8 @@ def architecture(vocab: str) -> str:
 
 def fixes_claim(vt: Verdict, ins: Inputs, res: Results) -> Claim:
     f = vt.facts
-    hit_a, hit_b = ins.only(f["hit_a"]), ins.only(f["hit_b"])
+    shipped = f["shipped"]  # the verdict's facts by the one rule: stand-ins apart
+    hit_a, hit_b = shipped["hit_a"], shipped["hit_b"]
     illegal = _illegal(_frame(res, "leak"), hit_a, "upstream")
     spm_like = {"SPM", "UGM"}
     bpe = [illegal[v] for v in hit_a if ins.types.get(v) == "BPE" and v in illegal]
@@ -201,8 +203,8 @@ def fixes_claim(vt: Verdict, ins: Inputs, res: Results) -> Claim:
             "bpe_range": [min(bpe), max(bpe)] if bpe else [],
             "spm_illegal": spm,
             "b_types": {v: ins.types.get(v, "") for v in hit_b},
-            "repaired": ins.only(f["repaired"]),
-            "broken": ins.only(f["broken"]),
+            "repaired": shipped["repaired"],
+            "broken": shipped["broken"],
             "ctest": {v: list(x) for v, x in f["ctest"].items()},
         },
         "census.csv differing > 0 or leak.csv upstream allowed_illegal > 0 (bug A); forced.csv upstream "
@@ -273,7 +275,7 @@ def costs_claim(vt: Verdict, ins: Inputs, res: Results) -> Claim:
     t = vt.facts.get("time")
     return Claim(
         "costs",
-        {"costs": ins.only(vt.facts["costs"]), "time": t, "runs": (t or {}).get("runs", "")},
+        {"costs": vt.facts["shipped"]["costs"], "time": t, "runs": (t or {}).get("runs", "")},
         "probe.csv greedy (shipped vocabs); bench.csv mask_per_token upstream/fixed, medians as bench.md says",
     )
 

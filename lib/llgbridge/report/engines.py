@@ -32,7 +32,7 @@ def engine_rows(ok: list[dict]) -> pd.DataFrame:
     df = pd.DataFrame([row for r in ok for row in r["rows"]])
     df["error"] = df["error"].fillna("") if "error" in df else ""
     df["_e"] = df.engine.map(lambda n: order.get(n, len(order)))
-    df = df.sort_values(["vocab", "_e"], kind="stable", key=lambda c: vocab_key(c) if c.name == "vocab" else c)
+    df = df.sort_values(["vocab", "_e"], kind="stable", key=vocab_key)
     return int_columns(df.drop(columns="_e").reset_index(drop=True))
 
 

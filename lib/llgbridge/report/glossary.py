@@ -4,6 +4,7 @@ glossary, and what a table's header or a sentence means by them."""
 from __future__ import annotations
 
 import re
+from functools import cache
 
 GLOSSARY: tuple[tuple[str, str], ...] = (
     ("upstream sampler, fixed sampler", "`common/llguidance.cpp` before the PR, and with the PR applied (`patches/`)."),
@@ -92,6 +93,7 @@ def anchor(entry: str) -> str:
     return "g-" + re.sub(r"[^a-z0-9]+", "-", entry.lower()).strip("-")
 
 
+@cache
 def terms() -> list[tuple[str, str]]:
     """(a term as it appears in prose, its entry's anchor), longest first so "bug C" is not
     taken for a part of something longer."""

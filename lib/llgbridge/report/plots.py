@@ -61,9 +61,9 @@ def bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str, steps: st
         title += "\n" + textwrap.fill(f"(0 on every bridge, not drawn: {', '.join(quiet)})", 90)
     fig, ax = plt.subplots(figsize=(7, 0.13 * len(vocabs) * len(groups) + 1.3))
     h = 0.8 / len(groups)
-    top = max(1, int(pd.to_numeric(df[col], errors="coerce").fillna(0).max()))
+    peak = pd.to_numeric(df[col], errors="coerce").fillna(0).max()
+    top = max(1, int(peak))
     short = False
-    drawn: list[int] = []
     for j, b in enumerate(groups):
         vals, labels = [], []
         for v in vocabs:
@@ -80,13 +80,12 @@ def bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str, steps: st
         # vocab i's group sits at -i, its first bridge on top, so the legend reads as the bars do
         ys = [-i - j * h for i in range(len(vocabs))]
         ax.barh(ys, vals, height=h, label=b, color=PALETTE.get(b))
-        drawn += vals
         for y, x, label in zip(ys, vals, labels):
             ax.text(max(x, 1), y, label, va="center", fontsize=7)
     ax.set_yticks([-i - h * (len(groups) - 1) / 2 for i in range(len(vocabs))], vocabs, fontsize=8)
     # a log scale needs a positive bar: with every bar at 0 (a what-if where the bug does not show)
     # matplotlib warns and draws nothing, so the axis stays linear
-    if any(x > 0 for x in drawn):
+    if peak > 0:
         ax.set_xscale("log")
         ax.set_xlim(0.8, top * 60)
     else:

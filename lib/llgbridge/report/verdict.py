@@ -175,20 +175,12 @@ def time_cost(res: Results) -> dict[str, Any] | None:
     ratio = {v: us[(v, "fixed")] / us[(v, "upstream")] for v in vocabs}
     worst = max(vocabs, key=lambda v: ratio[v], default="")
     md = res.bench_csv.with_suffix(".md")
-    machine = (
-        next(
-            (
-                line.removeprefix("Machine: ").rstrip(".")
-                for line in md.read_text(encoding="utf-8").splitlines()
-                if line.startswith("Machine: ")
-            ),
-            "",
-        )
-        if md.exists()
-        else ""
+    text = md.read_text(encoding="utf-8") if md.exists() else ""
+    machine = next(
+        (line.removeprefix("Machine: ").rstrip(".") for line in text.splitlines() if line.startswith("Machine: ")), ""
     )
     return {
-        "runs": bench_runs(md.read_text(encoding="utf-8") if md.exists() else ""),
+        "runs": bench_runs(text),
         "cells": [f"{v} {us[(v, 'upstream')]:.3g} / {us[(v, 'fixed')]:.3g}" for v in vocabs],
         "worst": f"{ratio[worst]:.2f}" if worst else "1.00",
         "worst_vocab": worst,
@@ -686,10 +678,10 @@ def shipped_only(d: Loaded, facts: dict[str, Any], res: Results) -> dict[str, An
     return out
 
 
-def verdict_sentences(d: Loaded, facts: dict[str, Any], res: Results) -> list[str]:
+def verdict_sentences(d: Loaded, facts: dict[str, Any]) -> list[str]:
     """The verdict's sentences, from its facts (the fragment `verdict.md.j2`), the stand-ins apart."""
     overridden_here = {v: m for v, m in overridden().items() if v in d.info}
-    facts = {**facts, **shipped_only(d, facts, res)}
+    facts = {**facts, **facts["shipped"]}
     aborts = facts["aborts"]
     keys = ("n", "hit_a", "hit_b", "broken", "repaired", "costs", "time", "matched", "figures", "port", "aborts")
     said = blocks(
@@ -721,6 +713,8 @@ def verdict(res: Results) -> Verdict | None:
     t = tally(d)
     figs = guide_figures(res)
     facts = verdict_facts(res, d, t, figs)
+    # the one rule for every count of the verdict and the comment: stand-ins apart
+    facts["shipped"] = shipped_only(d, facts, res)
     fups = follow_ups(facts["bug_c"], facts["bug_d"], facts["ignored"])
     rec = recommend(
         t.broken,
@@ -730,7 +724,7 @@ def verdict(res: Results) -> Verdict | None:
         all(v in d.info for v in CTEST_VOCABS),
     )
     return Verdict(
-        verdict_sentences(d, facts, res),
+        verdict_sentences(d, facts),
         pd.DataFrame(t.rows),
         (facts["matched"], len(figs)),
         rec,
