@@ -12,7 +12,7 @@ import pytest
 from conftest import vocab
 from gguf import GGUFReader
 
-from llgbridge import census
+from llgbridge.analyses.census import compute as census
 from llgbridge.errors import InputError
 from llgbridge.gguf_meta import read_kv
 from llgbridge.measure import bench
@@ -138,7 +138,7 @@ def test_the_census_worker_imports_only_the_census() -> None:
         check=True,
     )
     imported = {row.rsplit("|", 1)[-1].strip() for row in p.stderr.splitlines() if row.startswith("import time:")}
-    assert {"llgbridge.census", "llgbridge.vocab"} <= imported
+    assert {"llgbridge.analyses.census.compute", "llgbridge.vocab"} <= imported
     assert not imported & {
         "tqdm",
         "llgbridge.measure.bench",

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import vocab
 
-from llgbridge import census, guide
+from llgbridge import guide
+from llgbridge.analyses.census import compute as census
 
 
 @pytest.fixture(scope="module", params=sorted(guide.CENSUS))

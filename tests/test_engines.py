@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 from conftest import SWAP, bridge, vocab
 
-from llgbridge import engines, grammars
-from llgbridge.adapters import lmfe, outlines_core
+from llgbridge import grammars
+from llgbridge.analyses.engines import compute as engines
+from llgbridge.analyses.engines.adapters import lmfe, outlines_core
 from llgbridge.paths import ROOT, vocab_path
 
 ADAPTERS = {"lm-format-enforcer": lmfe, "outlines": outlines_core}
@@ -172,7 +173,7 @@ def test_section_names_a_fault_in_one_line(tmp_path: Path) -> None:
     """The page's section: an engine that failed on a vocab is one line naming engine, vocab and
     cause; xgrammar's absence is said with its figure; the table has the engine's version column."""
     from llgbridge import nb
-    from llgbridge.report.engines import engines_section
+    from llgbridge.analyses.engines.section import engines_section
 
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\x00" * 8)

@@ -21,9 +21,10 @@ from cmarkgfm.cmark import Options
 from gguf import Keys
 from helpers import write_notebook, write_vocab
 
-from llgbridge import census, nb, probe, report, run
-from llgbridge import forced as forced_mod
-from llgbridge import leak as leak_mod
+from llgbridge import nb, probe, report, run
+from llgbridge.analyses.census import compute as census
+from llgbridge.analyses.forced import compute as forced_mod
+from llgbridge.analyses.leak import compute as leak_mod
 from llgbridge.bridges import build as build_bridge
 from llgbridge.grammars import LEAK_GRAMMAR
 from llgbridge.paths import write_json

@@ -12,7 +12,7 @@ from functools import cache
 import pytest
 from conftest import bridge, variant, vocab
 
-from llgbridge import exactness as ex
+from llgbridge.analyses.exactness import compute as ex
 
 INPUTS = ex.inputs(seed=0, n=300)
 

@@ -94,7 +94,7 @@ def test_a_census_plot_of_a_vocab_without_bug_a_draws_without_a_warning() -> Non
     into make test's output and a what-if's."""
     import warnings
 
-    from llgbridge.report.census import census_figure
+    from llgbridge.analyses.census.section import census_figure
 
     df = pd.DataFrame({"vocab": ["mine"], "differing": [0], "n_tokens": [100]})
     with warnings.catch_warnings():

@@ -95,8 +95,10 @@ def spm_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     fresh clone has no data/results to borrow from)."""
     from conftest import bridge, vocab
 
-    from llgbridge import census, leak, nb
-    from llgbridge import forced as forced_mod
+    from llgbridge import nb
+    from llgbridge.analyses.census import compute as census
+    from llgbridge.analyses.forced import compute as forced_mod
+    from llgbridge.analyses.leak import compute as leak
     from llgbridge.grammars import FORCED_LITERAL, LEAK_GRAMMAR
 
     out = tmp_path_factory.mktemp("spm-results")
@@ -509,7 +511,7 @@ def test_a_real_models_text_stays_out_of_the_committed_table() -> None:
     -march=native picks its quantized kernels by CPU). The committed table keeps what the grammar
     decides; the text and its length stay in the result file."""
     from llgbridge import generate as G
-    from llgbridge import matrix
+    from llgbridge.analyses.matrix import compute as matrix
 
     def row(synthetic: bool, text: str) -> G.MatrixRow:
         return G.MatrixRow(

@@ -177,7 +177,8 @@ def test_an_input_replaced_while_its_analysis_ran_is_not_recorded(tmp_path: Path
     when the file was loaded, and a result whose input changed since is refused in one line."""
     import shutil
 
-    from llgbridge import census, nb
+    from llgbridge import nb
+    from llgbridge.analyses.census import compute as census
 
     mine = tmp_path / "ggml-vocab-mine.gguf"
     shutil.copy(vocab_path("bert-bge"), mine)

@@ -1,6 +1,7 @@
-"""The layers of lib/llgbridge are the code's: the README's Layout is the one module map, and every
-import, lazy ones included, goes to the importer's own layer or to one listed before it, with no
-cycle anywhere. A lazy in-package import that remains says why in a comment."""
+"""The layers of lib/llgbridge are the code's: `llgbridge.layout` is the one module map (the README's
+Layout is generated from it), and every import, lazy ones included, goes to the importer's own
+layer or to one listed before it, with no cycle anywhere. A lazy in-package import that remains
+says why in a comment."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
+
+from llgbridge import layout
 
 ROOT = Path(__file__).resolve().parents[1]
 LIB = ROOT / "lib" / "llgbridge"
@@ -63,43 +66,9 @@ def imports(name: str, source: str | None = None) -> list[tuple[str, ast.stmt, b
     return found
 
 
-def _strip_parentheses(text: str) -> str:
-    out, depth = [], 0
-    for ch in text:
-        depth += ch == "("
-        if not depth:
-            out.append(ch)
-        depth -= ch == ")" and depth > 0
-    return "".join(out)
-
-
-def readme_layers(readme: str) -> list[tuple[str, list[str]]]:
-    """The README's Layout as (layer, its modules), lowest first: the `lib/llgbridge/` entry's
-    indented lines, each layer's modules with their parenthesised notes taken out."""
-    block = readme.split("## Layout", 1)[1].split("```")[1]
-    lines = block.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("lib/llgbridge/"))
-    layers: list[tuple[str, list[str]]] = []
-    text: list[str] = []
-    for line in lines[start + 1 :]:
-        if not line.startswith(" "):
-            break
-        m = re.match(r"  (\w[\w-]*)\s{2,}(.*)", line)
-        if m:
-            layers.append((m.group(1), []))
-            text.append(m.group(2))
-        elif text:  # the entry's own description runs on until the first layer
-            text[-1] += " " + line.strip()
-    return [(layer, re.findall(r"[\w/.]+", _strip_parentheses(t))) for (layer, _), t in zip(layers, text, strict=True)]
-
-
 def layer_of() -> dict[str, int]:
-    """Every module's layer, by its index in the README's Layout."""
-    rank: dict[str, int] = {}
-    for i, (_, names) in enumerate(readme_layers((ROOT / "README.md").read_text(encoding="utf-8"))):
-        for n in names:
-            rank[n.rstrip("/")] = i
-    return {m: rank[m.split(".")[0]] for m in MODULES if m.split(".")[0] in rank}
+    """Every module's layer, by its index in the map (`layout.LAYERS`)."""
+    return {m: i for m in MODULES if (i := layout.layer(m)) is not None}
 
 
 def against_order(rank: dict[str, int], graph: dict[str, list[tuple[str, ast.stmt, bool]]]) -> list[str]:
@@ -153,12 +122,16 @@ def cycles(graph: dict[str, list[tuple[str, ast.stmt, bool]]]) -> list[list[str]
 GRAPH = {m: imports(m) for m in MODULES}
 
 
-def test_the_readme_places_every_module_in_one_layer() -> None:
-    layers = readme_layers((ROOT / "README.md").read_text(encoding="utf-8"))
-    named = [n.rstrip("/") for _, names in layers for n in names]
-    assert [n for n in named if n not in MODULES] == []  # a name in the map that is no module
-    assert sorted(n for n in set(named) if named.count(n) > 1) == []
-    assert sorted(m for m in MODULES if m.split(".")[0] not in named) == []
+def test_the_map_places_every_module_in_a_layer_and_names_only_modules() -> None:
+    assert sorted(m for m in MODULES if layout.layer(m) is None) == []
+    patterns = layout.patterns()
+    assert [p for p in patterns if not any(layout._matches(p, m) for m in MODULES)] == []
+    assert sorted(p for p in set(patterns) if patterns.count(p) > 1) == []
+
+
+def test_the_readme_shows_the_map_as_the_code_holds_it() -> None:
+    """The README's Layout is `python -m llgbridge.layout --readme`'s: the two cannot disagree."""
+    assert layout.readme_block() in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def test_no_import_goes_against_the_layers() -> None:

@@ -14,9 +14,9 @@ import pytest
 from conftest import bridge, variant, vocab
 
 from llgbridge import bridges as B
-from llgbridge import forced as forced_mod
 from llgbridge import grammars, guide
-from llgbridge import leak as leak_mod
+from llgbridge.analyses.forced import compute as forced_mod
+from llgbridge.analyses.leak import compute as leak_mod
 
 
 @cache

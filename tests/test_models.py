@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from llgbridge import catalogue, models, paths
-from llgbridge.census import run_census
+from llgbridge.analyses.census.compute import run_census
 from llgbridge.errors import InputError
 from llgbridge.gguf_meta import read_kv
 from llgbridge.measure import bench

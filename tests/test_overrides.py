@@ -19,7 +19,7 @@ from helpers import write_vocab
 
 from llgbridge import catalogue, generate, models, native, nb, overrides, params, results, server
 from llgbridge import llama_server as S
-from llgbridge.census import run_census
+from llgbridge.analyses.census.compute import run_census
 from llgbridge.errors import InputError
 from llgbridge.vocab import Vocab
 

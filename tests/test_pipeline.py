@@ -28,7 +28,7 @@ LIB = ROOT / "lib" / "llgbridge"
 
 
 def _import_closure(analysis: str) -> set[Path]:
-    nb = json.loads((ROOT / "notebooks" / f"{analysis}.ipynb").read_text())
+    nb = json.loads(analyses.BY_NAME[analysis].notebook_path.read_text())
     code = "\n".join(
         line
         for c in nb["cells"]
@@ -45,17 +45,16 @@ def test_every_notebook_is_an_analysis_of_the_registry_and_every_analysis_has_on
 
 
 def test_every_analysis_has_a_section_on_the_page_and_every_section_a_module() -> None:
-    """The report finds `report/KEY.py`'s `KEY_section` for each key of PAGE by its name: a missing
-    module or function would cost the page a section, so it is caught here."""
+    """The report finds each analysis's `NAME_section` in its entry's module (`section.py` in its
+    package) by its name: a missing module or function would cost the page a section, so it is
+    caught here; the page lists each analysis once, between the report's own sections."""
     import importlib
 
-    assert len(set(analyses.PAGE)) == len(analyses.PAGE)
-    assert set(ANALYSES) <= set(analyses.PAGE), set(ANALYSES) - set(analyses.PAGE)
-    missing = [
-        k
-        for k in analyses.PAGE
-        if not callable(getattr(importlib.import_module(f"llgbridge.report.{k}"), f"{k}_section", None))
-    ]
+    page = importlib.import_module("llgbridge.report.build").PAGE
+    keys = [k for k, _ in page]
+    assert len(set(keys)) == len(keys)
+    assert set(ANALYSES) <= set(keys), set(ANALYSES) - set(keys)
+    missing = [k for k, module in page if not callable(getattr(importlib.import_module(module), f"{k}_section", None))]
     assert not missing
 
 

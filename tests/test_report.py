@@ -20,8 +20,10 @@ import pandas as pd
 import pytest
 from conftest import bridge, vocab
 
-from llgbridge import census, guide, leak, nb, probe, report
-from llgbridge import forced as forced_mod
+from llgbridge import guide, nb, probe, report
+from llgbridge.analyses.census import compute as census
+from llgbridge.analyses.forced import compute as forced_mod
+from llgbridge.analyses.leak import compute as leak
 from llgbridge.grammars import FORCED_LITERAL, LEAK_GRAMMAR
 from llgbridge.paths import ROOT, write_json
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import bridge, variant, vocab
 from llguidance.llamacpp import lltokenizer_from_vocab
 
-from llgbridge import exactness as ex
+from llgbridge.analyses.exactness import compute as ex
 from llgbridge.bridges import build
 from llgbridge.errors import InputError
 

@@ -85,7 +85,7 @@ def test_whatif_with_an_override_says_what_it_changed(tmp_path: Path) -> None:
     ]
     assert (out / "without" / "index.html").exists() and (out / "without" / "html" / "census" / "spm.html").exists()
     # the other engines' audit runs on a what-if too (issue 46), each engine a row of its own
-    from llgbridge.engines import ENGINES
+    from llgbridge.analyses.engines.compute import ENGINES
 
     engines = pd.read_csv(out / "without" / "tables" / "engines.csv")
     assert sorted(engines.engine) == sorted(e.name for e in ENGINES) and set(engines.vocab) == {"spm"}

@@ -1,7 +1,7 @@
 """llgbridge: the llama.cpp <-> llguidance bridge, ported to Python, and the analyses that audit it.
 
-The modules, by layer, are the README's Layout: the one map (tests/test_layers.py checks every
-import against it).
+The modules, by layer, are one map in code, `layout.LAYERS`, which the README's Layout shows
+(generated from it; tests/test_layers.py checks every import against it).
 """
 
 import sys

@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from .analyses import BY_NAME
 from .errors import InputError
 from .overrides import check_file, parse_all
 from .paths import ROOT, name_problem
@@ -59,9 +60,18 @@ def _declared(path: Path) -> dict[str, Any]:
     return out
 
 
+def notebook_file(notebook: str, notebooks_dir: Path = NOTEBOOK_DIR) -> Path:
+    """`notebook`'s source: in `notebooks_dir`, or where its analysis's entry says when that is the
+    repository's folder (an analysis from outside it brings its own, `Analysis.notebook`)."""
+    entry = BY_NAME.get(notebook)
+    if entry is not None and notebooks_dir == NOTEBOOK_DIR:
+        return entry.notebook_path
+    return notebooks_dir / f"{notebook}.ipynb"
+
+
 def declared(notebook: str, notebooks_dir: Path = NOTEBOOK_DIR) -> dict[str, Any]:
     """The parameters `notebook` declares, with their defaults (a fresh copy)."""
-    path = notebooks_dir / f"{notebook}.ipynb"
+    path = notebook_file(notebook, notebooks_dir)
     if not path.exists():
         have = ", ".join(p.stem for p in sorted(notebooks_dir.glob("*.ipynb")))
         raise InputError(path, f"no such notebook (have: {have})")

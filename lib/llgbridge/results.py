@@ -26,7 +26,7 @@ from typing import Any
 
 from . import loaded
 from . import params as P
-from .analyses import ANALYSES, Kind, Schema
+from .analyses import ANALYSES, BY_NAME, Kind, Schema
 from .catalogue import overrides_of
 from .errors import InputError
 from .overrides import canonical
@@ -54,7 +54,9 @@ SHARED_CODE = (
     "nb.py",
     "show.py",
     "results.py",
-    "analyses.py",
+    "analyses/__init__.py",
+    "analyses/registry.py",
+    "analyses/*/__init__.py",
     "candidates.py",
     "catalogue.py",
     "params.py",
@@ -154,8 +156,7 @@ def code_version(analysis: str) -> str:
     """A hash of the notebook, of every module its result depends on and of the binaries it ran
     (`BUILT`, by their sha256) (16 hex digits), as the files were when this process first asked."""
     if not _VERSIONS:
-        notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
-        _VERSIONS.update({a: _code_version(a) for a in {*notebooks, *MODULES}})
+        _VERSIONS.update({a: _code_version(a) for a in MODULES})
     if analysis not in _VERSIONS:
         _VERSIONS[analysis] = _code_version(analysis)
     return _VERSIONS[analysis]
@@ -207,19 +208,37 @@ def import_closure(files: list[Path], source: str = "") -> set[Path]:
     return seen
 
 
+def _own_code(folder: Path) -> list[Path]:
+    """An analysis package's modules, its section left out: the page's code reruns nothing."""
+    return sorted(f for f in folder.rglob("*.py") if f.name != "section.py" and "__pycache__" not in f.parts)
+
+
 def code_files(analysis: str) -> list[Path]:
-    """The source files `analysis`'s code version hashes: its notebook, SHARED_CODE and its MODULES."""
+    """The source files `analysis`'s code version hashes: its notebook, SHARED_CODE, its package's
+    own modules and its MODULES."""
     lib = Path(__file__).parent
-    files = [ROOT / "notebooks" / f"{analysis}.ipynb"]
+    entry = BY_NAME.get(analysis)
+    files = [entry.notebook_path if entry else ROOT / "notebooks" / f"{analysis}.ipynb"]
     for m in (*SHARED_CODE, *MODULES.get(analysis, ())):
-        files += sorted((lib / m).glob("*.py")) if m.endswith("/") else [lib / m]
+        files += sorted((lib / m).glob("*.py")) if m.endswith("/") else sorted(lib.glob(m)) if "*" in m else [lib / m]
+    if entry and entry.folder.is_dir():
+        files += [f for f in _own_code(entry.folder) if f not in files]
     return files
+
+
+def _named(f: Path) -> str:
+    """A hashed file's name: from the repository's root, or from its package's parent for an
+    analysis that lives outside it (`analyses.EXTRA`)."""
+    for base in (ROOT, *(a.folder.parent for a in ANALYSES)):
+        if f.is_relative_to(base):
+            return str(f.relative_to(base))
+    return f.name
 
 
 def _code_version(analysis: str) -> str:
     h = hashlib.sha256()
     for f in code_files(analysis):
-        h.update(str(f.relative_to(ROOT)).encode() + b"\0" + (f.read_bytes() if f.exists() else b"(missing)") + b"\0")
+        h.update(_named(f).encode() + b"\0" + (f.read_bytes() if f.exists() else b"(missing)") + b"\0")
     for folder, pattern in BUILT.get(analysis, ()):
         for f in sorted((ROOT / folder).glob(pattern)):
             if f.is_file():

@@ -477,7 +477,7 @@ def _prepare(
     shown_results = results_dir.relative_to(ROOT) if results_dir.is_relative_to(ROOT) else results_dir
     parameters = {"vocab": vocab, "results_dir": str(shown_results), **params}
     full = P.check(notebook, parameters, notebooks_dir)
-    return parameters, full, notebooks_dir / f"{notebook}.ipynb", results_dir / notebook / f"{vocab}.json"
+    return parameters, full, P.notebook_file(notebook, notebooks_dir), results_dir / notebook / f"{vocab}.json"
 
 
 def env_error(e: OSError) -> str:

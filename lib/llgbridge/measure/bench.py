@@ -47,8 +47,14 @@ import pandas as pd
 from tqdm import tqdm
 
 from .. import _llamacall, bridges, catalogue, corpus, generate, models, native, nb, params, synth
+from ..analyses.census.compute import (
+    classify,
+    detokenize_mechanisms,
+    loaded_meta,
+    observed_add_space_prefix,
+    run_census,
+)
 from ..cbuild import llama_dirs
-from ..census import classify, detokenize_mechanisms, loaded_meta, observed_add_space_prefix, run_census
 from ..errors import InputError
 from ..gguf_meta import check_tokenizer, read_kv, read_meta
 from ..native import result as R

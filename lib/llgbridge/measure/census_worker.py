@@ -21,7 +21,7 @@ def now() -> float:
 
 
 def main(paths: list[str]) -> int:
-    from ..census import run_census  # bench imports `now` from here; only the worker loads the census
+    from ..analyses.census.compute import run_census  # bench imports `now` from here; only the worker loads the census
     from ..vocab import Vocab  # and llama.cpp
 
     print(f"ready {now():.6f}")

@@ -20,8 +20,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .. import catalogue, llama_server, matrix, params, server
+from .. import catalogue, llama_server, params, server
 from .. import generate as G
+from ..analyses.matrix import compute as matrix
 from ..candidates import NAMES as CANDIDATES
 
 SERVER_SPLIT_MODELS = ("llama-spm", "smollm2-135m")  # a synthetic model on a 32k vocab, a real one

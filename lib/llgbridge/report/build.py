@@ -10,31 +10,41 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pandas as pd
 
-from ..analyses import PAGE
+from ..analyses import ANALYSES
 from ..fixtures import refused as refused_inputs
 from ..paths import REPORTS, RESULTS, ROOT, write_atomic, write_json
 from ..results import SCHEMAS
 from ..run import CELL_TIMEOUT, MEMORY_GIB
-from . import gfm, repro, tested
+from . import repro, tested
 from .claims import as_json as claims_json
 from .claims import claims, guide_notes
 from .comment import comment
 from .data import Results
-from .glossary import GLOSSARY, anchor, gloss
+from .glossary import GLOSSARY
 from .story import vocab_story
 from .table import PR_BASE, PR_BRANCH, PR_TITLE, Section, Table, guide_order, html_table, overridden_note
+from .templating import environment
 from .verdict import Verdict, recommendation_md, verdict
 
-# the page's order (`analyses.PAGE`): each section is `report/KEY.py`'s `KEY_section`, found by its
-# name, so adding an analysis adds no line here
+# the report's own sections, over the other analyses' results, by their place among the analyses'
+# (`Analysis.page`): "beyond" after the server's, "review" last
+OWN_SECTIONS = {"beyond": 75, "review": 10_000}
+# the page's order: each analysis's section is its entry's module's `NAME_section`, found by its
+# name (`Analysis.section_module`), so adding an analysis adds no line here
+PAGE: tuple[tuple[str, str], ...] = tuple(
+    (key, module)
+    for _, key, module in sorted(
+        [(a.page, a.name, a.section_module) for a in ANALYSES]
+        + [(at, key, f"{__package__}.{key}") for key, at in OWN_SECTIONS.items()]
+    )
+)
 SECTIONS: list[tuple[str, Callable[[Results], Section | None]]] = [
-    (key, getattr(importlib.import_module(f"{__package__}.{key}"), f"{key}_section")) for key in PAGE
+    (key, getattr(importlib.import_module(module), f"{key}_section")) for key, module in PAGE
 ]
 
 
@@ -95,31 +105,6 @@ def inputs_table(res: Results) -> pd.DataFrame:
     if not rows:
         return pd.DataFrame()
     return pd.DataFrame(rows).sort_values(["analysis", "input"], kind="stable").reset_index(drop=True)
-
-
-@cache
-def environment() -> Any:
-    import jinja2
-    import mistune
-
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("llgbridge", "templates"),
-        autoescape=jinja2.select_autoescape(["html.j2"]),
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    md = mistune.create_markdown(escape=True, plugins=["table"])
-    env.filters["md"] = lambda s: jinja2.utils.markupsafe.Markup(md(s) if s else "")
-    env.filters["md_inline"] = lambda s: jinja2.utils.markupsafe.Markup(
-        str(md(s)).strip().removeprefix("<p>").removesuffix("</p>") if s else ""
-    )
-    env.filters["gfm"] = gfm.prose  # the Markdown files: what GitHub would read as HTML stays text
-    env.filters["inline"] = gfm.inline  # a value from an input in a Markdown sentence (issue 48, break 7)
-    env.filters["gloss"] = lambda s: jinja2.utils.markupsafe.Markup(gloss(str(s)))
-    env.filters["anchor"] = anchor
-    return env
 
 
 def vocab_pages(

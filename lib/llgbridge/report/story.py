@@ -6,9 +6,9 @@ from .. import guide
 from ..catalogue import overridden
 from ..native import LLG_PINNED as NATIVE_PIN
 from .data import Results
+from .native import abort_cause, bad_tokens
 from .prose import prose
 from .table import first_words, pinned_rows
-from .verdict import abort_cause, bad_tokens
 
 
 def vocab_story(res: Results, v: str) -> str:

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import guide
-from ..catalogue import REAL_MODELS
-from ..palette import BRIDGES as PALETTE
-from .data import Results, takes_results
-from .plots import pyplot, svg
-from .prose import prose
-from .table import GUIDE_VOCABS, Cell, Section, Table, group_rows, guide_order, matched, piece_text, shows, vocab_key
+from ... import guide
+from ...catalogue import REAL_MODELS
+from ...palette import BRIDGES as PALETTE
+from ...report.data import Results, takes_results
+from ...report.plots import pyplot, svg
+from ...report.prose import prose
+from ...report.table import (
+    GUIDE_VOCABS,
+    Cell,
+    Section,
+    Table,
+    group_rows,
+    guide_order,
+    matched,
+    piece_text,
+    shows,
+    vocab_key,
+)
 
 
 def census_figure(df: pd.DataFrame) -> str:

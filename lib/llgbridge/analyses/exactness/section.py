@@ -8,10 +8,10 @@ from collections import Counter
 
 import pandas as pd
 
-from ..show import show_text
-from .data import Results, takes_results
-from .prose import blocks
-from .table import Section, Table, vocab_key
+from ...report.data import Results, takes_results
+from ...report.prose import blocks
+from ...report.table import Section, Table, vocab_key
+from ...show import show_text
 
 
 def witness_text(witness: str) -> str:

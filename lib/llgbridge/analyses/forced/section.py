@@ -6,11 +6,10 @@ import json
 
 import pandas as pd
 
-from .. import guide
-from ..show import show_list, show_text
-from .data import Results, takes_results
-from .prose import prose
-from .table import (
+from ... import guide
+from ...report.data import Results, takes_results
+from ...report.prose import prose
+from ...report.table import (
     GUIDE_VOCABS,
     Cell,
     Section,
@@ -23,6 +22,7 @@ from .table import (
     result_rows,
     shows,
 )
+from ...show import show_list, show_text
 
 
 @takes_results

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .data import Results, takes_results
-from .prose import prose
-from .table import GUIDE_VOCABS, Cell, Section, Table, group_rows, guide_order, shows, vocab_key
+from ...report.data import Results, takes_results
+from ...report.prose import prose
+from ...report.table import GUIDE_VOCABS, Cell, Section, Table, group_rows, guide_order, shows, vocab_key
 
 
 @takes_results

@@ -28,8 +28,8 @@ from typing import Any
 
 from gguf import Keys
 
-from .gguf_meta import VocabMeta, read_meta
-from .vocab import Vocab
+from ...gguf_meta import VocabMeta, read_meta
+from ...vocab import Vocab
 
 
 def clean_spaces(text: bytes) -> bytes:

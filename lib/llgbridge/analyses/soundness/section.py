@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .data import Results, takes_results
-from .plots import bar_by_bridge
-from .prose import prose
-from .table import Section, Table, names, vocab_key
+from ...report.data import Results, takes_results
+from ...report.plots import bar_by_bridge
+from ...report.prose import prose
+from ...report.table import Section, Table, names, vocab_key
 
 
 @takes_results

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import guide
-from .data import Results, takes_results
-from .plots import bar_by_bridge
-from .prose import prose
-from .table import (
+from ... import guide
+from ...report.data import Results, takes_results
+from ...report.plots import bar_by_bridge
+from ...report.prose import prose
+from ...report.table import (
     GUIDE_VOCABS,
     Cell,
     Section,

@@ -6,11 +6,11 @@ from typing import Any
 
 import pandas as pd
 
-from ..catalogue import REAL_MODELS, overridden
-from ..show import show_text
-from .data import Results, takes_results
-from .prose import blocks
-from .table import Cell, Section, Table, after_fix, first_words, shows
+from ...catalogue import REAL_MODELS, overridden
+from ...report.data import Results, takes_results
+from ...report.prose import blocks
+from ...report.table import Cell, Section, Table, after_fix, first_words, shows
+from ...show import show_text
 
 
 def mask_share(bench: pd.DataFrame) -> list[str]:

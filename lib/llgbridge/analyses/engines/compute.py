@@ -25,9 +25,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError, first_line
-from .grammars import FORCED_LITERAL
-from .show import show
+from ...errors import InputError, first_line
+from ...grammars import FORCED_LITERAL
+from ...show import show
 
 # the leak grammar `start: /[.a-z]{2,6}/ "!"` (grammars.LEAK_GRAMMAR) in the engines' regex language
 LEAK_REGEX = "[.a-z]{2,6}!"

@@ -13,12 +13,12 @@ from typing import Any
 
 import llama_cpp
 
-from . import catalogue, models, nb, synth
-from . import generate as G
-from .errors import InputError
-from .overrides import model_label
-from .paths import resolve
-from .vocab import Vocab
+from ... import catalogue, models, nb, synth
+from ... import generate as G
+from ...errors import InputError
+from ...overrides import model_label
+from ...paths import resolve
+from ...vocab import Vocab
 
 
 @dataclass(frozen=True)

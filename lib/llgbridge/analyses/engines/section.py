@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..engines import ENGINES, LEFT_OUT
-from .data import Results, takes_results
-from .prose import prose
-from .table import Cell, Section, Table, int_columns, vocab_key
+from ...report.data import Results, takes_results
+from ...report.prose import prose
+from ...report.table import Cell, Section, Table, int_columns, vocab_key
+from .compute import ENGINES, LEFT_OUT
 
 # the table's columns, in its order (engines.csv keeps every column the results hold)
 SHOWN = {

@@ -34,12 +34,12 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from .bridges import Bridge, build
-from .errors import InputError
-from .fixtures import manifest
-from .paths import VOCABS
-from .probe import ProbeResult, probe_tokenize_exact
-from .vocab import Vocab
+from ...bridges import Bridge, build
+from ...errors import InputError
+from ...fixtures import manifest
+from ...paths import VOCABS
+from ...probe import ProbeResult, probe_tokenize_exact
+from ...vocab import Vocab
 
 SPECIAL_TEXTS: tuple[bytes, ...] = (
     b"<s>",

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .bridges import Bridge, failed_rows
-from .errors import LlgError, cause_line
-from .vocab import Vocab
+from ...bridges import Bridge, failed_rows
+from ...errors import LlgError, cause_line
+from ...vocab import Vocab
 
 
 @dataclass

@@ -12,10 +12,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .bridges import Bridge, failed_rows
-from .errors import LlgError, first_line
-from .grammars import literal_grammar
-from .llg import Matcher
+from ...bridges import Bridge, failed_rows
+from ...errors import LlgError, first_line
+from ...grammars import literal_grammar
+from ...llg import Matcher
 
 
 @dataclass

@@ -1,0 +1,49 @@
+"""The real llama-server answering the guide's requests (`llgbridge.server`)."""
+
+from __future__ import annotations
+
+from ..registry import NUM, Analysis, Schema
+
+ANALYSIS = Analysis(
+    "server",
+    ("server.py", "server_causes.py", "llama_server.py", "generate.py", "synth.py", "native/", "soundness.py"),
+    Schema(
+        {
+            "rows": list,
+            "tokens": list,
+            "load": list,
+            "llguidance": list,
+            "port_llguidance": str,
+            "builds": dict,
+            "cases": dict,
+            "temperature": NUM,
+            "seed": int,
+        },
+        {
+            "rows": {
+                "model": str,
+                "vocab": str,
+                "llguidance": str,
+                "sampler": str,
+                "case": str,
+                "http_status": int,
+                "error_field": bool,
+                "outcome": str,
+            },
+            "load": {
+                "model": str,
+                "llguidance": str,
+                "sampler": str,
+                "requests": int,
+                "violations": int,
+                "healthy_after": bool,
+            },
+        },
+    ),
+    runs_on="server",
+    whatif=True,
+    built=(("data/native/server/bin", "*"),),
+    order=11,
+    page=70,
+    section="report.server",
+)

@@ -1,0 +1,188 @@
+"""The module map: every module of the library, by layer, lowest first. The one map: the README's
+Layout is generated from it (`python -m llgbridge.layout --readme` rewrites it; a test checks the
+README holds it), and tests/test_layers.py checks every import against it: a module imports only
+from its own layer or one listed before it, never in a cycle.
+
+A name is a module below llgbridge, dotted (`report.table`); `X/` is the package X and every module
+in it; a `*` stands for one name (`analyses.*.compute`: each analysis's compute). Standard library
+only.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+# (layer, ((module, what it is), ...)), lowest first
+LAYERS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    (
+        "base",
+        (
+            ("paths", "where things live, input names"),
+            ("errors", ""),
+            ("loaded", "the input files a process loaded, as their bytes were"),
+            ("catalogue", "the real models by name, their overrides"),
+            ("candidates", "the registry of candidate patches"),
+            ("analyses", "the registry of analyses, found as packages"),
+            ("analyses.registry", "what an entry declares"),
+            ("analyses.*", "each analysis's entry"),
+            ("grammars", ""),
+            ("guide", "the guide's own figures"),
+            ("palette", "colours only"),
+            ("jobserver", "Make's job slots"),
+            ("pool", "the one crash-isolating process pool"),
+            ("layout", "this map"),
+        ),
+    ),
+    (
+        "core",
+        (
+            ("llg", "ctypes binding to llguidance, Matcher"),
+            ("gguf_meta", ""),
+            ("overrides", "llama.cpp's key overrides: parsed, checked against its log"),
+            ("params", ""),
+            ("vocab", "with _llamacall.c, llama.h's two per-token vocab calls bound for CPython"),
+            ("cbuild", "builds it"),
+            ("bridges", "every bridge: upstream, fixed, sentinel, the candidates, truth"),
+            ("probe", "the PR's three probes"),
+            ("results", "the result contract: provenance, the one judge of current"),
+            ("show", ""),
+        ),
+    ),
+    (
+        "inputs",
+        (
+            ("fetch", "the one fetcher: pip download, sha256 against a manifest, atomic rename"),
+            ("fixtures", "the vocab fixtures, vocabs.sha256"),
+            ("models", "the real models, models.sha256"),
+            ("synth", "synthetic models"),
+            ("schemas", "the SchemaStore corpus, schemas.tsv"),
+        ),
+    ),
+    (
+        "compute",
+        (
+            ("analyses.*.compute", "each analysis's computation"),
+            ("analyses.engines.adapters/", "each library's own llama.cpp integration, called"),
+            ("soundness", "the walk every bridge's mask is checked along"),
+            ("generate", "one generation, judged"),
+            ("corpus", ""),
+            ("corpus_job", "its jobs and their cache key"),
+            ("cluster", "its engines: serial, the pool, Dask"),
+            ("native/", "the compiled C++: builder, logs, causes, trace, result; __main__ is make native"),
+            ("llama_server", "llama-server built and run"),
+            ("server_causes", "a server error's cause, from its message and log"),
+            ("server", "the matrix through llama-server"),
+            ("gguf_fuzz", "mutated GGUF files through loading"),
+            ("nb", "what the notebooks call"),
+        ),
+    ),
+    (
+        "render",
+        (
+            ("report.data", "every result loaded once"),
+            ("report.gfm", ""),
+            ("report.glossary", ""),
+            ("report.table", "Table, Cell, Section: HTML and Markdown from one description"),
+            ("report.plots", ""),
+            ("report.templating", "the one Jinja environment"),
+            ("report.prose", "a section's prose from its .md.j2 fragment"),
+        ),
+    ),
+    (
+        "sections",
+        (
+            ("analyses.*.section", "each analysis's section of the page, with its NAME.md.j2"),
+            ("report.native", ""),
+            ("report.server", ""),
+            ("report.corpus", ""),
+        ),
+    ),
+    ("pipeline", (("run", "the one notebook runner"), ("batch", "make report's planner, on the pool"))),
+    (
+        "report",
+        (
+            ("report.verdict", ""),
+            ("report.story", ""),
+            ("report.repro", ""),
+            ("report.tested", ""),
+            ("report.beyond", ""),
+            ("report.review", ""),
+            ("report.claims", "each sentence of the comment with a figure, and the rows it rests on"),
+            ("report.comment", ""),
+            ("report.build", "the pages, the Markdown and the tables written"),
+            ("report", "python -m llgbridge.report"),
+        ),
+    ),
+    (
+        "top",
+        (
+            ("whatif", "every analysis on one file, its own page"),
+            ("measure/", "make bench, the load test, make quotes"),
+        ),
+    ),
+)
+
+
+def _matches(pattern: str, module: str) -> bool:
+    if pattern.endswith("/"):
+        return module == pattern[:-1] or module.startswith(pattern[:-1] + ".")
+    p, m = pattern.split("."), module.split(".")
+    return len(p) == len(m) and all(a in ("*", b) for a, b in zip(p, m))
+
+
+def layer(module: str) -> int | None:
+    """`module`'s layer (its index in LAYERS); the most specific name wins: an exact one over a `*`."""
+    found = [
+        (pattern.count("*"), -len(pattern), i)
+        for i, (_, entries) in enumerate(LAYERS)
+        for pattern, _ in entries
+        if _matches(pattern, module)
+    ]
+    return min(found)[2] if found else None
+
+
+def patterns() -> list[str]:
+    return [pattern for _, entries in LAYERS for pattern, _ in entries]
+
+
+BEGIN, END = "<!-- layout: generated by python -m llgbridge.layout --readme -->", "<!-- /layout -->"
+WIDTH = 104
+INDENT = 17
+
+
+def text() -> str:
+    """The map as the README shows it."""
+    lines = []
+    for name, entries in LAYERS:
+        said = ", ".join(f"{p} ({note})" if note else p for p, note in entries)
+        wrapped = textwrap.wrap(said, WIDTH - INDENT, break_on_hyphens=False)
+        lines.append(f"  {name:<{INDENT - 2}}{wrapped[0]}")
+        lines += [" " * INDENT + w for w in wrapped[1:]]
+    return "\n".join(lines)
+
+
+HEAD = "lib/llgbridge/   the library, by layer, lowest first: lib/llgbridge/layout.py, tests/test_layers.py checks it"
+
+
+def readme_block() -> str:
+    """The README's Layout block: the library's map, between the markers."""
+    return f"{BEGIN}\n```\n{HEAD}\n{text()}\n```\n{END}"
+
+
+def rewrite(readme: Path) -> bool:
+    """The README's Layout block replaced by the map's; True if it changed."""
+    old = readme.read_text(encoding="utf-8")
+    new = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda _: readme_block(), old, flags=re.S)
+    if new != old:
+        readme.write_text(new, encoding="utf-8")
+    return new != old
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--readme"]:
+        print("README.md", "rewritten" if rewrite(Path(__file__).resolve().parents[2] / "README.md") else "unchanged")
+    else:
+        print(text())
