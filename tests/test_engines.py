@@ -56,7 +56,7 @@ def census(engine: str, name: str) -> engines.Census:
 def test_registry_matches_adapters_and_pins() -> None:
     """Adding an engine is its entry, its adapter module and a test: each entry's adapter exists,
     no adapter is without an entry, and each version is pinned in both dependency files."""
-    mods = {p.stem for p in (ROOT / "lib/llgbridge/adapters").glob("*.py")} - {"__init__"}
+    mods = {p.stem for p in (ROOT / "lib/llgbridge/analyses/engines/adapters").glob("*.py")} - {"__init__"}
     assert mods == {e.adapter for e in engines.ENGINES}
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     env = (ROOT / "environment.yml").read_text()

@@ -134,6 +134,11 @@ def test_the_readme_shows_the_map_as_the_code_holds_it() -> None:
     assert layout.readme_block() in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
+def test_the_readme_lists_the_analyses_the_registry_holds() -> None:
+    """The README's list of analyses is generated from the entries, in the page's order."""
+    assert layout.analyses_block() in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
 def test_no_import_goes_against_the_layers() -> None:
     assert against_order(layer_of(), GRAPH) == []
 

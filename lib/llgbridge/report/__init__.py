@@ -14,8 +14,9 @@ any run failed.
 
 The flow is one way: `results.load` (the only reader of result files, which turns a bad file
 into a failed input), called once per analysis by one `Results` (`data.py`) -> one `Section` per
-analysis (a module each: `census.py` ... `review.py`, then `verdict.py`, `story.py`, `repro.py`,
-`tested.py` and `comment.py`), built
+analysis (its package's `section.py` under `analyses/`, found through the registry; the
+report's own `beyond.py` and `review.py`, then `verdict.py`, `story.py`, `repro.py`, `tested.py`
+and `comment.py`), built
 from `Table`s whose `Cell`s carry their colours (`table.py`) -> the templates in
 `llgbridge/templates/`, which render the HTML and the Markdown from the same `Table` objects, so
 the two cannot disagree (`build.py`). A section that raises becomes a failed input too; the

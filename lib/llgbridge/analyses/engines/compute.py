@@ -2,7 +2,7 @@
 token table from a llama.cpp vocab, audited as the bridges are.
 
 Each entry of `ENGINES` names a library, its pinned version and its adapter module
-(`llgbridge.adapters.NAME`), which builds the table and the masks by calling the library's own
+(`adapters.NAME` beside this module), which builds the table and the masks by calling the library's own
 llama.cpp integration on a llama-cpp-python `Llama(vocab_only=True)`. Adding an engine touches
 this list, one adapter module and a test (tests/test_engines.py checks the list against
 `adapters/` and the pins in pyproject.toml and environment.yml).

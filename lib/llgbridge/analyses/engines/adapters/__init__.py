@@ -1,4 +1,4 @@
-"""One module per engine of `llgbridge.engines.ENGINES`: each builds the engine's token table and
+"""One module per engine of `ENGINES` (`analyses.engines.compute`): each builds the engine's token table and
 its masks by calling the library's own llama.cpp integration on a llama-cpp-python `Llama`.
 
 An adapter module has `build(llm) -> Built`; a `Built` holds `table` (token id -> the bytes the
