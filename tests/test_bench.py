@@ -15,7 +15,11 @@ from gguf import GGUFReader
 from llgbridge import census
 from llgbridge.errors import InputError
 from llgbridge.gguf_meta import read_kv
-from llgbridge.measure import bench
+from llgbridge.measure import bench, census_c
+from llgbridge.measure import native_split as NS
+from llgbridge.measure.benchmd import render, render_parts
+from llgbridge.measure.census_c import Census
+from llgbridge.measure.whatif_time import whatif_context
 from llgbridge.paths import ROOT, VOCABS
 
 
@@ -37,22 +41,17 @@ def test_c_loop_agrees_with_python_census() -> None:
 
 def test_both_census_processes_in_parts_add_up_to_their_wall() -> None:
     paths = [str(VOCABS / f"ggml-vocab-{n}.gguf") for n in ("llama-spm", "bert-bge")]
-    c = bench.run_child([str(bench.compile_c()), *paths])
-    py = bench.run_child([sys.executable, "-m", "llgbridge.measure.census_worker", *paths])
-    bench.check_agree(py, c)  # raises where the counts differ
+    c = census_c.run_child([str(bench.compile_c()), *paths])
+    py = census_c.run_child([sys.executable, "-m", "llgbridge.measure.census_worker", *paths])
+    census_c.check_agree(py, c)  # raises where the counts differ
     for run in (py, c):
         parts = run.parts()
-        assert list(parts) == [k for k, _ in bench.PARTS]
+        assert list(parts) == [k for k, _ in census_c.PARTS]
         assert 0 < run.start < run.wall and parts["write"] > 0
         assert abs(sum(parts.values()) - run.wall) < 1e-9
         for line in run.lines.values():
             assert 0 < line.load < line.seconds and 0 <= line.free < line.seconds and line.compute > 0
-    page = bench.render(
-        {
-            "meta": bench.meta_context({"machine": "m", "nproc": "2", "loadavg": "0", "repeat": "1"}),
-            "census": bench.census_context(c.lines, [py], [c], 0.0),
-        }
-    )
+    page = render_parts([Census([], [py], [c], 0.0, {"machine": "m", "nproc": "2", "loadavg": "0", "repeat": "1"})])
     assert page.startswith("# Census: Python vs C\n") and "## " not in page  # the census section alone
     wall_row = next(row for row in page.splitlines() if row.startswith("| **process wall**"))
     assert [x.strip() for x in wall_row.split("|")[2:4]] == [f"{py.wall:.3f}", f"{c.wall:.3f}"]
@@ -67,13 +66,13 @@ def test_the_native_split_counts_one_harness_process_per_llguidance_version() ->
 
     if native.unavailable():
         pytest.skip(native.unavailable())
-    (row,) = bench.native_split(("bert-bge",))
+    (row,) = NS.native_split(("bert-bge",))
     versions = native.built_versions()
     assert row["processes"] == len(versions)
     assert row["tests"] == 4 * len(versions) + len(native.CANDIDATES)
     assert row["test_own"] == 0 and row["test_work"] > 0
-    assert abs(sum(row[k] for k, _ in bench.NATIVE_PARTS) - row["wall"]) < 1e-9
-    page = bench.render({"native_split": {"table": bench.native_split_table([row])}})
+    assert abs(sum(row[k] for k, _ in NS.NATIVE_PARTS) - row["wall"]) < 1e-9
+    page = render({"native_split": {"table": NS.native_split_table([row])}})
     assert page.startswith("## The native analysis in parts\n") and page.count("## ") == 1
 
 
@@ -98,7 +97,7 @@ def test_the_whatif_section_judges_the_plain_what_if_against_issue_33s_20_s() ->
     assert W.verdict(rows(16.04)) == "goal <= 20 s for the plain what-if: met (16.0 s, median of 3)"
     assert W.verdict(rows(20.6)) == "goal <= 20 s for the plain what-if: not met (20.6 s, median of 3)"
     assert W.verdict(rows(16.0, failed=1)).startswith("goal <= 20 s for the plain what-if: not met")
-    page = bench.render({"whatif": bench.whatif_context(rows(16.04))})
+    page = render({"whatif": whatif_context(rows(16.04))})
     assert page.startswith("## A what-if, end to end\n") and page.count("## ") == 1
     assert "| plain | 9 | 0 | 16.0 | 23.2, 16.0, 15.1 |" in page and "met (16.0 s, median of 3)" in page
 
