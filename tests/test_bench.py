@@ -15,7 +15,15 @@ from gguf import GGUFReader
 from llgbridge.analyses.census import compute as census
 from llgbridge.errors import InputError
 from llgbridge.gguf_meta import read_kv
-from llgbridge.measure import bench
+from llgbridge.measure import bench, census_c, loadtest, regen
+from llgbridge.measure import native_split as NS
+from llgbridge.measure.ablation import Ablation, Builds
+from llgbridge.measure.benchmd import BenchPart, render, render_parts
+from llgbridge.measure.census_c import Census, CensusRun, Line
+from llgbridge.measure.corpus_time import CorpusTime
+from llgbridge.measure.decode_time import Decode, Generation, MaskPath
+from llgbridge.measure.server_split import ServerSplit
+from llgbridge.measure.whatif_time import Whatif, whatif_context
 from llgbridge.paths import ROOT, VOCABS
 
 
@@ -37,22 +45,17 @@ def test_c_loop_agrees_with_python_census() -> None:
 
 def test_both_census_processes_in_parts_add_up_to_their_wall() -> None:
     paths = [str(VOCABS / f"ggml-vocab-{n}.gguf") for n in ("llama-spm", "bert-bge")]
-    c = bench.run_child([str(bench.compile_c()), *paths])
-    py = bench.run_child([sys.executable, "-m", "llgbridge.measure.census_worker", *paths])
-    bench.check_agree(py, c)  # raises where the counts differ
+    c = census_c.run_child([str(bench.compile_c()), *paths])
+    py = census_c.run_child([sys.executable, "-m", "llgbridge.measure.census_worker", *paths])
+    census_c.check_agree(py, c)  # raises where the counts differ
     for run in (py, c):
         parts = run.parts()
-        assert list(parts) == [k for k, _ in bench.PARTS]
+        assert list(parts) == [k for k, _ in census_c.PARTS]
         assert 0 < run.start < run.wall and parts["write"] > 0
         assert abs(sum(parts.values()) - run.wall) < 1e-9
         for line in run.lines.values():
             assert 0 < line.load < line.seconds and 0 <= line.free < line.seconds and line.compute > 0
-    page = bench.render(
-        {
-            "meta": bench.meta_context({"machine": "m", "nproc": "2", "loadavg": "0", "repeat": "1"}),
-            "census": bench.census_context(c.lines, [py], [c], 0.0),
-        }
-    )
+    page = render_parts([Census([], [py], [c], 0.0, {"machine": "m", "nproc": "2", "loadavg": "0", "repeat": "1"})])
     assert page.startswith("# Census: Python vs C\n") and "## " not in page  # the census section alone
     wall_row = next(row for row in page.splitlines() if row.startswith("| **process wall**"))
     assert [x.strip() for x in wall_row.split("|")[2:4]] == [f"{py.wall:.3f}", f"{c.wall:.3f}"]
@@ -67,13 +70,13 @@ def test_the_native_split_counts_one_harness_process_per_llguidance_version() ->
 
     if native.unavailable():
         pytest.skip(native.unavailable())
-    (row,) = bench.native_split(("bert-bge",))
+    (row,) = NS.native_split(("bert-bge",))
     versions = native.built_versions()
     assert row["processes"] == len(versions)
     assert row["tests"] == 4 * len(versions) + len(native.CANDIDATES)
     assert row["test_own"] == 0 and row["test_work"] > 0
-    assert abs(sum(row[k] for k, _ in bench.NATIVE_PARTS) - row["wall"]) < 1e-9
-    page = bench.render({"native_split": {"table": bench.native_split_table([row])}})
+    assert abs(sum(row[k] for k, _ in NS.NATIVE_PARTS) - row["wall"]) < 1e-9
+    page = render({"native_split": {"table": NS.native_split_table([row])}})
     assert page.startswith("## The native analysis in parts\n") and page.count("## ") == 1
 
 
@@ -98,7 +101,7 @@ def test_the_whatif_section_judges_the_plain_what_if_against_issue_33s_20_s() ->
     assert W.verdict(rows(16.04)) == "goal <= 20 s for the plain what-if: met (16.0 s, median of 3)"
     assert W.verdict(rows(20.6)) == "goal <= 20 s for the plain what-if: not met (20.6 s, median of 3)"
     assert W.verdict(rows(16.0, failed=1)).startswith("goal <= 20 s for the plain what-if: not met")
-    page = bench.render({"whatif": bench.whatif_context(rows(16.04))})
+    page = render({"whatif": whatif_context(rows(16.04))})
     assert page.startswith("## A what-if, end to end\n") and page.count("## ") == 1
     assert "| plain | 9 | 0 | 16.0 | 23.2, 16.0, 15.1 |" in page and "met (16.0 s, median of 3)" in page
 
@@ -119,6 +122,132 @@ def test_the_server_split_counts_one_server_start_per_build() -> None:
     assert (row["starts"], row["requests_n"]) == (builds, 2 * builds + 1)
     assert abs(sum(row[k] for k, _ in SS.SERVER_PARTS) - row["wall"]) < 1e-9
     assert row["requests"] > 0 and row["start"] > 0
+
+
+def _hand_written_parts() -> list[BenchPart]:
+    """A run's parts from values written here: two vocabs, one repetition a side, one serial
+    regeneration, a load test; no mask path, decode, generation, corpus or split measured."""
+    c = CensusRun(
+        {"a": Line("a", 1000, 2, 1, 0.2, 0.1, 0.01), "b": Line("b", 3000, 0, 0, 0.4, 0.2, 0.02)}, 1.0, 0.8, 0.1
+    )
+    py = CensusRun(
+        {"a": Line("a", 1000, 2, 1, 0.3, 0.1, 0.01), "b": Line("b", 3000, 0, 0, 0.5, 0.2, 0.02)}, 1.5, 1.2, 0.3
+    )
+    meta = {"machine": "m x86_64", "nproc": "2", "loadavg": "0.50 0.25 0.10", "repeat": "1", "python": "3.12.1"}
+    census = Census([], [py], [c], 0.05, meta)
+    runs = [{"notebook": "census", "wall": 10.0, "cells": 8.0, "analysis": 6.0}]
+    load = [
+        {
+            **dict.fromkeys(loadtest.COLUMNS, 0),
+            "model": "llama-spm",
+            "llguidance": "1.0.1",
+            "sampler": s,
+            "rounds": 5,
+            "requests": 32,
+            "parallel": 4,
+            "violations": v,
+            "healthy_after": True,
+        }
+        for s, v in (("upstream", 7), ("fixed", 1))
+    ]
+    done: dict[str, BenchPart] = {
+        "census": census,
+        "ablation": Ablation([("one pass", 0.6)], census.c_work, census.total_tokens),
+        "builds": Builds(
+            {("a", "upstream"): 0.01, ("a", "fixed"): 0.02, ("b", "upstream"): 0.03, ("b", "fixed"): 0.06},
+            {"b": 3000, "a": 1000},
+        ),
+        "regen": regen.Regens(
+            {"regens": [regen.Regen("today", 1, 20.0, 0, runs)], "identity": {("today", 2): (120, [])}}
+        ),
+        "server_load": loadtest.ServerLoad(loadtest.LoadRun(5, load, [], ["qwen35: no server"])),
+        "mask_path": MaskPath([]),
+        "decode": Decode([]),
+        "generation": Generation([]),
+        "corpus_time": CorpusTime(None),
+        "native_split": NS.NativeSplit([]),
+        "server_split": ServerSplit([]),
+        "whatif": Whatif(
+            [
+                {
+                    "run": "plain",
+                    "vocab": "llama-spm",
+                    "wall": 16.04,
+                    "walls": [23.2, 16.04, 15.1],
+                    "analyses": 9,
+                    "failed": 0,
+                }
+            ]
+        ),
+    }
+    return [done[k] for k in bench.CSV_ORDER]
+
+
+def test_each_part_writes_its_own_section_of_bench_md_from_its_own_record(tmp_path: Path) -> None:
+    """The template's sentences filled from a hand-written record, each part's section where it was
+    measured and only there, bench.csv's rows in the parts' order, and the load test's failure
+    said and failing the run."""
+    parts = _hand_written_parts()
+    bench.write_reports(tmp_path, parts)
+    page = (tmp_path / "bench.md").read_text()
+    for sentence in (
+        "Machine: m x86_64, nproc 2, load average at start 0.50 0.25 0.10.\nVersions: python 3.12.1.\n",
+        "**Overall (process wall, incl. interpreter start and imports): Python 1.50 s, C 1.00 s, ratio 1.50** "
+        "(goal <= 1.5: met; over the 1 repetitions, each Python run against the C run beside it: 1.50 to 1.50). "
+        "Sum of per-vocab seconds: Python 0.80 s, C 0.60 s, ratio 1.33. "
+        "Process CPU: Python 1.20 s, C 0.80 s, ratio 1.50.",
+        "| (of which Python's checks before the load: read_kv + check_tokenizer, timed apart) | 0.050 |  |  |  |",
+        "| **process wall** | 1.500 | 1.000 | +0.500 | 1.50 |",
+        "| a | 1000 | 2 | 1 | 0.300 | 0.200 | 1.50 |",
+        "| **all** | 4000 |  |  | 0.800 | 0.600 | 1.33 |",
+        "against the C loop's non-load seconds (loop + free), 0.30 s.",
+        "| one pass | 0.60 | 2.00 |",
+        "| a | 1000 | 0.010 | 0.020 | 10.00 | 20.00 |\n| b | 3000 | 0.030 | 0.060 | 10.00 | 20.00 |",
+        "(no real model fetched: run `make models`)",
+        "5 rounds of concurrent requests",
+        "In this run the fixed build broke its grammar on 1 request, and the judge and the server disagreed on "
+        "0 answers, over 2 builds.",
+        "Issue 33's goal <= 20 s for the plain what-if: met (16.0 s, median of 3).",
+        "| plain | 9 | 0 | 16.0 | 23.2, 16.0, 15.1 |",
+        "Goals for *today*: serial at most 180 s, -j2 at most 120 s, overhead at most 25% of the wall.",
+        "| today | -j1 | 1 | 20.0 | 6.0 | 14.0 | 70% |",
+        "*today*, serial against -j2: 120 files of `reports/` compared",
+        "all byte-identical.",
+        "| census | 1 | 10.0 | 6.0 | 4.0 | 40% |",
+    ):
+        assert sentence in page, sentence
+    heads = [row for row in page.splitlines() if row.startswith("#")]
+    assert heads == [
+        "# Census: Python vs C",
+        "## What each optimisation bought",
+        "## Building each bridge's tokenizer",
+        "## The mask in a real decode step",
+        "## llama-server under concurrent requests",
+        "## A what-if, end to end",
+        "## Regenerating the report",
+    ]
+    assert page.endswith("| census | 1 | 10.0 | 6.0 | 4.0 | 40% |\n")
+    assert render_parts(parts[:1]) == page[: page.index("## What each")].rstrip("\n") + "\n"
+    rows = (tmp_path / "bench.csv").read_text().splitlines()
+    assert rows[0] == "benchmark,vocab,n_tokens,variant,seconds,ratio,us_per_token"
+    assert "census_no_load,ALL,4000,one pass,0.6,2.0,150.0" in rows
+    assert "bridge_build,b,3000,fixed,0.06,,20.0" in rows
+    assert list(dict.fromkeys(r.split(",")[0] for r in rows[1:])) == [
+        "census",
+        "census_process_wall",
+        "census_process_cpu",
+        "census_part",
+        "census_no_load",
+        "bridge_build",
+        "report_regeneration",
+        "report_regeneration_part",
+        "report_regeneration_analysis",
+        "report_regeneration_identity",
+        "whatif",
+    ]
+    assert (tmp_path / loadtest.SERVER_LOAD_MD).exists() and not (tmp_path / "bench-corpus-timing.json").exists()
+    assert [line for p in parts for line in p.failures()] == ["load test: qwen35: no server"]
+    assert [type(p).__name__ for p in parts if p.failed()] == ["ServerLoad"]
 
 
 def test_the_census_worker_imports_only_the_census() -> None:
@@ -142,6 +271,8 @@ def test_the_census_worker_imports_only_the_census() -> None:
     assert not imported & {
         "tqdm",
         "llgbridge.measure.bench",
+        "llgbridge.measure.benchmd",
+        "llgbridge.measure.census_c",
         "llgbridge.measure.maskpath",
         "llgbridge.llg",
         "llguidance",

@@ -38,6 +38,7 @@ from ..gguf_meta import read_kv
 from ..paths import DATA, REPORTS, write_atomic
 from ..report import Table
 from ..report.data import SERVER_LOAD_CSV
+from .benchmd import BenchPart
 
 LOAD_REQUESTS = 32  # per round, over the server notebook's `parallel` slots
 LOAD_ROUNDS = 5
@@ -226,3 +227,35 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+@dataclass(frozen=True)
+class ServerLoad(BenchPart):
+    """The load test's run (None where it did not run): a paragraph of bench.md, and its own
+    table and page beside it (`write`)."""
+
+    run: LoadRun | None
+
+    def context(self) -> dict[str, Any]:
+        if self.run is None:
+            return {"server_load": None}
+        rows = self.run.rows
+        return {
+            "server_load": {
+                "md": SERVER_LOAD_MD,
+                "rounds": self.run.rounds,
+                "fixed_violations": sum(r["violations"] for r in rows if r["sampler"] == "fixed"),
+                "disagrees": sum(r["judge_disagrees"] for r in rows),
+                "builds": len(rows),
+            }
+        }
+
+    def write(self, out: Path) -> None:
+        if self.run is not None:
+            write(out, self.run)
+
+    def failures(self) -> list[str]:
+        return [f"load test: {line}" for line in self.run.failures] if self.run is not None else []
+
+    def failed(self) -> bool:
+        return self.run is not None and failed(self.run)

@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from ..paths import DATA, ROOT
+from ..report import Table
+from .benchmd import BenchPart, csv_row, table
 
 CONTENTS: dict[str, dict[str, str]] = {
     # issue 15's yardstick, as it was measured: no native differential, server, real models or corpus
@@ -251,3 +253,94 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _by_analysis_table(r: Regen) -> Table:
+    return table(
+        ["analysis", "runs", "wall s", "compute s", "overhead s", "overhead share"],
+        [
+            [
+                x["analysis"],
+                x["runs"],
+                f"{x['wall']:.1f}",
+                f"{x['compute']:.1f}",
+                f"{x['overhead']:.1f}",
+                f"{100 * x['share']:.0f}%",
+            ]
+            for x in r.by_analysis()
+        ],
+    )
+
+
+def regen_context(regens: dict[str, Any], goals: dict[str, float]) -> dict[str, Any] | None:
+    """The regeneration's section: each run's wall split, serial against -j2, the overhead in its parts."""
+    rs = regens["regens"]
+    if not rs:
+        return None
+    return {
+        "goals": {
+            "serial": f"{goals['serial']:.0f}",
+            "j2": f"{goals['j2']:.0f}",
+            "overhead": f"{100 * goals['overhead_share']:.0f}",
+        },
+        "table": table(
+            ["content", "make", "runs", "wall s", "analysis s", "overhead s", "overhead share"],
+            [
+                [
+                    r.content,
+                    f"-j{r.jobs}",
+                    len(r.runs),
+                    f"{r.wall:.1f}",
+                    f"{r.analysis:.1f}",
+                    f"{r.overhead:.1f}",
+                    f"{100 * r.share:.0f}%",
+                ]
+                for r in rs
+            ],
+        ),
+        "identity": [
+            {"content": content, "jobs": j, "n": n, "differ": ", ".join(differ[:10]), "n_differ": len(differ)}
+            for (content, j), (n, differ) in regens["identity"].items()
+        ],
+        "parts": table(
+            ["part", *(f"{r.content} -j{r.jobs}" for r in rs)],
+            [[name, *(f"{r.parts()[name]:.1f}" for r in rs)] for name in rs[0].parts()],
+        ),
+        "by_analysis": [{"content": r.content, "table": _by_analysis_table(r)} for r in rs if r.jobs == 1],
+    }
+
+
+def _regen_rows(r: Regen) -> list[dict[str, object]]:
+    """One regeneration's rows of bench.csv: its wall split, its overhead's parts, and (serial) each analysis."""
+    tag = "serial" if r.jobs == 1 else f"j{r.jobs}"
+    n = len(r.runs)
+    out = [
+        csv_row("report_regeneration", r.content, n, tag, r.wall),
+        csv_row("report_regeneration", r.content, n, f"{tag}_analysis", r.analysis),
+        csv_row("report_regeneration", r.content, n, f"{tag}_overhead", r.overhead, r.share),
+        *(csv_row("report_regeneration_part", r.content, n, f"{tag}: {part}", s) for part, s in r.parts().items()),
+    ]
+    if r.jobs == 1:
+        out += [
+            csv_row("report_regeneration_analysis", x["analysis"], x["runs"], r.content, x["compute"], x["share"])
+            for x in r.by_analysis()
+        ]
+    return out
+
+
+@dataclass(frozen=True)
+class Regens(BenchPart):
+    """`measure`'s result: the regenerations and, per (content, jobs), the files compared with
+    the serial run's and those that differ; None where none was asked for."""
+
+    measured: dict[str, Any] | None
+
+    def rows(self) -> list[dict[str, object]]:
+        m = self.measured or {"regens": [], "identity": {}}
+        out = [x for r in m["regens"] for x in _regen_rows(r)]
+        for (content, j), (n, differ) in m["identity"].items():
+            out.append(csv_row("report_regeneration_identity", content, n, f"serial_vs_j{j}_differing", len(differ)))
+        return out
+
+    def context(self) -> dict[str, Any]:
+        return {"regen": regen_context(self.measured or {"regens": [], "identity": {}}, GOALS)}

@@ -18,12 +18,14 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import catalogue, llama_server, params, server
 from .. import generate as G
 from ..analyses.matrix import compute as matrix
 from ..candidates import NAMES as CANDIDATES
+from .benchmd import BenchPart, csv_row, table
 
 SERVER_SPLIT_MODELS = ("llama-spm", "smollm2-135m")  # a synthetic model on a 32k vocab, a real one
 SERVER_PARTS = (
@@ -37,6 +39,97 @@ SERVER_PARTS = (
 )
 
 
+@dataclass
+class Clock:
+    """Seconds and calls per SERVER_PARTS part, of one model's `server.run`."""
+
+    parts: dict[str, float] = field(default_factory=dict)
+    calls: Counter[str] = field(default_factory=Counter)
+
+    def reset(self) -> None:
+        self.parts.clear()
+        self.parts.update(dict.fromkeys((k for k, _ in SERVER_PARTS), 0.0))
+        self.calls.clear()
+
+    def timed(self, part: str, f: Callable[..., Any]) -> Callable[..., Any]:
+        def g(*a: Any, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return f(*a, **k)
+            finally:
+                self.parts[part] += time.perf_counter() - t0
+                self.calls[part] += 1
+
+        return g
+
+    def serving(self, real_serve: Callable[..., Any]) -> Callable[..., Any]:
+        """`llama_server.serve` with its start (to the server answering) and its stop timed apart."""
+
+        @contextmanager
+        def serve(*a: Any, **k: Any) -> Iterator[Any]:
+            t0 = time.perf_counter()
+            cm = real_serve(*a, **k)
+            srv = cm.__enter__()
+            self.parts["start"] += time.perf_counter() - t0
+            self.calls["start"] += 1
+            try:
+                yield srv
+            finally:
+                t1 = time.perf_counter()
+                cm.__exit__(None, None, None)
+                self.parts["stop"] += time.perf_counter() - t1
+
+        return serve
+
+
+@contextmanager
+def timing(clock: Clock) -> Iterator[None]:
+    """The calls `server.run` makes timed into `clock` while inside, as they were after."""
+    patched = [
+        (llama_server, "serve", clock.serving(llama_server.serve)),
+        (llama_server, "post", clock.timed("requests", llama_server.post)),
+        (llama_server.Server, "settled_log", clock.timed("log", llama_server.Server.settled_log)),
+        (server, "answered", clock.timed("judging", server.answered)),
+        (G, "load_model", clock.timed("prompts", G.load_model)),
+        (server, "prompts_for", clock.timed("prompts", server.prompts_for)),
+    ]
+    saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patched]
+    try:
+        for obj, name, f in patched:
+            setattr(obj, name, f)
+        yield
+    finally:
+        for obj, name, f in saved:
+            setattr(obj, name, f)
+
+
+def split_one(name: str, p: dict[str, Any], cases: list[str] | None, clock: Clock) -> dict[str, Any]:
+    """`server.run` on the model `name` with the notebook's parameters `p` (or only `cases`), timed into `clock`."""
+    real = catalogue.is_real(name)
+    (path,) = matrix.model_paths(name, "", [], p["models_dir"], p["seed"], [])
+    clock.reset()
+    t0 = time.perf_counter()
+    server.run(
+        name,
+        path,
+        not real,
+        catalogue.REAL_MODELS[name].instruct if real else None,
+        list(p["cases"]) if cases is None else cases,
+        p["prompt"],
+        tuple(p["samplers"]),
+        p["temperature"],
+        p["seed"],
+        p["max_tokens"],
+        candidates=CANDIDATES if p["with_candidates"] else (),
+        say=lambda _line: None,
+    )
+    wall = time.perf_counter() - t0
+    parts = clock.parts
+    parts["other"] = wall - sum(v for k, v in parts.items() if k != "other")
+    counts = {"starts": clock.calls["start"], "requests_n": clock.calls["requests"]}
+    return {"model": name, "wall": wall, **counts, **parts}
+
+
 def server_split(names: tuple[str, ...] = SERVER_SPLIT_MODELS, cases: list[str] | None = None) -> list[dict[str, Any]]:
     """`server.run` per model with the notebook's defaults (or only `cases`), its wall in
     SERVER_PARTS (a row per model: `wall`, `starts`, `requests_n`, each part's seconds); empty
@@ -44,75 +137,38 @@ def server_split(names: tuple[str, ...] = SERVER_SPLIT_MODELS, cases: list[str] 
     if llama_server.built()[1]:
         return []
     p = params.declared("server")
-    parts: dict[str, float] = {}
-    calls: Counter[str] = Counter()
+    clock = Clock()
+    with timing(clock):
+        return [split_one(name, p, cases, clock) for name in names]
 
-    def timed(part: str, f: Callable[..., Any]) -> Callable[..., Any]:
-        def g(*a: Any, **k: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return f(*a, **k)
-            finally:
-                parts[part] += time.perf_counter() - t0
-                calls[part] += 1
 
-        return g
+def server_split_table(rows: list[dict[str, Any]]) -> Any:
+    """SERVER_PARTS down, the models across: seconds and share of each model's wall."""
+    return table(
+        ["part", *(r["model"] for r in rows)],
+        [
+            [
+                "wall s (server starts, requests)",
+                *(f"{r['wall']:.1f} ({r['starts']}, {r['requests_n']})" for r in rows),
+            ],
+            *[[label, *(f"{r[k]:.2f} ({100 * r[k] / r['wall']:.0f}%)" for r in rows)] for k, label in SERVER_PARTS],
+        ],
+    )
 
-    real_serve = llama_server.serve
 
-    @contextmanager
-    def serve(*a: Any, **k: Any) -> Iterator[Any]:
-        t0 = time.perf_counter()
-        cm = real_serve(*a, **k)
-        srv = cm.__enter__()
-        parts["start"] += time.perf_counter() - t0
-        calls["start"] += 1
-        try:
-            yield srv
-        finally:
-            t1 = time.perf_counter()
-            cm.__exit__(None, None, None)
-            parts["stop"] += time.perf_counter() - t1
+@dataclass(frozen=True)
+class ServerSplit(BenchPart):
+    """`server_split`'s rows, one per model; none where no server is built."""
 
-    patched = [
-        (llama_server, "serve", serve),
-        (llama_server, "post", timed("requests", llama_server.post)),
-        (llama_server.Server, "settled_log", timed("log", llama_server.Server.settled_log)),
-        (server, "answered", timed("judging", server.answered)),
-        (G, "load_model", timed("prompts", G.load_model)),
-        (server, "prompts_for", timed("prompts", server.prompts_for)),
-    ]
-    saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patched]
-    out = []
-    try:
-        for obj, name, f in patched:
-            setattr(obj, name, f)
-        for name in names:
-            real = catalogue.is_real(name)
-            (path,) = matrix.model_paths(name, "", [], p["models_dir"], p["seed"], [])
-            parts.clear()
-            parts.update(dict.fromkeys((k for k, _ in SERVER_PARTS), 0.0))
-            calls.clear()
-            t0 = time.perf_counter()
-            server.run(
-                name,
-                path,
-                not real,
-                catalogue.REAL_MODELS[name].instruct if real else None,
-                list(p["cases"]) if cases is None else cases,
-                p["prompt"],
-                tuple(p["samplers"]),
-                p["temperature"],
-                p["seed"],
-                p["max_tokens"],
-                candidates=CANDIDATES if p["with_candidates"] else (),
-                say=lambda _line: None,
-            )
-            wall = time.perf_counter() - t0
-            parts["other"] = wall - sum(v for k, v in parts.items() if k != "other")
-            counts = {"starts": calls["start"], "requests_n": calls["requests"]}
-            out.append({"model": name, "wall": wall, **counts, **parts})
-    finally:
-        for obj, name, f in saved:
-            setattr(obj, name, f)
-    return out
+    splits: list[dict[str, Any]]
+
+    def rows(self) -> list[dict[str, object]]:
+        out = []
+        for r in self.splits:
+            out.append(csv_row("server_part", r["model"], r["requests_n"], "wall", r["wall"]))
+            for k, _ in SERVER_PARTS:
+                out.append(csv_row("server_part", r["model"], r["requests_n"], k, r[k], r[k] / r["wall"]))
+        return out
+
+    def context(self) -> dict[str, Any]:
+        return {"server_split": {"table": server_split_table(self.splits)} if self.splits else None}

@@ -14,11 +14,13 @@ import shutil
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import whatif
 from ..paths import vocab_path
+from .benchmd import BenchPart, csv_row, table
 
 WHATIF_VOCAB = "llama-spm"  # 32,000 tokens: the issue's "a 32k vocab"
 WHATIF_OVERRIDE = "tokenizer.ggml.add_space_prefix=bool:false"  # docs/inputs.md's worked example
@@ -76,3 +78,39 @@ def verdict(rows: list[dict[str, Any]]) -> str:
         f"goal <= {GOAL_S:.0f} s for the plain what-if: {'met' if met else 'not met'}"
         f" ({plain['wall']:.1f} s, median of {len(plain['walls'])})"
     )
+
+
+def whatif_context(rows: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """The what-if's section: each run's wall, and the goal against the plain one."""
+    if not rows:
+        return None
+    return {
+        "vocab": rows[0]["vocab"],
+        "verdict": verdict(rows),
+        "table": table(
+            ["what-if", "analyses run", "failed", "wall s (median)", "each run, in order"],
+            [
+                [
+                    r["run"],
+                    r["analyses"],
+                    r["failed"],
+                    f"{r['wall']:.1f}",
+                    ", ".join(f"{w:.1f}" for w in r["walls"]),
+                ]
+                for r in rows
+            ],
+        ),
+    }
+
+
+@dataclass(frozen=True)
+class Whatif(BenchPart):
+    """`whatif_time`'s rows, one per RUNS entry."""
+
+    runs: list[dict[str, Any]]
+
+    def rows(self) -> list[dict[str, object]]:
+        return [csv_row("whatif", r["vocab"], r["analyses"], r["run"], r["wall"]) for r in self.runs]
+
+    def context(self) -> dict[str, Any]:
+        return {"whatif": whatif_context(self.runs)}
