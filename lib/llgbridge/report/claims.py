@@ -330,83 +330,92 @@ def reproduced_claim(vt: Verdict) -> Claim:
     )
 
 
-def beyond_claims(vt: Verdict, ins: Inputs, res: Results) -> list[Claim]:
-    f = vt.facts
-    out = []
-    if f.get("bug_c"):
-        c = f["bug_c"]
-        nat, _ = res.load("native")
-        special = [x for r in nat for x in r.get("special", []) if x.get("llguidance") == LLG_PINNED]
-        stuck = {
-            b: sorted(
-                {
-                    x["vocab"]
-                    for x in special
-                    if x["sampler"] == b and x["vocab"] in ins.shipped and x.get("steps") and not x.get("complete")
-                }
-            )
-            for b in ("upstream", "fixed", "nospecial")
-        }
-        walked = sorted({x["vocab"] for x in special if x["sampler"] == "fixed" and x["vocab"] in ins.shipped})
-        out.append(
-            Claim(
-                "bug_c",
-                {
-                    "without": stuck["upstream"],
-                    "with": stuck["fixed"],
-                    "spelled_by_fix": [v for v in stuck["upstream"] if v not in stuck["fixed"]],
-                    "candidate": stuck["nospecial"],
-                    "walked": len(walked),
-                    "vocab": c["vocab"],
-                    "literal": c["literal"],
-                    "spelled": c["spelled"],
-                    "patch": c["patch"],
-                    "llguidance": LLG_PINNED,
-                },
-                f"beyond_special.csv, llguidance {LLG_PINNED}, shipped vocabs: steps > 0 and not complete, per sampler",
-            )
+def bug_c_claim(vt: Verdict, ins: Inputs, res: Results) -> Claim | None:
+    """Bug C on the shipped vocabs at llama.cpp's pin: where each sampler's walk of the literal
+    stops short, and where the fix or the candidate spells it out."""
+    c = vt.facts.get("bug_c")
+    if not c:
+        return None
+    nat, _ = res.load("native")
+    special = [x for r in nat for x in r.get("special", []) if x.get("llguidance") == LLG_PINNED]
+    stuck = {
+        b: sorted(
+            {
+                x["vocab"]
+                for x in special
+                if x["sampler"] == b and x["vocab"] in ins.shipped and x.get("steps") and not x.get("complete")
+            }
         )
-    for extra in (bug_d_claim(vt, ins, res), engines_claim(ins, res)):
-        if extra:
-            out.append(extra)
+        for b in ("upstream", "fixed", "nospecial")
+    }
+    walked = sorted({x["vocab"] for x in special if x["sampler"] == "fixed" and x["vocab"] in ins.shipped})
+    return Claim(
+        "bug_c",
+        {
+            "without": stuck["upstream"],
+            "with": stuck["fixed"],
+            "spelled_by_fix": [v for v in stuck["upstream"] if v not in stuck["fixed"]],
+            "candidate": stuck["nospecial"],
+            "walked": len(walked),
+            "vocab": c["vocab"],
+            "literal": c["literal"],
+            "spelled": c["spelled"],
+            "patch": c["patch"],
+            "llguidance": LLG_PINNED,
+        },
+        f"beyond_special.csv, llguidance {LLG_PINNED}, shipped vocabs: steps > 0 and not complete, per sampler",
+    )
+
+
+def ignored_claim(vt: Verdict, s: pd.DataFrame) -> Claim | None:
+    """The schema llguidance rejects: how often the server ignores it and generates freely."""
+    rej = s[s.case == REJECTED_CASE]
+    if rej.empty:
+        return None
+    return Claim(
+        "ignored",
+        {
+            "n": int((rej.outcome == "ignored").sum()),
+            "of": len(rej),
+            "builds": int(rej[["sampler", "llguidance"]].drop_duplicates().shape[0]),
+            "models": int(rej.model.nunique()),
+            "issues": [list(x) for x in vt.facts["upstream"]["ignored"]],
+            "pr": list(FAIL_CLOSED_PR),
+            "url": ISSUES_URL,
+        },
+        "server.csv case rejected_schema, every build and both llguidance versions, every model",
+    )
+
+
+def chat400_claim(ins: Inputs, s: pd.DataFrame) -> Claim | None:
+    """The chat case's HTTP errors: on which models, and whether on every build."""
+    chat = s[(s.case == CHAT_CASE) & (s.http_status >= 400)]
+    if chat.empty:
+        return None
+    builds = s[s.case == CHAT_CASE][["sampler", "llguidance"]].drop_duplicates().shape[0]
+    per_model = chat.groupby("vocab")[["sampler", "llguidance"]].apply(lambda x: len(x.drop_duplicates()))
+    return Claim(
+        "chat400",
+        {
+            "vocabs": ins.only(guide_order(list(per_model.index))),
+            "stand_ins": ins.apart(list(per_model.index)),
+            "every_build": bool((per_model == builds).all()),
+            "builds": int(builds),
+            "status": sorted({int(x) for x in chat.http_status}),
+            "error": str(chat.error.iloc[0])[:80],
+        },
+        f"server.csv case {CHAT_CASE} with HTTP status >= 400, every build",
+    )
+
+
+def beyond_claims(vt: Verdict, ins: Inputs, res: Results) -> list[Claim]:
+    """Beyond the PR: bugs C and D, the other engines, and what the server does with a rejected
+    schema and with the chat case."""
+    found = [bug_c_claim(vt, ins, res), bug_d_claim(vt, ins, res), engines_claim(ins, res)]
     s = _served(res)
     if not s.empty:
-        rej = s[s.case == REJECTED_CASE]
-        if not rej.empty:
-            out.append(
-                Claim(
-                    "ignored",
-                    {
-                        "n": int((rej.outcome == "ignored").sum()),
-                        "of": len(rej),
-                        "builds": int(rej[["sampler", "llguidance"]].drop_duplicates().shape[0]),
-                        "models": int(rej.model.nunique()),
-                        "issues": [list(x) for x in f["upstream"]["ignored"]],
-                        "pr": list(FAIL_CLOSED_PR),
-                        "url": ISSUES_URL,
-                    },
-                    "server.csv case rejected_schema, every build and both llguidance versions, every model",
-                )
-            )
-        chat = s[(s.case == CHAT_CASE) & (s.http_status >= 400)]
-        if not chat.empty:
-            builds = s[s.case == CHAT_CASE][["sampler", "llguidance"]].drop_duplicates().shape[0]
-            per_model = chat.groupby("vocab")[["sampler", "llguidance"]].apply(lambda x: len(x.drop_duplicates()))
-            out.append(
-                Claim(
-                    "chat400",
-                    {
-                        "vocabs": ins.only(guide_order(list(per_model.index))),
-                        "stand_ins": ins.apart(list(per_model.index)),
-                        "every_build": bool((per_model == builds).all()),
-                        "builds": int(builds),
-                        "status": sorted({int(x) for x in chat.http_status}),
-                        "error": str(chat.error.iloc[0])[:80],
-                    },
-                    f"server.csv case {CHAT_CASE} with HTTP status >= 400, every build",
-                )
-            )
-    return out
+        found += [ignored_claim(vt, s), chat400_claim(ins, s)]
+    return [c for c in found if c is not None]
 
 
 def engines_claim(ins: Inputs, res: Results) -> Claim | None:

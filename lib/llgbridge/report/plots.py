@@ -34,6 +34,62 @@ def pyplot() -> Any:
     return plt
 
 
+def total(x: pd.DataFrame, c: str) -> int:
+    """Column `c` of rows `x` summed, a missing or non-numeric value as 0."""
+    return int(pd.to_numeric(x[c], errors="coerce").fillna(0).sum())
+
+
+def present_bridges(df: pd.DataFrame) -> list[str]:
+    """The bridges in `df`, in the palette's order (sorted where none is the palette's)."""
+    return [b for b in BRIDGE_ORDER if b in set(df["bridge"])] or sorted(df["bridge"].unique())
+
+
+def drawn(df: pd.DataFrame, col: str, title: str) -> tuple[list[str], list[str], str]:
+    """(the bridges drawn, the vocabs drawn, the title): a bridge that is 0 everywhere is said in
+    the title rather than drawn as 19 empty bars, and so is a vocab at 0 on every bridge."""
+    vocabs = guide_order(list(df.vocab.unique()))
+    present = present_bridges(df)
+    groups = [b for b in present if total(df[df["bridge"] == b], col)] or present[-1:]
+    zero = [b for b in present if b not in groups]
+    if zero:
+        title += f"\n({', '.join(zero)}: 0 on every vocab)"
+    quiet = [v for v in vocabs if not total(df[df.vocab == v], col)]
+    if quiet and len(quiet) < len(vocabs):
+        vocabs = [v for v in vocabs if v not in quiet]
+        title += "\n" + textwrap.fill(f"(0 on every bridge, not drawn: {', '.join(quiet)})", 90)
+    return groups, vocabs, title
+
+
+def bar_values(df: pd.DataFrame, col: str, b: str, vocabs: list[str], steps: str) -> tuple[list[int], list[str], bool]:
+    """Bridge `b`'s bars, one per vocab: (values, labels, whether a label says its steps fell short).
+    With `steps`, a bar whose bridge covered fewer steps than another on the same vocab says how many."""
+    present = present_bridges(df)
+    vals, labels, short = [], [], False
+    for v in vocabs:
+        x = df[(df.vocab == v) & (df["bridge"] == b)]
+        n = total(x, col)
+        label = f" {n}"
+        if steps and not x.empty:
+            mine, most = total(x, steps), max(total(df[(df.vocab == v) & (df["bridge"] == o)], steps) for o in present)
+            if mine < most:
+                label += f" ({mine} of {most} steps)"
+                short = True
+        vals.append(n)
+        labels.append(label)
+    return vals, labels, short
+
+
+def x_axis(ax: Any, peak: float, xlabel: str) -> None:
+    """A log scale needs a positive bar: with every bar at 0 (a what-if where the bug does not
+    show) matplotlib warns and draws nothing, so the axis stays linear."""
+    if peak > 0:
+        ax.set_xscale("log")
+        ax.set_xlim(0.8, max(1, int(peak)) * 60)
+    else:
+        ax.set_xlim(0, 1)
+    ax.set_xlabel(xlabel, fontsize=9)
+
+
 def bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str, steps: str = "") -> str:
     """Grouped horizontal bars on a log axis, one group per vocab, every value printed at its bar's
     end (a zero has no bar on a log axis: it is printed at the axis). The legend runs in the bars'
@@ -43,54 +99,20 @@ def bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str, steps: st
         return ""  # every row is an error row (a bridge that could not be built or masked): nothing to draw
     df = df[df[col].notna()]
     plt = pyplot()
-    vocabs = guide_order(list(df.vocab.unique()))
-    present = [b for b in BRIDGE_ORDER if b in set(df["bridge"])] or sorted(df["bridge"].unique())
-
-    def num(x: pd.DataFrame, c: str) -> int:
-        return int(pd.to_numeric(x[c], errors="coerce").fillna(0).sum())
-
-    # a bridge that is 0 everywhere is said in the title rather than drawn as 19 empty bars, and so is
-    # a vocab at 0 on every bridge
-    groups = [b for b in present if num(df[df["bridge"] == b], col)] or present[-1:]
-    zero = [b for b in present if b not in groups]
-    if zero:
-        title += f"\n({', '.join(zero)}: 0 on every vocab)"
-    quiet = [v for v in vocabs if not num(df[df.vocab == v], col)]
-    if quiet and len(quiet) < len(vocabs):
-        vocabs = [v for v in vocabs if v not in quiet]
-        title += "\n" + textwrap.fill(f"(0 on every bridge, not drawn: {', '.join(quiet)})", 90)
+    groups, vocabs, title = drawn(df, col, title)
     fig, ax = plt.subplots(figsize=(7, 0.13 * len(vocabs) * len(groups) + 1.3))
     h = 0.8 / len(groups)
-    peak = pd.to_numeric(df[col], errors="coerce").fillna(0).max()
-    top = max(1, int(peak))
     short = False
     for j, b in enumerate(groups):
-        vals, labels = [], []
-        for v in vocabs:
-            x = df[(df.vocab == v) & (df["bridge"] == b)]
-            n = num(x, col)
-            label = f" {n}"
-            if steps and not x.empty:
-                mine, most = num(x, steps), max(num(df[(df.vocab == v) & (df["bridge"] == o)], steps) for o in present)
-                if mine < most:
-                    label += f" ({mine} of {most} steps)"
-                    short = True
-            vals.append(n)
-            labels.append(label)
+        vals, labels, fell_short = bar_values(df, col, b, vocabs, steps)
+        short = short or fell_short
         # vocab i's group sits at -i, its first bridge on top, so the legend reads as the bars do
         ys = [-i - j * h for i in range(len(vocabs))]
         ax.barh(ys, vals, height=h, label=b, color=PALETTE.get(b))
         for y, x, label in zip(ys, vals, labels):
             ax.text(max(x, 1), y, label, va="center", fontsize=7)
     ax.set_yticks([-i - h * (len(groups) - 1) / 2 for i in range(len(vocabs))], vocabs, fontsize=8)
-    # a log scale needs a positive bar: with every bar at 0 (a what-if where the bug does not show)
-    # matplotlib warns and draws nothing, so the axis stays linear
-    if peak > 0:
-        ax.set_xscale("log")
-        ax.set_xlim(0.8, top * 60)
-    else:
-        ax.set_xlim(0, 1)
-    ax.set_xlabel(xlabel, fontsize=9)
+    x_axis(ax, pd.to_numeric(df[col], errors="coerce").fillna(0).max(), xlabel)
     ax.set_title(
         title + ("\n(steps covered in brackets where a bridge's matcher died before the walk's end)" if short else ""),
         fontsize=10,

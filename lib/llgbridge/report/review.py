@@ -135,48 +135,72 @@ def sentinel_cause(res: Results) -> dict[str, Any] | None:
     }
 
 
-@takes_results
-def review_section(res: Results) -> Section | None:
-    """Guide 10's eight questions, each answered from the results, with the evidence linked."""
-    ok = {
-        a: res.load(a)[0] for a in ("probe", "exactness", "soundness", "leak", "forced", "native", "server", "census")
-    }
-    if not ok["census"]:
-        return None
-    greedy = sorted(r["vocab"] for r in ok["probe"] if r["probe"].get("greedy"))
-    sound = (
-        pd.DataFrame([row for r in ok["soundness"] for row in r["soundness"]]) if ok["soundness"] else pd.DataFrame()
-    )
+REVIEWED = ("probe", "exactness", "soundness", "leak", "forced", "native", "server", "census")
 
-    def under(bridge: str, vocabs: list[str] | None = None) -> tuple[int, list[str]]:
-        if sound.empty:
-            return 0, []
-        x = sound[(sound.bridge == bridge) & (pd.to_numeric(sound.under, errors="coerce").fillna(0) > 0)]
-        if vocabs is not None:
-            x = x[x.vocab.isin(vocabs)]
-        return int(pd.to_numeric(x.under).sum()), [f"{r.vocab} {int(r.under)}" for r in x.itertuples()]
+# evidence is linked only where this report holds the section or table it names
+EVIDENCE_SOURCE = {
+    "#soundness": "soundness",
+    "tables/soundness.csv": "soundness",
+    "tables/census.csv": "census",
+    "#leak": "leak",
+    "tables/probe_vs_exactness.csv": "exactness",
+    "#native": "native",
+    "tables/forced.csv": "forced",
+    "#code": "census",
+}
+# the evidence of each of guide 10's questions, in their order
+GUIDE_10_EVIDENCE = [
+    "#soundness",
+    "tables/soundness.csv",
+    "tables/census.csv",
+    "tables/probe_vs_exactness.csv",
+    "#leak",
+    "#native",
+    "#code",
+    "#native",
+]
+# (guide's section, its claim, the fragment's block answering it, the evidence)
+OTHER_CLAIMS = [
+    ("7.2", "an assertion on cardinality alone passes on the buggy build", "c72", "tables/forced.csv"),
+    ("9", 'llama.h\'s "Does not insert a leading space" (parse_special) is false', "c9", "tables/census.csv"),
+    ("5.2", "prefix-and-strip tricks are not safe in general", "c52", "tables/soundness.csv"),
+    ("4.5", "the same tokens take the \\xff special-token branch before and after the fix", "c45", "tables/census.csv"),
+]
 
-    served = pd.DataFrame([row for r in ok["server"] for row in r["rows"]]) if ok["server"] else pd.DataFrame()
-    main_cases = served[~served.case.isin(SERVER_CONTROLS)] if not served.empty else served
-    fixed_fail = (
-        0 if served.empty else int(((main_cases.sampler == "fixed") & (main_cases.outcome == "violation")).sum())
-    )
-    census = {r["vocab"]: r["summary"] for r in ok["census"]}
-    leak = {r["vocab"]: {x["bridge"]: x for x in r["rows"]} for r in ok["leak"]}
-    forced = {r["vocab"]: {x["bridge"]: x for x in r["rows"]} for r in ok["forced"]}
-    nat = {r["vocab"]: {x["sampler"]: x for x in pinned_rows(r)} for r in ok["native"]}
-    pvx = [r["probe_vs_exactness"] for r in ok["exactness"]]
-    misses = [x for x in pvx if str(x.get("cell", "")).startswith("probe misses")]
-    spm, bpe_nat = nat.get("llama-spm", {}), nat.get("llama-bpe", {})
-    n_fx, where_fx = under("fixed", greedy)
-    n_sen, where_sen = under("sentinel")
-    cardinality = []
+Loaded = dict[str, list[dict[str, Any]]]
+
+
+def under_constrained(sound: pd.DataFrame, bridge: str, vocabs: list[str] | None = None) -> dict[str, Any]:
+    """How many illegal (step, token) pairs `bridge` has in the soundness rows `sound` (on
+    `vocabs` only, where given), and where: {"n", "where"}."""
+    if sound.empty:
+        return {"n": 0, "where": []}
+    x = sound[(sound.bridge == bridge) & (pd.to_numeric(sound.under, errors="coerce").fillna(0) > 0)]
+    if vocabs is not None:
+        x = x[x.vocab.isin(vocabs)]
+    return {"n": int(pd.to_numeric(x.under).sum()), "where": [f"{r.vocab} {int(r.under)}" for r in x.itertuples()]}
+
+
+def fixed_failures(server_ok: list[dict[str, Any]]) -> tuple[bool, int]:
+    """(whether anything was served, how many of the main cases the fixed sampler violated):
+    the controls are left out, they are built to fail."""
+    served = pd.DataFrame([row for r in server_ok for row in r["rows"]]) if server_ok else pd.DataFrame()
+    if served.empty:
+        return False, 0
+    main_cases = served[~served.case.isin(SERVER_CONTROLS)]
+    return True, int(((main_cases.sampler == "fixed") & (main_cases.outcome == "violation")).sum())
+
+
+def cardinality(forced: dict[str, Any], census: dict[str, Any]) -> list[dict[str, Any]]:
+    """Guide 7.2: on the two llama vocabs, upstream's allowed-token count at the forced step,
+    and whether an assertion on that count alone (more than none, fewer than all) passes."""
+    out = []
     for v in ("llama-bpe", "llama-spm"):
         up = forced.get(v, {}).get("upstream", {})
         n_tok = census.get(v, {}).get("n_tokens")
         if up and n_tok:
             n = int(up.get("allowed") or 0)
-            cardinality.append(
+            out.append(
                 {
                     "vocab": v,
                     "allowed": n,
@@ -185,104 +209,116 @@ def review_section(res: Results) -> Section | None:
                     "not_prefix": up.get("not_prefix"),
                 }
             )
-    # a token takes the \xff branch where its first conversion call returns no bytes: the two sets differ exactly at
-    # the census's differing tokens with one side empty
-    branch = {r["vocab"]: [d for d in r["diffs"] if (d["piece"] == "") != (d["detok"] == "")] for r in ok["census"]}
-    moved = {v: d for v, d in sorted(branch.items()) if d}
-    examples = sentinel_examples(ok["soundness"])
-    cause = sentinel_cause(res)
-    # where the sentinel's mask is wrong, is its tokenize_fn exact (the strip would show there)?
+    return out
+
+
+def sentinel_exact(exactness_ok: list[dict[str, Any]], cause: dict[str, Any] | None) -> bool:
+    """Where the sentinel's mask is wrong, is its tokenize_fn exact (the strip would show there)?"""
     rates = {
         b["vocab"]: b.get("tokenize_exact_rate")
-        for r in ok["exactness"]
+        for r in exactness_ok
         for b in r.get("bridges", [])
         if b.get("bridge") == "sentinel"
     }
-    sentinel_exact = bool(cause and cause["vocabs"] and all(rates.get(v) == 1.0 for v in cause["vocabs"]))
-    said = blocks(
-        "review",
-        greedy=greedy,
-        fixed_under={"n": n_fx, "where": where_fx},
-        served=not served.empty,
-        fixed_fail=fixed_fail,
-        sentinel_under={"n": n_sen, "where": where_sen},
-        bpe={v: s["differing"] for v, s in census.items() if s.get("vocab_type") == "BPE" and s["differing"]},
-        bpe_llama=census.get("llama-bpe", {}).get("differing", "?"),
-        moved=moved,
-        n_census=len(branch),
-        probe_exact=sum(1 for x in pvx if x.get("probe_exact")),
-        n_probed=len(pvx),
-        misses=sorted(x["vocab"] for x in misses),
-        specials=len([x for x in misses if x.get("inexact_only_specials")]),
-        lb_forced=forced.get("llama-bpe", {}).get("upstream", {}).get("not_prefix"),
-        lb_leak=leak.get("llama-bpe", {}).get("upstream", {}).get("allowed_with_space"),
-        spm={
+    return bool(cause and cause["vocabs"] and all(rates.get(v) == 1.0 for v in cause["vocabs"]))
+
+
+def native_facts(native_ok: list[dict[str, Any]]) -> dict[str, Any]:
+    """Questions 6 and 8 from the native runs: the shipped tests on llama-spm and the PR's test
+    on llama-bpe, each before and after the fix."""
+    nat = {r["vocab"]: {x["sampler"]: x for x in pinned_rows(r)} for r in native_ok}
+    spm, bpe_nat = nat.get("llama-spm", {}), nat.get("llama-bpe", {})
+    return {
+        "spm": {
             "upstream_exit": spm.get("upstream", {}).get("shipped_test_exit", "?"),
             "fixed_exit": spm.get("fixed", {}).get("shipped_test_exit", "?"),
             "failure": spm.get("fixed", {}).get("shipped_test_failure", "") or "a string fails to match",
             "string_tests": spm.get("fixed", {}).get("string_tests", "?"),
         },
-        ci={
+        "ci": {
             "upstream": bpe_nat.get("upstream", {}).get("pr_test_exit", "?"),
             "fixed": bpe_nat.get("fixed", {}).get("pr_test_exit", "?"),
         },
-        cardinality=cardinality,
-        prefixed=sorted(v for v, x in census.items() if x.get("add_space_prefix_observed")),
-        examples=bool(examples),
-        sentinel_cause=cause,
-        upstream_llg=UPSTREAM[0][1],
-        sentinel_exact=sentinel_exact,
-    )
-    # evidence is linked only where this report holds the section or table it names
-    source = {
-        "#soundness": "soundness",
-        "tables/soundness.csv": "soundness",
-        "tables/census.csv": "census",
-        "#leak": "leak",
-        "tables/probe_vs_exactness.csv": "exactness",
-        "#native": "native",
-        "tables/forced.csv": "forced",
-        "#code": "census",
     }
 
-    def held(e: str) -> str:
-        return e if e and ok.get(source.get(e, ""), None) else ""
 
-    evidence = [
-        "#soundness",
-        "tables/soundness.csv",
-        "tables/census.csv",
-        "tables/probe_vs_exactness.csv",
-        "#leak",
-        "#native",
-        "#code",
-        "#native",
-    ]
+def census_facts(census_ok: list[dict[str, Any]]) -> dict[str, Any]:
+    """Questions 3 and 9 and guide 4.5 from the census: the BPE vocabs' differing tokens, the
+    tokens that take the \\xff branch on one side only, the vocabs that insert a leading space."""
+    census = {r["vocab"]: r["summary"] for r in census_ok}
+    xff = xff_moved(census_ok)
+    return {
+        "bpe": {v: s["differing"] for v, s in census.items() if s.get("vocab_type") == "BPE" and s["differing"]},
+        "bpe_llama": census.get("llama-bpe", {}).get("differing", "?"),
+        "moved": xff["moved"],
+        "n_census": xff["n"],
+        "prefixed": sorted(v for v, x in census.items() if x.get("add_space_prefix_observed")),
+    }
+
+
+def review_facts(res: Results, ok: Loaded, examples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every value the review's fragment reads, from the loaded results `ok`."""
+    greedy = sorted(r["vocab"] for r in ok["probe"] if r["probe"].get("greedy"))
+    sound = (
+        pd.DataFrame([row for r in ok["soundness"] for row in r["soundness"]]) if ok["soundness"] else pd.DataFrame()
+    )
+    served, fixed_fail = fixed_failures(ok["server"])
+    census = {r["vocab"]: r["summary"] for r in ok["census"]}
+    leak = {r["vocab"]: {x["bridge"]: x for x in r["rows"]} for r in ok["leak"]}
+    forced = {r["vocab"]: {x["bridge"]: x for x in r["rows"]} for r in ok["forced"]}
+    probe = probe_robustness(res) or {"probe_exact": 0, "n_probed": 0, "misses": [], "specials": 0}
+    cause = sentinel_cause(res)
+    return {
+        "greedy": greedy,
+        "fixed_under": under_constrained(sound, "fixed", greedy),
+        "served": served,
+        "fixed_fail": fixed_fail,
+        "sentinel_under": under_constrained(sound, "sentinel"),
+        **census_facts(ok["census"]),
+        **probe,
+        "lb_forced": forced.get("llama-bpe", {}).get("upstream", {}).get("not_prefix"),
+        "lb_leak": leak.get("llama-bpe", {}).get("upstream", {}).get("allowed_with_space"),
+        **native_facts(ok["native"]),
+        "cardinality": cardinality(forced, census),
+        "examples": bool(examples),
+        "sentinel_cause": cause,
+        "upstream_llg": UPSTREAM[0][1],
+        "sentinel_exact": sentinel_exact(ok["exactness"], cause),
+    }
+
+
+def answer_tables(said: dict[str, str], ok: Loaded) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Guide 10's questions and the guide's other claims, each with the fragment's answer and
+    its evidence."""
+
+    def held(e: str) -> str:
+        return e if e and ok.get(EVIDENCE_SOURCE.get(e, ""), None) else ""
+
     rows = [
         {"#": n, "concern": q, "the guide": g, "the results": said[f"a{n}"], "evidence": held(e)}
-        for (n, q, g), e in zip(GUIDE_10, evidence)
+        for (n, q, g), e in zip(GUIDE_10, GUIDE_10_EVIDENCE)
     ]
     claims = [
         {"guide": guide_no, "claim": claim, "the results": said[block], "evidence": held(e)}
-        for guide_no, claim, block, e in (
-            ("7.2", "an assertion on cardinality alone passes on the buggy build", "c72", "tables/forced.csv"),
-            ("9", 'llama.h\'s "Does not insert a leading space" (parse_special) is false', "c9", "tables/census.csv"),
-            ("5.2", "prefix-and-strip tricks are not safe in general", "c52", "tables/soundness.csv"),
-            (
-                "4.5",
-                "the same tokens take the \\xff special-token branch before and after the fix",
-                "c45",
-                "tables/census.csv",
-            ),
-        )
+        for guide_no, claim, block, e in OTHER_CLAIMS
     ]
+    return pd.DataFrame(rows), pd.DataFrame(claims)
+
+
+@takes_results
+def review_section(res: Results) -> Section | None:
+    """Guide 10's eight questions, each answered from the results, with the evidence linked."""
+    ok = {a: res.load(a)[0] for a in REVIEWED}
+    if not ok["census"]:
+        return None
+    examples = sentinel_examples(ok["soundness"])
+    said = blocks("review", **review_facts(res, ok, examples))
+    questions, claims = answer_tables(said, ok)
     sec = Section("review", "What a reviewer should push on (guide 10), answered from the results")
     sec.claim, sec.text = said["claim"], said["text"]
-    sec.views.append(Table(pd.DataFrame(rows)))
+    sec.views.append(Table(questions))
     sec.views.append(
-        Table(
-            pd.DataFrame(claims), caption="The guide's other one-measurement claims (7.2, 9, 5.2, 4.5)", collapsed=True
-        )
+        Table(claims, caption="The guide's other one-measurement claims (7.2, 9, 5.2, 4.5)", collapsed=True)
     )
     if examples:
         sec.views.append(

@@ -177,32 +177,37 @@ def check_citations(tree: Path = SHIPPED) -> list[dict[str, Any]]:
     return out
 
 
-def section_markdown() -> str:
-    """The section's text: the diffstat reconciled, the guide's citations checked, upstream compared."""
-    stat = diffstat()
+def diffstat_table(stat: dict[str, dict[str, int]]) -> list[str]:
+    """The patches' line counts per file and in all, as a Markdown table."""
     plus, minus = sum(c["+"] for c in stat.values()), sum(c["-"] for c in stat.values())
-    commit = vendored_commit()
-    g_files, g_plus, g_minus = GUIDE_DIFFSTAT
     rows = ["| file | this suite's patches | of the insertions: comments, blank |", "|---|---|---|"]
     rows += [f"| `{f}` | +{c['+']} −{c['-']} | {c['comment']}, {c['blank']} |" for f, c in stat.items()]
     rows += [
         f"| **{len(stat)} files** | **+{plus} −{minus}** | {sum(c['comment'] for c in stat.values())}, "
         f"{sum(c['blank'] for c in stat.values())} |"
     ]
-    fx = stat.get("common/llguidance.cpp", {"+": 0, "comment": 0, "blank": 0})
-    code_lines = fx["+"] - fx["comment"] - fx["blank"]
-    ours = {k: comment_before(v) for k, v in QUOTED_AT.items()}
-    aborts = sum(
+    return rows
+
+
+def reworded_aborts() -> int:
+    """How many of the patches' deletions are `GGML_ABORT` lines (each one reworded, not dropped)."""
+    return sum(
         1
         for p in patch_files()
         for x in p.read_text(encoding="utf-8").splitlines()
         if x.startswith("-") and not x.startswith("---") and "GGML_ABORT" in x
     )
+
+
+def diffstat_paragraph(stat: dict[str, dict[str, int]]) -> str:
+    """The patches against the guide's diffstat: how far apart, and what of the difference is known."""
+    plus, minus = sum(c["+"] for c in stat.values()), sum(c["-"] for c in stat.values())
+    g_files, g_plus, g_minus = GUIDE_DIFFSTAT
+    fx = stat.get("common/llguidance.cpp", {"+": 0, "comment": 0, "blank": 0})
+    code_lines = fx["+"] - fx["comment"] - fx["blank"]
+    ours = {k: comment_before(v) for k, v in QUOTED_AT.items()}
     longer = sum(max(0, ours[k] - GUIDE_QUOTED_COMMENTS[k]) for k in ours)
-    checks = check_citations()
-    held = [x for x in checks if x["holds"]]
-    missed = [x for x in checks if x["holds"] is False]
-    lines = [
+    return (
         f"**The patches against the guide's diffstat.** `patches/0001-0003` come to **+{plus} −{minus}** in "
         f"{len(stat)} files; the "
         f'guide says "{g_files} files, {g_plus} insertions, {g_minus} deletions": {abs(plus - g_plus)} '
@@ -216,34 +221,41 @@ def section_markdown() -> str:
         f"{ours['5.3']}, the guide's {GUIDE_QUOTED_COMMENTS['5.3']}), which is {longer} of the {plus - g_plus} "
         f"insertions; the rest lie where the guide quotes nothing (the probe's body, the tests' helpers). In "
         f"`common/llguidance.cpp` ours has {code_lines} lines of code against the "
-        f'guide\'s "the fix itself is ~20 lines", and {aborts} of its deletions reword `GGML_ABORT` messages, which '
-        f"the guide does not mention.",
-        "",
-        *rows,
-        "",
+        f'guide\'s "the fix itself is ~20 lines", and {reworded_aborts()} of its deletions reword `GGML_ABORT` '
+        "messages, which the guide does not mention."
+    )
+
+
+def base_paragraph(commit: str) -> str:
+    """The tested tree against the PR's base: no diff is possible here, so the evidence that they agree."""
+    checks = check_citations()
+    held = [x for x in checks if x["holds"]]
+    missed = [x for x in checks if x["holds"] is False]
+    moved = "; ".join(
+        f"{x['citation'].file}:{'-'.join(map(str, sorted(set(x['citation'].lines))))} ({x['citation'].names}) "
+        f"is at {x['here']} here"
+        for x in missed
+    )
+    return (
         f"**The tested tree against the PR's base.** The code under test is llama.cpp at `{commit[:12] or '?'}` (the "
         f"tree llama-cpp-python vendors); the PR is based on `{PR_BASE}`, of which no copy is stored here, so the two "
         f"cannot be diffed. Evidence: the patches apply to the tested tree with `--fuzz=0` (every hunk's context is "
         f"there); of the guide's {len(checks)} line citations into these files, {len(held)} land on the code it names "
         f"in the tested tree"
-        + (
-            ": "
-            + "; ".join(
-                f"{x['citation'].file}:{'-'.join(map(str, sorted(set(x['citation'].lines))))} ({x['citation'].names}) "
-                f"is at {x['here']} here"
-                for x in missed
-            )
-            if missed
-            else ""
-        )
+        + (": " + moved if missed else "")
         + ". A maintainer checks it in a checkout: `git diff "
         + PR_BASE
         + " "
         + (commit[:8] or "0c1e5709")
         + " -- "
         + " ".join(FILES)
-        + "`.",
-        "",
+        + "`."
+    )
+
+
+def upstream_lines(commit: str) -> list[str]:
+    """The tested tree against upstream today: the files' upstream versions as read by hand (`UPSTREAM`)."""
+    return [
         "**Against upstream today.** Upstream's current version of each file, as far as this machine can see it (the "
         "repository is too large to fetch; a search index stores one recent version of some files), read on "
         "2026-12-02:",
@@ -258,6 +270,21 @@ def section_markdown() -> str:
         + " origin/master -- "
         + " ".join(FILES)
         + "`.",
+    ]
+
+
+def section_markdown() -> str:
+    """The section's text: the diffstat reconciled, the guide's citations checked, upstream compared."""
+    stat = diffstat()
+    commit = vendored_commit()
+    lines = [
+        diffstat_paragraph(stat),
+        "",
+        *diffstat_table(stat),
+        "",
+        base_paragraph(commit),
+        "",
+        *upstream_lines(commit),
     ]
     return "\n".join(lines) + "\n"
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from ... import guide
@@ -56,11 +58,31 @@ def census_figure(df: pd.DataFrame) -> str:
     return out
 
 
-@takes_results
-def census_section(res: Results) -> Section | None:
-    ok, _ = res.load("census")
-    if not ok:
-        return None
+CENSUS_CAPTION = (
+    "Read: the share of each vocab's tokens that upstream's table gets wrong, on a log axis so that a few in ten "
+    "thousand (the space `clean_spaces` drops before `?!.,`) shows beside half of a vocab (the space `lstrip` "
+    "drops); a vocab at 0 is unaffected."
+)
+T42_NOTE = (
+    "The guide's 4.2 is per vocab type; `clean_spaces` is set per pre-tokenizer, so it is measured here per fixture."
+)
+# table 4.2's columns: (shown, the census summary's key)
+T42_COLUMNS = {
+    "vocab type": "vocab_type",
+    "pre-tokenizer": "pre",
+    "add_space_prefix (KV)": "add_space_prefix_kv",
+    "space prefix observed": "add_space_prefix_observed",
+    "by lstrip": "by_lstrip",
+    "by clean_spaces": "by_clean_spaces",
+    "by both": "by_lstrip_and_clean_spaces",
+    "unexplained": "by_other",
+}
+
+ByVocab = dict[str, dict[str, Any]]
+
+
+def census_frame(ok: list[dict[str, Any]]) -> pd.DataFrame:
+    """Every vocab's census summary, one row each (the raw table and the figure's data)."""
     df = (
         pd.DataFrame([r["summary"] for r in ok])
         .sort_values("vocab", kind="stable", key=vocab_key)
@@ -70,10 +92,11 @@ def census_section(res: Results) -> Section | None:
     df.insert(1, "real_model", df.vocab.map(lambda v: REAL_MODELS[v].shown if v in REAL_MODELS else ""))
     for col in ("bos", "eos"):  # ids, absent on some vocabs: integers with blanks, not floats
         df[col] = df[col].astype("Int64")
-    by_vocab = {r["vocab"]: r for r in ok}
-    order = guide_order(list(by_vocab))
-    sec = Section("census", "Byte-diff census (guide 4.2, 4.3)", notebook="census")
-    sec.claim, sec.text = prose("census")
+    return df
+
+
+def table_43(by_vocab: ByVocab, order: list[str]) -> pd.DataFrame:
+    """Guide table 4.3 measured: each vocab's differing tokens beside the guide's counts."""
     t43 = []
     for v in order:
         s = by_vocab[v]["summary"]
@@ -90,75 +113,79 @@ def census_section(res: Results) -> Section | None:
                 "match": Cell(match, matched(match)),
             }
         )
-    t43 = group_rows(pd.DataFrame(t43), keep=frozenset(GUIDE_VOCABS))
-    sec.views.append(Table(t43, "Guide table 4.3: tokens whose bytes in upstream's table are wrong"))
-    t42 = pd.DataFrame(
-        [
-            {
-                "vocab": v,
-                "vocab type": by_vocab[v]["summary"]["vocab_type"],
-                "pre-tokenizer": by_vocab[v]["summary"]["pre"],
-                "add_space_prefix (KV)": by_vocab[v]["summary"]["add_space_prefix_kv"],
-                "space prefix observed": by_vocab[v]["summary"]["add_space_prefix_observed"],
-                "by lstrip": by_vocab[v]["summary"]["by_lstrip"],
-                "by clean_spaces": by_vocab[v]["summary"]["by_clean_spaces"],
-                "by both": by_vocab[v]["summary"]["by_lstrip_and_clean_spaces"],
-                "unexplained": by_vocab[v]["summary"]["by_other"],
-            }
-            for v in order
-        ]
+    return group_rows(pd.DataFrame(t43), keep=frozenset(GUIDE_VOCABS))
+
+
+def table_42(by_vocab: ByVocab, order: list[str]) -> pd.DataFrame:
+    """Guide table 4.2 measured: per vocab, which mechanism corrupts its tokens."""
+    return pd.DataFrame(
+        [{"vocab": v, **{shown: by_vocab[v]["summary"][key] for shown, key in T42_COLUMNS.items()}} for v in order]
+    )
+
+
+def example_row(v: str, diffs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """One vocab's example: the guide's token where the guide gives one, else its lowest differing
+    id (None where it has none)."""
+    if v in guide.EXAMPLES:
+        tok, piece, detok = guide.EXAMPLES[v]
+        d = {x["token"]: x for x in diffs}.get(tok)
+        return {
+            "vocab": v,
+            "tok": tok,
+            "token_to_piece": piece_text(d["piece"]) if d else "",
+            "detokenize": piece_text(d["detok"]) if d else "",
+            "mechanism": d["mechanism"] if d else "(no difference)",
+            "guide": f"{piece_text(piece.decode())} / {piece_text(detok.decode())}",
+        }
+    if not diffs:
+        return None
+    d = diffs[0]
+    return {
+        "vocab": v,
+        "tok": d["token"],
+        "token_to_piece": piece_text(d["piece"]),
+        "detokenize": piece_text(d["detok"]),
+        "mechanism": d["mechanism"],
+        "guide": "",
+    }
+
+
+def examples(by_vocab: ByVocab, order: list[str]) -> pd.DataFrame:
+    """One example token per vocab that has one, in the guide's order."""
+    rows = (example_row(v, by_vocab[v]["diffs"]) for v in order)
+    return pd.DataFrame([r for r in rows if r is not None])
+
+
+@takes_results
+def census_section(res: Results) -> Section | None:
+    """Guide 4.2 and 4.3: per vocab, the tokens whose bytes in upstream's table are wrong, and why."""
+    ok, _ = res.load("census")
+    if not ok:
+        return None
+    df = census_frame(ok)
+    by_vocab = {r["vocab"]: r for r in ok}
+    order = guide_order(list(by_vocab))
+    sec = Section("census", "Byte-diff census (guide 4.2, 4.3)", notebook="census")
+    sec.claim, sec.text = prose("census")
+    sec.views.append(
+        Table(table_43(by_vocab, order), "Guide table 4.3: tokens whose bytes in upstream's table are wrong")
     )
     sec.views.append(
         Table(
-            t42,
+            table_42(by_vocab, order),
             "Guide table 4.2, measured: which mechanism corrupts which vocab",
             collapsed=True,
-            note=(
-                "The guide's 4.2 is per vocab type; `clean_spaces` is set per pre-tokenizer, so it is measured here "
-                "per fixture."
-            ),
+            note=T42_NOTE,
         )
     )
-    ex_rows = []
-    for v in order:
-        diffs = {d["token"]: d for d in by_vocab[v]["diffs"]}
-        if v in guide.EXAMPLES:
-            tok, piece, detok = guide.EXAMPLES[v]
-            d = diffs.get(tok)
-            ex_rows.append(
-                {
-                    "vocab": v,
-                    "tok": tok,
-                    "token_to_piece": piece_text(d["piece"]) if d else "",
-                    "detokenize": piece_text(d["detok"]) if d else "",
-                    "mechanism": d["mechanism"] if d else "(no difference)",
-                    "guide": f"{piece_text(piece.decode())} / {piece_text(detok.decode())}",
-                }
-            )
-        elif by_vocab[v]["diffs"]:
-            d = by_vocab[v]["diffs"][0]
-            ex_rows.append(
-                {
-                    "vocab": v,
-                    "tok": d["token"],
-                    "token_to_piece": piece_text(d["piece"]),
-                    "detokenize": piece_text(d["detok"]),
-                    "mechanism": d["mechanism"],
-                    "guide": "",
-                }
-            )
     sec.views.append(
         Table(
-            pd.DataFrame(ex_rows),
+            examples(by_vocab, order),
             "Examples: the guide's tokens for its vocabs, the lowest differing id elsewhere",
             collapsed=True,
         )
     )
     sec.figure = census_figure(df)
-    sec.figure_caption = (
-        "Read: the share of each vocab's tokens that upstream's table gets wrong, on a log axis so that a few in ten "
-        "thousand (the space `clean_spaces` drops before `?!.,`) shows beside half of a vocab (the space `lstrip` "
-        "drops); a vocab at 0 is unaffected."
-    )
+    sec.figure_caption = CENSUS_CAPTION
     sec.raw_table("census", df)
     return sec
