@@ -4,6 +4,8 @@ names the same byte as the format's own reader where a file is cut."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +17,7 @@ from gguf import GGUFReader
 from llgbridge.analyses.census import compute as census
 from llgbridge.errors import InputError
 from llgbridge.gguf_meta import read_kv
-from llgbridge.measure import bench, census_c, loadtest, regen
+from llgbridge.measure import bench, census_c, engines_cost, floor, loadtest, regen, scale
 from llgbridge.measure import native_split as NS
 from llgbridge.measure.ablation import Ablation, Builds
 from llgbridge.measure.benchmd import BenchPart, render, render_parts
@@ -126,7 +128,8 @@ def test_the_server_split_counts_one_server_start_per_build() -> None:
 
 def _hand_written_parts() -> list[BenchPart]:
     """A run's parts from values written here: two vocabs, one repetition a side, one serial
-    regeneration, a load test; no mask path, decode, generation, corpus or split measured."""
+    regeneration, a load test; no mask path, decode, generation, corpus, split, floor, engines' cost
+    or scale measured."""
     c = CensusRun(
         {"a": Line("a", 1000, 2, 1, 0.2, 0.1, 0.01), "b": Line("b", 3000, 0, 0, 0.4, 0.2, 0.02)}, 1.0, 0.8, 0.1
     )
@@ -179,6 +182,10 @@ def _hand_written_parts() -> list[BenchPart]:
                 }
             ]
         ),
+        # read back from a report's results: none here (their own tests below)
+        "floor": floor.Floor(None),
+        "engines_cost": engines_cost.EnginesCost(None),
+        "scale": scale.Scale(None),
     }
     return [done[k] for k in bench.CSV_ORDER]
 
@@ -320,3 +327,136 @@ def test_a_cut_string_array_names_the_element_and_byte_the_reader_sees(tmp_path:
         with pytest.raises(InputError) as e:
             read_kv(p)
         assert str(e.value) == f"{p}: {says}"
+
+
+def _timing(results: Path, analysis: str, name: str, wall: float, compute: float, mtime: float = 1e9) -> None:
+    """A run's timing file as run.Worker writes it, dated `mtime`."""
+    p = results / ".timing" / analysis / f"{name}.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps({"notebook": analysis, "vocab": name, "status": "ok", "wall": wall, "analysis": compute}))
+    os.utime(p, (mtime, mtime))
+
+
+def _result(results: Path, analysis: str, name: str, record: dict[str, object]) -> None:
+    p = results / analysis / f"{name}.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps({"status": "ok", "notebook": analysis, "vocab": name, **record}))
+
+
+def test_the_scale_replays_batchs_schedule_worked_out_by_hand(tmp_path: Path) -> None:
+    """Jobs in order to the worker free first. By hand, 5 4 3 3 2 1 on 2 workers: 5 and 4 start;
+    3 goes to the second (free at 4, ends 7), 3 to the first (5, ends 8), 2 to the second (7, 9), 1 to
+    the first (8, 9): 9. On 4: 5 4 3 3, then 2 to the third (free at 3, ends 5), 1 to the fourth
+    (3, 4): 5, the longest job, as on 64."""
+    assert scale.simulate([5, 4, 3, 3, 2, 1], 2) == 9
+    assert scale.simulate([5, 4, 3, 3, 2, 1], 4) == 5
+    assert scale.simulate([5, 4, 3, 3, 2, 1], 64) == 5
+    # three inputs no fixture knows (no size: batch orders them by name): a = census 2 + leak 3,
+    # b = census 4, c = leak 1. As inputs, on 2: a (5) and b (4), c to the second at 4: 5. Each run
+    # its own job, largest first (4 3 2 1): 4 and 3, 2 to the second (3, ends 5), 1 to the first (4, 5): 5.
+    for analysis, name, wall in (("census", "a", 2.0), ("leak", "a", 3.0), ("census", "b", 4.0), ("leak", "c", 1.0)):
+        _timing(tmp_path, analysis, name, wall, wall)
+    s = scale.scale(tmp_path)
+    assert s is not None and s["check"] is None  # no pool.json
+    assert [(w["workers"], w["inputs"], w["split"], w["even"]) for w in s["walls"]] == [
+        (2, 5.0, 5.0, 5.0),
+        (4, 5.0, 4.0, 2.5),
+        (16, 5.0, 4.0, 0.625),
+        (64, 5.0, 4.0, 0.15625),
+    ]
+    page = render_parts([scale.Scale(s)])
+    assert (
+        "The critical path is the longest input, a: 5.0 s (census 2.0, leak 3.0); from 2 workers on, it is the wall."
+        in page
+    )
+    assert "longest single run (census on b, 4.0 s): 4.0 s on 64 workers, against 5.0 s" in page
+    assert "| 4 | 5.0 | 4.0 | 2.5 |" in page
+
+
+def test_the_floor_is_the_code_under_reviews_recorded_work_over_two_workers(tmp_path: Path) -> None:
+    """A hand-written record: llama-server's generation is each answer's tokens over its own tok/s
+    (4 / 2.0 = 2.0 s; an answer at 0 tok/s counts nothing); native's is its compute times the native
+    split's floor share in bench.csv ((3 + 2) / 10 = 50% of 8 s = 4.0 s); the census records none.
+    Floor (2 + 4) / 2 = 3.0 s; pool.json's wall 12 s: 4.00 x the floor."""
+    _timing(tmp_path, "server", "x", 10.0, 9.5)
+    _timing(tmp_path, "native", "x", 8.0, 8.0)
+    _timing(tmp_path, "census", "x", 2.0, 1.5)
+    _result(
+        tmp_path,
+        "server",
+        "x",
+        {
+            "rows": [{}, {}],
+            "tokens": [[1, 2, 3, 4], [5, 6]],
+            "timing": {"constrained_tok_s": [{"tok_s": 2.0}, {"tok_s": 0.0}]},
+        },
+    )
+    bench_csv = tmp_path / "bench.csv"
+    bench_csv.write_text(
+        "benchmark,vocab,n_tokens,variant,seconds,ratio,us_per_token\n"
+        "native_part,v,1,wall,10,,1\nnative_part,v,1,test_work,3,,1\nnative_part,v,1,harness_work,2,,1\n"
+        "native_part,v,1,harness_setup,1,,1\nserver_part,m,1,requests,99,,1\n"
+    )
+    (tmp_path / ".timing" / "pool.json").write_text(json.dumps({"wall": 12.0, "runs": 3}))
+    f = floor.floor(tmp_path, bench_csv)
+    page = render_parts([floor.Floor(f)])
+    for line in (
+        "| census | 1 | 2.0 | 0.0 | 1.5 | 0.5 | 100% | not recorded: counted as the suite's |",
+        "| native | 1 | 8.0 | 4.0 | 4.0 | 0.0 | 50% | compute x 50%: the native split's floor share (bench.csv) |",
+        "| server | 1 | 10.0 | 2.0 | 7.5 | 0.5 | 80% | llama-server's generation, its own timings (result) |",
+        "| **all** | 3 | 20.0 | 6.0 | 13.0 | 1.0 | 70% |  |",
+        "| make report's pool, measured (pool.json; every run) | 3 | 12.0 | 3.0 | 4.00 | 9.5 | 1.26 |",
+    ):
+        assert line in page, line
+    assert "batch's schedule on 2 workers (scale) |" not in page
+    # a later make report that reran only the server: pool.json counts its one run, dated inside its wall
+    (tmp_path / ".timing" / "pool.json").write_text(json.dumps({"wall": 11.0, "runs": 1}))
+    os.utime(tmp_path / ".timing" / "pool.json", (2e9, 2e9))
+    _timing(tmp_path, "server", "x", 10.0, 9.5, mtime=2e9 - 1)
+    page = render_parts([floor.Floor(floor.floor(tmp_path, bench_csv))])
+    assert (
+        "| make report's pool, measured (pool.json; only its runs: server) | 1 | 11.0 | 1.0 | 11.00 | 4.8 | 2.32 |"
+        in page
+    )
+    # every run: one input, one job of 20 s on either worker; floor 3.0
+    assert "| every recorded run, batch's schedule on 2 workers (scale) | 3 | 20.0 | 3.0 | 6.67 | 9.5 | 2.11 |" in page
+
+
+def test_the_engines_cost_sums_each_engines_recorded_seconds(tmp_path: Path) -> None:
+    """Two hand-written results: lm-format-enforcer 1.5 + 2.0 s, outlines 0.5 s on a and an error on
+    b; the engines runs' walls (3 + 4 s) against the census's 10 s: +70%; a what-if's engines run on
+    llama-spm, 2.5 s: within issue 46's 3 s."""
+    results, whatifs = tmp_path / "results", tmp_path / "whatif"
+    _result(results, "engines", "a", {"rows": [], "seconds": {"outlines": 0.5, "lm-format-enforcer": 1.5}})
+    _result(
+        results,
+        "engines",
+        "b",
+        {
+            "rows": [{"engine": "lm-format-enforcer"}, {"engine": "outlines", "error": "x"}],
+            "seconds": {"lm-format-enforcer": 2.0},
+        },
+    )
+    for name, wall in (("a", 3.0), ("b", 4.0)):
+        _timing(results, "engines", name, wall, wall - 0.5)
+    _timing(results, "census", "a", 10.0, 8.0)
+    _result(whatifs / "mine" / "results", "engines", "llama-spm", {"seconds": {"lm-format-enforcer": 1.25}})
+    _timing(whatifs / "mine" / "results", "engines", "llama-spm", 2.5, 2.0)
+    c = engines_cost.engines_cost(results, whatifs)
+    page = render_parts([engines_cost.EnginesCost(c)])
+    for line in (
+        "summed over its 2 runs, 4.0 s of the analysis's 6.0 s compute and 7.0 s wall",
+        "| lm-format-enforcer | 2 | 3.5 | 1.75 | 2.00 (b) |  |",
+        "| outlines | 1 | 0.5 | 0.50 | 0.50 (a) | b |",
+        "the engines runs' wall, 7.0 s, is +70% of every other analysis's runs' wall (10.0 s; +75% of their compute), "
+        "3.5 s of wall on 2 workers. Issue 46's goal, at most +15%: not met (70%).",
+        "at most 3 s in a what-if on llama-spm: met (2.5 s).",
+        "| mine | llama-spm | 2.50 | 1.25 | 0.00 |",
+    ):
+        assert line in page, line
+    rows = engines_cost.EnginesCost(c).rows()
+    assert [(r["vocab"], r["variant"], r["seconds"]) for r in rows][:3] == [
+        ("lm-format-enforcer", "seconds", 3.5),
+        ("outlines", "seconds", 0.5),
+        ("ALL", "analysis_wall", 7.0),
+    ]

@@ -11,7 +11,9 @@ content and on everything (`regen`), with its overhead split from the analyses' 
 real llama-server under concurrent requests (`loadtest`); the mask path in parts, the mask in
 generation on synthetic models and the real decode step on each real model (`decode_time`); the
 corpus sample's masks (`corpus_time`); the native and server analyses in parts (`native_split`,
-`server_split`) and a what-if end to end (`whatif_time`).
+`server_split`) and a what-if end to end (`whatif_time`). Last, read back from what `make report`
+left in data/results (its runs' timing files and results), nothing run: the report's floor
+(`floor`), the other engines' cost (`engines_cost`) and the report's scale (`scale`).
 
 Each measurement returns a `benchmd.BenchPart` that knows its rows of `reports/bench.csv`, its
 sections of `reports/bench.md` (through `templates/bench.md.j2`, its tables the report's
@@ -33,7 +35,10 @@ from .benchmd import BenchPart, csv_text, render_parts
 from .census_c import Census, compile_c, parse
 from .corpus_time import CorpusTime, corpus_mask_time, corpus_vocabs
 from .decode_time import Decode, Generation, MaskPath, generation_timing, mask_path_timing, real_decode_timing
+from .engines_cost import EnginesCost, engines_cost
+from .floor import Floor, floor
 from .native_split import NATIVE_SPLIT_VOCABS, NativeSplit, native_split
+from .scale import Scale, scale
 from .server_split import SERVER_SPLIT_MODELS, ServerSplit, server_split
 from .whatif_time import Whatif, whatif_time
 
@@ -73,6 +78,10 @@ MEASUREMENTS: tuple[tuple[str, Callable[[Options, Census], BenchPart]], ...] = (
     ("native_split", lambda o, c: NativeSplit(native_split())),
     ("server_split", lambda o, c: ServerSplit(server_split())),
     ("whatif", lambda o, c: Whatif(whatif_time())),
+    # read back from what make report (and make whatif) left in data/results: nothing run
+    ("floor", lambda o, c: Floor(floor())),
+    ("engines_cost", lambda o, c: EnginesCost(engines_cost())),
+    ("scale", lambda o, c: Scale(scale())),
 )
 # bench.csv's rows in the order of the snapshots made before the parts were split, so that a new
 # run diffs row for row against the committed one (bench.md's order is the template's)
@@ -89,6 +98,9 @@ CSV_ORDER = (
     "native_split",
     "corpus_time",
     "server_load",
+    "floor",
+    "engines_cost",
+    "scale",
 )
 # --only: the parts run, their sections printed, nothing written
 ONLY: dict[str, Callable[[Options], list[BenchPart]]] = {
@@ -96,6 +108,9 @@ ONLY: dict[str, Callable[[Options], list[BenchPart]]] = {
     "native": lambda o: [NativeSplit(native_split(_names(o, NATIVE_SPLIT_VOCABS)))],
     "server": lambda o: [ServerSplit(server_split(_names(o, SERVER_SPLIT_MODELS)))],
     "whatif": lambda o: [Whatif(whatif_time())],
+    "floor": lambda o: [Floor(floor())],
+    "engines": lambda o: [EnginesCost(engines_cost())],
+    "scale": lambda o: [Scale(scale())],
 }
 
 
@@ -142,7 +157,8 @@ def parser() -> argparse.ArgumentParser:
         choices=list(ONLY),
         help=(
             "run only this part and print its section of bench.md; writes nothing (census: Python vs C; native, "
-            "server: that analysis in parts; whatif: make whatif end to end)"
+            "server: that analysis in parts; whatif: make whatif end to end; floor, engines, scale: read back from "
+            "data/results, nothing run)"
         ),
     )
     return ap

@@ -33,6 +33,9 @@ SECTIONS = (
     "server_split",
     "whatif",
     "regen",
+    "floor",
+    "engines_cost",
+    "scale",
 )
 
 

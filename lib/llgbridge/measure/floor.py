@@ -1,0 +1,216 @@
+"""The report's floor (`make bench`, issue 47 item 1): per analysis, the code under review's own
+work beside the suite's share of the same runs, and the report's wall against that floor.
+
+The code under review is llama.cpp, llguidance and llama-server. Its own work, per run, where a
+file left by `make report` (or bench's own CSV) records it:
+
+- server: llama-server's generation, by its own timings (each answer's tokens over its
+  `predicted_per_second`, both in the result); its starts (the model's load) and prompt
+  evaluation are its work too, but no file records them per run, so they count as the suite's;
+- matrix: llama.cpp's generation with the mask, each (model, case, bridge) as the analysis timed it;
+- corpus: llguidance's masks (each timing row's masks x its mean µs);
+- native: no result records it; the analysis's compute times the share that `make bench`'s
+  native split (bench.csv's `native_part` rows) found in llama.cpp's tests and the harness's
+  walks (the parts it calls the floor), over the vocabs it split;
+- every other analysis: its calls into llama.cpp and llguidance are made in the kernel's process
+  and timed by nothing, so all of it counts as the suite's.
+
+The suite's share is the rest of the run's wall: the analysis's own Python (its compute less the
+above) and the run's overhead (kernel start, vocab load, reset, HTML export). The floor is the
+code under review's work over the 2 workers; the report's wall is pool.json's (`recorded`).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..paths import REPORTS, RESULTS
+from .benchmd import BenchPart, csv_row, table
+from .native_split import NATIVE_PARTS
+from .recorded import WORKERS, Run, by_analysis, pool_runs, read_pool, read_runs, results_of
+from .scale import jobs, simulate
+
+GOAL = 1.25  # issue 47: the report's wall at most 1.25 x its floor
+NATIVE_FLOOR = tuple(k for k, label in NATIVE_PARTS if label.endswith("(floor)"))
+
+
+def server_own(r: dict[str, Any]) -> float:
+    """llama-server's generation seconds over a server result's answers: tokens / predicted_per_second."""
+    tokens = r.get("tokens") or [[None] * int(x.get("n_tokens", 0)) for x in r["rows"]]
+    return sum(len(t) / x["tok_s"] for t, x in zip(tokens, r["timing"]["constrained_tok_s"]) if x["tok_s"] > 0)
+
+
+def matrix_own(r: dict[str, Any]) -> float:
+    return sum(float(t["seconds"]) for t in r.get("timing", []))
+
+
+def corpus_own(r: dict[str, Any]) -> float:
+    rows = r.get("timing", [])
+    return sum(int(t["masks"]) * float(t["mask_us_avg"]) for t in rows if t.get("mask_us_avg") is not None) / 1e6
+
+
+RECORDED: dict[str, tuple[Callable[[dict[str, Any]], float], str]] = {
+    "server": (server_own, "llama-server's generation, its own timings (result)"),
+    "matrix": (matrix_own, "llama.cpp's generation with the mask (result's timing)"),
+    "corpus": (corpus_own, "llguidance's masks: masks x mean µs (result's timing)"),
+}
+
+
+def native_share(bench_csv: Path) -> float | None:
+    """The native split's floor parts over its wall, summed over its vocabs (bench.csv); None if absent."""
+    if not bench_csv.exists():
+        return None
+    with bench_csv.open(encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if r["benchmark"] == "native_part"]
+    wall = sum(float(r["seconds"]) for r in rows if r["variant"] == "wall")
+    own = sum(float(r["seconds"]) for r in rows if r["variant"] in NATIVE_FLOOR)
+    return own / wall if wall else None
+
+
+def own_seconds(results: Path, share: float | None) -> tuple[Callable[[Run], float], dict[str, str]]:
+    """Per run, the code under review's seconds; and per analysis, how they were found."""
+    got = {a: results_of(a, results) for a in RECORDED}
+    how = {a: label for a, (_, label) in RECORDED.items()}
+    if share is not None:
+        how["native"] = f"compute x {100 * share:.0f}%: the native split's floor share (bench.csv)"
+
+    def own(run: Run) -> float:
+        if run.analysis in RECORDED:
+            r = got[run.analysis].get(run.input)
+            return RECORDED[run.analysis][0](r) if r else 0.0
+        if run.analysis == "native" and share is not None:
+            return run.compute * share
+        return 0.0
+
+    return own, how
+
+
+def per_analysis(runs: list[Run], own: Callable[[Run], float]) -> list[dict[str, Any]]:
+    """A row per analysis: runs, wall, the code under review's seconds, the analysis's compute."""
+    return [
+        {
+            "analysis": a,
+            "runs": len(rs),
+            "wall": sum(r.wall for r in rs),
+            "own": sum(own(r) for r in rs),
+            "compute": sum(r.compute for r in rs),
+        }
+        for a, rs in by_analysis(runs).items()
+    ]
+
+
+def walls(results: Path, runs: list[Run], own: Callable[[Run], float]) -> list[dict[str, Any]]:
+    """The report's walls, each against the floor of the runs it covers: pool.json's measured
+    wall, and where it covers fewer runs than are recorded, every run scheduled on 2 workers."""
+    out: list[dict[str, Any]] = []
+    pool = read_pool(results)
+    if pool is not None:
+        mine = pool_runs(runs, pool)
+        names = sorted({r.analysis for r in mine})
+        what = "every run" if len(mine) == len(runs) else f"only its runs: {', '.join(names)}"
+        out.append({"wall": f"make report's pool, measured (pool.json; {what})", "s": pool.wall, "runs": mine})
+    if pool is None or len(out[0]["runs"]) != len(runs):
+        sim = simulate([j.wall for j in jobs(runs)], WORKERS)
+        out.append({"wall": "every recorded run, batch's schedule on 2 workers (scale)", "s": sim, "runs": runs})
+    for w in out:
+        w["floor"] = sum(own(r) for r in w["runs"]) / WORKERS
+        w["compute"] = sum(r.compute for r in w["runs"]) / WORKERS
+    return out
+
+
+def floor(results: Path = RESULTS, bench_csv: Path = REPORTS / "bench.csv") -> dict[str, Any] | None:
+    """Per analysis the code under review's own seconds and the suite's, and the report's walls
+    against the floor; None where no run is recorded."""
+    runs = read_runs(results)
+    if not runs:
+        return None
+    own, how = own_seconds(results, native_share(bench_csv))
+    return {"rows": per_analysis(runs, own), "how": how, "walls": walls(results, runs, own)}
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}" if b else "-"
+
+
+def floor_context(f: dict[str, Any] | None) -> dict[str, Any] | None:
+    if f is None:
+        return None
+    rows = f["rows"]
+    total = {k: sum(r[k] for r in rows) for k in ("runs", "wall", "own", "compute")}
+    line = [
+        [
+            r["analysis"],
+            r["runs"],
+            f"{r['wall']:.1f}",
+            f"{r['own']:.1f}",
+            f"{r['compute'] - r['own']:.1f}",
+            f"{r['wall'] - r['compute']:.1f}",
+            f"{100 * (r['wall'] - r['own']) / r['wall']:.0f}%" if r["wall"] else "-",
+            "" if r["analysis"] == "**all**" else f["how"].get(r["analysis"], "not recorded: counted as the suite's"),
+        ]
+        for r in [*rows, {"analysis": "**all**", **total}]
+    ]
+    return {
+        "goal": f"{GOAL:.2f}",
+        "workers": WORKERS,
+        "table": table(
+            [
+                "analysis",
+                "runs",
+                "wall s",
+                "code under review s",
+                "suite: compute s",
+                "suite: overhead s",
+                "suite's share",
+                "code under review: how",
+            ],
+            line,
+        ),
+        "walls": table(
+            ["report's wall", "runs", "wall s", "floor s", "wall / floor", "compute / 2 s", "wall / (compute / 2)"],
+            [
+                [
+                    w["wall"],
+                    len(w["runs"]),
+                    f"{w['s']:.1f}",
+                    f"{w['floor']:.1f}",
+                    _ratio(w["s"], w["floor"]),
+                    f"{w['compute']:.1f}",
+                    _ratio(w["s"], w["compute"]),
+                ]
+                for w in f["walls"]
+            ],
+        ),
+    }
+
+
+@dataclass(frozen=True)
+class Floor(BenchPart):
+    """`floor`'s rows and walls; None where no run is recorded."""
+
+    measured: dict[str, Any] | None
+
+    def rows(self) -> list[dict[str, object]]:
+        f = self.measured
+        if f is None:
+            return []
+        out = []
+        for r in f["rows"]:
+            out.append(csv_row("floor", r["analysis"], r["runs"], "wall", r["wall"]))
+            out.append(csv_row("floor", r["analysis"], r["runs"], "code_under_review", r["own"]))
+        for i, w in enumerate(f["walls"]):
+            tag = "pool" if i == 0 and w["wall"].startswith("make report's pool") else "projected"
+            out.append(csv_row("floor", "ALL", len(w["runs"]), f"{tag}_floor", w["floor"]))
+            out.append(
+                csv_row(
+                    "floor", "ALL", len(w["runs"]), f"{tag}_wall", w["s"], w["s"] / w["floor"] if w["floor"] else None
+                )
+            )
+        return out
+
+    def context(self) -> dict[str, Any]:
+        return {"floor": floor_context(self.measured)}
