@@ -222,9 +222,9 @@ def load_llama(path: str, overrides: tuple[Any, ...]) -> Any:
     return llama_cpp.Llama(path, vocab_only=True, verbose=False, kv_overrides=kv or None)
 
 
-def _child(conn: Any, engine: Engine, path: str, overrides: tuple[Any, ...], truth: Truth) -> None:
+def _child(conn: Any, fn: Any, args: tuple[Any, ...]) -> None:
     try:
-        conn.send(("ok", audit(engine, load_llama(path, overrides), truth)))
+        conn.send(("ok", fn(*args)))
     except BaseException as e:  # noqa: BLE001 - whatever the library raises is its one line
         tb = traceback.extract_tb(e.__traceback__)
         where = f" (at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
@@ -233,14 +233,13 @@ def _child(conn: Any, engine: Engine, path: str, overrides: tuple[Any, ...], tru
         conn.close()
 
 
-def run_engine(
-    engine: Engine, path: str, overrides: tuple[Any, ...], truth: Truth, limit_s: float = LIMIT_S
-) -> tuple[dict[str, Any] | None, str]:
-    """`audit` in a forked process bounded by `limit_s`: (its result, "") or (None, the cause in
-    one line: what it raised, that it ran past the limit, or the signal that ended it)."""
+def run_limited(fn: Any, args: tuple[Any, ...], path: str, limit_s: float = LIMIT_S) -> tuple[Any, str]:
+    """`fn(*args)` in a forked process bounded by `limit_s`: (its result, "") or (None, the cause
+    in one line: what it raised, that it ran past the limit, or the signal that ended it), the
+    input's `path` written as its file name."""
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
-    p = ctx.Process(target=_child, args=(send, engine, path, overrides, truth), daemon=True)
+    p = ctx.Process(target=_child, args=(send, fn, args), daemon=True)
     p.start()
     send.close()
     try:
@@ -263,6 +262,18 @@ def run_engine(
         recv.close()
     # the input is named by its file name: a result never holds a path of the machine it ran on
     return (got, "") if status == "ok" else (None, got.replace(path, Path(path).name))
+
+
+def _audit_at(engine: Engine, path: str, overrides: tuple[Any, ...], truth: Truth) -> dict[str, Any]:
+    return audit(engine, load_llama(path, overrides), truth)
+
+
+def run_engine(
+    engine: Engine, path: str, overrides: tuple[Any, ...], truth: Truth, limit_s: float = LIMIT_S
+) -> tuple[dict[str, Any] | None, str]:
+    """`audit` in a process of its own bounded by `limit_s` (`run_limited`)."""
+    got, err = run_limited(_audit_at, (engine, path, overrides, truth), path, limit_s)
+    return got, err
 
 
 def classes(got: dict[str, Any]) -> dict[str, str]:

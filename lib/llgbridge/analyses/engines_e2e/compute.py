@@ -1,0 +1,256 @@
+"""The other engines end to end (issue 46): each library's own llama.cpp logits processor
+generating on the matrix's models, judged by the real bytes of the tokens it let through.
+
+Per engine of `engines.compute.ENGINES` and model (the matrix's: a synthetic model around the
+input's tokenizer, or the real model), two cases: the leak regex (`engines.compute.LEAK_REGEX`,
+the guide's `start: /[.a-z]{2,6}/ "!"`) and the forced literal (`grammars.FORCED_LITERAL`).
+Each is generated greedily by the library's own way in, never re-implemented here:
+
+- lm-format-enforcer: `build_llamacpp_logits_processor(data, RegexParser(regex))` in the
+  `logits_processor` of llama-cpp-python's `Llama.create_completion` (the table built once per
+  model by `build_token_enforcer_tokenizer_data(llm)`, which the processor builder takes);
+- outlines: `outlines.Generator(outlines.from_llamacpp(llm), outlines.types.Regex(regex))` called
+  with the prompt (its chat mode where the matrix renders a chat template, as outlines does
+  through llama-cpp-python's chat handler), which hands its processor to the same call.
+
+The tokens are the ones llama-cpp-python sampled (its `Llama.sample`, watched, not changed);
+their real bytes are `llama_token_to_piece(t, 0, false)` joined (`Vocab.real_bytes`), judged by
+`re` as the matrix judges (`generate.judge`: a full match at the end of generation, a prefix at
+the token limit). Beside them, the text the library returned. An exception a processor raises
+inside llama-cpp-python's sampler callback is not seen by the caller (ctypes prints it and the
+step goes on unconstrained): it is caught by `sys.unraisablehook` and makes the row an error.
+
+Each engine runs per model in a process of its own bounded by `engines.compute.LIMIT_S`
+(`engines.compute.run_limited`): one that raises, hangs or dies is one line naming engine, model
+and cause, and the others go on.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ... import catalogue, nb, synth
+from ... import generate as G
+from ...errors import first_line
+from ...grammars import FORCED_LITERAL, LEAK_GRAMMAR
+from ...overrides import model_label
+from ...vocab import Vocab
+from ..engines.compute import BY_NAME, LEAK_REGEX, LIMIT_S, check_names, installed_version, regex_literal, run_limited
+
+__all__ = ["CASES", "Settings", "check_names", "judge", "run"]
+
+
+@dataclass(frozen=True)
+class E2eCase:
+    name: str
+    regex: str  # in the engines' regex language
+    judge: G.Case  # the independent judge (`generate.judge`) of the real bytes
+    prompt_case: str  # the matrix case whose prompt a real model gets (its instruction)
+
+
+LEAK = G.Case(
+    "leak",
+    LEAK_GRAMMAR,
+    lambda s: re.fullmatch(LEAK_REGEX, s) is not None,
+    "the leak grammar's regex form",
+    lambda s: re.fullmatch(r"[.a-z]{0,6}|[.a-z]{2,6}!", s) is not None,
+)
+CASES: dict[str, E2eCase] = {
+    "leak": E2eCase("leak", LEAK_REGEX, LEAK, "dots"),
+    "forced_literal": E2eCase(
+        "forced_literal", regex_literal(FORCED_LITERAL), G.CASES["forced_literal"], "forced_literal"
+    ),
+}
+MATCHES = {"pass": "full", "truncated": "prefix", "violation": "no"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    temperature: float = 0.0
+    seed: int = 0
+    max_tokens: int = 16
+    n_threads: int = 1
+    limit_s: float = LIMIT_S
+
+
+# --- in the engine's own process -------------------------------------------------------------
+
+
+def _lmfe(llm: Any, regex: str, prompt: G.Prompt, instruction: str, s: Settings, memo: dict[str, Any]) -> str:
+    from llama_cpp import LogitsProcessorList
+    from lmformatenforcer import RegexParser
+    from lmformatenforcer.integrations.llamacpp import (
+        build_llamacpp_logits_processor,
+        build_token_enforcer_tokenizer_data,
+    )
+
+    if "data" not in memo:  # the library's table, once per model (its builder takes it in place of llm)
+        memo["data"] = build_token_enforcer_tokenizer_data(llm)
+    processor = build_llamacpp_logits_processor(memo["data"], RegexParser(regex))
+    toks = llm.tokenize(prompt.text.encode(), add_bos=prompt.add_bos, special=prompt.parse_special)
+    out = llm.create_completion(
+        toks,
+        logits_processor=LogitsProcessorList([processor]),
+        max_tokens=s.max_tokens,
+        temperature=s.temperature,
+        seed=s.seed,
+    )
+    return str(out["choices"][0]["text"])
+
+
+def _outlines(llm: Any, regex: str, prompt: G.Prompt, instruction: str, s: Settings, memo: dict[str, Any]) -> str:
+    import outlines
+    from outlines.types import Regex
+
+    chat = prompt.kind == "chat template"
+    key = f"model-{chat}"
+    if key not in memo:
+        memo[key] = outlines.from_llamacpp(llm, chat_mode=chat)
+    generator = outlines.Generator(memo[key], Regex(regex))
+    text = generator(
+        instruction if chat else prompt.text, max_tokens=s.max_tokens, temperature=s.temperature, seed=s.seed
+    )
+    return str(text)
+
+
+CALLS = {"lm-format-enforcer": _lmfe, "outlines": _outlines}
+
+
+def _case(llm: Any, engine: str, case: E2eCase, prompt: G.Prompt, s: Settings, memo: dict[str, Any]) -> dict[str, Any]:
+    """One case through the library, in its process: the tokens sampled, the library's text, and
+    what it raised, where it raised it."""
+    import llama_cpp
+
+    sampled: list[int] = memo["sampled"]
+    ignored: list[str] = memo["ignored"]
+    sampled.clear()
+    ignored.clear()
+    instruction = G.CASES[case.prompt_case].instruction
+    try:
+        text, error = CALLS[engine](llm, case.regex, prompt, instruction, s, memo), ""
+    except Exception as e:  # noqa: BLE001 - the library's refusal is its row's one line
+        text, error = "", f"{type(e).__name__}: {first_line(str(e)) or 'no message'}"
+    vocab = llama_cpp.llama_model_get_vocab(llm.model)
+    eog = next((i for i, t in enumerate(sampled) if llama_cpp.llama_vocab_is_eog(vocab, t)), None)
+    return {
+        "case": case.name,
+        "prompt": prompt.kind,
+        "tokens": sampled[:eog] if eog is not None else list(sampled),
+        "stop": f"eog {sampled[eog]}" if eog is not None else "limit",
+        "text": text,
+        "error": error,
+        "ignored": list(dict.fromkeys(ignored)),
+    }
+
+
+def _watch(llm: Any, memo: dict[str, Any]) -> None:
+    """Record what llama-cpp-python samples (its `sample`, called by `Llama.generate`) and what a
+    processor raises inside its sampler callback, where the caller never sees it."""
+    sampled: list[int] = []
+    ignored: list[str] = []
+    sample = llm.sample
+
+    def watched(*args: Any, **kwargs: Any) -> int:
+        token = sample(*args, **kwargs)
+        sampled.append(int(token))
+        return int(token)
+
+    def hook(u: Any) -> None:
+        ignored.append(f"{type(u.exc_value).__name__}: {first_line(str(u.exc_value))}")
+
+    llm.sample = watched
+    sys.unraisablehook = hook
+    memo.update(sampled=sampled, ignored=ignored)
+
+
+def generate_all(engine: str, path: str, overrides: list[str], style: tuple[bool, bool | None], s: Settings) -> Any:
+    """Every case of one engine on one model, in the engine's own process: a dict per case."""
+    synthetic, instruct = style
+    t0 = time.perf_counter()
+    llm = G.load_model(Path(path), seed=s.seed, n_threads=s.n_threads, overrides=overrides)
+    resolved = G.prompt_style(llm, "auto", synthetic, instruct)
+    memo: dict[str, Any] = {}
+    _watch(llm, memo)
+    out = [_case(llm, engine, c, G.prompt_for(llm, G.CASES[c.prompt_case], resolved), s, memo) for c in CASES.values()]
+    return {"cases": out, "seconds": time.perf_counter() - t0}
+
+
+# --- in the notebook's process ----------------------------------------------------------------
+
+
+def judge(case: str, real: bytes, stop: str) -> str:
+    """The real bytes against the case's grammar, as the matrix judges: `full`, `prefix` (at the
+    token limit, still a prefix of a match) or `no`."""
+    return MATCHES[G.judge(CASES[case].judge, G.Generation(output=real, stop=stop))]
+
+
+def case_row(base: dict[str, Any], got: dict[str, Any], v: Vocab) -> dict[str, Any]:
+    """A case's row: the tokens, their real bytes, the library's text, the judgement."""
+    real = v.real_bytes(got["tokens"])
+    matches = judge(got["case"], real, got["stop"].split()[0])
+    cause = got["error"] or (
+        f"raised in llama-cpp-python's sampler callback, which ignores it (generation went on unconstrained): "
+        f"{got['ignored'][0]}"
+        if got["ignored"]
+        else ""
+    )
+    outcome = "error" if cause else ("violates" if matches == "no" else "ok")
+    return {
+        **base,
+        "case": got["case"],
+        "prompt": got["prompt"],
+        "outcome": outcome,
+        "matches": matches,
+        "stop": got["stop"],
+        "n_tokens": len(got["tokens"]),
+        "tokens": " ".join(map(str, got["tokens"])),
+        "output": real.decode("utf-8", "backslashreplace"),
+        "text": got["text"],
+        "agree": got["text"].encode("utf-8") == real,
+        "error": cause,
+    }
+
+
+def vocab_for(path: Path, vocab: str, real: bool, overrides: list[str]) -> Vocab:
+    """The model's vocab, as the matrix loads it (a real model's is the kernel's own)."""
+    name = vocab if synth.is_synthetic(path) or real else path.stem
+    return nb.cached_vocab(path, name, list(overrides)) if real else Vocab(path, name, overrides)
+
+
+def one_model(vocab: str, real: bool, path: Path, overrides: list[str], engines: list[str], s: Settings) -> Any:
+    """Every named engine on one model: its rows and each engine's seconds."""
+    v = vocab_for(path, vocab, real, overrides)
+    v.require_text()
+    style = (synth.is_synthetic(path), catalogue.REAL_MODELS[vocab].instruct if real else None)
+    rows: list[dict[str, Any]] = []
+    seconds: dict[str, float] = {}
+    for name in engines:
+        version = installed_version(BY_NAME[name])
+        base = {"model": model_label(path.name, overrides), "vocab": v.name, "synthetic": style[0]}
+        base |= {"engine": name, "version": version}
+        if "not installed" in version:
+            rows.append({**base, "case": "", "outcome": "error", "error": f"{version}: not run"})
+            continue
+        got, err = run_limited(generate_all, (name, str(path), list(overrides), style, s), str(path), s.limit_s)
+        if got is None:
+            rows.append({**base, "case": "", "outcome": "error", "error": err})
+            continue
+        rows += [case_row(base, c, v) for c in got["cases"]]
+        seconds[name] = round(got["seconds"], 3)
+    return rows, seconds
+
+
+def run(vocab: str, real: bool, paths: list[Path], overrides: list[str], engines: list[str], s: Settings) -> Any:
+    """The `engines_e2e` result's payload: every engine on every model of `paths`."""
+    rows: list[dict[str, Any]] = []
+    seconds: dict[str, dict[str, float]] = {}
+    for path in paths:
+        got, secs = one_model(vocab, real, path, overrides, engines, s)
+        rows += got
+        seconds[path.name] = secs
+    return {**asdict(s), "models": [p.name for p in paths], "rows": rows, "seconds": seconds}

@@ -1,0 +1,73 @@
+"""The other engines end to end (issue 46): a row's bytes are the recorded tokens' real bytes as
+llama-cpp-python itself gives them, and the judgement refuses a token the grammar forbids.
+
+Real parts only: the synthetic llama-spm model, the libraries' own logits processors, and
+llama-cpp-python's own `Llama.detokenize` for the bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llgbridge.analyses.engines_e2e import compute as e2e
+from llgbridge.analyses.matrix import compute as matrix
+from llgbridge.generate import load_model
+from llgbridge.paths import ROOT
+
+VOCAB = "llama-spm"
+MODEL = ROOT / "data/models" / f"synthetic-{VOCAB}.gguf"
+
+needs_model = pytest.mark.skipif(not MODEL.exists(), reason=f"{MODEL.name} not built (make models)")
+
+
+@cache
+def rows() -> list[dict[str, Any]]:
+    paths = matrix.model_paths(VOCAB, "", [], "data/models", 0, [])
+    return e2e.run(VOCAB, False, paths, [], ["lm-format-enforcer"], e2e.Settings())["rows"]
+
+
+@cache
+def llm() -> Any:
+    return load_model(Path(MODEL), n_threads=1)
+
+
+def pieces(tokens: list[int]) -> bytes:
+    """llama-cpp-python's own bytes for `tokens`: `Llama.detokenize` of one token at a time (its
+    `llama_token_to_piece(t, 0, special=False)`; no token here is BOS, whose space it strips), joined."""
+    return b"".join(llm().detokenize([t]) for t in tokens)
+
+
+@needs_model
+@pytest.mark.parametrize("case", list(e2e.CASES))
+def test_row_bytes_are_the_tokens_pieces(case: str) -> None:
+    row = next(r for r in rows() if r["case"] == case)
+    tokens = [int(t) for t in row["tokens"].split()]
+    assert tokens, row
+    got = pieces(tokens)
+    assert row["output"].encode() == got
+    # the judgement is the case's own, on those bytes
+    want = {"leak": e2e.LEAK_REGEX, "forced_literal": "hello world"}[case]
+    if row["stop"].startswith("eog"):
+        assert (row["matches"] == "full") == (re.fullmatch(want, got.decode("utf-8", "replace")) is not None)
+
+
+@needs_model
+def test_judgement_refuses_a_forbidden_token() -> None:
+    """By hand on llama-spm: token 29871 is '▁', a lone space; token 8066 is 'your'. 'your' then
+    '!' is a leak match; a space inside it is not, whether generation ended or stopped at the limit;
+    'hel' is a prefix of the literal at the limit, ' hel' is not."""
+    assert pieces([29871]) == b" "
+    your = pieces([8066])
+    assert your == b"your"
+    assert e2e.judge("leak", your + b"!", "eog") == "full"
+    assert e2e.judge("leak", your + b" !", "eog") == "no"
+    assert e2e.judge("leak", b" " + your, "limit") == "no"
+    assert e2e.judge("leak", your, "limit") == "prefix"
+    assert e2e.judge("forced_literal", b"hel", "limit") == "prefix"
+    assert e2e.judge("forced_literal", b" hel", "limit") == "no"
+    assert e2e.judge("forced_literal", b"hello world", "eog") == "full"
