@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import batch
+from ..analyses import BY_NAME
 from ..paths import RESULTS
 from .benchmd import BenchPart, csv_row, table
 from .recorded import Pool, Run, pool_runs, read_pool, read_runs
@@ -49,8 +50,6 @@ class Job:
 
 def jobs(runs: Sequence[Run]) -> list[Job]:
     """The runs grouped by input, in `batch.order`'s order (the largest input first)."""
-    from ..analyses import BY_NAME
-
     by_input: dict[str, list[Run]] = {}
     for r in runs:
         by_input.setdefault(r.input, []).append(r)

@@ -34,7 +34,7 @@ from ..analyses.matrix.section import matrix_section
 from ..analyses.probe.section import probe_section
 from ..analyses.soundness.section import soundness_section
 from .beyond import beyond_section
-from .build import SECTIONS, build, code_block, inputs_table, main, versions
+from .build import PAGE, build, code_block, inputs_table, main, sections, versions
 from .corpus import corpus_section
 from .data import Results
 from .native import native_section
@@ -53,7 +53,8 @@ __all__ = [
     "html_table",
     "build",
     "main",
-    "SECTIONS",
+    "PAGE",
+    "sections",
     "verdict",
     "Verdict",
     "guide_figures",

@@ -10,6 +10,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -43,9 +44,14 @@ PAGE: tuple[tuple[str, str], ...] = tuple(
         + [(at, key, f"{__package__}.{key}") for key, at in OWN_SECTIONS.items()]
     )
 )
-SECTIONS: list[tuple[str, Callable[[Results], Section | None]]] = [
-    (key, getattr(importlib.import_module(module), f"{key}_section")) for key, module in PAGE
-]
+
+
+@cache
+def sections() -> tuple[tuple[str, Callable[[Results], Section | None]], ...]:
+    """Each section's function, in the page's order. Imported when a page is first drawn, not when
+    this module is: a section imports the report's primitives, whose package imports this module,
+    so a section imported first (a notebook, a test) would otherwise meet itself half-made."""
+    return tuple((key, getattr(importlib.import_module(module), f"{key}_section")) for key, module in PAGE)
 
 
 def versions(res: Results) -> dict[str, str]:
@@ -96,7 +102,7 @@ def code_block(v: dict[str, str]) -> str:
 def inputs_table(res: Results) -> pd.DataFrame:
     """Every (analysis, input) run: whether it succeeded, and the one-line error if not."""
     rows = []
-    for name, _ in SECTIONS:
+    for name, _ in sections():
         ok, failed = res.load(name)
         rows += [{"analysis": name, "input": r["vocab"], "status": "ok", "error": ""} for r in ok]
         rows += [
@@ -269,11 +275,11 @@ def splice_banner(index: Path, said: dict[str, Any] | None) -> None:
 
 
 def made_sections(res: Results) -> tuple[list[Section], list[dict[str, Any]], set[str]]:
-    """Every section of the page (`SECTIONS`), the failed inputs, and the sections that raised."""
+    """Every section of the page (`sections()`), the failed inputs, and the sections that raised."""
     failed: list[dict[str, Any]] = []
     sections: list[Section] = []
     broken: set[str] = set()
-    for name, fn in SECTIONS:
+    for name, fn in sections():
         _, f = res.load(name)
         failed += f
         try:
