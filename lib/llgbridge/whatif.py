@@ -143,8 +143,7 @@ def _run_all(sides: list[tuple[str, list[tuple[str, dict[str, object]]], Path]])
     statuses, _ = batch.run_pool(
         jobs,
         workers,
-        out_root=sides[0][2],
-        results=sides[0][2] / "results",
+        places=batch.Places(results=sides[0][2] / "results", out_root=sides[0][2]),
         say=lambda line: print(line, flush=True),
         where=where,
     )
