@@ -126,10 +126,8 @@ def test_a_worker_that_dies_ends_only_its_inputs_runs(tmp_path: Path) -> None:
     statuses, starts = batch.run_pool(
         [("a", ["killer", "fine"]), ("b", ["fine"])],
         1,
-        results=tmp_path / "pool-res",
+        places=batch.Places(results=tmp_path / "pool-res", out_root=tmp_path / "pool-r", notebooks=nbs),
         say=said.append,
-        out_root=tmp_path / "pool-r",
-        notebooks=nbs,
         where=[
             {"out": tmp_path / "ra", "results": tmp_path / "res-a", "params": {}},
             {"out": tmp_path / "r", "results": res, "params": {}},

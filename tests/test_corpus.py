@@ -49,7 +49,7 @@ def tables(r: corpus.CorpusRun) -> tuple[str, str, str]:
 
 @cache
 def serial() -> tuple[str, str, str]:
-    return tables(corpus.run([VOCAB], TINY, BRIDGES, engine="serial", cache_dir=None))
+    return tables(corpus.run([VOCAB], TINY, BRIDGES, engine=corpus.Engine("serial"), cache_dir=None))
 
 
 # -- the data -------------------------------------------------------------------------------------
@@ -189,13 +189,13 @@ def test_the_cache_is_keyed_by_the_schema_bytes_read_not_the_manifest(tmp_path: 
 
 
 def test_a_local_pool_gives_the_serial_bytes(tmp_path: Path) -> None:
-    r = corpus.run([VOCAB], TINY, BRIDGES, engine="pool", workers=2, cache_dir=tmp_path)
+    r = corpus.run([VOCAB], TINY, BRIDGES, engine=corpus.Engine("pool", workers=2), cache_dir=tmp_path)
     assert tables(r) == serial()
 
 
 @pytest.mark.slow
 def test_a_dask_local_cluster_of_two_workers_gives_the_serial_bytes(tmp_path: Path) -> None:
-    r = corpus.run([VOCAB], TINY, BRIDGES, engine="dask", workers=2, cache_dir=tmp_path)
+    r = corpus.run([VOCAB], TINY, BRIDGES, engine=corpus.Engine("dask", workers=2), cache_dir=tmp_path)
     assert r.computed == 15
     assert tables(r) == serial()
 

@@ -97,10 +97,8 @@ def test_a_stopped_notebook_worker_costs_its_input_one_retry(tmp_path: Path) -> 
     statuses, starts = batch.run_pool(
         [("a", ["stopper"])],
         1,
-        results=tmp_path / "res",
+        places=batch.Places(results=tmp_path / "res", out_root=tmp_path / "r", notebooks=nbs),
         say=said.append,
-        out_root=tmp_path / "r",
-        notebooks=nbs,
         stall=5,
     )
     assert [(s["vocab"], s["notebook"], s["status"]) for s in statuses] == [("a", "stopper", "ok")], statuses
@@ -118,8 +116,8 @@ if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a parent that ignores Ctrl-C: its workers must not die of it
     os.environ["CTRL_C_GROUP"] = str(os.getpgrp())  # the group the notebooks signal, through the workers' environment
     tmp = Path(sys.argv[1])
-    statuses, starts = batch.run_pool([("a", ["first", "second"])], 1, results=tmp / "res", say=lambda _: None,
-                                      out_root=tmp / "r", notebooks=tmp / "nbs")
+    places = batch.Places(results=tmp / "res", out_root=tmp / "r", notebooks=tmp / "nbs")
+    statuses, starts = batch.run_pool([("a", ["first", "second"])], 1, places=places, say=lambda _: None)
     print(json.dumps([[s["notebook"], s["status"], s.get("error", "")] for s in statuses] + [len(starts)]))
 """
 

@@ -47,6 +47,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -146,26 +147,36 @@ def notebook_worker(
         yield handle
 
 
+@dataclass(frozen=True)
+class Places:
+    """Where a pool's runs go (`out_root`, default the worker's reports/; `results`), the folder of
+    the notebooks they run (default the registry's) and each analysis's parameters (default its
+    defaults), for every job that has no `Where` of its own."""
+
+    results: Path = RESULTS
+    out_root: Path | None = None
+    notebooks: Path | None = None
+    params: dict[str, dict[str, object]] | None = None
+
+
 def run_pool(
     jobs: list[tuple[str, list[str]]],
     workers: int,
     server: Jobserver | None = None,
-    results: Path = RESULTS,
+    places: Places | None = None,
     say: Callable[[str], None] = print,
-    out_root: Path | None = None,
-    notebooks: Path | None = None,
     stall: float = pool.STALL,
-    params: dict[str, dict[str, object]] | None = None,
     where: list[Where] | None = None,
 ) -> tuple[list[RunStatus], list[dict[str, float]]]:
-    """Run `jobs` ((input, its analyses), in order) on at most `workers` workers (`pool.run`), each
-    analysis with `params[analysis]` (default: its defaults); the
-    first is this command's own slot, each other one takes a slot from `server` first. A worker
-    lost mid-input runs that input's remaining analyses once more on a fresh worker; lost again,
-    they fail naming the cause. Returns every run's status and each worker's start-up.
+    """Run `jobs` ((input, its analyses), in order) on at most `workers` workers (`pool.run`), as
+    `places` says (default `Places()`); the first is this command's own slot, each other one takes a slot from `server`
+    first. A worker lost mid-input runs that input's remaining analyses once more on a fresh
+    worker; lost again, they fail naming the cause. Returns every run's status and each worker's
+    start-up.
 
     `where[i]`, when given, is job i's own report folder, results and parameters in place of
-    `out_root`, `results` and `params` (a what-if's two sides on one pool)."""
+    `places`' (a what-if's two sides on one pool)."""
+    places = places or Places()
     total = sum(len(a) for _, a in jobs)
     statuses: list[RunStatus] = []
     done: list[list[str]] = [[] for _ in jobs]
@@ -188,13 +199,13 @@ def run_pool(
         for a in analyses:
             if a not in done[i]:
                 st: RunStatus = {"notebook": a, "vocab": vocab, "status": "failed", "error": why}
-                _write_failed(where[i]["results"] if where else results, st)
+                _write_failed(where[i]["results"] if where else places.results, st)
                 emitted(i, st)
 
     stats = pool.run(
         [payload(i, a) for i, (_, a) in enumerate(jobs)],
         notebook_worker,
-        (out_root, results, notebooks, params),
+        (places.out_root, places.results, places.notebooks, places.params),
         workers=workers,
         slots=server,
         stall=stall,
@@ -245,7 +256,11 @@ def _write_failed(results: Path, st: RunStatus) -> None:
         pass
 
 
-def main(argv: list[str] | None = None) -> int:
+class _Refused(Exception):
+    """A command line refused before anything ran: the message goes to stderr, the exit is 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m llgbridge.batch", description=__doc__.splitlines()[0])
     ap.add_argument(
         "--inputs",
@@ -259,28 +274,86 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--stamp", type=Path, default=None, help="rewritten when what the page is made from changed (`page_state`)"
     )
-    a = ap.parse_args(argv)
+    return ap
+
+
+def _input_sets(specs: list[str]) -> dict[str, list[str]]:
+    """Each `--inputs SET="V1 V2"`'s inputs, by set."""
     sets: dict[str, list[str]] = {}
-    for spec in a.inputs:
+    for spec in specs:
         name, _, listed = spec.partition("=")
         if name not in INPUT_SETS:
-            print(f"--inputs {name}: no such input set; the registry's are {', '.join(INPUT_SETS)}", file=sys.stderr)
-            return 2
+            raise _Refused(f"--inputs {name}: no such input set; the registry's are {', '.join(INPUT_SETS)}")
         sets.setdefault(name, []).extend(filter(None, listed.replace(",", " ").split()))
-    unknown = [n for n in a.analyses or () if n not in BY_NAME]
+    return sets
+
+
+def _wanted(sets: dict[str, list[str]], only: list[str] | None) -> dict[str, list[str]]:
+    """Each input's analyses, in the registry's order: those of `only` (default every one) that
+    run on a set the input is in."""
+    unknown = [n for n in only or () if n not in BY_NAME]
     if unknown:
-        print(f"--analyses {' '.join(unknown)}: no such analysis in the registry (analyses.py)", file=sys.stderr)
-        return 2
+        raise _Refused(f"--analyses {' '.join(unknown)}: no such analysis in the registry (analyses.py)")
     wanted: dict[str, list[str]] = {}
     for analysis in ANALYSES:
-        if a.analyses is None or analysis.name in a.analyses:
+        if only is None or analysis.name in only:
             for v in dict.fromkeys(sets.get(analysis.runs_on, [])):
                 wanted.setdefault(v, []).append(analysis.name)
     for v in wanted:
         why = name_problem(v)
         if why:
-            print(f"[{v}] {why}", file=sys.stderr)
-            return 2
+            raise _Refused(f"[{v}] {why}")
+    return wanted
+
+
+def _run_todo(
+    todo: dict[str, list[str]], workers: int | None, make: tuple[int | None, str], t0: float, plan_s: float
+) -> int:
+    """Run `todo` (each input's analyses) on the pool, at most `workers` (default Make's -j, given
+    with its MAKEFLAGS in `make`), and record its timing (since `t0`, the plan's `plan_s` of it):
+    the exit status, 0 unless a result could not be written or a signal stopped the pool."""
+    jobs, flags = make
+    server = Jobserver(flags)
+    limit = workers or jobs or 1
+    n_runs = sum(len(x) for x in todo.values())
+    print(f"== {n_runs} runs on {len(todo)} inputs, at most {limit} worker(s)", flush=True)
+    try:
+        with pool.stop_on_signals():
+            statuses, starts = run_pool(
+                order(todo),
+                limit,
+                server if server.usable and not workers else None,
+                say=lambda s: print(s, flush=True),
+            )
+    except pool.Stopped as e:  # the workers, their kernels and servers are gone: nothing more is written
+        print(f"batch: {e}: every worker ended; no stamp written", file=sys.stderr, flush=True)
+        return 128 + e.signum
+    finally:
+        server.close()
+    failed = sum(s["status"] != "ok" for s in statuses)
+    write_json(
+        RESULTS / ".timing" / "pool.json",
+        {
+            "plan": round(plan_s, 4),
+            "wall": round(time.monotonic() - t0, 4),
+            "workers": starts,
+            "runs": len(statuses),
+            "failed": failed,
+        },
+    )
+    if any("unwritten" in s for s in statuses):
+        return 1  # a result that could not be written is lost to the report: Make must stop and say so
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _parser().parse_args(argv)
+    try:
+        sets = _input_sets(a.inputs)
+        wanted = _wanted(sets, a.analyses)
+    except _Refused as e:
+        print(e, file=sys.stderr)
+        return 2
     t0 = time.monotonic()
     plans = {v: p for v in wanted if (p := plan(v, wanted[v]))}
     todo = {v: list(p) for v, p in plans.items()}
@@ -292,39 +365,8 @@ def main(argv: list[str] | None = None) -> int:
         if not plans:  # else Make's echo of this command would be all `make -n` says
             print("nothing to run: every result is current", flush=True)
         return 0
-    failed = 0
-    statuses: list[RunStatus] = []
-    if todo:
-        server = Jobserver(flags)
-        limit = a.workers or jobs or 1
-        n_runs = sum(len(x) for x in todo.values())
-        print(f"== {n_runs} runs on {len(todo)} inputs, at most {limit} worker(s)", flush=True)
-        try:
-            with pool.stop_on_signals():
-                statuses, starts = run_pool(
-                    order(todo),
-                    limit,
-                    server if server.usable and not a.workers else None,
-                    say=lambda s: print(s, flush=True),
-                )
-        except pool.Stopped as e:  # the workers, their kernels and servers are gone: nothing more is written
-            print(f"batch: {e}: every worker ended; no stamp written", file=sys.stderr, flush=True)
-            return 128 + e.signum
-        finally:
-            server.close()
-        failed = sum(s["status"] != "ok" for s in statuses)
-        write_json(
-            RESULTS / ".timing" / "pool.json",
-            {
-                "plan": round(plan_s, 4),
-                "wall": round(time.monotonic() - t0, 4),
-                "workers": starts,
-                "runs": len(statuses),
-                "failed": failed,
-            },
-        )
-        if any("unwritten" in s for s in statuses):
-            return 1  # a result that could not be written is lost to the report: Make must stop and say so
+    if todo and (code := _run_todo(todo, a.workers, (jobs, flags), t0, plan_s)):
+        return code
     if a.stamp is not None:
         mark_state(a.stamp, page_state(RESULTS, sets))
     return 0

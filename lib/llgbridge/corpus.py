@@ -183,20 +183,25 @@ def _cached(cache_dir: Path | None, key: str) -> dict[str, Any] | None:
     return rec if isinstance(rec, dict) and rec.get("key") == key else None
 
 
+@dataclass(frozen=True)
+class Engine:
+    """Where the jobs run (`cluster.run_jobs`): `name` (serial, pool or dask), at most `workers`
+    processes (default the CPU count), on the Dask scheduler at `cluster` when given."""
+
+    name: str = "serial"
+    workers: int | None = None
+    cluster: str | None = None
+
+
 def _stage(
-    fn: Any,
-    jobs: list[Any],
-    failed: Any,
-    cache_dir: Path | None,
-    engine: str,
-    workers: int | None,
-    cluster: str | None,
-    desc: str,
+    fn: Any, jobs: list[Any], failed: Any, cache_dir: Path | None, engine: Engine, desc: str
 ) -> tuple[list[dict[str, Any]], int]:
     """Each job's record: from the cache, else computed (and cached unless it failed)."""
     recs: list[dict[str, Any] | None] = [_cached(cache_dir, j.key) for j in jobs]
     todo = [i for i, r in enumerate(recs) if r is None]
-    outcomes = run_jobs(fn, [jobs[i] for i in todo], engine=engine, workers=workers, cluster=cluster, desc=desc)
+    outcomes = run_jobs(
+        fn, [jobs[i] for i in todo], engine=engine.name, workers=engine.workers, cluster=engine.cluster, desc=desc
+    )
     for i, o in zip(todo, outcomes):
         if o.ok:
             recs[i] = o.value
@@ -213,20 +218,20 @@ def run(
     schema_ids: list[str],
     bridges: list[str] | tuple[str, ...] = BRIDGES,
     params: Params = Params(),
-    engine: str = "serial",
-    workers: int | None = None,
-    cluster: str | None = None,
+    engine: Engine | None = None,
     cache_dir: Path | None = CACHE,
     schemas_dir: Path | None = None,
 ) -> CorpusRun:
-    """Every (schema, vocab) then every (schema, vocab, bridge) job; see `cluster.run_jobs` for the engines."""
+    """Every (schema, vocab) then every (schema, vocab, bridge) job, on `engine` (default serial);
+    see `cluster.run_jobs` for the engines."""
+    engine = engine or Engine()
     for b in bridges:
         bridge_class(b)  # an unknown bridge is the caller's error, before any job runs
     t0 = time.monotonic()
     ijobs = plan(vocabs, schema_ids, params, schemas_dir)
-    irecs, n1 = _stage(instances_job, ijobs, instances_record, cache_dir, engine, workers, cluster, "instances")
+    irecs, n1 = _stage(instances_job, ijobs, instances_record, cache_dir, engine, "instances")
     bjobs = [BridgeJob(ij, b, tuple(r["instances"])) for ij, r in zip(ijobs, irecs) for b in bridges]
-    brecs, n2 = _stage(bridge_job, bjobs, bridge_record, cache_dir, engine, workers, cluster, "bridges")
+    brecs, n2 = _stage(bridge_job, bjobs, bridge_record, cache_dir, engine, "bridges")
     total = len(ijobs) + len(bjobs)
     return CorpusRun(irecs, brecs, computed=n1 + n2, cached=total - n1 - n2, seconds=round(time.monotonic() - t0, 1))
 
@@ -449,7 +454,7 @@ def refuse_overridden(vocab: str, path: str = "") -> None:
         )
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description="SchemaStore's JSON schemas through every bridge (make corpus)")
     ap.add_argument("--vocabs", default="", help="space- or comma-separated vocab names (default: every input vocab)")
     ap.add_argument("--schemas", default="all", help="'all', or a number of schemas drawn with --seed")
@@ -460,51 +465,56 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--cache", type=Path, default=CACHE)
-    a = ap.parse_args(argv)
+    return ap
+
+
+class _Refused(Exception):
+    """A command line refused before anything ran: the message goes to stderr, the exit is 2."""
+
+
+def _vocabs(names: list[str]) -> list[tuple[str, str]]:
+    """(name, its file as the repository names it) for each vocab: InputError for one loaded with
+    overrides, _Refused for one with no fixture."""
+    vocabs = []
+    for name in names:
+        refuse_overridden(name)
+        p = vocab_path(name)
+        if not p.exists():
+            raise _Refused(f"{name}: no such vocab fixture ({repo_path(p)})")
+        vocabs.append((name, repo_path(p)))
+    return vocabs
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _parser().parse_args(argv)
     if a.workers and not (a.workers.isdigit() and int(a.workers) >= 1):
         print(f"--workers: expected a number of processes, got {a.workers!r}", file=sys.stderr)
         return 2
     workers = int(a.workers) if a.workers else None
     names = [x for x in a.vocabs.replace(",", " ").split() if x] or vocab_names(extra=VOCABS)
-    vocabs = []
-    for name in names:
-        try:
-            refuse_overridden(name)
-        except InputError as e:
-            print(e, file=sys.stderr)
-            return 2
-        p = vocab_path(name)
-        if not p.exists():
-            print(f"{name}: no such vocab fixture ({repo_path(p)})", file=sys.stderr)
-            return 2
-        vocabs.append((name, repo_path(p)))
+    try:
+        vocabs = _vocabs(names)
+    except (InputError, _Refused) as e:
+        print(e, file=sys.stderr)
+        return 2
     n = None if a.schemas == "all" else int(a.schemas)
     ids = sample_ids(n, a.seed)
-    engine = "dask" if a.cluster else a.engine
+    engine = Engine("dask" if a.cluster else a.engine, workers, a.cluster or None)
     params = Params(seed=a.seed)
     # the machine's load beside the timings: on 2 cores shared with other work, the p99 of mask
     # time grew tenfold (measured), while the counts do not move
     load_before = round(os.getloadavg()[0], 2)
     print(
-        f"corpus: {len(ids)} schemas x {len(vocabs)} vocabs x {a.bridges} on {engine}"
+        f"corpus: {len(ids)} schemas x {len(vocabs)} vocabs x {a.bridges} on {engine.name}"
         + (f" at {a.cluster}" if a.cluster else ""),
         flush=True,
     )
-    r = run(
-        vocabs,
-        ids,
-        [b for b in a.bridges.split(",") if b],
-        params,
-        engine=engine,
-        workers=workers,
-        cluster=a.cluster or None,
-        cache_dir=a.cache,
-    )
+    r = run(vocabs, ids, [b for b in a.bridges.split(",") if b], params, engine, cache_dir=a.cache)
     meta = {
         "vocabs": names,
         "schemas": len(ids),
         "bridges": a.bridges,
-        "engine": engine,
+        "engine": engine.name,
         "workers": workers or os.cpu_count(),
         "cluster": "yes" if a.cluster else "local",
         "params": asdict(params),
@@ -513,15 +523,18 @@ def main(argv: list[str] | None = None) -> int:
         "load_1min_after": round(os.getloadavg()[0], 2),
     }
     write_outputs(r, a.out, meta)
-    failed = [x for x in r.instances + r.bridges if x.get("status") == "failed"]
-    shown = repo_path(a.out)
+    _say_done(r, a.out)
+    return 0
+
+
+def _say_done(r: CorpusRun, out: Path) -> None:
     print(
-        f"corpus: {r.computed} jobs computed, {r.cached} from the cache, in {r.seconds} s; tables in {shown}/",
+        f"corpus: {r.computed} jobs computed, {r.cached} from the cache, in {r.seconds} s; tables in {repo_path(out)}/",
         flush=True,
     )
-    for x in failed:
-        print(f"FAILED {x['vocab']}/{x['schema']}/{x.get('bridge', 'instances')}: {x['error']}", file=sys.stderr)
-    return 0
+    for x in r.instances + r.bridges:
+        if x.get("status") == "failed":
+            print(f"FAILED {x['vocab']}/{x['schema']}/{x.get('bridge', 'instances')}: {x['error']}", file=sys.stderr)
 
 
 if __name__ == "__main__":

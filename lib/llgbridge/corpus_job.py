@@ -192,7 +192,7 @@ def walk_instances(
 
     Up to twice as many walks as instances are tried. See the module's docstring for the policy.
     """
-    pieces, closer, single, space, keep = classes
+    pieces, keep = classes[0], classes[4]
     rng = random.Random(seed)
     n = truth.vocab.n_tokens
     out: list[str] = []
@@ -210,17 +210,9 @@ def walk_instances(
             except LlgError as e:
                 error = error or first_line(str(e))[:ERROR_CHARS]
                 break
-            choice = np.flatnonzero(allowed & ~space) if rng.random() < 0.75 else np.empty(0, dtype=int)
-            if i >= params.steer_after:
-                for pref in (closer, single):
-                    choice = np.flatnonzero(allowed & pref)
-                    if len(choice):
-                        break
-            if not len(choice):
-                choice = np.flatnonzero(allowed)
-            if not len(choice):
+            tok = _pick(allowed, classes, i >= params.steer_after, rng)
+            if tok is None:
                 break
-            tok = int(choice[rng.randrange(len(choice))])
             m.consume(tok)
             data += pieces[tok]
         if m.is_accepting:
@@ -229,6 +221,24 @@ def walk_instances(
             except UnicodeDecodeError:
                 pass
     return out, error
+
+
+def _pick(allowed: Any, classes: tuple[Any, ...], steer: bool, rng: random.Random) -> int | None:
+    """One token of the mask `allowed` (None when it allows none), drawn with `rng`: three times in
+    four one that is not whitespace; once `steer`ing, a closer, else a one-byte token, where the
+    mask has one (the module's docstring says why)."""
+    _, closer, single, space, _ = classes
+    choice = np.flatnonzero(allowed & ~space) if rng.random() < 0.75 else np.empty(0, dtype=int)
+    if steer:
+        for pref in (closer, single):
+            choice = np.flatnonzero(allowed & pref)
+            if len(choice):
+                break
+    if not len(choice):
+        choice = np.flatnonzero(allowed)
+    if not len(choice):
+        return None
+    return int(choice[rng.randrange(len(choice))])
 
 
 def check_instance(schema: Any, instance: str) -> dict[str, str]:

@@ -322,6 +322,39 @@ def generate(
 
     g = Generation()
     state: dict[str, Any] = {"m": matcher, "t_eval": 0.0}
+    llm.set_seed(seed)
+    llama_cpp.llama_perf_context_reset(llm.ctx)
+    t0 = time.perf_counter()
+    toks = llm.tokenize(prompt.text.encode(), add_bos=prompt.add_bos, special=prompt.parse_special)
+    procs = llama_cpp.LogitsProcessorList([_mask_processor(llm, g, state)])
+    for tok in llm.generate(
+        toks, temp=temperature, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0, logits_processor=procs
+    ):
+        g.token_times.append(time.perf_counter())
+        if llama_cpp.llama_vocab_is_eog(vocab.llama_vocab, tok):
+            g.stop = "eog"
+            break
+        g.tokens.append(int(tok))
+        g.output += vocab.token_to_piece(int(tok))
+        m = state["m"]
+        if m is not None:
+            try:
+                m.consume(int(tok))
+            except LlgError:
+                pass  # upstream ignores llg_matcher_consume_token's result; apply fails next
+        if len(g.tokens) >= max_tokens:
+            g.stop = "limit"
+            break
+    g.seconds = time.perf_counter() - t0
+    perf = llama_cpp.llama_perf_context(llm.ctx)
+    g.forward_seconds, g.n_forward = perf.t_eval_ms / 1000, int(perf.n_eval)
+    return g
+
+
+def _mask_processor(llm: Any, g: Generation, state: dict[str, Any]) -> Callable[[Any, np.ndarray], np.ndarray]:
+    """The logits processor of one generation (`g`): each decode's time from llama.cpp's counters,
+    and the mask of the matcher `state["m"]` (None: unconstrained) applied to its logits."""
+    import llama_cpp
 
     def apply(_ids: Any, logits: np.ndarray) -> np.ndarray:
         # the decode that made these logits, from llama.cpp's own counters (the prompt's is apart)
@@ -345,33 +378,7 @@ def generate(
         g.n_masks += 1
         return logits
 
-    llm.set_seed(seed)
-    llama_cpp.llama_perf_context_reset(llm.ctx)
-    t0 = time.perf_counter()
-    toks = llm.tokenize(prompt.text.encode(), add_bos=prompt.add_bos, special=prompt.parse_special)
-    procs = llama_cpp.LogitsProcessorList([apply])
-    for tok in llm.generate(
-        toks, temp=temperature, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0, logits_processor=procs
-    ):
-        g.token_times.append(time.perf_counter())
-        if llama_cpp.llama_vocab_is_eog(vocab.llama_vocab, tok):
-            g.stop = "eog"
-            break
-        g.tokens.append(int(tok))
-        g.output += vocab.token_to_piece(int(tok))
-        m = state["m"]
-        if m is not None:
-            try:
-                m.consume(int(tok))
-            except LlgError:
-                pass  # upstream ignores llg_matcher_consume_token's result; apply fails next
-        if len(g.tokens) >= max_tokens:
-            g.stop = "limit"
-            break
-    g.seconds = time.perf_counter() - t0
-    perf = llama_cpp.llama_perf_context(llm.ctx)
-    g.forward_seconds, g.n_forward = perf.t_eval_ms / 1000, int(perf.n_eval)
-    return g
+    return apply
 
 
 def judge(case: Case, g: Generation) -> str:
@@ -482,6 +489,18 @@ def recorded_output(vocab: Vocab, case: Case, g: Generation) -> str:
     return f"{head}{tail}…[{len(g.tokens) - at - TAIL_TOKENS} more tokens after the first violation at token {at}]"
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """How a case's generation samples: at most `max_tokens` tokens, at `temperature`, from `seed`."""
+
+    max_tokens: int = 64
+    temperature: float = 0.0
+    seed: int = 0
+
+
+GREEDY = Sampling()  # the matrix's defaults: 64 tokens at temperature 0
+
+
 def run_case(
     llm: Any,
     model_name: str,
@@ -489,9 +508,7 @@ def run_case(
     synthetic: bool,
     bridge: Bridge,
     case: Case,
-    max_tokens: int = 64,
-    temperature: float = 0.0,
-    seed: int = 0,
+    sampling: Sampling = GREEDY,
     prompt: Prompt = PLAIN,
 ) -> MatrixRow:
     def row(outcome: str, g: Generation | None, error: str = "") -> MatrixRow:
@@ -519,5 +536,5 @@ def run_case(
         m = bridge.new_matcher(case.grammar)
     except InputError as e:
         return row("error", None, str(e))
-    g = generate(llm, vocab, m, prompt, max_tokens=max_tokens, temperature=temperature, seed=seed)
+    g = generate(llm, vocab, m, prompt, sampling.max_tokens, sampling.temperature, sampling.seed)
     return row(judge(case, g), g)

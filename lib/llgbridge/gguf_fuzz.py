@@ -33,7 +33,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from queue import Empty, Queue
-from typing import Any
+from typing import IO, Any
 
 from gguf import GGUFValueType
 
@@ -153,7 +153,7 @@ def _worker(paths: list[str]) -> None:
         print(f"DONE\t{i}\t{outcome}\t{msg.replace(chr(9), ' ').replace(chr(10), ' ')}", flush=True)
 
 
-def _reader(stream, q: Queue) -> None:  # noqa: ANN001
+def _reader(stream: IO[str], q: Queue[str | None]) -> None:
     for line in stream:
         q.put(line.rstrip("\n"))
     q.put(None)
@@ -176,44 +176,51 @@ def run_mutants(mutants: list[Mutant], timeout: float = 30.0, progress: bool = T
             stderr=subprocess.DEVNULL,
             text=True,
         )
-        q: Queue = Queue()
+        q: Queue[str | None] = Queue()
         threading.Thread(target=_reader, args=(proc.stdout, q), daemon=True).start()
-        current: int | None = None
-        deadline = time.monotonic() + timeout + 30  # the worker's own start-up
-        while True:
-            try:
-                line = q.get(timeout=max(0.1, deadline - time.monotonic()))
-            except Empty:
-                proc.kill()
-                proc.wait()
-                c = rest[current if current is not None else 0]
-                c.outcome, c.message = "hang", f"{c.path.name}: no answer within {timeout:.0f} s"
-                i = c.index + 1
-                bar.update(1)
-                break
-            if line is None:  # the worker ended: finished, or died inside native code
-                rc = proc.wait()
-                if current is not None and not rest[current].outcome:
-                    c = rest[current]
-                    sig = -rc if rc < 0 else None
-                    c.outcome = "crash"
-                    c.message = f"{c.path.name}: worker died " + (f"by signal {sig}" if sig else f"with exit code {rc}")
-                    i = c.index + 1
-                    bar.update(1)
-                else:
-                    i = len(mutants)
-                break
-            parts = line.split("\t")
-            if parts[0] == "START":
-                current = int(parts[1])
-                deadline = time.monotonic() + timeout
-            elif parts[0] == "DONE":
-                c = rest[int(parts[1])]
-                c.outcome, c.message = parts[2], parts[3] if len(parts) > 3 else ""
-                bar.update(1)
+        after = _follow(proc, q, rest, timeout, bar)
+        i = len(mutants) if after is None else after
         os.unlink(listing.name)
     bar.close()
     return mutants
+
+
+def _follow(
+    proc: subprocess.Popen[str], q: Queue[str | None], rest: list[Mutant], timeout: float, bar: Any
+) -> int | None:
+    """Each outcome one worker (`proc`, its lines on `q`) says for `rest`, until it ends: the index
+    of the mutant after the one it died or hung on (that one charged with it), or None when it got
+    through them all."""
+    current: int | None = None
+    deadline = time.monotonic() + timeout + 30  # the worker's own start-up
+    while True:
+        try:
+            line = q.get(timeout=max(0.1, deadline - time.monotonic()))
+        except Empty:
+            proc.kill()
+            proc.wait()
+            c = rest[current if current is not None else 0]
+            c.outcome, c.message = "hang", f"{c.path.name}: no answer within {timeout:.0f} s"
+            bar.update(1)
+            return c.index + 1
+        if line is None:  # the worker ended: finished, or died inside native code
+            rc = proc.wait()
+            if current is None or rest[current].outcome:
+                return None
+            c = rest[current]
+            sig = -rc if rc < 0 else None
+            c.outcome = "crash"
+            c.message = f"{c.path.name}: worker died " + (f"by signal {sig}" if sig else f"with exit code {rc}")
+            bar.update(1)
+            return c.index + 1
+        parts = line.split("\t")
+        if parts[0] == "START":
+            current = int(parts[1])
+            deadline = time.monotonic() + timeout
+        elif parts[0] == "DONE":
+            c = rest[int(parts[1])]
+            c.outcome, c.message = parts[2], parts[3] if len(parts) > 3 else ""
+            bar.update(1)
 
 
 def fuzz(

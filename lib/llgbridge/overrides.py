@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -82,34 +82,49 @@ def parse(text: str | Override) -> Override:
     key, eq, rest = text.partition("=")
     if not eq:
         raise _refuse(text, "no '=': llama.cpp takes KEY=TYPE:VALUE (e.g. tokenizer.ggml.add_space_prefix=bool:true)")
+    _check_key(text, key)
+    kind, colon, value = rest.partition(":")
+    if not colon or kind not in TYPES:
+        raise _refuse(text, f"unknown type {kind!r}: llama.cpp takes {', '.join(t + ':' for t in TYPES)}")
+    return Override(key, kind, _VALUES[kind](text, value))
+
+
+def _check_key(text: str, key: str) -> None:
+    """InputError naming override `text` when llama.cpp would refuse its `key` or cut it."""
     if not key:
         raise _refuse(text, "an empty key")
     if len(key.encode()) > KEY_MAX:
         raise _refuse(text, f"the key is {len(key.encode())} bytes; llama.cpp keeps at most {KEY_MAX}")
     if any(c in key for c in '\0\n\r,"') or key != key.strip():
         raise _refuse(text, "the key holds a space at an end, a comma, a quote, a newline or a NUL byte")
-    kind, colon, value = rest.partition(":")
-    if not colon or kind not in TYPES:
-        raise _refuse(text, f"unknown type {kind!r}: llama.cpp takes {', '.join(t + ':' for t in TYPES)}")
-    if kind == "int":
-        if not re.fullmatch(r"[+-]?[0-9]+", value):
-            raise _refuse(text, f"{value!r} is not a whole number (llama.cpp's std::atol would read it as another)")
-        n = int(value)
-        if not _INT64[0] <= n <= _INT64[1]:
-            raise _refuse(text, f"{value} does not fit llama.cpp's 64-bit integer")
-        return Override(key, kind, n)
-    if kind == "float":
-        try:
-            x = float(value)
-        except ValueError:
-            raise _refuse(text, f"{value!r} is not a number (llama.cpp's std::atof would read it as another)") from None
-        if not math.isfinite(x) or value.strip() != value:
-            raise _refuse(text, f"{value!r} is not a finite number written plainly")
-        return Override(key, kind, x)
-    if kind == "bool":
-        if value not in ("true", "false"):
-            raise _refuse(text, f"{value!r} is not a boolean: llama.cpp takes exactly true or false")
-        return Override(key, kind, value == "true")
+
+
+def _int(text: str, value: str) -> int:
+    if not re.fullmatch(r"[+-]?[0-9]+", value):
+        raise _refuse(text, f"{value!r} is not a whole number (llama.cpp's std::atol would read it as another)")
+    n = int(value)
+    if not _INT64[0] <= n <= _INT64[1]:
+        raise _refuse(text, f"{value} does not fit llama.cpp's 64-bit integer")
+    return n
+
+
+def _float(text: str, value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise _refuse(text, f"{value!r} is not a number (llama.cpp's std::atof would read it as another)") from None
+    if not math.isfinite(x) or value.strip() != value:
+        raise _refuse(text, f"{value!r} is not a finite number written plainly")
+    return x
+
+
+def _bool(text: str, value: str) -> bool:
+    if value not in ("true", "false"):
+        raise _refuse(text, f"{value!r} is not a boolean: llama.cpp takes exactly true or false")
+    return value == "true"
+
+
+def _str(text: str, value: str) -> str:
     if len(value.encode()) > STR_MAX:
         raise _refuse(text, f"the value is {len(value.encode())} bytes; llama.cpp keeps at most {STR_MAX}")
     if any(c in value for c in '\0\n\r,"'):
@@ -118,7 +133,16 @@ def parse(text: str | Override) -> Override:
             "the value holds a comma, a quote, a newline or a NUL byte, which llama-server's --override-kv would split "
             "or cut",
         )
-    return Override(key, kind, value)
+    return value
+
+
+# each type's value, read as llama.cpp would read it, from override `text` (named when it is refused)
+_VALUES: dict[str, Callable[[str, str], int | float | bool | str]] = {
+    "int": _int,
+    "float": _float,
+    "bool": _bool,
+    "str": _str,
+}
 
 
 def parse_all(texts: Iterable[str | Override]) -> tuple[Override, ...]:

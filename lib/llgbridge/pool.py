@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from multiprocessing import get_context
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 from .jobserver import Jobserver
 
@@ -156,32 +156,53 @@ class Stats:
     starts: list[dict[str, float]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class PoolConfig:
+    """How a pool runs: at most `workers` processes, each beyond the first holding one of Make's
+    job slots (`slots`, when given); a worker that says nothing for `stall` seconds is given up on
+    (a busy one says it lives every `heartbeat`); a job whose worker is lost runs `attempts` times
+    in all before it is recorded lost."""
+
+    workers: int
+    slots: Jobserver | None = None
+    stall: float = STALL
+    heartbeat: float = HEARTBEAT
+    attempts: int = ATTEMPTS
+
+
+class PoolSettings(TypedDict, total=False):
+    """`PoolConfig`'s fields as `run`'s keywords, so a caller names only those it changes."""
+
+    workers: Required[int]
+    slots: Jobserver | None
+    stall: float
+    heartbeat: float
+    attempts: int
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """What a pool tells its caller: a job's end (`on_done(i, value, tries)`), its loss
+    (`on_lost(i, cause, tries)`), what it sent while it ran (`on_emit(i, x)`), and what to send
+    when it runs again after a lost worker (`again(i)`)."""
+
+    on_done: Callable[[int, Any, int], None]
+    on_lost: Callable[[int, str, int], None]
+    on_emit: Callable[[int, Any], None] | None = None
+    again: Callable[[int], Any] | None = None
+
+
 class Pool:
     """One run of `run`: its jobs, its workers and what each job has cost so far. Each method is
     one step: start a worker, hand out jobs, wait, collect what a worker said, charge a lost one,
     let them all go."""
 
     def __init__(
-        self,
-        jobs: Sequence[Any],
-        service: Service,
-        args: tuple[Any, ...],
-        *,
-        workers: int,
-        on_done: Callable[[int, Any, int], None],
-        on_lost: Callable[[int, str, int], None],
-        on_emit: Callable[[int, Any], None] | None,
-        again: Callable[[int], Any] | None,
-        slots: Jobserver | None,
-        stall: float,
-        heartbeat: float,
-        attempts: int,
+        self, jobs: Sequence[Any], service: Service, args: tuple[Any, ...], config: PoolConfig, hooks: Hooks
     ) -> None:
         self.ctx = get_context("spawn")
         self.service, self.args = service, args
-        self.workers, self.slots = workers, slots
-        self.on_done, self.on_lost, self.on_emit, self.again = on_done, on_lost, on_emit, again
-        self.stall, self.heartbeat, self.attempts = stall, heartbeat, attempts
+        self.config, self.hooks = config, hooks
         self.tries = [0] * len(jobs)
         self.payload: list[Any] = list(jobs)
         self.todo = deque(range(len(jobs)))
@@ -209,8 +230,12 @@ class Pool:
 
     def grow(self, n_idle: int) -> bool:
         """One more worker while jobs wait for one and Make has a free slot (the first needs none)."""
-        procs, slots = self.procs, self.slots
-        if len(self.todo) > n_idle and len(procs) < self.workers and (not procs or slots is None or slots.take()):
+        procs, slots = self.procs, self.config.slots
+        if (
+            len(self.todo) > n_idle
+            and len(procs) < self.config.workers
+            and (not procs or slots is None or slots.take())
+        ):
             self.spawn(bool(procs) and slots is not None)
             return True
         if not procs and self.todo:
@@ -220,7 +245,7 @@ class Pool:
 
     def spawn(self, slot: bool) -> None:
         parent, child = self.ctx.Pipe()
-        p = self.ctx.Process(target=_child, args=(child, self.service, self.args, self.heartbeat), daemon=True)
+        p = self.ctx.Process(target=_child, args=(child, self.service, self.args, self.config.heartbeat), daemon=True)
         p.start()
         child.close()
         now = time.monotonic()
@@ -250,14 +275,14 @@ class Pool:
     def listen(self, n_idle: int) -> set[Any]:
         """What is ready to read: a worker's message or end, or (when one more worker is wanted)
         a slot of Make's."""
-        slots, procs = self.slots, self.procs
-        want_slot = slots is not None and slots.usable and len(procs) < self.workers and len(self.todo) > n_idle
+        slots, procs = self.config.slots, self.procs
+        want_slot = slots is not None and slots.usable and len(procs) < self.config.workers and len(self.todo) > n_idle
         return set(
             wait(
                 [w.conn for w in procs]
                 + [w.proc.sentinel for w in procs]
                 + ([slots.rfd] if slots is not None and want_slot else []),
-                timeout=min(self.heartbeat, 0.5 if want_slot else self.heartbeat),
+                timeout=min(self.config.heartbeat, 0.5 if want_slot else self.config.heartbeat),
             )
         )
 
@@ -275,24 +300,24 @@ class Pool:
             if msg[0] == "ready":
                 w.ready = self.ever_ready = True
                 self.stats.starts.append({"process": round(msg[1], 4), "wait": round(now - w.spawned, 4)})
-            elif msg[0] == "emit" and self.on_emit is not None and w.job is not None:
-                self.on_emit(w.job, msg[1])
+            elif msg[0] == "emit" and self.hooks.on_emit is not None and w.job is not None:
+                self.hooks.on_emit(w.job, msg[1])
             elif msg[0] == "done" and w.job is not None:
                 i, w.job = w.job, None
-                self.on_done(i, msg[1], self.tries[i])
+                self.hooks.on_done(i, msg[1], self.tries[i])
         if gone or w.proc.sentinel in ready or not w.proc.is_alive():
             w.proc.join(5)
             if w.quit and w.job is None:
                 self.release(w)  # let go: it left by itself
             else:
                 self.lose(w, death(w.proc.exitcode))
-        elif now - w.last > self.stall:
-            self.lose(w, f"stopped answering for {self.stall:.0f} s, then killed")
+        elif now - w.last > self.config.stall:
+            self.lose(w, f"stopped answering for {self.config.stall:.0f} s, then killed")
 
     def release(self, w: _Proc) -> None:
         w.conn.close()
-        if w.slot and self.slots is not None:
-            self.slots.give()
+        if w.slot and self.config.slots is not None:
+            self.config.slots.give()
         self.procs.remove(w)
 
     def lose(self, w: _Proc, cause: str) -> None:
@@ -307,19 +332,19 @@ class Pool:
             if not self.ever_ready and n >= START_FAILURES or n >= START_FAILURES * 2:
                 while self.todo:  # none can start: no later one would either
                     i = self.todo.popleft()
-                    self.on_lost(i, f"could not start: {cause}", self.tries[i])
+                    self.hooks.on_lost(i, f"could not start: {cause}", self.tries[i])
         if w.job is None:
             return
         i = w.job
-        if self.tries[i] < self.attempts:
-            nxt = self.again(i) if self.again else self.payload[i]
+        if self.tries[i] < self.config.attempts:
+            nxt = self.hooks.again(i) if self.hooks.again else self.payload[i]
             if nxt is None:
-                self.on_done(i, None, self.tries[i])
+                self.hooks.on_done(i, None, self.tries[i])
             else:
                 self.payload[i] = nxt
                 self.todo.appendleft(i)  # run again next, on a fresh worker
         else:
-            self.on_lost(i, cause, self.tries[i])
+            self.hooks.on_lost(i, cause, self.tries[i])
 
     def shutdown(self, finished: bool) -> None:
         """Every job ended: the workers are let go; the loop interrupted (Ctrl-C, an error): SIGTERM
@@ -347,33 +372,17 @@ def run(
     service: Service,
     args: tuple[Any, ...] = (),
     *,
-    workers: int,
     on_done: Callable[[int, Any, int], None],
     on_lost: Callable[[int, str, int], None],
     on_emit: Callable[[int, Any], None] | None = None,
     again: Callable[[int], Any] | None = None,
-    slots: Jobserver | None = None,
-    stall: float = STALL,
-    heartbeat: float = HEARTBEAT,
-    attempts: int = ATTEMPTS,
+    **config: Unpack[PoolSettings],
 ) -> Stats:
-    """Run every job of `jobs`; each ends in `on_done(i, value, attempts)` or, its worker lost
-    `attempts` times, `on_lost(i, cause, attempts)`.
+    """Run every job of `jobs` as `config` says (`PoolConfig`'s fields: `workers`, and `slots`,
+    `stall`, `heartbeat`, `attempts` when not the defaults); each ends in `on_done(i, value,
+    attempts)` or, its worker lost `attempts` times, `on_lost(i, cause, attempts)`.
 
     `again(i)` is what to send when job i runs again after a lost worker (default: the same job;
     None: nothing of it is left to run, and it counts as done with the value None).
     """
-    return Pool(
-        jobs,
-        service,
-        args,
-        workers=workers,
-        on_done=on_done,
-        on_lost=on_lost,
-        on_emit=on_emit,
-        again=again,
-        slots=slots,
-        stall=stall,
-        heartbeat=heartbeat,
-        attempts=attempts,
-    ).run()
+    return Pool(jobs, service, args, PoolConfig(**config), Hooks(on_done, on_lost, on_emit, again)).run()

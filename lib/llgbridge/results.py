@@ -114,18 +114,26 @@ def check(analysis: str, stem: str, r: Any, path: str = "") -> str:
         if not _is(r[key], kind):
             return _mistyped(key, r[key], kind, path)
     for key, cols in schema.tables.items():
-        one = not isinstance(r[key], list)
-        rows = [r[key]] if one else r[key]
-        for i, row in enumerate(rows):
-            at = key if one else f"{key}[{i}]"
-            if not isinstance(row, dict):
-                return f"{at} is not a row"
-            missing = [c for c in cols if c not in row and not (key == "rows" and "build_error" in row)]
-            if missing:
-                return f"{at} has no {missing[0]!r}"
-            for c, kind in cols.items():
-                if c in row and not _is(row[c], kind):
-                    return _mistyped(f"{at}.{c}", row[c], kind, path)
+        if why := _table_problem(key, r[key], cols, path):
+            return why
+    return ""
+
+
+def _table_problem(key: str, table: Any, cols: dict[str, Kind], path: str) -> str:
+    """Why the result's table `key` (a list of rows, or one row) does not hold the columns `cols`
+    of their kinds, or ""."""
+    one = not isinstance(table, list)
+    rows = [table] if one else table
+    for i, row in enumerate(rows):
+        at = key if one else f"{key}[{i}]"
+        if not isinstance(row, dict):
+            return f"{at} is not a row"
+        missing = [c for c in cols if c not in row and not (key == "rows" and "build_error" in row)]
+        if missing:
+            return f"{at} has no {missing[0]!r}"
+        for c, kind in cols.items():
+            if c in row and not _is(row[c], kind):
+                return _mistyped(f"{at}.{c}", row[c], kind, path)
     return ""
 
 

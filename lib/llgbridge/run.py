@@ -54,6 +54,10 @@ class RunStatus(TypedDict, total=False):
     timing: dict[str, float]  # wall, kernel start, cells, vocab load, the analysis's own compute
 
 
+# a run's plan, checked before any kernel starts: the parameters handed to the notebook, the same
+# with its defaults, its source, its result file
+_Plan = tuple[dict[str, object], dict[str, object], Path, Path]
+
 # every analysis's kernel runs under this bound of address space (RLIMIT_AS, inherited from its
 # worker): a GGUF chat template that doubles a string 40 times grew llama-cpp-python's
 # Jinja2ChatFormatter to the machine's memory, where a kernel here peaks at about 4 GiB
@@ -361,64 +365,76 @@ class Worker:
         let one kernel serve inputs whose reports go to different places (a what-if's two sides)."""
         out_root = out_root or self.out_root
         results_dir = results_dir or self.results_dir
-        from nbclient.exceptions import CellExecutionError
-        from papermill.iorw import load_notebook_node
-        from papermill.parameterize import parameterize_notebook
-
         plans = [
             _prepare(n, vocab, (params or {}).get(n, {}), results_dir, self.notebooks_dir) for n in notebooks
         ]  # every check before any kernel
         out: list[RunStatus] = []
-        tmp, log = self._tmp.name, self.log
-        for notebook, (parameters, full, src, result) in zip(notebooks, plans):
-            status: RunStatus = {"notebook": notebook, "vocab": vocab, "status": "ok"}
-            t0 = time.monotonic()
-            starts = self.kernel.start_seconds
-            mark = log.stat().st_size if log.exists() else 0
-            nb = parameterize_notebook(
-                load_notebook_node(str(src)), parameters, kernel_name="python3", language="python"
-            )
-            try:
-                nb = self.kernel.run(nb, self.timeout)
-            except (KeyboardInterrupt, SystemExit):  # stopped (Ctrl-C, the pool's SIGTERM): leave, the kernel with us
-                self.kernel.shutdown()
-                raise
-            except BaseException as e:  # noqa: BLE001 - every failure becomes a result
-                status.update(failure(notebook, vocab, e, log.read_bytes()[mark:] if log.exists() else b"", out_root))
-                # only a cell that raised leaves an idle kernel to reuse: one past its time limit is
-                # still busy (the next notebook would wait for it, the time limit undone)
-                if not isinstance(e, CellExecutionError) or not self.kernel.alive():
-                    self.kernel.shutdown()
-            t1 = time.monotonic()
-            times = self.kernel.between()
-            t2 = time.monotonic()
-            try:
-                _publish(nb, src, notebook, vocab, parameters, out_root, [tmp + "/"])
-                if status["status"] == "ok" and not result.exists():
-                    status["status"], status["error"] = "failed", f"the notebook wrote no result at {_rel(result)}"
-                if status["status"] != "ok":
-                    write_failed(result, status, _provenance(notebook, full, self.notebooks_dir))
-            except OSError as e:
-                status["status"], status["error"], status["unwritten"] = "failed", env_error(e), env_error(e)
-            wall = time.monotonic() - t0
-            status["seconds"] = round(wall, 2)
-            cells = cell_seconds(nb)
-            load = times.get("load", 0.0)
-            status["timing"] = {
-                "wall": round(wall, 4),
-                "kernel_start": round(self.kernel.start_seconds - starts, 4),
-                "cells": round(cells, 4),
-                "load": round(load, 4),
-                "analysis": round(max(cells - load, 0.0), 4),
-                "between": round(t2 - t1, 4),
-                "publish": round(time.monotonic() - t2, 4),
-            }
+        for notebook, plan in zip(notebooks, plans):
+            status = self._run_one(notebook, vocab, plan, out_root)
             write_timing(results_dir, status)
             out.append(status)
             self.say(status_line(status))
             if on_status is not None:
                 on_status(status)
         return out
+
+    def _run_one(self, notebook: str, vocab: str, plan: _Plan, out_root: Path) -> RunStatus:
+        """One notebook's run on the kernel, published, its status with its timing."""
+        from papermill.iorw import load_notebook_node
+        from papermill.parameterize import parameterize_notebook
+
+        parameters, full, src, result = plan
+        status: RunStatus = {"notebook": notebook, "vocab": vocab, "status": "ok"}
+        t0 = time.monotonic()
+        starts = self.kernel.start_seconds
+        mark = self.log.stat().st_size if self.log.exists() else 0
+        nb = parameterize_notebook(load_notebook_node(str(src)), parameters, kernel_name="python3", language="python")
+        nb = self._execute(nb, status, out_root, mark)
+        t1 = time.monotonic()
+        times = self.kernel.between()
+        t2 = time.monotonic()
+        try:
+            _publish(nb, src, notebook, vocab, parameters, out_root, [self._tmp.name + "/"])
+            if status["status"] == "ok" and not result.exists():
+                status["status"], status["error"] = "failed", f"the notebook wrote no result at {_rel(result)}"
+            if status["status"] != "ok":
+                write_failed(result, status, _provenance(notebook, full, self.notebooks_dir))
+        except OSError as e:
+            status["status"], status["error"], status["unwritten"] = "failed", env_error(e), env_error(e)
+        wall = time.monotonic() - t0
+        status["seconds"] = round(wall, 2)
+        cells = cell_seconds(nb)
+        load = times.get("load", 0.0)
+        status["timing"] = {
+            "wall": round(wall, 4),
+            "kernel_start": round(self.kernel.start_seconds - starts, 4),
+            "cells": round(cells, 4),
+            "load": round(load, 4),
+            "analysis": round(max(cells - load, 0.0), 4),
+            "between": round(t2 - t1, 4),
+            "publish": round(time.monotonic() - t2, 4),
+        }
+        return status
+
+    def _execute(self, nb: Any, status: RunStatus, out_root: Path, mark: int) -> Any:
+        """`nb` run on the kernel; a failure goes into `status` (its cause, and the log's part
+        after `mark`, its output)."""
+        from nbclient.exceptions import CellExecutionError
+
+        log = self.log
+        try:
+            return self.kernel.run(nb, self.timeout)
+        except (KeyboardInterrupt, SystemExit):  # stopped (Ctrl-C, the pool's SIGTERM): leave, the kernel with us
+            self.kernel.shutdown()
+            raise
+        except BaseException as e:  # noqa: BLE001 - every failure becomes a result
+            tail = log.read_bytes()[mark:] if log.exists() else b""
+            status.update(failure(status["notebook"], status["vocab"], e, tail, out_root))
+            # only a cell that raised leaves an idle kernel to reuse: one past its time limit is
+            # still busy (the next notebook would wait for it, the time limit undone)
+            if not isinstance(e, CellExecutionError) or not self.kernel.alive():
+                self.kernel.shutdown()
+            return nb
 
 
 def execute_batch(
@@ -462,9 +478,7 @@ def fast_imports() -> None:
         sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 
-def _prepare(
-    notebook: str, vocab: str, params: dict[str, object], results_dir: Path, notebooks_dir: Path
-) -> tuple[dict[str, object], dict[str, object], Path, Path]:
+def _prepare(notebook: str, vocab: str, params: dict[str, object], results_dir: Path, notebooks_dir: Path) -> _Plan:
     """(the parameters handed to the notebook, the same with its defaults, its source, its result file).
 
     The vocab's name and the parameters are checked here, before any kernel starts.
@@ -668,7 +682,11 @@ def missing_input(vocab: str, params: dict[str, object]) -> str:
     return f"no such input: {_rel(vocab_path(vocab))} does not exist ({hint}); nothing was run"
 
 
-def main(argv: list[str] | None = None) -> int:
+class _Refused(Exception):
+    """A by-hand run refused before it ran: the message goes to stderr, the command exits 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("notebook")
     ap.add_argument("vocab", nargs="?", default=None)
@@ -693,71 +711,78 @@ def main(argv: list[str] | None = None) -> int:
         help="with --models: llama.cpp key overrides, KEY=TYPE:VALUE, split as a shell "
         "would (make matrix OVERRIDE=...)",
     )
+    return ap
+
+
+def _model_runs(models: str, override: str, params: dict[str, object]) -> list[tuple[str, dict[str, object]]]:
+    """The runs of `make matrix MODELS=... OVERRIDE=...`: one input per model file."""
+    try:
+        files = shlex.split(models)
+    except ValueError as e:
+        raise _Refused(f"MODELS: {e}") from e
+    if not files:
+        raise _Refused('usage: make matrix MODELS="a.gguf b.gguf" [N_GPU_LAYERS=99] [OVERRIDE="KEY=TYPE:VALUE"]')
+    try:
+        ovs = parse_all(P.from_argv(x) for x in shlex.split(override))
+    except ValueError as e:  # InputError, or shlex's unbalanced quote
+        raise _Refused(f"OVERRIDE: {e}") from e
+    if why := models_problem(files):
+        raise _Refused(f"MODELS: {why}")
+    # a model loaded with overrides is another input: its own name, and the overrides with it
+    kv = {"overrides": [o.text for o in ovs]} if ovs else {}
+    return [((model_name(f) + suffix(ovs))[:128], {**params, "models": [str(Path(f).resolve())], **kv}) for f in files]
+
+
+def _run_by_hand(a: argparse.Namespace, vocab: str, p: dict[str, object]) -> RunStatus:
+    """One run of `a.notebook` on `vocab`; non-default parameters send it to the by-hand places."""
+    label = f"[{a.notebook}] "
+    out_root, results = a.out_root, a.results
+    try:
+        full = P.check(a.notebook, {"vocab": vocab, **p})
+        changed = P.changed(a.notebook, full)
+    except InputError as e:
+        raise _Refused(f"{label}{vocab}: {e}") from e
+    if changed and results is None:
+        out_root, results = out_root or BYHAND_REPORTS, BYHAND
+        print(
+            f"{label}{vocab}: non-default parameters ({', '.join(changed)}): the result goes to {_rel(results)}, "
+            f"the pages to {_rel(out_root)}; the main report is left alone",
+            flush=True,
+        )
+    print(f"{label}{vocab} ...", flush=True)
+    try:
+        return execute(a.notebook, vocab, p, out_root, results)
+    except InputError as e:
+        raise _Refused(f"{label}{vocab}: {e}") from e
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = _parser()
     a = ap.parse_args(argv)
     fast_imports()
     label = f"[{a.notebook}] "
     params = {k: P.parse_value(v) for k, v in a.p}
-    runs: list[tuple[str, dict[str, object]]] = []
-    if a.models is not None:
-        try:
-            files = shlex.split(a.models)
-        except ValueError as e:
-            print(f"MODELS: {e}", file=sys.stderr)
-            return 2
-        if not files:
-            print(
-                'usage: make matrix MODELS="a.gguf b.gguf" [N_GPU_LAYERS=99] [OVERRIDE="KEY=TYPE:VALUE"]',
-                file=sys.stderr,
-            )
-            return 2
-        try:
-            ovs = parse_all(P.from_argv(x) for x in shlex.split(a.override))
-        except ValueError as e:  # InputError, or shlex's unbalanced quote
-            print(f"OVERRIDE: {e}", file=sys.stderr)
-            return 2
-        if why := models_problem(files):
-            print(f"MODELS: {why}", file=sys.stderr)
-            return 2
-        # a model loaded with overrides is another input: its own name, and the overrides with it
-        kv = {"overrides": [o.text for o in ovs]} if ovs else {}
-        runs = [
-            ((model_name(f) + suffix(ovs))[:128], {**params, "models": [str(Path(f).resolve())], **kv}) for f in files
-        ]
-    elif a.vocab is None:
-        ap.error("a vocab name is needed")
-    elif why := missing_input(a.vocab, params):
-        # refused before anything runs: a failed result under a name that never was an input
-        # would be reported by the next make report as an input that went away
-        print(f"{label}{a.vocab}: {why}", file=sys.stderr)
-        return 2
-    else:
-        runs = [(a.vocab, params)]
     code = 0
-    for vocab, p in runs:
-        out_root, results = a.out_root, a.results
-        try:
-            full = P.check(a.notebook, {"vocab": vocab, **p})
-            changed = P.changed(a.notebook, full)
-        except InputError as e:
-            print(f"{label}{vocab}: {e}", file=sys.stderr)
-            return 2
-        if changed and results is None:
-            out_root, results = out_root or BYHAND_REPORTS, BYHAND
-            print(
-                f"{label}{vocab}: non-default parameters ({', '.join(changed)}): the result goes to {_rel(results)}, "
-                f"the pages to {_rel(out_root)}; the main report is left alone",
-                flush=True,
-            )
-        print(f"{label}{vocab} ...", flush=True)
-        try:
-            st = execute(a.notebook, vocab, p, out_root, results)
-        except InputError as e:
-            print(f"{label}{vocab}: {e}", file=sys.stderr)
-            return 2
-        _print_status(label, vocab, st)
-        # a failed run, or a result that could not be written (lost to the report), is the command's
-        # exit too: the FAILED line alone left a script or a newcomer reading 0 as success
-        code = code or (1 if "unwritten" in st or st["status"] != "ok" else 0)
+    try:
+        if a.models is not None:
+            runs = _model_runs(a.models, a.override, params)
+        elif a.vocab is None:
+            ap.error("a vocab name is needed")
+        elif why := missing_input(a.vocab, params):
+            # refused before anything runs: a failed result under a name that never was an input
+            # would be reported by the next make report as an input that went away
+            raise _Refused(f"{label}{a.vocab}: {why}")
+        else:
+            runs = [(a.vocab, params)]
+        for vocab, p in runs:
+            st = _run_by_hand(a, vocab, p)
+            _print_status(label, vocab, st)
+            # a failed run, or a result that could not be written (lost to the report), is the command's
+            # exit too: the FAILED line alone left a script or a newcomer reading 0 as success
+            code = code or (1 if "unwritten" in st or st["status"] != "ok" else 0)
+    except _Refused as e:
+        print(e, file=sys.stderr)
+        return 2
     return code
 
 

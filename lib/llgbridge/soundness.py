@@ -300,6 +300,33 @@ def _compare(
     )
 
 
+@dataclass(frozen=True, eq=False)
+class _Walk:
+    """One sample's walk: where its findings go (`results`, by bridge name), what it walks (grammar
+    `name`'s `sample`, on the vocab named `vocab`), the bridges by name, and the tokens compared
+    (`keep`; `stops`, the truth's stop tokens, are not)."""
+
+    results: dict[str, SoundnessResult]
+    name: str
+    sample: str
+    vocab: str
+    by_name: dict[str, Bridge]
+    keep: np.ndarray
+    stops: list[int]
+
+    def skip(self, why: str) -> None:
+        for r in self.results.values():
+            r.skipped.append((self.name, self.sample, why))
+
+    def lose(self, live: dict[str, Matcher], bname: str, step: int, what: str, e: LlgError) -> None:
+        """Bridge `bname`'s matcher failed (`what`: mask or consume) at `step`: recorded, and it
+        walks no further."""
+        r = self.results[bname]
+        r.errors.append((self.name, self.sample, step, str(e)))
+        r.mask_errors.append(mask_error(self.by_name[bname], self.vocab, self.name, self.sample, step, what, str(e)))
+        del live[bname]
+
+
 def walk(
     truth: Bridge, bridges: list[Bridge], results: dict[str, SoundnessResult], name: str, grammar: str, sample: str
 ) -> None:
@@ -314,9 +341,9 @@ def walk(
     stops = sorted(_stop_tokens(truth))
     keep = np.ones(v.n_tokens, dtype=bool)
     keep[stops] = False
+    w = _Walk(results, name, sample, v.name, {b.name: b for b in bridges}, keep, stops)
     tm = truth.new_matcher(grammar)
     live = {b.name: b.new_matcher(grammar) for b in bridges}
-    by_name = {b.name: b for b in bridges}
     for b in bridges:
         results[b.name].walks += 1
     prefix = b""
@@ -324,30 +351,10 @@ def walk(
         try:
             tmask = mask_bits(tm.mask(), v.n_tokens)
         except LlgError as e:
-            for r in results.values():
-                r.skipped.append((name, sample, f"the truth matcher rejects it at step {i}: {first_line(str(e))}"))
-                r.mask_errors.append(mask_error(None, v.name, name, sample, i, "mask", str(e)))
-            for bname, vm in live.items():  # not compared (no truth), but does the bridge stop here too?
-                try:
-                    vm.mask()
-                except LlgError as be:
-                    results[bname].mask_errors.append(
-                        mask_error(by_name[bname], v.name, name, sample, i, "mask", str(be))
-                    )
+            _truth_rejects(w, live, i, e)
             return
         nxt = tokens[i] if i < len(tokens) else None
-        for bname, vm in list(live.items()):
-            r = results[bname]
-            try:
-                d = _compare(r, vm, tmask, keep, stops, (name, sample, i))
-            except LlgError as e:
-                r.errors.append((name, sample, i, str(e)))
-                r.mask_errors.append(mask_error(by_name[bname], v.name, name, sample, i, "mask", str(e)))
-                del live[bname]
-                continue
-            if d is not None:
-                d.prefix, d.next_token = prefix, nxt
-                r.diffs.append(d)
+        _compare_step(w, live, tmask, i, prefix, nxt)
         if nxt is None:
             break
         tm.consume(nxt)
@@ -356,14 +363,40 @@ def walk(
             try:
                 vm.consume(nxt)
             except LlgError as e:
-                results[bname].errors.append((name, sample, i, str(e)))
-                results[bname].mask_errors.append(
-                    mask_error(by_name[bname], v.name, name, sample, i, "consume", str(e))
-                )
-                del live[bname]
+                w.lose(live, bname, i, "consume", e)
     if not tm.is_accepting:
-        for r in results.values():
-            r.skipped.append((name, sample, "the truth matcher does not accept it at the end"))
+        w.skip("the truth matcher does not accept it at the end")
+
+
+def _truth_rejects(w: _Walk, live: dict[str, Matcher], step: int, e: LlgError) -> None:
+    """The truth's matcher failed at `step`: the sample is skipped for every bridge."""
+    w.skip(f"the truth matcher rejects it at step {step}: {first_line(str(e))}")
+    for r in w.results.values():
+        r.mask_errors.append(mask_error(None, w.vocab, w.name, w.sample, step, "mask", str(e)))
+    for bname, vm in live.items():  # not compared (no truth), but does the bridge stop here too?
+        try:
+            vm.mask()
+        except LlgError as be:
+            w.results[bname].mask_errors.append(
+                mask_error(w.by_name[bname], w.vocab, w.name, w.sample, step, "mask", str(be))
+            )
+
+
+def _compare_step(
+    w: _Walk, live: dict[str, Matcher], truth: np.ndarray, step: int, prefix: bytes, nxt: int | None
+) -> None:
+    """Each live bridge's mask at `step` against the truth's, a difference recorded with the
+    `prefix` walked so far and the sample's next token."""
+    for bname, vm in list(live.items()):
+        r = w.results[bname]
+        try:
+            d = _compare(r, vm, truth, w.keep, w.stops, (w.name, w.sample, step))
+        except LlgError as e:
+            w.lose(live, bname, step, "mask", e)
+            continue
+        if d is not None:
+            d.prefix, d.next_token = prefix, nxt
+            r.diffs.append(d)
 
 
 def soundness(

@@ -31,6 +31,7 @@ import mmap
 import os
 import secrets
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,22 +58,33 @@ OVERRIDES_KEY = "llgbridge.kv_overrides"
 TOKENIZER_PREFIX = Keys.Tokenizer.MODEL.split(".", 1)[0] + "."
 
 
+@dataclass(frozen=True)
+class Shape:
+    """A synthetic model's size: embedding width, layers, attention heads, feed-forward width,
+    context length."""
+
+    n_embd: int = 64
+    n_layer: int = 2
+    n_head: int = 4
+    n_ff: int = 128
+    n_ctx: int = 512
+
+
+SMALL = Shape()  # the default: small enough for a CPU (the module's docstring)
+
+
 def make_model(
     vocab_path: Path,
     out_path: Path,
     seed: int = 0,
-    n_embd: int = 64,
-    n_layer: int = 2,
-    n_head: int = 4,
-    n_ff: int = 128,
-    n_ctx: int = 512,
+    shape: Shape = SMALL,
     overrides: list[str] | None = None,
 ) -> Path:
-    """Write a synthetic llama model with `vocab_path`'s tokenizer to `out_path`; return it.
-    `overrides` (canonical KEY=TYPE:VALUE) are recorded, not applied: its loads apply them."""
+    """Write a synthetic llama model of `shape` with `vocab_path`'s tokenizer to `out_path`; return
+    it. `overrides` (canonical KEY=TYPE:VALUE) are recorded, not applied: its loads apply them."""
     vocab_path, out_path = Path(vocab_path), Path(out_path)
-    if n_embd % n_head:
-        raise InputError(f"n_embd={n_embd}", f"must be a multiple of n_head={n_head}")
+    if shape.n_embd % shape.n_head:
+        raise InputError(f"n_embd={shape.n_embd}", f"must be a multiple of n_head={shape.n_head}")
     if seed < 0:
         raise InputError(f"seed={seed}", "must be >= 0 (numpy's default_rng refuses negative seeds)")
     n_vocab = _check_vocab(vocab_path)
@@ -92,19 +104,10 @@ def make_model(
         w.add_string(SOURCE_SHA_KEY, file_sha256(vocab_path))
         if overrides:
             w.add_string(OVERRIDES_KEY, "\n".join(overrides))
-        w.add_vocab_size(n_vocab)
-        w.add_context_length(n_ctx)
-        w.add_embedding_length(n_embd)
-        w.add_block_count(n_layer)
-        w.add_feed_forward_length(n_ff)
-        w.add_head_count(n_head)
-        w.add_head_count_kv(n_head)
-        w.add_rope_dimension_count(n_embd // n_head)
-        w.add_rope_freq_base(10000.0)
-        w.add_layer_norm_rms_eps(1e-5)
+        _add_shape(w, n_vocab, shape)
         for key, (value, vtype, sub_type) in tokenizer.items():
             w.add_key_value(key, value, vtype, sub_type)
-        for tname, array in _weights(seed, n_vocab, n_embd, n_layer, n_ff):
+        for tname, array in _weights(seed, n_vocab, shape.n_embd, shape.n_layer, shape.n_ff):
             w.add_tensor(tname, array)
         w.write_header_to_file()
         w.write_kv_data_to_file()
@@ -116,6 +119,20 @@ def make_model(
         tmp.unlink(missing_ok=True)
         raise
     return out_path
+
+
+def _add_shape(w: GGUFWriter, n_vocab: int, shape: Shape) -> None:
+    """The llama architecture's keys of a model of `shape` over `n_vocab` tokens."""
+    w.add_vocab_size(n_vocab)
+    w.add_context_length(shape.n_ctx)
+    w.add_embedding_length(shape.n_embd)
+    w.add_block_count(shape.n_layer)
+    w.add_feed_forward_length(shape.n_ff)
+    w.add_head_count(shape.n_head)
+    w.add_head_count_kv(shape.n_head)
+    w.add_rope_dimension_count(shape.n_embd // shape.n_head)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
 
 
 def ensure_model(

@@ -26,6 +26,7 @@ import os
 import shlex
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -143,8 +144,7 @@ def _run_all(sides: list[tuple[str, list[tuple[str, dict[str, object]]], Path]])
     statuses, _ = batch.run_pool(
         jobs,
         workers,
-        out_root=sides[0][2],
-        results=sides[0][2] / "results",
+        places=batch.Places(results=sides[0][2] / "results", out_root=sides[0][2]),
         say=lambda line: print(line, flush=True),
         where=where,
     )
@@ -155,6 +155,37 @@ def _run_all(sides: list[tuple[str, list[tuple[str, dict[str, object]]], Path]])
             sorted((st for st in statuses if st["vocab"] == name), key=lambda st: order.index(str(st["notebook"])))
         )
     return got
+
+
+@dataclass(frozen=True)
+class _Input:
+    """What a what-if runs on: the file (resolved), the name its report takes, the plain file's
+    name (the one it was given by) and llama.cpp's key overrides every load takes."""
+
+    path: Path
+    name: str
+    plain: str
+    ovs: tuple[Override, ...]
+
+
+def _input(path: Path, name: str | None, overrides: list[str]) -> _Input:
+    """`path` checked (a GGUF file, its tokenizer's header), with its name and overrides: InputError
+    for a file that is not GGUF, a NAME that could not name a folder, an override llama.cpp's
+    syntax refuses."""
+    check_gguf_file(path)
+    # the census's header check, before the pool starts: a truncated file is one line, not 18 failed runs
+    check_tokenizer(path, read_kv(path)[0])
+    given = bool(name)
+    ovs = parse_all(overrides)
+    plain = safe_name(path)  # the name it was given by: a link's own, not its target's
+    path = path.resolve()
+    name = name or (plain + suffix(ovs))[:128]
+    why = name_problem(name)
+    if why:
+        raise InputError("NAME" if given else path, why)
+    if ovs and plain == name:
+        raise InputError("NAME", f"{name!r} is the plain file's name: an input loaded with overrides needs its own")
+    return _Input(path, name, plain, ovs)
 
 
 def whatif(
@@ -178,66 +209,58 @@ def whatif(
     folder (`../..`), an override llama.cpp's syntax refuses, or a parameter no notebook takes or
     one that takes it refuses.
     """
-    check_gguf_file(path)
-    # the census's header check, before the pool starts: a truncated file is one line, not 18 failed runs
-    check_tokenizer(path, read_kv(path)[0])
-    given = bool(name)
-    ovs = parse_all(overrides or [])
-    plain = safe_name(path)  # the name it was given by: a link's own, not its target's
-    path = path.resolve()
-    name = name or (plain + suffix(ovs))[:128]
-    why = name_problem(name)
-    if why:
-        raise InputError("NAME" if given else path, why)
-    if ovs and plain == name:
-        raise InputError("NAME", f"{name!r} is the plain file's name: an input loaded with overrides needs its own")
-    where = folder(path, name, ovs)
+    it = _input(path, name, overrides or [])
+    where = folder(it.path, it.name, it.ovs)
     out = out or REPORTS / "whatif" / where
     params = {k: v for k, v in (params or {}).items() if k != "overrides"}
-    kv = [o.text for o in ovs]
+    kv = [o.text for o in it.ovs]
     models = models_dir or DATA / "whatif" / where / "models"
-    runs = _plan(path, name, {**params, **({"overrides": kv} if kv else {})}, models)
-    base = _plan(path, plain, params, models / "without") if ovs else []
+    runs = _plan(it.path, it.name, {**params, **({"overrides": kv} if kv else {})}, models)
+    base = _plan(it.path, it.plain, params, models / "without") if it.ovs else []
     held = _only_one(out)  # noqa: F841 - the lock is held until this returns and its file closes
-    from . import report  # a refused what-if (everything above) answers without it
-
     run.fast_imports()
     t0 = time.monotonic()
-    sides = [(name, runs, out)] + ([(plain, base, out / "without")] if ovs else [])
+    sides = [(it.name, runs, out)] + ([(it.plain, base, out / "without")] if it.ovs else [])
     statuses, *rest = _run_all(sides) if one_pool else [_run_all([side])[0] for side in sides]
     wall = time.monotonic() - t0
+    plain_statuses = rest[0] if it.ovs else []
+    _pages(it, out, plain_statuses)
+    # the plain run's failures are said too: its tables are what the page compares against
+    statuses += [
+        {**st, "notebook": f"{st['notebook']} (without the overrides)"} for st in plain_statuses if st["status"] != "ok"
+    ]
+    server_s = _server_wall(statuses) + _server_wall(plain_statuses)
+    how = (", both sides on one pool" if one_pool else ", one side after the other") if it.ovs else ""
+    print(
+        f"what-if: {wall:.0f} s{how}"
+        f" (the server analys{'es of both sides' if it.ovs else 'is'}: {server_s:.0f} s of the workers' time)"
+    )
+    return statuses
+
+
+def _pages(it: _Input, out: Path, plain_statuses: list[run.RunStatus]) -> None:
+    """The what-if's report in `out`; with overrides, the plain file's in `out/without/` first and
+    the section that sets the two against each other leading the page."""
+    from . import report  # here, once the runs are made: a refused what-if answers without it
+
     lead = None
-    if ovs:
-        (plain_statuses,) = rest
-        # the plain run's failures are said too: its tables are what the page compares against
-        statuses += [
-            {**st, "notebook": f"{st['notebook']} (without the overrides)"}
-            for st in plain_statuses
-            if st["status"] != "ok"
-        ]
+    if it.ovs:
         # the plain file's report first: its tables are what the overridden one's are set against,
         # once that build has written them
         report.build(
             out / "without" / "results",
             out / "without",
             bench_csv=out / "without" / "bench.csv",
-            subject={"file": path.name, "name": plain, "overrides": []},
+            subject={"file": it.path.name, "name": it.plain, "overrides": []},
         )
-        lead = lambda: [override_section(out, name, plain, path, ovs)]  # noqa: E731
+        lead = lambda: [override_section(out, it.name, it.plain, it.path, it.ovs)]  # noqa: E731
     # a what-if quotes only what it computed: its own (absent) bench snapshot, never the main report's
-    subject = {"file": path.name, "name": name, "overrides": kv}
+    subject = {"file": it.path.name, "name": it.name, "overrides": [o.text for o in it.ovs]}
     report.build(out / "results", out, bench_csv=out / "bench.csv", lead=lead, subject=subject)
     print(
         f"what-if report: {out / 'index.html'}"
-        + (f" (the file without the overrides: {out / 'without' / 'index.html'})" if ovs else "")
+        + (f" (the file without the overrides: {out / 'without' / 'index.html'})" if it.ovs else "")
     )
-    server_s = _server_wall(statuses) + (_server_wall(plain_statuses) if ovs else 0.0)
-    how = (", both sides on one pool" if one_pool else ", one side after the other") if ovs else ""
-    print(
-        f"what-if: {wall:.0f} s{how}"
-        f" (the server analys{'es of both sides' if ovs else 'is'}: {server_s:.0f} s of the workers' time)"
-    )
-    return statuses
 
 
 def _server_wall(statuses: list[run.RunStatus]) -> float:
@@ -306,76 +329,70 @@ def table_changes(
     for p in sorted(with_dir.glob("*.csv")):
         q = without_dir / p.name
         if not q.exists():
-            summary.append(
-                {"table": p.stem, "rows": "", "rows changed": "", "cells changed": "", "how": "only with the override"}
-            )
+            summary.append(_one_sided(p.stem, "only with the override"))
             continue
         a, b = _frame(p), _frame(q)
         for col in (c for c in ID_COLUMNS if c in b):
             b[col] = b[col].map(lambda x: rename.get(x, x))
-        keys = [c for c in ID_COLUMNS if c in a and c in b]
-        values = [c for c in a.columns if c in b.columns and c not in keys]
-        ka = {tuple(r[k] for k in keys): r for _, r in a.iterrows()}
-        kb = {tuple(r[k] for k in keys): r for _, r in b.iterrows()}
-        if len(ka) != len(a) or len(kb) != len(b):  # no key names a row alone: the rows as a whole
-            sa, sb = sorted(map(tuple, a.values.tolist())), sorted(map(tuple, b.values.tolist()))
-            moved = len(set(sa) ^ set(sb))
-            summary.append(
+        row, moved = _compare(p.stem, a, b)
+        summary.append(row)
+        cells += moved
+    for q in sorted(without_dir.glob("*.csv")):
+        if not (with_dir / q.name).exists():
+            summary.append(_one_sided(q.stem, "only without the override"))
+    return summary, cells
+
+
+def _one_sided(table: str, how: str) -> dict[str, Any]:
+    """The summary row of a table only one side has."""
+    return {"table": table, "rows": "", "rows changed": "", "cells changed": "", "how": how}
+
+
+def _compare(table: str, a: Any, b: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(its summary row, its moved cells): one table with the overrides (`a`) against the same
+    table without them (`b`), row by row where the key columns name each row alone."""
+    keys = [c for c in ID_COLUMNS if c in a and c in b]
+    values = [c for c in a.columns if c in b.columns and c not in keys]
+    ka = {tuple(r[k] for k in keys): r for _, r in a.iterrows()}
+    kb = {tuple(r[k] for k in keys): r for _, r in b.iterrows()}
+    if len(ka) != len(a) or len(kb) != len(b):  # no key names a row alone: the rows as a whole
+        sa, sb = sorted(map(tuple, a.values.tolist())), sorted(map(tuple, b.values.tolist()))
+        moved = len(set(sa) ^ set(sb))
+        how = "rows differ" if moved else "unchanged"
+        return {
+            "table": table,
+            "rows": f"{len(b)} / {len(a)}",
+            "rows changed": moved,
+            "cells changed": "",
+            "how": how,
+        }, []
+    rows_moved, n_cells, cols, cells = 0, 0, [], []
+    # a row is named by the key columns that tell its table's rows apart (the input's name is the same in all)
+    vary = [i for i, c in enumerate(keys) if len({*a[c], *b[c]}) > 1]
+    for k in sorted(set(ka) | set(kb)):
+        ra, rb = ka.get(k), kb.get(k)
+        where = " · ".join(k[i] for i in vary if k[i])
+        if ra is None or rb is None:
+            rows_moved += 1
+            cells.append(
                 {
-                    "table": p.stem,
-                    "rows": f"{len(b)} / {len(a)}",
-                    "rows changed": moved,
-                    "cells changed": "",
-                    "how": "rows differ" if moved else "unchanged",
+                    "table": table,
+                    "row": where,
+                    "column": "(row)",
+                    "without": "present" if rb is not None else "absent",
+                    "with": "present" if ra is not None else "absent",
                 }
             )
             continue
-        rows_moved, n_cells, cols = 0, 0, []
-        # a row is named by the key columns that tell its table's rows apart (the input's name is the same in all)
-        vary = [i for i, c in enumerate(keys) if len({*a[c], *b[c]}) > 1]
-        for k in sorted(set(ka) | set(kb)):
-            ra, rb = ka.get(k), kb.get(k)
-            where = " · ".join(k[i] for i in vary if k[i])
-            if ra is None or rb is None:
-                rows_moved += 1
-                cells.append(
-                    {
-                        "table": p.stem,
-                        "row": where,
-                        "column": "(row)",
-                        "without": "present" if rb is not None else "absent",
-                        "with": "present" if ra is not None else "absent",
-                    }
-                )
-                continue
-            diff = [c for c in values if ra[c] != rb[c]]
-            rows_moved += bool(diff)
-            n_cells += len(diff)
-            cols += [c for c in diff if c not in cols]
-            cells += [
-                {"table": p.stem, "row": where, "column": c, "without": rb[c][:120], "with": ra[c][:120]} for c in diff
-            ]
-        summary.append(
-            {
-                "table": p.stem,
-                "rows": len(a),
-                "rows changed": rows_moved,
-                "cells changed": n_cells,
-                "how": ", ".join(cols[:8]) + ("…" if len(cols) > 8 else "") if rows_moved else "unchanged",
-            }
-        )
-    for q in sorted(without_dir.glob("*.csv")):
-        if not (with_dir / q.name).exists():
-            summary.append(
-                {
-                    "table": q.stem,
-                    "rows": "",
-                    "rows changed": "",
-                    "cells changed": "",
-                    "how": "only without the override",
-                }
-            )
-    return summary, cells
+        diff = [c for c in values if ra[c] != rb[c]]
+        rows_moved += bool(diff)
+        n_cells += len(diff)
+        cols += [c for c in diff if c not in cols]
+        cells += [
+            {"table": table, "row": where, "column": c, "without": rb[c][:120], "with": ra[c][:120]} for c in diff
+        ]
+    how = ", ".join(cols[:8]) + ("…" if len(cols) > 8 else "") if rows_moved else "unchanged"
+    return {"table": table, "rows": len(a), "rows changed": rows_moved, "cells changed": n_cells, "how": how}, cells
 
 
 def visible(value: str) -> str:

@@ -104,30 +104,8 @@ def classify(run: TestRun, vocab: Any, tok_eos: int) -> tuple[str, str]:
             f"literal (bug B)"
         )
     string = _failed_string(fail)
-    where = fail.split(" in ", 1)[-1] if " in '" in fail else "a string test"
-    if string is not None:
-        limit = _limit(err)
-        if limit:
-            return "llg_limit", (
-                f"llguidance's {limit} limit: the sampler dropped its grammar in {where}, so "
-                f"{'an invalid' if 'incorrectly' in fail else 'a valid'} string was "
-                f"{'accepted' if 'incorrectly' in fail else 'refused'} ({fail.split(' in ')[0]})"
-            )
-        tokens = vocab.tokenize(string.encode(), add_special=False, parse_special=False)
-        spelled = vocab.real_bytes(tokens)
-        if spelled != string.encode():
-            return "string_not_spelled", (
-                f"common_tokenize spells {show(string.encode())} as {show(spelled)} on this vocab, so the test cannot "
-                f"express it ({fail})"
-            )
-        if err:
-            return "llg_dropped", f"the sampler dropped its grammar on a llguidance error ({err[:80]}), then {fail}"
-        if "incorrectly" in fail and tok_eos >= 0 and not _attr(vocab, tok_eos) & _CONTROL:
-            return "eos_is_text", (
-                f"tok_eos {tok_eos} {_piece(vocab, tok_eos)} is a text token ({_attr_names(_attr(vocab, tok_eos))}) "
-                f"the grammar admits after {show(string.encode())}: the sampler allowed it, so the test's "
-                f"`cur[tok_eos].logit >= 0` read the incomplete string as matched ({fail})"
-            )
+    if string is not None and (found := _string_cause(run, vocab, tok_eos, string)):
+        return found
     if "tok_eos" in a and tok_eos < 0:
         return "no_eos", "tok_eos = -1 (no EOT, no EOS): test_sampler_chain reads cur[-1]"
     if "tok_eos" in a:
@@ -136,19 +114,7 @@ def classify(run: TestRun, vocab: Any, tok_eos: int) -> tuple[str, str]:
             + (f"; llg error: {err[:80]}" if err else "")
         )
     if "== token" in a and run.chain_token is not None:
-        t = run.chain_token
-        piece = vocab.token_to_piece(t)
-        inside = bool(piece) and set(piece) <= _CHAIN_ALLOWED
-        sel = (
-            ""
-            if run.chain_selected is None
-            else f", selected {run.chain_selected} ({_piece(vocab, run.chain_selected)})"
-        )
-        return "chain_token_refused", (
-            f"test_sampler_chain: token {t} ({_piece(vocab, t)}) of common_tokenize({_CHAIN_INPUT!r}) was not "
-            f"selected{sel}; its piece is {'inside' if inside else 'outside'} the grammar /[A-Z ]*/"
-            + (f"; llg error: {err[:80]}" if err else "")
-        )
+        return _chain_cause(run, vocab, run.chain_token)
     if "grammar != nullptr" in a:
         return "no_sampler", "llama_sampler_init_llg returned no sampler for the test's grammar" + (
             f" (llg error: {err[:80]})" if err else ""
@@ -156,6 +122,48 @@ def classify(run: TestRun, vocab: Any, tok_eos: int) -> tuple[str, str]:
     evidence = a or fail or f"exit {run.exit_code}"
     return "unclassified", f"cause not classified: {evidence}" + (
         f"; llg error: {err[:80]}" if err and err not in evidence else ""
+    )
+
+
+def _string_cause(run: TestRun, vocab: Any, tok_eos: int, string: str) -> tuple[str, str] | None:
+    """(rule, cause) for a string test that failed on `string`, or None when none of its rules holds."""
+    fail, err = run.failure, run.llg_error
+    where = fail.split(" in ", 1)[-1] if " in '" in fail else "a string test"
+    limit = _limit(err)
+    if limit:
+        return "llg_limit", (
+            f"llguidance's {limit} limit: the sampler dropped its grammar in {where}, so "
+            f"{'an invalid' if 'incorrectly' in fail else 'a valid'} string was "
+            f"{'accepted' if 'incorrectly' in fail else 'refused'} ({fail.split(' in ')[0]})"
+        )
+    tokens = vocab.tokenize(string.encode(), add_special=False, parse_special=False)
+    spelled = vocab.real_bytes(tokens)
+    if spelled != string.encode():
+        return "string_not_spelled", (
+            f"common_tokenize spells {show(string.encode())} as {show(spelled)} on this vocab, so the test cannot "
+            f"express it ({fail})"
+        )
+    if err:
+        return "llg_dropped", f"the sampler dropped its grammar on a llguidance error ({err[:80]}), then {fail}"
+    if "incorrectly" in fail and tok_eos >= 0 and not _attr(vocab, tok_eos) & _CONTROL:
+        return "eos_is_text", (
+            f"tok_eos {tok_eos} {_piece(vocab, tok_eos)} is a text token ({_attr_names(_attr(vocab, tok_eos))}) "
+            f"the grammar admits after {show(string.encode())}: the sampler allowed it, so the test's "
+            f"`cur[tok_eos].logit >= 0` read the incomplete string as matched ({fail})"
+        )
+    return None
+
+
+def _chain_cause(run: TestRun, vocab: Any, t: int) -> tuple[str, str]:
+    """(rule, cause) for test_sampler_chain refusing token `t` of its input."""
+    err = run.llg_error
+    piece = vocab.token_to_piece(t)
+    inside = bool(piece) and set(piece) <= _CHAIN_ALLOWED
+    sel = "" if run.chain_selected is None else f", selected {run.chain_selected} ({_piece(vocab, run.chain_selected)})"
+    return "chain_token_refused", (
+        f"test_sampler_chain: token {t} ({_piece(vocab, t)}) of common_tokenize({_CHAIN_INPUT!r}) was not "
+        f"selected{sel}; its piece is {'inside' if inside else 'outside'} the grammar /[A-Z ]*/"
+        + (f"; llg error: {err[:80]}" if err else "")
     )
 
 

@@ -218,49 +218,12 @@ def harness_serve(
     version = llg or venv_llguidance()
     linked = harness_tests(llg)
     serve = {s: tuple(t for t in tests.get(s, ()) if (t, s) in linked) for s in runs}
-    got: dict[str, dict[str, Trace] | Exception] = {}
-    ran: dict[tuple[str, str], TestRun] = {}
-    secs: dict[tuple[str, str], float] = {}
+    call = _Call(runs, vocab_path, timeout, llg, overrides)
+    out = Served({}, {}, {})
     names = list(runs)
-    n_tests = sum(map(len, serve.values()))
-    if len(names) > 1 or n_tests:
-        with tempfile.TemporaryDirectory(prefix="llgbridge-tests-") as tmp:
-            lines = "".join(
-                f"sampler {s}\n"
-                + "".join(j.line() for j in runs[s])
-                + "".join(f"test {t} {s} {timeout} {tmp.encode().hex()}\n" for t in serve[s])
-                for s in names
-            )
-            try:
-                r = subprocess.run(
-                    [str(bin_dir(llg) / "harness"), str(vocab_path)],
-                    input=lines.encode(),
-                    capture_output=True,
-                    timeout=timeout * (len(names) + n_tests),
-                    env=program_env(overrides),
-                )
-                text = r.stdout.decode("utf-8", "replace")
-                if r.returncode == 0:
-                    check_taken(overrides, text, "harness", vocab_path)
-                elif overrides:
-                    raise RuntimeError("the overrides are checked on a finished run")
-                parts: dict[str, list[str]] = {}
-                cur: list[str] = []
-                for ln in text.splitlines():
-                    if ln.startswith("@sampler "):
-                        cur = parts[ln.removeprefix("@sampler ")] = []
-                    cur.append(ln)
-                for i, s in enumerate(names):
-                    # a part is whole once the next one began, or the process ended well
-                    if s not in parts or not (r.returncode == 0 or (i + 1 < len(names) and names[i + 1] in parts)):
-                        break
-                    traces, finished = _parse(s, parts[s], runs[s])
-                    if not finished:
-                        break
-                    got[s] = traces
-                    _read_tests(parts[s], Path(tmp), version, timeout, ran, secs)
-            except (RuntimeError, subprocess.TimeoutExpired):
-                pass
+    if len(names) > 1 or any(serve.values()):  # else its own process, below, is the same one process
+        _serve_shared(call, serve, version, out)
+    got, ran = out.traces, out.tests
     for s in names[len(got) :]:
         try:
             got[s] = harness(s, vocab_path, runs[s], timeout, llg, overrides)
@@ -270,7 +233,69 @@ def harness_serve(
         for t in ts:
             if (t, s) not in ran:
                 ran[t, s] = run_test(t, s, vocab_path, timeout, llg, overrides)
-    return Served(got, {(t, s): ran[t, s] for s, ts in tests.items() for t in ts}, secs)
+    return Served(got, {(t, s): ran[t, s] for s, ts in tests.items() for t in ts}, out.test_seconds)
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One `harness_serve` call: each sampler's jobs, the vocab, each run's time limit, the
+    llguidance build (None: the venv's) and the key overrides every load takes."""
+
+    runs: dict[str, list[Job]]
+    vocab_path: Path
+    timeout: int
+    llg: str | None
+    overrides: tuple[Override, ...]
+
+
+def _serve_shared(call: _Call, serve: dict[str, tuple[str, ...]], version: str, out: Served) -> None:
+    """Every sampler's jobs, then its tests of `serve`, in one harness process: into `out`, each
+    sampler's traces (and its tests' runs) up to the first whose part did not finish."""
+    names = list(call.runs)
+    n_tests = sum(map(len, serve.values()))
+    with tempfile.TemporaryDirectory(prefix="llgbridge-tests-") as tmp:
+        lines = "".join(
+            f"sampler {s}\n"
+            + "".join(j.line() for j in call.runs[s])
+            + "".join(f"test {t} {s} {call.timeout} {tmp.encode().hex()}\n" for t in serve[s])
+            for s in names
+        )
+        try:
+            r = subprocess.run(
+                [str(bin_dir(call.llg) / "harness"), str(call.vocab_path)],
+                input=lines.encode(),
+                capture_output=True,
+                timeout=call.timeout * (len(names) + n_tests),
+                env=program_env(call.overrides),
+            )
+            text = r.stdout.decode("utf-8", "replace")
+            if r.returncode == 0:
+                check_taken(call.overrides, text, "harness", call.vocab_path)
+            elif call.overrides:
+                raise RuntimeError("the overrides are checked on a finished run")
+            parts = _parts(text)
+            for i, s in enumerate(names):
+                # a part is whole once the next one began, or the process ended well
+                if s not in parts or not (r.returncode == 0 or (i + 1 < len(names) and names[i + 1] in parts)):
+                    break
+                traces, finished = _parse(s, parts[s], call.runs[s])
+                if not finished:
+                    break
+                out.traces[s] = traces
+                _read_tests(parts[s], Path(tmp), version, call.timeout, out.tests, out.test_seconds)
+        except (RuntimeError, subprocess.TimeoutExpired):
+            pass
+
+
+def _parts(text: str) -> dict[str, list[str]]:
+    """The harness's output by sampler: each `@sampler NAME` line and the lines after it."""
+    parts: dict[str, list[str]] = {}
+    cur: list[str] = []
+    for ln in text.splitlines():
+        if ln.startswith("@sampler "):
+            cur = parts[ln.removeprefix("@sampler ")] = []
+        cur.append(ln)
+    return parts
 
 
 def _read_tests(

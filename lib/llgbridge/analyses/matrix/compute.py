@@ -131,11 +131,12 @@ def _one_model(out: Matrix, vocab: str, real: bool, path: Path, overrides: list[
     G.generate(llm, v, None, first, max_tokens=8, temperature=s.temperature, seed=s.seed)  # warm-up, not timed
     base = G.generate(llm, v, None, first, max_tokens=s.max_tokens, temperature=s.temperature, seed=s.seed)
     built, out.build_errors = nb.build_bridges(v, s.bridges)
+    sampling = G.Sampling(s.max_tokens, s.temperature, s.seed)
     for bname, err in out.build_errors.items():
         print(f"{bname}: not built for {v.name}: {err}")
     for bname, b in built.items():
         for c in s.cases:
-            r = G.run_case(llm, name, v, synthetic, b, G.CASES[c], s.max_tokens, s.temperature, s.seed, out.prompts[c])
+            r = G.run_case(llm, name, v, synthetic, b, G.CASES[c], sampling, out.prompts[c])
             out.rows.append(r)
             out.timing.append(
                 {
