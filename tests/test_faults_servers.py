@@ -44,9 +44,11 @@ def templated_model(folder: Path, name: str, template: str) -> Path:
 
 
 def _build(model: Path, sampler: str, log: Path) -> tuple[list[server.ServerRow], float]:
-    return server.run_build(
-        S.binary(sampler, PIN), model, Vocab(model, model.stem), True, PIN, sampler, CASES,
-        {c: G.PLAIN for c in CASES}, log, 16, 0, 0.0,
+    return server.run_cases(
+        server.ServerRun(
+            S.binary(sampler, PIN), model, Vocab(model, model.stem), True, PIN, sampler, CASES,
+            {c: G.PLAIN for c in CASES}, log, 16, 0, 0.0,
+        )
     )  # fmt: skip
 
 

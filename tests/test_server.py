@@ -61,11 +61,18 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield get
 
 
+def _run(srv: S.Server, path: Path, v: Vocab, sampler: str, cases: list[str]) -> server.ServerRun:
+    """`cases` on `srv`'s build as the suite asks them: the plain prompt, 64 tokens, seed 0, temperature 0."""
+    return server.ServerRun(
+        srv.binary, path, v, True, PIN, sampler, cases, {c: G.PLAIN for c in cases}, srv.log_path, 64, 0, 0.0
+    )
+
+
 def _ask(served: Served, sampler: str, name: str, case: str) -> tuple[server.ServerRow, str]:
     """One case through one build: the judged row and the server's log while it answered."""
     srv, path, v = served(sampler, name)
     start = srv.log_size()
-    row = server.ask(srv, v, path.name, True, PIN, sampler, case, G.PLAIN, 64, 0, 0.0)
+    row = server.ask(srv, _run(srv, path, v, sampler, [case]), case)
     return row, srv.log(start)  # `ask` waited for the request's lines
 
 
@@ -127,19 +134,21 @@ def test_the_port_and_the_server_agree(name: str, tmp_path: Path) -> None:
     matrix = {"rows": rows, "tokens": tokens}
     served_rows = []
     for s in S.SAMPLERS:
-        got, _ = server.run_build(
-            S.binary(s, S.venv_llguidance()),
-            path,
-            v,
-            True,
-            S.venv_llguidance(),
-            s,
-            cases,
-            {c: G.PLAIN for c in cases},
-            tmp_path / f"{s}.log",
-            64,
-            0,
-            0.0,
+        got, _ = server.run_cases(
+            server.ServerRun(
+                S.binary(s, S.venv_llguidance()),
+                path,
+                v,
+                True,
+                S.venv_llguidance(),
+                s,
+                cases,
+                {c: G.PLAIN for c in cases},
+                tmp_path / f"{s}.log",
+                64,
+                0,
+                0.0,
+            )
         )
         served_rows += got
     served = {
@@ -201,7 +210,7 @@ def test_bug_c_a_special_token_spelled_in_a_literal_ends_the_turn_on_the_fixed_s
     stops there: HTTP 200, no error field, stop_type eos, content 'say ' (checked by hand in the
     compiled harness and the server)."""
     _, v = _model("llama-bpe")
-    assert server.special_text(v) == "<|eot_id|>"
+    assert native.special_text(v) == "<|eot_id|>"
     row, _ = _ask(served, "fixed", "llama-bpe", server.SPECIAL_CASE)
     assert (row.http_status, row.error_field, row.stop_type, row.output) == (200, False, "eos", "say ")
     assert row.tokens == [37890, 220]  # 'say', ' ': the turn ended on the forced <|eot_id|>
@@ -268,10 +277,10 @@ def test_replayed_answers_judged_from_threads_are_the_servers_content(served: Se
         for c in cases
     ]
 
+    run = _run(srv, path, v, "upstream", cases)
+
     def judged(a: tuple[str, str, str, S.Reply]) -> str:
-        return server.answered(
-            srv, v, path.name, True, PIN, "upstream", a[0], a[1], a[2], a[3], [], False
-        ).content_match
+        return server.answered(srv, run, a[0], a[1], a[2], a[3], [], False).content_match
 
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
@@ -288,13 +297,14 @@ def test_a_judge_that_reads_other_bytes_disagrees_with_the_server(served: Served
     corrupted judge would read them) is a disagreement naming the first differing byte, and the row
     is counted neither as a pass nor as a violation; invalid UTF-8 the server replaced is not."""
     srv, path, v = served("fixed", "llama-spm")
+    run = _run(srv, path, v, "fixed", ["forced_literal"])
     endpoint, sent_as, body = server.request_for("forced_literal", G.PLAIN, 64, 0, 0.0, v)
     reply = S.post(srv, endpoint, body)
-    good = server.answered(srv, v, path.name, True, PIN, "fixed", "forced_literal", endpoint, sent_as, reply, [], False)
+    good = server.answered(srv, run, "forced_literal", endpoint, sent_as, reply, [], False)
     assert (good.outcome, good.output, good.content_match) == ("pass", "hello world", "same")
     assert reply.body is not None
     reply.body["content"] = "hello workd"  # one byte of another piece, as the shared buffer gave it
-    bad = server.answered(srv, v, path.name, True, PIN, "fixed", "forced_literal", endpoint, sent_as, reply, [], False)
+    bad = server.answered(srv, run, "forced_literal", endpoint, sent_as, reply, [], False)
     assert bad.outcome == server.DISAGREES
     assert bad.content_match == "differs at byte 9: judge 'ld', server 'kd'"
     # <0xE4> alone is not UTF-8: the server's JSON carries U+FFFD for it (nlohmann's replace)
@@ -339,19 +349,21 @@ def test_a_log_that_cannot_be_written_fails_its_rows_in_one_line(tmp_path: Path,
     else:
         log.mkdir()
         reason = "Is a directory"
-    rows, _ = server.run_build(
-        S.binary("upstream", PIN),
-        path,
-        v,
-        True,
-        PIN,
-        "upstream",
-        ["forced_literal", "dots"],
-        {"forced_literal": G.PLAIN, "dots": G.PLAIN},
-        log,
-        64,
-        0,
-        0.0,
+    rows, _ = server.run_cases(
+        server.ServerRun(
+            S.binary("upstream", PIN),
+            path,
+            v,
+            True,
+            PIN,
+            "upstream",
+            ["forced_literal", "dots"],
+            {"forced_literal": G.PLAIN, "dots": G.PLAIN},
+            log,
+            64,
+            0,
+            0.0,
+        )
     )
     assert [r.outcome for r in rows] == ["error", "error"]
     want = f"the server's log could not be written ({log}: {reason}): the rows it feeds are not recorded"

@@ -32,9 +32,17 @@ def spm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[S.Server, Pa
         yield srv, path, Vocab(path, "llama-spm")
 
 
+def _asked(srv: S.Server, path: Path, v: Vocab, case: str, max_tokens: int) -> server.ServerRow:
+    """`case` asked of the fixed build's server as the suite asks it, the plain prompt."""
+    run = server.ServerRun(
+        srv.binary, path, v, True, PIN, "fixed", [case], {case: G.PLAIN}, srv.log_path, max_tokens, 0, 0.0
+    )
+    return server.ask(srv, run, case)
+
+
 def test_the_chat_endpoints_refusal_is_named_from_the_prefill_tokens(spm: tuple[S.Server, Path, Vocab]) -> None:
     srv, path, v = spm
-    row = server.ask(srv, v, path.name, True, PIN, "fixed", server.CHAT_CASE, G.PLAIN, 16, 0, 0.0)
+    row = _asked(srv, path, v, server.CHAT_CASE, 16)
     assert (row.http_status, row.error) == (400, "Failed to initialize samplers: std::exception")
     # llama-spm spells the generation prompt ' <', '|', ...: the space prefix merged with '<'
     assert row.cause.startswith("common_sampler_init skipped the first prefill token 529 ' <'"), row.cause
@@ -45,7 +53,7 @@ def test_an_answer_is_no_error_and_an_unknown_error_keeps_the_servers_words(
     spm: tuple[S.Server, Path, Vocab],
 ) -> None:
     srv, path, v = spm
-    ok = server.ask(srv, v, path.name, True, PIN, "fixed", "json_enum", G.PLAIN, 8, 0, 0.0)
+    ok = _asked(srv, path, v, "json_enum", 8)
     assert ok.http_status == 200 and ok.cause == ""
     start = srv.log_size()
     reply = S.post(srv, "/completion", {"prompt": "x", "n_predict": 1, "grammar": "root ::= nowhere"})

@@ -429,6 +429,9 @@ def _is_ours(srv: Server) -> str:
     return "" if said and Path(said).resolve() == srv.model.resolve() else f"/props names another model ({said!r})"
 
 
+SLOT_CTX = 512  # tokens of context per slot (`-c` is all the slots' together)
+
+
 @contextmanager
 def serve(
     exe: Path,
@@ -436,7 +439,6 @@ def serve(
     log_path: Path,
     *,
     parallel: int = 1,
-    n_ctx: int = 512,
     threads: int = 1,
     n_gpu_layers: int = 0,
     startup_timeout: float = STARTUP_TIMEOUT,
@@ -456,30 +458,7 @@ def serve(
         limit = memory_bound(model)
     except OSError as e:
         raise NotStarted(f"{exe.name}: {model.name}: {e.strerror or e}") from None
-    cmd = [
-        str(exe),
-        "-m",
-        str(model),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-        "-c",
-        str(n_ctx * parallel),
-        "-np",
-        str(parallel),
-        "-t",
-        str(threads),
-        "-tb",
-        str(threads),
-        "-ngl",
-        str(n_gpu_layers),
-        "--no-warmup",
-        "--no-repack",
-        "--log-colors",
-        "off",
-        *extra,
-    ]
+    cmd = _command(exe, model, parallel, threads, n_gpu_layers, extra)
     try:
         proc = subprocess.Popen(
             cmd,
@@ -495,30 +474,7 @@ def serve(
     srv = Server(exe, model, 0, log_path, proc, out)
     try:
         out.check()
-        deadline = time.monotonic() + startup_timeout
-        while True:
-            if not srv.alive():
-                out.finish()
-                raise NotStarted(
-                    f"{exe.name} exited with {proc.returncode} while loading {model.name}: {srv.last_lines()}"
-                )
-            if not srv.port:
-                m = LISTENING.search(out.peek().encode())
-                srv.port = int(m.group(1)) if m else 0
-            if srv.port:
-                try:
-                    if http_status(srv.base + "/health", 2.0) == 200:
-                        break
-                except (OSError, urllib.error.URLError):
-                    pass
-            why = took_too_much(exe, model, _peak(proc.pid), limit)
-            if why:
-                raise NotStarted(f"{why}: {srv.last_lines()}")
-            if time.monotonic() > deadline:
-                raise NotStarted(
-                    f"{exe.name} did not answer /health within {startup_timeout:.0f} s: {srv.last_lines()}"
-                )
-            time.sleep(0.05)
+        _await_health(srv, limit, startup_timeout)
         why = _is_ours(srv)
         if why:
             raise NotStarted(f"{exe.name}: the server on port {srv.port} is not the one started: {why}")
@@ -528,6 +484,68 @@ def serve(
         out.finish()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def _command(
+    exe: Path, model: Path, parallel: int, threads: int, n_gpu_layers: int, extra: tuple[str, ...]
+) -> list[str]:
+    """llama-server's command line: loopback, a port the kernel chooses, `SLOT_CTX` per slot."""
+    return [
+        str(exe),
+        "-m",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "-c",
+        str(SLOT_CTX * parallel),
+        "-np",
+        str(parallel),
+        "-t",
+        str(threads),
+        "-tb",
+        str(threads),
+        "-ngl",
+        str(n_gpu_layers),
+        "--no-warmup",
+        "--no-repack",
+        "--log-colors",
+        "off",
+        *extra,
+    ]
+
+
+def _await_health(srv: Server, limit: int, startup_timeout: float) -> None:
+    """Until the started server answers `/health` with 200 on the port its log names; NotStarted
+    when it exits, takes more memory than `limit` allows, or the time runs out first."""
+    exe, model, proc = srv.binary, srv.model, srv.proc
+    deadline = time.monotonic() + startup_timeout
+    while True:
+        if not srv.alive():
+            srv.output.finish()
+            raise NotStarted(f"{exe.name} exited with {proc.returncode} while loading {model.name}: {srv.last_lines()}")
+        if _healthy(srv):
+            return
+        why = took_too_much(exe, model, _peak(proc.pid), limit)
+        if why:
+            raise NotStarted(f"{why}: {srv.last_lines()}")
+        if time.monotonic() > deadline:
+            raise NotStarted(f"{exe.name} did not answer /health within {startup_timeout:.0f} s: {srv.last_lines()}")
+        time.sleep(0.05)
+
+
+def _healthy(srv: Server) -> bool:
+    """Whether the server, once its log names its port, answers `/health` there with 200."""
+    if not srv.port:
+        m = LISTENING.search(srv.output.peek().encode())
+        srv.port = int(m.group(1)) if m else 0
+    if not srv.port:
+        return False
+    try:
+        return http_status(srv.base + "/health", 2.0) == 200
+    except (OSError, urllib.error.URLError):
+        return False
 
 
 @dataclass(frozen=True)

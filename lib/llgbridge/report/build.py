@@ -277,7 +277,7 @@ def splice_banner(index: Path, said: dict[str, Any] | None) -> None:
 def made_sections(res: Results) -> tuple[list[Section], list[dict[str, Any]], set[str]]:
     """Every section of the page (`sections()`), the failed inputs, and the sections that raised."""
     failed: list[dict[str, Any]] = []
-    sections: list[Section] = []
+    made: list[Section] = []
     broken: set[str] = set()
     for name, fn in sections():
         _, f = res.load(name)
@@ -295,8 +295,8 @@ def made_sections(res: Results) -> tuple[list[Section], list[dict[str, Any]], se
             )
             continue
         if sec is not None:
-            sections.append(sec)
-    return sections, failed, broken
+            made.append(sec)
+    return made, failed, broken
 
 
 def parts_made(res: Results, broken: set[str]) -> list[str]:

@@ -6,7 +6,17 @@ from ..registry import NUM, Analysis, Schema
 
 ANALYSIS = Analysis(
     "server",
-    ("server.py", "server_causes.py", "llama_server.py", "generate.py", "synth.py", "native/", "soundness.py"),
+    (
+        "server.py",
+        "server_cases.py",
+        "server_judge.py",
+        "server_causes.py",
+        "llama_server.py",
+        "generate.py",
+        "synth.py",
+        "native/",
+        "soundness.py",
+    ),
     Schema(
         {
             "rows": list,
