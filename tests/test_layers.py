@@ -183,3 +183,32 @@ def test_the_checks_find_what_they_name(module: str, added: str, finds: str | No
     graph = {**GRAPH, module: imports(module, source)}
     assert bool(against_order(layer_of(), graph)) == (finds == "against")
     assert bool(cycles(graph)) == (finds == "cycle")
+
+
+LONGEST = 60  # lines a function may take (the house's bar, issue 45; ruff holds parameters and statements)
+
+
+def long_functions(files: list[Path]) -> list[str]:
+    """Every function of `files` longer than LONGEST lines, as `path:line name (N lines)`."""
+    found = []
+    for f in files:
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > LONGEST:
+                    where = f.relative_to(ROOT) if f.is_relative_to(ROOT) else f.name
+                    found.append(f"{where}:{node.lineno} {node.name} ({n} lines)")
+    return found
+
+
+def test_no_function_is_longer_than_a_screen() -> None:
+    files = [f for d in ("lib", "bench", "tools") for f in sorted((ROOT / d).rglob("*.py"))]
+    assert long_functions(files) == []
+
+
+def test_the_length_check_finds_a_long_function(tmp_path: Path) -> None:
+    f = tmp_path / "long.py"
+    f.write_text("def f() -> None:\n" + "    x = 1\n" * LONGEST)
+    assert long_functions([f]) == ["long.py:1 f (61 lines)"]
+    f.write_text("def f() -> None:\n" + "    x = 1\n" * (LONGEST - 1))
+    assert long_functions([f]) == []

@@ -56,7 +56,6 @@ SHARED_CODE = (
     "results.py",
     "analyses/__init__.py",
     "analyses/registry.py",
-    "analyses/*/__init__.py",
     "candidates.py",
     "catalogue.py",
     "params.py",
