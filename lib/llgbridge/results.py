@@ -227,7 +227,10 @@ def code_files(analysis: str) -> list[Path]:
     entry = BY_NAME.get(analysis)
     files = [entry.notebook_path if entry else ROOT / "notebooks" / f"{analysis}.ipynb"]
     for m in (*SHARED_CODE, *MODULES.get(analysis, ())):
-        files += sorted((lib / m).glob("*.py")) if m.endswith("/") else sorted(lib.glob(m)) if "*" in m else [lib / m]
+        if m.endswith("/"):  # a subpackage's modules; an analysis's section is the page's, not its result's
+            files += [f for f in sorted((lib / m).glob("*.py")) if f.name != "section.py"]
+        else:
+            files += sorted(lib.glob(m)) if "*" in m else [lib / m]
     if entry and entry.folder.is_dir():
         files += [f for f in _own_code(entry.folder) if f not in files]
     return files

@@ -14,7 +14,7 @@ ANALYSIS = Analysis(
     ),
     runs_on="matrix",
     whatif=False,
-    packages=("lm-format-enforcer", "outlines", "outlines-core"),
+    packages=("lm-format-enforcer", "outlines", "outlines-core", "numba"),
     order=10,
     page=81,
 )
