@@ -164,7 +164,7 @@ native: data/native/.built
 # one line and no stamp-less failure: a machine without a C++ compiler records why, and the
 # native results say so
 data/native/.built: $(NATIVE_SRC) data/vocabs/.complete | $(SETUP)
-	@$(BIN)/python -m llgbridge.native build
+	@$(BIN)/python -m llgbridge.analyses.native build
 	@touch $@
 
 server: data/native/server/.built
@@ -214,11 +214,11 @@ export N SEED
 gguf-fuzz: data/vocabs/.complete | $(SETUP)
 	$(BIN)/python -m llgbridge.gguf_fuzz --n "$$N" --seed "$$SEED"
 
-# the SchemaStore corpus (issue 16): the schemas, verified against lib/llgbridge/schemas.tsv
+# the SchemaStore corpus (issue 16): the schemas, verified against lib/llgbridge/analyses/corpus/schemas.tsv
 corpus-data: data/schemas/.complete
 
-data/schemas/.complete: lib/llgbridge/schemas.tsv | $(SETUP)
-	$(BIN)/python -m llgbridge.schemas data/schemas
+data/schemas/.complete: lib/llgbridge/analyses/corpus/schemas.tsv | $(SETUP)
+	$(BIN)/python -m llgbridge.analyses.corpus.schemas data/schemas
 	@touch $@
 
 # every schema on every input vocab (or CORPUS_VOCABS) through every bridge, into reports/corpus/:

@@ -68,7 +68,7 @@ def test_the_native_split_counts_one_harness_process_per_llguidance_version() ->
     every sampler's walks and llama.cpp's tests against each (2 tests x 2 samplers per version, and
     the PR's test on each candidate at the pin), no test in a binary of its own; its parts add up to
     the wall, and its page has the section alone."""
-    from llgbridge import native
+    from llgbridge.analyses.native import compute as native
 
     if native.unavailable():
         pytest.skip(native.unavailable())
@@ -113,7 +113,7 @@ def test_the_server_split_counts_one_server_start_per_build() -> None:
     (each sampler on each llguidance version, and each candidate on the pin), not one per case;
     two requests on each (the cases) and the unconstrained baseline on the first only (it runs no
     grammar sampler); its parts add up to the wall."""
-    from llgbridge import llama_server
+    from llgbridge.analyses.server import llama_server
     from llgbridge.measure import server_split as SS
 
     status, why = llama_server.built()

@@ -9,10 +9,10 @@ import pytest
 from conftest import ALL_VOCABS, bridge, variant, vocab
 
 from llgbridge import bridges, candidates, guide
+from llgbridge.analyses.native.trace import MIXED_QUANTIFIERS  # llama.cpp's own "mixed quantifiers" test grammar
 from llgbridge.errors import InputError, LlgError
 from llgbridge.grammars import literal_grammar
 from llgbridge.llg import mask_bits
-from llgbridge.native.trace import MIXED_QUANTIFIERS  # llama.cpp's own "mixed quantifiers" test grammar
 from llgbridge.probe import PROBES, probe_tokenize_exact
 
 
@@ -172,8 +172,9 @@ def test_each_vocab_gets_a_nospecial_bridge_of_its_own() -> None:
 def test_the_candidate_registry_matches_the_patches_the_ports_and_the_builds() -> None:
     """A candidate is one patch, a port of the same name and the builds under that name: a patch
     with no entry is never built, and an entry with no port of its own is compared with nothing."""
-    from llgbridge import llama_server
-    from llgbridge.native import builder, harness_samplers
+    from llgbridge.analyses.native import builder
+    from llgbridge.analyses.native.compute import harness_samplers
+    from llgbridge.analyses.server import llama_server
 
     assert sorted(p.name for p in builder.CANDIDATE_PATCHES.glob("*.patch")) == sorted(
         c.patch for c in candidates.CANDIDATES

@@ -14,8 +14,8 @@ from pathlib import Path
 import gguf
 import pytest
 
-from llgbridge import native
-from llgbridge.native.causes import classify
+from llgbridge.analyses.native import compute as native
+from llgbridge.analyses.native.causes import classify
 from llgbridge.vocab import Vocab
 
 _why = native.unavailable()

@@ -20,7 +20,9 @@ import cloudpickle
 import pytest
 from conftest import variant
 
-from llgbridge import cluster, corpus, corpus_job, schemas
+from llgbridge.analyses.corpus import cluster, schemas
+from llgbridge.analyses.corpus import compute as corpus
+from llgbridge.analyses.corpus import job as corpus_job
 from llgbridge.errors import InputError
 
 VOCAB = ("llama-spm", "data/vocabs/ggml-vocab-llama-spm.gguf")
@@ -270,7 +272,7 @@ def test_make_corpus_on_a_dask_local_cluster_gives_the_serial_bytes(tmp_path: Pa
         [
             sys.executable,
             "-m",
-            "llgbridge.corpus",
+            "llgbridge.analyses.corpus.compute",
             *common,
             "--engine",
             "dask",

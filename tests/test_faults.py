@@ -21,10 +21,11 @@ import pytest
 from conftest import vocab
 from helpers import CENSUS_ONLY
 
-from llgbridge import batch, nb, report, results, server, synth
+from llgbridge import batch, nb, report, results, synth
 from llgbridge import generate as G
-from llgbridge import llama_server as S
 from llgbridge.analyses.census import compute as census
+from llgbridge.analyses.server import compute as server
+from llgbridge.analyses.server import llama_server as S
 from llgbridge.measure import regen
 from llgbridge.paths import VOCABS, vocab_path
 from llgbridge.report.build import BANNER_END

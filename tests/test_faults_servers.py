@@ -17,8 +17,9 @@ import gguf
 import pytest
 
 from llgbridge import generate as G
-from llgbridge import llama_server as S
-from llgbridge import nb, report, server, synth
+from llgbridge import nb, report, synth
+from llgbridge.analyses.server import compute as server
+from llgbridge.analyses.server import llama_server as S
 from llgbridge.paths import vocab_path
 from llgbridge.vocab import Vocab
 

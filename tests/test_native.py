@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 from conftest import bridge, variant, vocab
 
-from llgbridge import guide, llg, native
+from llgbridge import guide, llg
+from llgbridge.analyses.native import compute as native
+from llgbridge.analyses.native.trace import MIXED_QUANTIFIERS
 from llgbridge.grammars import FORCED_LITERAL, LEAK_GRAMMAR, literal_grammar
-from llgbridge.native.trace import MIXED_QUANTIFIERS
 
 _why = native.unavailable()
 pytestmark = pytest.mark.skipif(_why is not None, reason=f"native parts not built: {_why}")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from helpers import SPM
 
-from llgbridge import native
+from llgbridge.analyses.native import compute as native
 from llgbridge.llg import _library_path
 from llgbridge.paths import ROOT
 
@@ -261,7 +261,7 @@ def test_make_matrix_refuses_two_models_of_one_name_and_a_missing_file(tmp_path:
 # -- what setup says (issue 49, 4) ----------------------------------------------------------------------
 def test_placing_the_schemas_names_the_folder_they_went_to(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`make corpus-data` said "placed 583 schema files in schemas/", where the folder is data/schemas."""
-    from llgbridge import schemas
+    from llgbridge.analyses.corpus import schemas
 
     dest = tmp_path / "data" / "schemas"
     shutil.copytree(schemas.SCHEMA_DIR, dest)

@@ -17,9 +17,11 @@ import pytest
 from gguf import Keys
 from helpers import write_vocab
 
-from llgbridge import catalogue, generate, models, native, nb, overrides, params, results, server
-from llgbridge import llama_server as S
+from llgbridge import catalogue, generate, models, nb, overrides, params, results
 from llgbridge.analyses.census.compute import run_census
+from llgbridge.analyses.native import compute as native
+from llgbridge.analyses.server import compute as server
+from llgbridge.analyses.server import llama_server as S
 from llgbridge.errors import InputError
 from llgbridge.vocab import Vocab
 

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from llgbridge import llama_server as S
-from llgbridge import native
+from llgbridge.analyses.native import compute as native
+from llgbridge.analyses.server import llama_server as S
 from llgbridge.paths import REPORTS, RESULTS, VOCABS
 from llgbridge.report import Results, repro
 

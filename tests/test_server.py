@@ -26,8 +26,10 @@ import pytest
 from conftest import variant, vocab
 
 from llgbridge import generate as G
-from llgbridge import guide, native, server, synth
-from llgbridge import llama_server as S
+from llgbridge import guide, synth
+from llgbridge.analyses.native import compute as native
+from llgbridge.analyses.server import compute as server
+from llgbridge.analyses.server import llama_server as S
 from llgbridge.vocab import Vocab
 
 _status, _why = S.built()

@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from llgbridge import generate as G
-from llgbridge import llama_server as S
-from llgbridge import native, server, synth
-from llgbridge.server_causes import cause_of
+from llgbridge import synth
+from llgbridge.analyses.native import compute as native
+from llgbridge.analyses.server import compute as server
+from llgbridge.analyses.server import llama_server as S
+from llgbridge.analyses.server.causes import cause_of
 from llgbridge.vocab import Vocab
 
 _status, _why = S.built()

@@ -13,7 +13,7 @@ import pytest
 from conftest import bridge, variant, vocab
 
 from llgbridge import grammars, guide, soundness
-from llgbridge.native.trace import MIXED_QUANTIFIERS  # llama.cpp's own "mixed quantifiers" test grammar
+from llgbridge.analyses.native.trace import MIXED_QUANTIFIERS  # llama.cpp's own "mixed quantifiers" test grammar
 
 
 @cache

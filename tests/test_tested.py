@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from llgbridge.native.builder import SHIPPED, patch_files
+from llgbridge.analyses.native.builder import SHIPPED, patch_files
 from llgbridge.paths import ROOT
 from llgbridge.report import tested
 

@@ -25,7 +25,7 @@ import pytest
 from conftest import vocab
 
 from llgbridge import generate as G
-from llgbridge import server
+from llgbridge.analyses.server import compute as server
 
 T = TypeVar("T")
 THREADS = 8
@@ -120,7 +120,7 @@ def test_the_servers_log_shows_a_line_only_once_its_file_has_it(tmp_path: Path) 
     import threading
     import time
 
-    from llgbridge.llama_server import ServerLog
+    from llgbridge.analyses.server.llama_server import ServerLog
 
     fifo = tmp_path / "log"
     os.mkfifo(fifo)

@@ -31,7 +31,7 @@ def test_a_link_to_a_fixture_takes_the_links_name_and_its_own_log_folder(tmp_pat
     name: its report went to reports/whatif/llama-spm and its servers' logs into the main run's log
     folder, opened with truncation. It is named by the link, and a what-if's logs stay beside its
     own results."""
-    from llgbridge import server
+    from llgbridge.analyses.server import compute as server
 
     link = tmp_path / "my-model.gguf"
     link.symlink_to(VOCABS / "ggml-vocab-llama-spm.gguf")

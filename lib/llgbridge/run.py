@@ -32,10 +32,10 @@ from typing import Any, Literal, TypedDict
 from urllib.parse import quote
 
 from . import params as P
+from .analyses.native.logs import crash_cause, says_crash
 from .catalogue import REAL_MODELS
 from .errors import InputError, cause_line, first_line
 from .fixtures import vocab_names
-from .native.logs import crash_cause, says_crash
 from .overrides import parse_all, suffix
 from .paths import REPORTS, RESULTS, ROOT, VOCABS, name_problem, usable_name, vocab_path, write_atomic, write_json
 from .results import BYHAND, provenance

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import corpus, params
+from .. import params
+from ..analyses.corpus import compute as corpus
 from ..paths import RESULTS, vocab_path, write_atomic
 from ..report.data import CORPUS_TIMING_JSON
 from .benchmd import BenchPart, table

@@ -15,7 +15,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from .. import bridges, catalogue, generate, models, native, synth
+from .. import bridges, catalogue, generate, models, synth
+from ..analyses.native import compute as native
 from ..errors import InputError
 from ..vocab import Vocab
 from . import maskpath

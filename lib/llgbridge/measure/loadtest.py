@@ -32,7 +32,9 @@ import jinja2
 import pandas as pd
 from tqdm import tqdm
 
-from .. import llama_server, params, server, synth
+from .. import params, synth
+from ..analyses.server import compute as server
+from ..analyses.server import llama_server
 from ..errors import first_line
 from ..gguf_meta import read_kv
 from ..paths import DATA, REPORTS, write_atomic

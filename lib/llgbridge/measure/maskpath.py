@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import bridges, generate, native, synth
+from .. import bridges, generate, synth
+from ..analyses.native import compute as native
 from ..llg import (
     apply_mask,  # the decode loop's (generate.py); timed here, and kept as maskpath.apply_mask
     lib,

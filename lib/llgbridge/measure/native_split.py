@@ -11,10 +11,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import native, nb, params
-from ..native import result as R
-from ..native import trace as T
-from ..native.logs import program_env
+from .. import nb, params
+from ..analyses.native import compute as native
+from ..analyses.native import result as R
+from ..analyses.native import trace as T
+from ..analyses.native.logs import program_env
 from ..vocab import Vocab
 from .benchmd import BenchPart, csv_row, table
 

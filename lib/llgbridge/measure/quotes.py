@@ -28,9 +28,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import catalogue, models, server
+from .. import catalogue, models
 from .. import generate as G
-from .. import llama_server as S
+from ..analyses.server import compute as server
+from ..analyses.server import llama_server as S
 from ..errors import InputError, first_line
 from ..paths import REPORTS, write_json
 from ..vocab import Vocab

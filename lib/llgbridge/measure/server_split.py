@@ -21,9 +21,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import catalogue, llama_server, params, server
+from .. import catalogue, params
 from .. import generate as G
 from ..analyses.matrix import compute as matrix
+from ..analyses.server import compute as server
+from ..analyses.server import llama_server
 from ..candidates import NAMES as CANDIDATES
 from .benchmd import BenchPart, csv_row, table
 

@@ -27,19 +27,19 @@ report reruns no analysis.
 from __future__ import annotations
 
 from ..analyses.census.section import census_section
+from ..analyses.corpus.section import corpus_section
 from ..analyses.exactness.section import exactness_section, witness_kind
 from ..analyses.forced.section import forced_section
 from ..analyses.leak.section import leak_section
 from ..analyses.matrix.section import matrix_section
+from ..analyses.native.section import native_section
 from ..analyses.probe.section import probe_section
+from ..analyses.server.section import server_section
 from ..analyses.soundness.section import soundness_section
 from .beyond import beyond_section
 from .build import PAGE, build, code_block, inputs_table, main, sections, versions
-from .corpus import corpus_section
 from .data import Results
-from .native import native_section
 from .review import review_section
-from .server import server_section
 from .story import vocab_story
 from .table import Cell, Section, Table, html_table, md_table
 from .verdict import Verdict, guide_figures, verdict

@@ -6,9 +6,9 @@ from typing import Any
 
 import pandas as pd
 
+from ..analyses.native.compute import LLG_PINNED as NATIVE_PIN
+from ..analyses.native.compute import version_key
 from ..candidates import CANDIDATES
-from ..native import LLG_PINNED as NATIVE_PIN
-from ..native import version_key
 from ..show import show_text
 from ..soundness import bug_d_frame
 from .data import Results, takes_results

@@ -25,16 +25,16 @@ from typing import Any
 import pandas as pd
 
 from .. import guide
+from ..analyses.server.llama_server import LLG_PINNED
+from ..analyses.server.section import server_frame
 from ..catalogue import REAL_MODELS, overridden
 from ..gguf_meta import read_kv
-from ..llama_server import LLG_PINNED
 from ..models import manifest
 from ..paths import vocab_path
 from . import repro, tested
 from .data import Results
 from .prose import blocks
 from .review import probe_robustness, xff_moved
-from .server import server_frame
 from .table import PR_BASE, first_clause, guide_order, result_rows
 from .verdict import CTEST_VOCABS, ISSUES_URL, Verdict
 

@@ -23,9 +23,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .. import generate as G
-from .. import server
-from ..llama_server import LLG_PINNED
-from ..native import LLG_PINNED as NATIVE_PIN
+from ..analyses.native.compute import LLG_PINNED as NATIVE_PIN
+from ..analyses.server import compute as server
+from ..analyses.server.llama_server import LLG_PINNED
 from ..show import show_text
 from . import gfm
 from .data import Results

@@ -9,10 +9,10 @@ from typing import Any
 
 import pandas as pd
 
+from ..analyses.server.section import SERVER_CONTROLS
 from ..show import show_text
 from .data import Results, takes_results
 from .prose import blocks
-from .server import SERVER_CONTROLS
 from .table import Section, Table, guide_order, pinned_rows
 from .tested import UPSTREAM
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from .. import guide
+from ..analyses.native.compute import LLG_PINNED as NATIVE_PIN
+from ..analyses.native.section import abort_cause, bad_tokens
 from ..catalogue import overridden
-from ..native import LLG_PINNED as NATIVE_PIN
 from .data import Results
-from .native import abort_cause, bad_tokens
 from .prose import prose
 from .table import first_words, pinned_rows
 

@@ -12,9 +12,9 @@ from typing import Any
 import pandas as pd
 
 from .. import guide
+from ..analyses.native.compute import LLG_PINNED as NATIVE_PIN
+from ..analyses.native.compute import version_key
 from ..catalogue import REAL_MODELS, overridden
-from ..native import LLG_PINNED as NATIVE_PIN
-from ..native import version_key
 from ..show import BYTE_COLUMNS, show_text, shown_frame
 from . import gfm
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..native import vendored_commit
-from ..native.builder import SHIPPED, patch_files
+from ..analyses.native.builder import SHIPPED, patch_files
+from ..analyses.native.compute import vendored_commit
 from .table import PR_BASE
 
 FILES = ("common/llguidance.cpp", "tests/test-grammar-llguidance.cpp", "tests/CMakeLists.txt", "include/llama.h")

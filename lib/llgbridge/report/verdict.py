@@ -11,15 +11,15 @@ from typing import Any
 import pandas as pd
 
 from .. import guide
+from ..analyses.native.compute import version_key
+from ..analyses.native.section import abort_cause, pr_test_cell
+from ..analyses.server.llama_server import LLG_PINNED
+from ..analyses.server.section import SERVER_CONTROLS
 from ..candidates import BY_BUG
 from ..catalogue import REAL_MODELS, overridden
-from ..llama_server import LLG_PINNED
-from ..native import version_key
 from ..results import port_llguidance
 from .data import Results, takes_results
-from .native import abort_cause, pr_test_cell
 from .prose import blocks
-from .server import SERVER_CONTROLS
 from .table import Cell, Table, after_fix, cell_value, guide_order, pinned_rows, result_rows, shows, values
 
 # the two ctest entries the PR's test runs under (tests/CMakeLists.txt: the one it has, the one it adds)

@@ -1,4 +1,4 @@
-"""The SchemaStore corpus through every bridge (`llgbridge.corpus`)."""
+"""The SchemaStore corpus through every bridge (`llgbridge.analyses.corpus.compute`)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,7 @@ from ..registry import BRIDGE_ROW, MS, Analysis, Schema
 
 ANALYSIS = Analysis(
     "corpus",
-    (
-        "corpus.py",
-        "corpus_job.py",
-        "cluster.py",
-        "pool.py",
-        "jobserver.py",
-        "schemas.py",
-        "schemas.tsv",
-        "soundness.py",
-    ),
+    ("pool.py", "jobserver.py", "analyses/corpus/schemas.tsv", "soundness.py"),
     Schema(
         {
             "schemas": int,
@@ -39,5 +30,4 @@ ANALYSIS = Analysis(
     built=(("data/schemas", "*.json"),),
     order=10,
     page=110,
-    section="report.corpus",
 )

@@ -7,7 +7,7 @@ from ..registry import Analysis, Schema
 
 ANALYSIS = Analysis(
     "engines_e2e",
-    ("generate.py", "synth.py", "analyses/engines/", "analyses/matrix/compute.py"),
+    ("generate.py", "synth.py", "analyses/engines/", "analyses/matrix/"),
     Schema(
         {"rows": list, "temperature": (int, float), "seed": int, "max_tokens": int, "limit_s": (int, float)},
         {"rows": {"model": str, "vocab": str, "engine": str, "version": str, "case": str, "outcome": str}},

@@ -1,5 +1,5 @@
 """The compiled code: common/llguidance.cpp shipped and patched, llama.cpp's own test, and the
-port checked against it step by step (`llgbridge.native`)."""
+port checked against it step by step (`analyses.native.compute`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from ..registry import BLANK_INT, Analysis, Schema
 
 ANALYSIS = Analysis(
     "native",
-    ("native/", "soundness.py"),
+    ("soundness.py",),
     Schema(
         {"rows": list, "differences": list, "tests": list},
         {"rows": {"vocab": str, "sampler": str, "diff_cells": BLANK_INT, "diff_differ": BLANK_INT}},
@@ -17,5 +17,4 @@ ANALYSIS = Analysis(
     built=(("data/native/bin", "*"),),
     order=8,
     page=50,
-    section="report.native",
 )

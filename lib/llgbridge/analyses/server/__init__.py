@@ -1,4 +1,4 @@
-"""The real llama-server answering the guide's requests (`llgbridge.server`)."""
+"""The real llama-server answering the guide's requests (`llgbridge.analyses.server.compute`)."""
 
 from __future__ import annotations
 
@@ -6,17 +6,7 @@ from ..registry import NUM, Analysis, Schema
 
 ANALYSIS = Analysis(
     "server",
-    (
-        "server.py",
-        "server_cases.py",
-        "server_judge.py",
-        "server_causes.py",
-        "llama_server.py",
-        "generate.py",
-        "synth.py",
-        "native/",
-        "soundness.py",
-    ),
+    ("generate.py", "synth.py", "analyses/native/", "soundness.py"),
     Schema(
         {
             "rows": list,
@@ -55,5 +45,4 @@ ANALYSIS = Analysis(
     built=(("data/native/server/bin", "*"),),
     order=11,
     page=70,
-    section="report.server",
 )

@@ -17,13 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from . import soundness
-from .bridges import Bridge
-from .errors import InputError, LlgError, first_line
-from .grammars import json_grammar
-from .llg import mask_bits, timed
-from .paths import resolve
-from .results import import_closure
+from ... import soundness
+from ...bridges import Bridge
+from ...errors import InputError, LlgError, first_line
+from ...grammars import json_grammar
+from ...llg import mask_bits, timed
+from ...paths import resolve
+from ...results import import_closure
 
 ERROR_CHARS = 300  # an llguidance error can list every unsupported key: cut, still one line
 _CLOSERS = frozenset(b'"]}')
@@ -99,7 +99,7 @@ class BridgeJob:
 # -- per worker process: vocabs and bridges, built once ---------------------------------------------
 @lru_cache(maxsize=2)
 def _vocab(path: str, name: str) -> Any:
-    from .vocab import Vocab  # loaded by the worker that runs the job; the planner only keys jobs
+    from ...vocab import Vocab  # loaded by the worker that runs the job; the planner only keys jobs
 
     return Vocab(resolve(path), name=name)
 
@@ -107,7 +107,7 @@ def _vocab(path: str, name: str) -> Any:
 @lru_cache(maxsize=8)
 def _bridge(path: str, name: str, bridge: str) -> tuple[Bridge | None, str]:
     """(bridge, "") or (None, why it cannot be built): a failure is cached too, not retried per job."""
-    from .bridges import build  # likewise: only a worker builds bridges
+    from ...bridges import build  # likewise: only a worker builds bridges
 
     try:
         return build(_vocab(path, name), bridge), ""

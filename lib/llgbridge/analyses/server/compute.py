@@ -28,15 +28,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import generate as G
+from ... import generate as G
+from ... import nb
+from ... import params as P
+from ...errors import InputError, first_line
+from ...overrides import Override, check_log, model_label, server_args
+from ...paths import RESULTS, ROOT, resolve
+from ...results import file_sha256
+from ...vocab import Vocab
 from . import llama_server as S
-from . import nb
-from . import params as P
-from .errors import InputError, first_line
-from .overrides import Override, check_log, model_label, server_args
-from .paths import RESULTS, ROOT, resolve
-from .results import file_sha256
-from .server_cases import (
+from .cases import (
     CHAT_CASE,
     EXTRA_CASES,
     REJECTED_CASE,
@@ -49,15 +50,14 @@ from .server_cases import (
     special_case,
     special_pattern_schema,
 )
-from .server_cases import GBNF_CASE as GBNF_CASE
-from .server_cases import judge_case as judge_case
-from .server_causes import cause_of
-from .server_judge import CONTENT_RULES as CONTENT_RULES
-from .server_judge import DISAGREES, ServerRow, judged_row, reply_content, show_text_of, strip_eog
-from .server_judge import content_match as content_match
-from .server_judge import differential as differential
-from .server_judge import judge_tokens as judge_tokens
-from .vocab import Vocab
+from .cases import GBNF_CASE as GBNF_CASE
+from .cases import judge_case as judge_case
+from .causes import cause_of
+from .judge import CONTENT_RULES as CONTENT_RULES
+from .judge import DISAGREES, ServerRow, judged_row, reply_content, show_text_of, strip_eog
+from .judge import content_match as content_match
+from .judge import differential as differential
+from .judge import judge_tokens as judge_tokens
 
 LLG_ERROR = re.compile(r"llg error: (.*)")
 GREEDY_LINE = "tokenizer is not byte exact"

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import first_line
+from ...errors import first_line
 from .builder import CANDIDATES, LLG_PINNED, SAMPLERS, bin_dir, built_versions, unavailable, venv_llguidance
 from .causes import classified
 from .logs import TestRun
@@ -146,7 +146,7 @@ def analyse(
 
     `build(vocab, name)` makes a bridge (default `bridges.build`; a notebook passes its cache).
     """
-    from .. import bridges  # the native package is imported by the runner and the build, which load no bridge
+    from ... import bridges  # the native package is imported by the runner and the build, which load no bridge
 
     build = build or bridges.build
     why = unavailable()
@@ -205,7 +205,7 @@ def mask_error_rows(
     rows (the grammar is the job's id) plus `llguidance`; what the sampler did next is measured, the
     count it allowed at the failed step. The item count comes from the port's error at the same
     step (the sampler logs only the first line), so it is given on the venv's llguidance only."""
-    from ..soundness import mask_error  # likewise
+    from ...soundness import mask_error  # likewise
 
     out = []
     for job in jobs:

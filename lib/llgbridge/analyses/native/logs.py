@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
-from ..overrides import ENV, Override, check_log, env
+from ...errors import InputError
+from ...overrides import ENV, Override, check_log, env
 from .builder import TEST_TIMEOUT, bin_dir, venv_llguidance
 
 # -- llama.cpp's own test --------------------------------------------------------------------

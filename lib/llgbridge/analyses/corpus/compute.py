@@ -75,9 +75,13 @@ from typing import Any
 
 import numpy as np
 
-from .bridges import COMPARED, bridge_class
+from ...bridges import COMPARED, bridge_class
+from ...errors import InputError
+from ...fixtures import vocab_names
+from ...paths import DATA, REPORTS, ROOT, VOCABS, resolve, vocab_path, write_atomic, write_json
+from ...results import file_sha256, input_overrides
 from .cluster import run_jobs
-from .corpus_job import (
+from .job import (
     ERROR_CHARS,
     BridgeJob,
     InstancesJob,
@@ -87,10 +91,6 @@ from .corpus_job import (
     instances_job,
     instances_record,
 )
-from .errors import InputError
-from .fixtures import vocab_names
-from .paths import DATA, REPORTS, ROOT, VOCABS, resolve, vocab_path, write_atomic, write_json
-from .results import file_sha256, input_overrides
 from .schemas import SCHEMA_DIR, entries
 
 BRIDGES: tuple[str, ...] = COMPARED
@@ -540,6 +540,6 @@ def _say_done(r: CorpusRun, out: Path) -> None:
 if __name__ == "__main__":
     # run the package's module, not this __main__ copy: Dask pickles a __main__ function by value,
     # with this module's globals (its caches hold ctypes objects), and the package's by reference
-    from llgbridge.corpus import main as package_main
+    from llgbridge.analyses.corpus.compute import main as package_main
 
     raise SystemExit(package_main())

@@ -7,13 +7,10 @@ from typing import Any
 
 import pandas as pd
 
-from .. import guide
-from ..native import LLG_PINNED as NATIVE_PIN
-from ..native import RULES, version_key
-from ..results import port_llguidance
-from .data import Results, takes_results
-from .prose import blocks
-from .table import (
+from ... import guide
+from ...report.data import Results, takes_results
+from ...report.prose import blocks
+from ...report.table import (
     GUIDE_VOCABS,
     SAME,
     Cell,
@@ -26,6 +23,9 @@ from .table import (
     shows,
     vocab_key,
 )
+from ...results import port_llguidance
+from .compute import LLG_PINNED as NATIVE_PIN
+from .compute import RULES, version_key
 
 
 def bad_tokens(row: dict[str, Any]) -> tuple[int, int]:

@@ -27,11 +27,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..candidates import CANDIDATES as REGISTERED
-from ..errors import InputError, first_line
-from ..fetch import Archive, Manifest, Staging, download
-from ..fixtures import MEMBER_PREFIX, SDIST, fetch_sdist
-from ..paths import DATA, ROOT, write_json
+from ...candidates import CANDIDATES as REGISTERED
+from ...errors import InputError, first_line
+from ...fetch import Archive, Manifest, Staging, download
+from ...fixtures import MEMBER_PREFIX, SDIST, fetch_sdist
+from ...paths import DATA, ROOT, write_json
 
 NATIVE = DATA / "native"
 SHIPPED = NATIVE / "src" / "shipped"
@@ -160,7 +160,7 @@ def fetch_pinned_llguidance() -> Path:
 def llguidance_libraries() -> tuple[dict[str, Path], dict[str, str]]:
     """({version: the C API's shared library}, {version: why it is missing}): the pinned 1.0.1
     and the venv's."""
-    from ..llg import _library_path  # loading llg loads llguidance's library: the build needs only its path
+    from ...llg import _library_path  # loading llg loads llguidance's library: the build needs only its path
 
     libs: dict[str, Path] = {venv_llguidance(): _library_path()}
     missing: dict[str, str] = {}

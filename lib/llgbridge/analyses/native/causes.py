@@ -21,7 +21,7 @@ from typing import Any
 
 import llama_cpp
 
-from ..show import show
+from ...show import show
 from .logs import TestRun
 
 # rule -> what it recognises (the report lists each with the vocabs it named)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .show import show
+from ...show import show
 
 # rule -> what it recognises (the report lists each with the rows it named)
 RULES: dict[str, str] = {

@@ -52,11 +52,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import first_line
-from .native import builder as native_builder
-from .native.builder import CANDIDATES as NATIVE_CANDIDATES
-from .native.builder import LLG_PINNED, SAMPLERS, llguidance_libraries, venv_llguidance
-from .paths import DATA, ROOT, write_atomic, write_json
+from ...errors import first_line
+from ...paths import DATA, ROOT, write_atomic, write_json
+from ..native import builder as native_builder
+from ..native.builder import CANDIDATES as NATIVE_CANDIDATES
+from ..native.builder import LLG_PINNED, SAMPLERS, llguidance_libraries, venv_llguidance
 
 SERVER = DATA / "native" / "server"
 SERVER_BIN = SERVER / "bin"
@@ -589,7 +589,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(
-        prog="python -m llgbridge.llama_server", description="build llama-server, shipped and patched"
+        prog="python -m llgbridge.analyses.server.llama_server", description="build llama-server, shipped and patched"
     )
     ap.add_argument("command", choices=["build"])
     ap.parse_args(argv)

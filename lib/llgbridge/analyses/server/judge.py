@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import generate as G
-from .server_cases import EXTRA_CASES, SPECIAL_CASES, case_spec, violation_grammar
-from .vocab import Vocab
+from ... import generate as G
+from ...vocab import Vocab
+from .cases import EXTRA_CASES, SPECIAL_CASES, case_spec, violation_grammar
 
 DISAGREES = "judge disagrees"  # the outcome of an answer whose tokens and content do not agree
 

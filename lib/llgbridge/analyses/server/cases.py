@@ -27,12 +27,12 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from . import generate as G
+from ... import generate as G
+from ...errors import InputError, first_line
+from ...grammars import json_grammar, literal_grammar
+from ...vocab import Vocab
+from ..native.compute import special_literal, special_text
 from . import llama_server as S
-from .errors import InputError, first_line
-from .grammars import json_grammar, literal_grammar
-from .native import special_literal, special_text
-from .vocab import Vocab
 
 GBNF_CASE = "json_enum_gbnf"
 CHAT_CASE = "json_enum_chat"

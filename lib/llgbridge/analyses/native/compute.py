@@ -17,7 +17,7 @@ Everything else in this package drives llguidance through a Python port of
   `differential()` compares them cell by cell;
 - `result`: `analyse()`, all of it for one vocab, the result the `native` notebook shows.
 
-`python -m llgbridge.native build` is what `make native` runs.
+`python -m llgbridge.analyses.native build` is what `make native` runs.
 """
 
 from __future__ import annotations

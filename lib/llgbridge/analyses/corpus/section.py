@@ -8,13 +8,13 @@ from typing import Any
 
 import pandas as pd
 
-from ..corpus import MASKBENCH_NOTE, MASKBENCH_US
-from ..palette import ORDER as BRIDGE_ORDER
-from ..palette import REFERENCE
-from .data import Results, takes_results
-from .plots import pyplot, svg
-from .prose import blocks
-from .table import Cell, Section, Table, guide_order, int_columns, result_rows, shows, vocab_key
+from ...palette import ORDER as BRIDGE_ORDER
+from ...palette import REFERENCE
+from ...report.data import Results, takes_results
+from ...report.plots import pyplot, svg
+from ...report.prose import blocks
+from ...report.table import Cell, Section, Table, guide_order, int_columns, result_rows, shows, vocab_key
+from .compute import MASKBENCH_NOTE, MASKBENCH_US
 
 
 def corpus_frames(ok: list[dict[str, Any]]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

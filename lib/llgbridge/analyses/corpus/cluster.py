@@ -41,9 +41,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from . import pool
-from .errors import first_line
-from .pool import ATTEMPTS
+from ... import pool
+from ...errors import first_line
+from ...pool import ATTEMPTS
 
 ENGINES = ("serial", "pool", "dask")
 

@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, LlgError, first_line
-from ..grammars import literal_grammar
-from ..overrides import Override
+from ...errors import InputError, LlgError, first_line
+from ...grammars import literal_grammar
+from ...overrides import Override
 from .builder import TEST_TIMEOUT, bin_dir, venv_llguidance
 from .logs import (
     TestRun,
@@ -336,7 +336,7 @@ def harness_each(
 
 def port_trace(bridge: Any, job: Job) -> Trace:
     """The same job through the Python port, with the sampler's policy (see the module's But:)."""
-    from ..llg import mask_bits  # the runner and the build import this package: llguidance's library loads only here
+    from ...llg import mask_bits  # the runner and the build import this package: llguidance's library loads only here
 
     v = bridge.vocab
     stops = {v.eos, v.eot}
@@ -502,7 +502,7 @@ def jobs_for(
     truth: Any, literal: str, leak_grammar: str, walks: int = 2, seed: int = 0, max_steps: int = 64
 ) -> list[Job]:
     """The differential's jobs for one vocab (see the module docstring)."""
-    from .. import soundness  # likewise: it loads llguidance
+    from ... import soundness  # likewise: it loads llguidance
 
     jobs = [Job("leak", leak_grammar, ()), Job("forced", literal_grammar(literal), None, max_steps)]
     if (special := special_job(truth.vocab, max_steps)) is not None:
