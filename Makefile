@@ -175,7 +175,7 @@ server: data/native/server/.built
 SERVER_SRC := native/server.mk native/schema_to_gbnf.cpp native/llg_layout.cpp native/llguidance.h $(wildcard patches/*.patch) \
               $(wildcard patches/candidates/*.patch)
 data/native/server/.built: $(SERVER_SRC) data/native/.built | $(SETUP)
-	@$(BIN)/python -m llgbridge.llama_server build
+	@$(BIN)/python -m llgbridge.analyses.server.llama_server build
 	@touch $@
 
 data/models/synthetic-%.gguf: data/vocabs/ggml-vocab-%.gguf | $(SETUP)
@@ -230,7 +230,7 @@ WORKERS ?=
 CLUSTER ?=
 export CORPUS_VOCABS ENGINE WORKERS CLUSTER
 corpus: data/schemas/.complete data/vocabs/.complete | $(SETUP)
-	$(BIN)/python -m llgbridge.corpus --vocabs="$$CORPUS_VOCABS" --engine="$$ENGINE" --workers="$$WORKERS" --cluster="$$CLUSTER"
+	$(BIN)/python -m llgbridge.analyses.corpus.compute --vocabs="$$CORPUS_VOCABS" --engine="$$ENGINE" --workers="$$WORKERS" --cluster="$$CLUSTER"
 
 # the census through llgbridge against the same loop in C, bridge build times, the mask path, the
 # decode step, llama-server under load on the synthetic models, and the report's own regeneration

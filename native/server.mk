@@ -12,7 +12,7 @@
 # Only common/llguidance.cpp differs between the samplers, and only the linked library between
 # the llguidance versions, so everything else is compiled once (about 5 minutes on 2 cores).
 #
-# Run through `python -m llgbridge.llama_server build` (what `make server` does), which runs make
+# Run through `python -m llgbridge.analyses.server.llama_server build` (what `make server` does), which runs make
 # in the checkout, every path relative to it (as native/Makefile says why), and passes:
 #   SHIPPED FIXED (the two trees), OUT, GEN (generated ui.h, ui.cpp, build-info.cpp),
 #   LLAMA_DIR LLAMA_RPATH (the venv's llama_cpp/lib), LLG_VERSIONS and for each version V
