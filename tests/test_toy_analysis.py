@@ -1,7 +1,7 @@
 """Adding an analysis is its own package and nothing else: a toy analysis from a temporary folder
 (tests/toy_analysis/, copied as the package `toy_llg` and named in LLGBRIDGE_ANALYSES) joins the
-registry, is run by `make report`'s planner on a real fixture, lands in the results, and is drawn
-on the page with its table, with no file of the suite edited."""
+registry, is run by `make report`'s planner on a real fixture, lands in the results, is drawn on
+the page with its table, and runs in a what-if, with no file of the suite edited."""
 
 from __future__ import annotations
 
@@ -48,8 +48,11 @@ def test_the_registry_finds_the_toy_beside_the_analyses_of_the_suite(toy: tuple[
 def test_the_toy_runs_lands_in_the_results_and_is_drawn_on_the_page(toy: tuple[dict[str, str], Path]) -> None:
     env, tmp = toy
     results, out = tmp / "results", tmp / "reports"
-    ran = _run(env, "-m", "llgbridge.run", "toy", VOCAB, "--results", str(results))
+    ran = _run(
+        env, "-m", "llgbridge.batch", "--inputs", f"every={VOCAB}", "--analyses", "toy", "--results", str(results)
+    )
     assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert f"[{VOCAB}] toy (" in ran.stdout  # planned as out of date, as every analysis is before its first run
     assert (results / "toy" / f"{VOCAB}.json").is_file()
     drawn = _run(env, "-m", "llgbridge.report", "--results", str(results), "--out", str(out))
     assert drawn.returncode == 0, drawn.stdout + drawn.stderr
@@ -59,3 +62,18 @@ def test_the_toy_runs_lands_in_the_results_and_is_drawn_on_the_page(toy: tuple[d
     # the token count as the GGUF file itself lists its tokens, read by gguf-py, not by the suite
     tokens = gguf.GGUFReader(vocab_path(VOCAB)).get_field("tokenizer.ggml.tokens")
     assert row["vocab"] == VOCAB and int(row["n_tokens"]) == len(tokens.data)
+
+
+def test_a_whatif_runs_the_toy_and_draws_its_table(toy: tuple[dict[str, str], Path]) -> None:
+    env, tmp = toy
+    out = tmp / "whatif"
+    code = (
+        "from pathlib import Path; from llgbridge import whatif; "
+        f"st = whatif.whatif(Path({str(vocab_path(VOCAB))!r}), 'toy-whatif', out=Path({str(out)!r}), "
+        "names=whatif.chosen('toy')); print([s['status'] for s in st])"
+    )
+    got = _run(env, "-c", code)
+    assert got.returncode == 0 and "['ok']" in got.stdout, got.stdout + got.stderr
+    (row,) = list(csv.DictReader((out / "tables" / "toy.csv").open(encoding="utf-8")))
+    assert row["vocab"] == "toy-whatif"
+    assert "The toy analysis" in (out / "index.html").read_text(encoding="utf-8")

@@ -274,6 +274,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--stamp", type=Path, default=None, help="rewritten when what the page is made from changed (`page_state`)"
     )
+    ap.add_argument("--results", type=Path, default=RESULTS, help="where the results are (default data/results/)")
     return ap
 
 
@@ -293,7 +294,7 @@ def _wanted(sets: dict[str, list[str]], only: list[str] | None) -> dict[str, lis
     run on a set the input is in."""
     unknown = [n for n in only or () if n not in BY_NAME]
     if unknown:
-        raise _Refused(f"--analyses {' '.join(unknown)}: no such analysis in the registry (analyses.py)")
+        raise _Refused(f"--analyses {' '.join(unknown)}: no such analysis in the registry (lib/llgbridge/analyses/)")
     wanted: dict[str, list[str]] = {}
     for analysis in ANALYSES:
         if only is None or analysis.name in only:
@@ -307,10 +308,15 @@ def _wanted(sets: dict[str, list[str]], only: list[str] | None) -> dict[str, lis
 
 
 def _run_todo(
-    todo: dict[str, list[str]], workers: int | None, make: tuple[int | None, str], t0: float, plan_s: float
+    todo: dict[str, list[str]],
+    workers: int | None,
+    make: tuple[int | None, str],
+    results: Path,
+    t0: float,
+    plan_s: float,
 ) -> int:
     """Run `todo` (each input's analyses) on the pool, at most `workers` (default Make's -j, given
-    with its MAKEFLAGS in `make`), and record its timing (since `t0`, the plan's `plan_s` of it):
+    with its MAKEFLAGS in `make`), into `results`, and record its timing (since `t0`, the plan's `plan_s` of it):
     the exit status, 0 unless a result could not be written or a signal stopped the pool."""
     jobs, flags = make
     server = Jobserver(flags)
@@ -323,6 +329,7 @@ def _run_todo(
                 order(todo),
                 limit,
                 server if server.usable and not workers else None,
+                places=Places(results=results),
                 say=lambda s: print(s, flush=True),
             )
     except pool.Stopped as e:  # the workers, their kernels and servers are gone: nothing more is written
@@ -332,7 +339,7 @@ def _run_todo(
         server.close()
     failed = sum(s["status"] != "ok" for s in statuses)
     write_json(
-        RESULTS / ".timing" / "pool.json",
+        results / ".timing" / "pool.json",
         {
             "plan": round(plan_s, 4),
             "wall": round(time.monotonic() - t0, 4),
@@ -355,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         print(e, file=sys.stderr)
         return 2
     t0 = time.monotonic()
-    plans = {v: p for v in wanted if (p := plan(v, wanted[v]))}
+    plans = {v: p for v in wanted if (p := plan(v, wanted[v], a.results))}
     todo = {v: list(p) for v, p in plans.items()}
     plan_s = time.monotonic() - t0
     dry, jobs, flags = make_flags()
@@ -365,10 +372,10 @@ def main(argv: list[str] | None = None) -> int:
         if not plans:  # else Make's echo of this command would be all `make -n` says
             print("nothing to run: every result is current", flush=True)
         return 0
-    if todo and (code := _run_todo(todo, a.workers, (jobs, flags), t0, plan_s)):
+    if todo and (code := _run_todo(todo, a.workers, (jobs, flags), a.results, t0, plan_s)):
         return code
     if a.stamp is not None:
-        mark_state(a.stamp, page_state(RESULTS, sets))
+        mark_state(a.stamp, page_state(a.results, sets))
     return 0
 
 

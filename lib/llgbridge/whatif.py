@@ -61,14 +61,26 @@ def safe_name(path: Path) -> str:
     return name[:128]
 
 
-def _plan(path: Path, name: str, params: dict[str, object], models_dir: Path) -> list[tuple[str, dict[str, object]]]:
-    """(notebook, parameters) for every analysis, each checked: every refusal before a kernel starts."""
-    accepted = {n: notebook_parameters(n) for n in ANALYSES}
+def chosen(names: str) -> tuple[str, ...]:
+    """The what-if's analyses: those `names` lists (split on spaces; every one of the registry's
+    what-if analyses when empty), in the registry's order; InputError naming one it does not run."""
+    asked = names.replace(",", " ").split()
+    unknown = [n for n in asked if n not in ANALYSES]
+    if unknown:
+        raise InputError("ANALYSES", f"{' '.join(unknown)}: a what-if runs {', '.join(ANALYSES)}")
+    return tuple(n for n in ANALYSES if not asked or n in asked)
+
+
+def _plan(
+    path: Path, name: str, params: dict[str, object], models_dir: Path, names: tuple[str, ...] = ANALYSES
+) -> list[tuple[str, dict[str, object]]]:
+    """(notebook, parameters) for each of `names`, each checked: every refusal before a kernel starts."""
+    accepted = {n: notebook_parameters(n) for n in names}
     for key in params:
-        if not any(key in accepted[n] for n in ANALYSES):
-            raise InputError(f"parameter {key}", f"no analysis notebook takes it ({', '.join(ANALYSES)})")
+        if not any(key in accepted[n] for n in names):
+            raise InputError(f"parameter {key}", f"no analysis notebook takes it ({', '.join(names)})")
     runs = []
-    for nb in ANALYSES:
+    for nb in names:
         p = {k: v for k, v in params.items() if k in accepted[nb]}
         p["vocab_path"] = str(path)
         if "models_dir" in accepted[nb]:  # its synthetic model goes beside the what-if's results
@@ -196,8 +208,10 @@ def whatif(
     models_dir: Path | None = None,
     overrides: list[str] | None = None,
     one_pool: bool = True,
+    names: tuple[str, ...] = ANALYSES,
 ) -> list[run.RunStatus]:
-    """Run every analysis on `path`; the report goes to `out` (default reports/whatif/NAME-KEY, `folder`).
+    """Run every analysis (or those `names`) on `path`; the report goes to `out` (default
+    reports/whatif/NAME-KEY, `folder`).
 
     With llama.cpp's key `overrides` (KEY=TYPE:VALUE), every load takes them, the same analyses
     run on the file without them too (`out/without/`), and the page says what they changed
@@ -215,8 +229,8 @@ def whatif(
     params = {k: v for k, v in (params or {}).items() if k != "overrides"}
     kv = [o.text for o in it.ovs]
     models = models_dir or DATA / "whatif" / where / "models"
-    runs = _plan(it.path, it.name, {**params, **({"overrides": kv} if kv else {})}, models)
-    base = _plan(it.path, it.plain, params, models / "without") if it.ovs else []
+    runs = _plan(it.path, it.name, {**params, **({"overrides": kv} if kv else {})}, models, names)
+    base = _plan(it.path, it.plain, params, models / "without", names) if it.ovs else []
     held = _only_one(out)  # noqa: F841 - the lock is held until this returns and its file closes
     run.fast_imports()
     t0 = time.monotonic()
@@ -500,6 +514,7 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="llama.cpp key overrides, KEY=TYPE:VALUE, as a shell would split them (make whatif OVERRIDE=...)",
     )
+    ap.add_argument("--analyses", default="", help="only these analyses, split on spaces (make whatif ANALYSES=...)")
     a = ap.parse_args(argv)
     try:
         # split here, never by a shell: PARAMS and OVERRIDE come from the user's command line
@@ -509,7 +524,8 @@ def main(argv: list[str] | None = None) -> int:
         pairs = [*a.p, *((extra[i + 1], extra[i + 2]) for i in range(0, len(extra), 3))]
         kv = [P.from_argv(x) for x in shlex.split(a.override)]
         with stop_on_signals():
-            statuses = whatif(a.path, a.name or None, {k: P.parse_value(v) for k, v in pairs}, overrides=kv)
+            given = {k: P.parse_value(v) for k, v in pairs}
+            statuses = whatif(a.path, a.name or None, given, overrides=kv, names=chosen(a.analyses))
     except ValueError as e:  # InputError, or shlex's unbalanced quote
         print(f"whatif: {e}", file=sys.stderr)
         return 2
