@@ -51,7 +51,7 @@ def code_hash() -> str:
     from importlib import metadata
 
     here = Path(__file__)
-    lib = here.parent
+    lib = here.parents[2]  # lib/llgbridge: the package, from analyses/corpus/
     parts = {
         str(f.relative_to(lib)): hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(import_closure([here]))
     }
