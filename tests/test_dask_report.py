@@ -184,3 +184,17 @@ def test_make_report_on_a_dask_scheduler_gives_the_local_tables_and_retries_a_ki
     assert (tmp_path / "dask-out" / "html" / "census" / "gpt-2.html").is_file()
     _same_tables(tmp_path)
     print(f"the whole test: {time.monotonic() - t0:.1f} s")
+
+
+def test_on_a_gpu_run_the_matrix_and_server_runs_are_jobs_that_ask_for_a_gpu_worker() -> None:
+    from llgbridge.remote import split
+
+    jobs = [("llama-spm", ["census", "matrix", "server"]), ("gpt-2", ["census"])]
+    got = [(j.vocab, j.analyses, j.gpu) for j in split(jobs, gpu=True)]
+    assert got == [
+        ("llama-spm", ["matrix", "server"], True),
+        ("llama-spm", ["census"], False),
+        ("gpt-2", ["census"], False),
+    ]
+    # a CPU run asks for nothing: a CPU-only cluster runs them, an input's analyses in one job
+    assert [(j.vocab, j.analyses, j.gpu) for j in split(jobs, gpu=False)] == [(v, a, False) for v, a in jobs]

@@ -208,7 +208,7 @@ class Client:
         try:
             value = fut.result()
         except KilledWorker as e:
-            return self.retry(i, j, f"KilledWorker: {first_line(str(e))[:200]}")
+            return self.retry(i, j, f"KilledWorker: {first_line(str(e)).split('. ')[0][:200]}")
         except Exception as e:  # noqa: BLE001 - the scheduler gone, the task cancelled: this job's failure
             self.lose(j, f"{type(e).__name__}: {first_line(str(e))[:200]}")
             return True
