@@ -83,7 +83,7 @@ FORCE:
 all: report
 
 help:
-	@echo "make report   set up, fetch fixtures, run every notebook per vocab, write reports/ (make alone: the same)"
+	@echo "make report [CLUSTER=tcp://host:port]  set up, fetch fixtures, run every notebook per vocab (on a Dask scheduler with CLUSTER), write reports/ (make alone: the same)"
 	@echo "make test     set up, fetch fixtures, lint and type-check (make lint), run the test suite"
 	@echo "make setup    only the virtual environment (CUDA=1 for a GPU build of llama-cpp-python)"
 	@echo "make matrix MODELS=\"a.gguf b.gguf\" [N_GPU_LAYERS=99] [OVERRIDE=\"KEY=TYPE:VALUE\"]  the end-to-end matrix on your own GGUF models"
@@ -152,12 +152,16 @@ data/models/.fetched: lib/llgbridge/models.sha256 | $(SETUP)
 # time (about a second when nothing is to do) and rewrites its stamp whenever what the page is made
 # from changed (`batch.page_state`: the inputs, every result file, whoever wrote it, data/vocabs/),
 # so the page is re-rendered then. The prerequisites below still order it after what it needs
+# CLUSTER=tcp://host:port runs the jobs on that Dask scheduler instead of the local pool
+# (llgbridge.remote: the results come back and are written here; with N_GPU_LAYERS, the matrix and
+# server jobs go only to workers started with --resources GPU=1)
 $(POOL_STAMP): $(foreach v,$(MATRIX_VOCABS),data/models/synthetic-$(v).gguf) \
                $(if $(REAL_VOCABS),data/models/.fetched) $(if $(CORPUS_SAMPLE_VOCABS),data/schemas/.complete) \
                data/native/.built data/native/server/.built data/vocabs/.complete FORCE | $(SETUP)
 	+@$(BIN)/python -m llgbridge.batch --inputs "every=$(VOCABS) $(REAL_VOCABS)" \
 	  --inputs "matrix=$(MATRIX_VOCABS) $(REAL_VOCABS)" --inputs "corpus-sample=$(CORPUS_SAMPLE_VOCABS)" \
-	  --inputs "server=$(SERVER_VOCABS)" $$(test -z "$$ANALYSES" || echo --analyses) $${ANALYSES} --stamp $@
+	  --inputs "server=$(SERVER_VOCABS)" $$(test -z "$$ANALYSES" || echo --analyses) $${ANALYSES} \
+	  $${CLUSTER:+--cluster="$$CLUSTER"} --stamp $@
 
 native: data/native/.built
 

@@ -1,7 +1,8 @@
 """Run every out-of-date (analysis, input) of the report on a small pool of long-lived workers.
 
     python -m llgbridge.batch --inputs every="V1 V2 ..." --inputs matrix="V1 ..." ... \\
-        [--analyses census leak ...] [--workers N] [--stamp PATH]
+        [--analyses census leak ...] [--workers N] [--stamp PATH] [--results DIR] [--out DIR]
+        [--cluster tcp://host:port]
 
 This is what `make report` runs for every analysis, once: each analysis of the registry
 (`analyses.ANALYSES`, or only those `--analyses` names) on the inputs of its `runs_on` set, as the
@@ -21,6 +22,9 @@ an input's analyses share its vocab and bridges. A crash inside native code ends
 a stopped process, one wedged outside a cell's time limit), is killed, and its input's remaining
 runs go once more to a fresh worker; lost twice, they fail naming the cause, and the others go on
 (`pool`, the same pool the corpus runs on).
+
+`--cluster tcp://host:port` (`make report CLUSTER=...`) sends the same jobs to a Dask scheduler
+instead (`remote`): the jobs' files come back and are written here, and the promises are the same.
 
 How many workers: under `make -jN`, as many as Make's job slots allow, taken and given back
 through Make's jobserver while the pool runs (the recipe is marked `+` so Make hands the slots
@@ -52,11 +56,11 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from . import params as P
-from . import pool
+from . import pool, remote
 from .analyses import ANALYSES, BY_NAME, INPUT_SETS
 from .errors import InputError
 from .jobserver import Jobserver, make_flags
-from .paths import RESULTS, VOCABS, name_problem, vocab_path, write_atomic, write_json
+from .paths import REPORTS, RESULTS, VOCABS, name_problem, vocab_path, write_atomic, write_json
 from .pool import Handle
 from .results import check, why_stale
 from .run import RunStatus, Worker, fast_imports, status_line, write_failed
@@ -275,6 +279,22 @@ def _parser() -> argparse.ArgumentParser:
         "--stamp", type=Path, default=None, help="rewritten when what the page is made from changed (`page_state`)"
     )
     ap.add_argument("--results", type=Path, default=RESULTS, help="where the results are (default data/results/)")
+    ap.add_argument(
+        "--out", type=Path, default=None, help="where the executed notebooks and their pages go (default reports/)"
+    )
+    ap.add_argument(
+        "--cluster",
+        default="",
+        metavar="tcp://HOST:PORT",
+        help="run the jobs on this Dask scheduler (make report CLUSTER=...; llgbridge.remote), not the local pool",
+    )
+    ap.add_argument(
+        "--cluster-wait",
+        type=float,
+        default=remote.WORKER_WAIT,
+        metavar="S",
+        help="with --cluster: give up when no worker joined in S seconds (default %(default)s)",
+    )
     return ap
 
 
@@ -311,12 +331,12 @@ def _run_todo(
     todo: dict[str, list[str]],
     workers: int | None,
     make: tuple[int | None, str],
-    results: Path,
+    places: Places,
     t0: float,
     plan_s: float,
 ) -> int:
     """Run `todo` (each input's analyses) on the pool, at most `workers` (default Make's -j, given
-    with its MAKEFLAGS in `make`), into `results`, and record its timing (since `t0`, the plan's `plan_s` of it):
+    with its MAKEFLAGS in `make`), where `places` says, and record its timing (since `t0`, the plan's `plan_s` of it):
     the exit status, 0 unless a result could not be written or a signal stopped the pool."""
     jobs, flags = make
     server = Jobserver(flags)
@@ -329,7 +349,7 @@ def _run_todo(
                 order(todo),
                 limit,
                 server if server.usable and not workers else None,
-                places=Places(results=results),
+                places=places,
                 say=lambda s: print(s, flush=True),
             )
     except pool.Stopped as e:  # the workers, their kernels and servers are gone: nothing more is written
@@ -337,20 +357,42 @@ def _run_todo(
         return 128 + e.signum
     finally:
         server.close()
-    failed = sum(s["status"] != "ok" for s in statuses)
+    return _timed(places.results, statuses, {"workers": starts}, t0, plan_s)
+
+
+def _timed(results: Path, statuses: list[RunStatus], extra: dict[str, object], t0: float, plan_s: float) -> int:
+    """The batch's timing recorded (`RESULTS/.timing/pool.json`, with `extra`); its exit status: 1
+    when a result could not be written (lost to the report: Make must stop and say so), else 0."""
     write_json(
         results / ".timing" / "pool.json",
         {
             "plan": round(plan_s, 4),
             "wall": round(time.monotonic() - t0, 4),
-            "workers": starts,
+            **extra,
             "runs": len(statuses),
-            "failed": failed,
+            "failed": sum(s["status"] != "ok" for s in statuses),
         },
     )
-    if any("unwritten" in s for s in statuses):
-        return 1  # a result that could not be written is lost to the report: Make must stop and say so
-    return 0
+    return 1 if any("unwritten" in s for s in statuses) else 0
+
+
+def _run_remote(todo: dict[str, list[str]], a: argparse.Namespace, t0: float, plan_s: float) -> int:
+    """Run `todo` on the Dask scheduler `a.cluster` (`remote`): the jobs' files come back here and
+    are written into `a.results` and `a.out` (default reports/); no worker: one line, exit 1, nothing written."""
+    n_runs = sum(len(x) for x in todo.values())
+    print(f"== {n_runs} runs on {len(todo)} inputs, on the Dask scheduler at {a.cluster}", flush=True)
+    try:
+        with pool.stop_on_signals():
+            got = remote.run_cluster(
+                order(todo), a.cluster, a.results, a.out or REPORTS, lambda s: print(s, flush=True), wait=a.cluster_wait
+            )
+    except remote.NoWorkers as e:
+        print(f"batch: {e}; nothing was run", file=sys.stderr, flush=True)
+        return 1
+    except pool.Stopped as e:  # the client gone, the scheduler forgets its jobs; no stamp
+        print(f"batch: {e}: the jobs were left to the scheduler; no stamp written", file=sys.stderr, flush=True)
+        return 128 + e.signum
+    return _timed(a.results, got.statuses, {"workers": [], "engine": "dask", "retries": got.retries}, t0, plan_s)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -372,7 +414,13 @@ def main(argv: list[str] | None = None) -> int:
         if not plans:  # else Make's echo of this command would be all `make -n` says
             print("nothing to run: every result is current", flush=True)
         return 0
-    if todo and (code := _run_todo(todo, a.workers, (jobs, flags), a.results, t0, plan_s)):
+    if todo and a.cluster:
+        code = _run_remote(todo, a, t0, plan_s)
+    elif todo:
+        code = _run_todo(todo, a.workers, (jobs, flags), Places(results=a.results, out_root=a.out), t0, plan_s)
+    else:
+        code = 0
+    if code:
         return code
     if a.stamp is not None:
         mark_state(a.stamp, page_state(a.results, sets))

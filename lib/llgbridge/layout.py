@@ -99,7 +99,14 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         "sections",
         (("analyses.*.section", "each analysis's section of the page, with its NAME.md.j2"),),
     ),
-    ("pipeline", (("run", "the one notebook runner"), ("batch", "make report's planner, on the pool"))),
+    (
+        "pipeline",
+        (
+            ("run", "the one notebook runner"),
+            ("remote", "make report's jobs on a Dask scheduler"),
+            ("batch", "make report's planner, on the pool or a Dask scheduler"),
+        ),
+    ),
     (
         "report",
         (

@@ -118,18 +118,34 @@ def _run_pool(fn: Callable[[Any], Any], jobs: Sequence[Any], workers: int, desc:
 
 
 # -- Dask ---------------------------------------------------------------------------------------
+class NoWorkers(Exception):
+    """The scheduler at `cluster` had no worker within the wait (`dask_client`'s `wait`)."""
+
+
 @contextmanager
-def dask_client(workers: int, cluster: str | None = None) -> Iterator[Any]:
+def dask_client(workers: int, cluster: str | None = None, wait: float | None = None) -> Iterator[Any]:
     """A `distributed.Client`: to the scheduler at `cluster`, else to a fresh `LocalCluster` of
     `workers` single-threaded worker processes (llguidance and llama.cpp calls hold the GIL
-    through their Python callbacks, so threads would not add throughput)."""
+    through their Python callbacks, so threads would not add throughput).
+
+    With `wait`, a scheduler (or no scheduler at all) that has no worker after `wait` seconds
+    raises `NoWorkers`, one line naming it, rather than holding the jobs until one joins."""
     import logging
 
     import dask
     from distributed import Client, LocalCluster
 
     if cluster:
-        with Client(cluster) as client:
+        try:
+            client = Client(cluster, timeout=wait) if wait else Client(cluster)
+        except OSError as e:
+            raise NoWorkers(f"no scheduler at {cluster} ({first_line(str(e))})") from None
+        with client:
+            if wait:
+                try:
+                    client.wait_for_workers(1, timeout=wait)
+                except TimeoutError:
+                    raise NoWorkers(f"no workers on {cluster} (none joined in {wait:.0f} s)") from None
             yield client
         return
     # a worker holds one task at a time (saturation 1.0: the queue stays on the scheduler), so a
