@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -36,9 +37,11 @@ UNITS = repro.unit_repros(RES)
 SERVERS = repro.server_repros(RES)
 
 
+@cache
 def _run_unit(command: str, sampler: str) -> int:
     """The printed command with the suite's binary and fixture in place of the checkout's: what
-    `; echo $?` prints."""
+    `; echo $?` prints. Run once per (command, sampler): the page's unit lines and the comment's
+    print the same commands for the same vocabs, and the binary's exit is the same each time."""
     exe = native.bin_dir(native.LLG_PINNED) / f"test-pr-{sampler}"
     line = command.replace(repro.TEST_EXE, shlex.quote(str(exe))).replace("models/", shlex.quote(str(VOCABS)) + "/")
     # the test writes debug files into its working directory when a string fails
