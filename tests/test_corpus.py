@@ -418,10 +418,11 @@ def test_an_edited_schema_makes_the_corpus_results_stale(tmp_path: Path, monkeyp
 def test_the_cache_key_hashes_the_job_path_and_not_the_tables() -> None:
     """Issue 23, 1: the key is the bytes of every module a job reaches (one closure, the one that
     checks each analysis's code version), so `_bridge` or `soundness.walk` changing drops the
-    cache, and the tables and the runner (corpus.py) changing keeps it."""
+    cache, and the tables and the runner (analyses/corpus/compute.py) changing keeps it."""
     from llgbridge import results
 
-    lib = Path(corpus_job.__file__).parent
-    path = results.import_closure([lib / "corpus_job.py"])
-    assert {lib / "corpus_job.py", lib / "soundness.py", lib / "bridges.py", lib / "vocab.py", lib / "llg.py"} <= path
-    assert lib / "corpus.py" not in path and lib / "cluster.py" not in path
+    here = Path(corpus_job.__file__).parent
+    lib = here.parents[1]
+    path = results.import_closure([here / "job.py"])
+    assert {here / "job.py", lib / "soundness.py", lib / "bridges.py", lib / "vocab.py", lib / "llg.py"} <= path
+    assert here / "compute.py" not in path and here / "cluster.py" not in path

@@ -435,7 +435,7 @@ def test_a_killed_parent_takes_its_server_with_it(tmp_path: Path) -> None:
     path, _ = _model("llama-spm")
     ready = tmp_path / "ready"
     script = (
-        "from pathlib import Path\nfrom llgbridge import llama_server as S\nimport time\n"
+        "from pathlib import Path\nfrom llgbridge.analyses.server import llama_server as S\nimport time\n"
         f"with S.serve(S.binary('fixed', "
         f"{PIN!r}), Path({str(path)!r}), Path({str(tmp_path / 'k.log')!r})) as srv:\n    "
         f"Path({str(ready)!r}).write_text(str(srv.proc.pid))\n    time.sleep(600)\n"
