@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import pandas as pd
 
 from ..report import Table
+from ..report.templating import environment
 
 # the template's sections, each left out where its key is None
 SECTIONS = (
@@ -88,13 +88,7 @@ def csv_text(rows: list[dict[str, object]]) -> str:
 
 def render(context: dict[str, Any]) -> str:
     """templates/bench.md.j2 with `context`; a section whose key is None is left out."""
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("llgbridge", "templates"),
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined,
-    )
+    env = environment()
     # every section ends in a blank line; the page does not
     return env.get_template("bench.md.j2").render(dict.fromkeys(SECTIONS) | context).rstrip("\n") + "\n"
 

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import pandas as pd
 from tqdm import tqdm
 
@@ -40,6 +39,7 @@ from ..gguf_meta import read_kv
 from ..paths import DATA, REPORTS, write_atomic
 from ..report import Table
 from ..report.data import SERVER_LOAD_CSV
+from ..report.templating import environment
 from .benchmd import BenchPart
 
 LOAD_REQUESTS = 32  # per round, over the server notebook's `parallel` slots
@@ -171,13 +171,7 @@ def table(rows: list[dict[str, Any]]) -> Table:
 
 
 def render(result: LoadRun) -> str:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("llgbridge", "templates"),
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined,
-    )
+    env = environment()
     fixed = [r for r in result.rows if r["sampler"] == "fixed"]
     return (
         env.get_template("bench-server-load.md.j2")
