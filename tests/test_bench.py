@@ -75,7 +75,7 @@ def test_the_native_split_counts_one_harness_process_per_llguidance_version() ->
     (row,) = NS.native_split(("bert-bge",))
     versions = native.built_versions()
     assert row["processes"] == len(versions)
-    assert row["tests"] == 4 * len(versions) + len(native.CANDIDATES)
+    assert row["tests"] == 4 * len(versions) + len(native.PATCH_OF)
     assert row["test_own"] == 0 and row["test_work"] > 0
     assert abs(sum(row[k] for k, _ in NS.NATIVE_PARTS) - row["wall"]) < 1e-9
     page = render({"native_split": {"table": NS.native_split_table([row])}})
@@ -120,7 +120,7 @@ def test_the_server_split_counts_one_server_start_per_build() -> None:
     if why:
         pytest.skip(why)
     (row,) = SS.server_split(("llama-spm",), ["forced_literal", "no_space"])
-    builds = len(status["llguidance"]) * len(llama_server.SAMPLERS) + len(llama_server.CANDIDATES)
+    builds = len(status["llguidance"]) * len(llama_server.SAMPLERS) + len(llama_server.CANDIDATE_BUILDS)
     assert (row["starts"], row["requests_n"]) == (builds, 2 * builds + 1)
     assert abs(sum(row[k] for k, _ in SS.SERVER_PARTS) - row["wall"]) < 1e-9
     assert row["requests"] > 0 and row["start"] > 0

@@ -68,7 +68,7 @@ def test_4_a_server_that_never_starts_fails_the_run_naming_the_build_model_and_l
         assert msg.startswith(f"server llama-server-{sampler}-{PIN} on tmpl4.gguf: never started"), msg
         assert "exited with 1 while loading tmpl4.gguf" in msg and "model loading error" in msg, msg
     # a candidate patch's build that does not start stays its error rows beside the two that ran
-    rows, _ = _build(model, S.CANDIDATES[0], tmp_path / "candidate.log")
+    rows, _ = _build(model, S.CANDIDATE_BUILDS[0], tmp_path / "candidate.log")
     assert [r.outcome for r in rows] == ["error"] * len(CASES)
     assert all("exited with 1 while loading tmpl4.gguf" in r.error for r in rows)
 

@@ -135,7 +135,7 @@ def test_one_harness_process_gives_each_sampler_its_own_runs_traces(name: str) -
     v = vocab(name)
     jobs = native.jobs_for(bridge(name, "truth"), FORCED_LITERAL, LEAK_GRAMMAR, walks=0)
     samplers = native.harness_samplers()
-    assert samplers[:2] == native.SAMPLERS and set(native.CANDIDATES) <= set(samplers)
+    assert samplers[:2] == native.SAMPLERS and set(native.PATCH_OF) <= set(samplers)
     shared = native.harness_each({s: jobs for s in samplers}, v.path)
     for s in samplers:
         own = native.harness(s, v.path, jobs)

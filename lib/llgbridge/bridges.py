@@ -20,7 +20,7 @@ counterpart of a bridge of the same name: llama.cpp's own llguidance sampler, bu
 Every bridge exposes the same small interface (`token_bytes`, `tokenize`, `new_matcher`; an
 `llg.Matcher` has `allowed`, `consume`), so an analysis runs over any of them without knowing
 which it has. `build(vocab, name)` is the one entry point; `COMPARED` names the bridges a reviewer
-compares by default, `CANDIDATES` the candidate patches, `NAMES` all of them and `truth`.
+compares by default, `CANDIDATE_BRIDGES` the candidate patches', `NAMES` all of them and `truth`.
 
 Building a tokenizer walks the whole vocab (about a second for 256k tokens): cache it.
 """
@@ -427,8 +427,9 @@ class Sentinel(Bridge):
 
 
 COMPARED: tuple[str, ...] = ("upstream", "fixed", "sentinel")  # the bridges a reviewer compares
-CANDIDATES: tuple[str, ...] = candidates.NAMES  # patches/candidates/, beside the PR (the registry: candidates.py)
-NAMES: tuple[str, ...] = (*COMPARED, *CANDIDATES, "truth")
+# patches/candidates/, beside the PR (the registry: candidates.py)
+CANDIDATE_BRIDGES: tuple[str, ...] = candidates.NAMES
+NAMES: tuple[str, ...] = (*COMPARED, *CANDIDATE_BRIDGES, "truth")
 
 
 def bridge_class(name: str) -> Callable[[Vocab], Bridge]:

@@ -6,20 +6,22 @@ reruns no analysis (the report, which lists it in the Makefile's REPORT_SRC, is 
 
 from __future__ import annotations
 
-from .candidates import NAMES as CANDIDATES
+from .candidates import NAMES as CANDIDATE_NAMES
 
 # the candidates' colours, given in the registry's order, so the registry holds no colour and a
 # new candidate needs none (a colour is no result: candidates.py is hashed, this file is not)
 _SPARE = ("#8064a2", "#f79646", "#4bacc6", "#c6a04f")
-if len(CANDIDATES) > len(_SPARE):
-    raise RuntimeError(f"palette.py: {len(CANDIDATES)} candidates but {len(_SPARE)} spare colours; add one to _SPARE")
+if len(CANDIDATE_NAMES) > len(_SPARE):
+    raise RuntimeError(
+        f"palette.py: {len(CANDIDATE_NAMES)} candidates but {len(_SPARE)} spare colours; add one to _SPARE"
+    )
 
 # the bridges, in the order the report draws them (llama.cpp as shipped first)
 BRIDGES: dict[str, str] = {
     "upstream": "#c0504d",
     "fixed": "#4f9a4f",
     "sentinel": "#4f81bd",
-    **dict(zip(CANDIDATES, _SPARE)),
+    **dict(zip(CANDIDATE_NAMES, _SPARE)),
     "truth": "#7f7f7f",
 }
 ORDER: tuple[str, ...] = tuple(BRIDGES)

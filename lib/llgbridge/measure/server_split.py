@@ -26,7 +26,7 @@ from .. import generate as G
 from ..analyses.matrix import compute as matrix
 from ..analyses.server import compute as server
 from ..analyses.server import llama_server
-from ..candidates import NAMES as CANDIDATES
+from ..candidates import NAMES as CANDIDATE_NAMES
 from .benchmd import BenchPart, csv_row, table
 
 SERVER_SPLIT_MODELS = ("llama-spm", "smollm2-135m")  # a synthetic model on a 32k vocab, a real one
@@ -122,7 +122,7 @@ def split_one(name: str, p: dict[str, Any], cases: list[str] | None, clock: Cloc
         p["temperature"],
         p["seed"],
         p["max_tokens"],
-        candidates=CANDIDATES if p["with_candidates"] else (),
+        candidates=CANDIDATE_NAMES if p["with_candidates"] else (),
         say=lambda _line: None,
     )
     wall = time.perf_counter() - t0

@@ -44,7 +44,7 @@ MAKEFILE = ROOT / "native" / "Makefile"
 SAMPLERS = ("upstream", "fixed")  # the shipped common/llguidance.cpp, and with the PR
 # candidate patches beside the PR (patches/candidates/), each applied on top of it in a tree of its
 # own and named for what it does: a sampler each, never replacing `fixed`
-CANDIDATES: dict[str, str] = {c.name: c.patch for c in REGISTERED}  # the registry: llgbridge.candidates
+PATCH_OF: dict[str, str] = {c.name: c.patch for c in REGISTERED}  # the registry: llgbridge.candidates
 CANDIDATE_PATCHES = PATCHES / "candidates"
 # what the build needs from the vendored tree: common/ and the public headers for every object,
 # nlohmann for common/json.h, and the two test files the PR touches
@@ -193,10 +193,10 @@ def make_vars(out: Path, llg_so: Path, root: Path = ROOT) -> dict[str, str]:
 
     py_libdir, py_lib = _python_link()
     bins = out / "bin"
-    trees = {"SHIPPED": SHIPPED, "FIXED": FIXED, **{f"SRC_{name}": candidate_tree(name) for name in CANDIDATES}}
+    trees = {"SHIPPED": SHIPPED, "FIXED": FIXED, **{f"SRC_{name}": candidate_tree(name) for name in PATCH_OF}}
     return {
         **{k: make_name(root / tree.relative_to(ROOT), root) for k, tree in trees.items()},
-        "CANDIDATES": " ".join(CANDIDATES),
+        "CANDIDATES": " ".join(PATCH_OF),
         "OUT": make_name(out, root),
         **library_vars("LLAMA", Path(llama_cpp.__file__).parent / "lib", bins, root),
         **library_vars("LLG", llg_so.parent, bins, root),
@@ -210,9 +210,9 @@ def prepare_sources() -> None:
     """Shipped and patched trees, rebuilt together whenever a patch is newer than them or the
     list of what is extracted changed (the stamp holds that list)."""
     stamp = NATIVE / "src" / ".complete"
-    cands = [CANDIDATE_PATCHES / f for f in CANDIDATES.values()]
+    cands = [CANDIDATE_PATCHES / f for f in PATCH_OF.values()]
     newest = max((p.stat().st_mtime for p in [*patch_files(), *cands] if p.exists()), default=0.0)
-    wanted = "\n".join([*SOURCE_PREFIXES, *CANDIDATES]) + "\n"
+    wanted = "\n".join([*SOURCE_PREFIXES, *PATCH_OF]) + "\n"
     try:
         same = stamp.read_text() == wanted and stamp.stat().st_mtime >= newest
     except OSError:
@@ -226,7 +226,7 @@ def prepare_sources() -> None:
         shutil.copytree(shipped, fixed)
         apply_patches(fixed)
         staged_trees = [(SHIPPED, shipped), (FIXED, fixed)]
-        for name, patch_name in CANDIDATES.items():
+        for name, patch_name in PATCH_OF.items():
             tree = Path(tmp) / name
             shutil.copytree(fixed, tree)
             apply_patches(tree, patches=[CANDIDATE_PATCHES / patch_name])

@@ -25,11 +25,11 @@ from __future__ import annotations
 from .builder import (
     BIN,
     CANDIDATE_PATCHES,
-    CANDIDATES,
     FIXED,
     LLG_PINNED,
     MAKEFILE,
     NATIVE,
+    PATCH_OF,
     PATCHES,
     SAMPLERS,
     SHIPPED,
@@ -81,7 +81,7 @@ from .trace import (
 __all__ = [
     "BIN",
     "CANDIDATE_PATCHES",
-    "CANDIDATES",
+    "PATCH_OF",
     "FIXED",
     "LLG_PINNED",
     "MAKEFILE",

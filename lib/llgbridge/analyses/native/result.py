@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import first_line
-from .builder import CANDIDATES, LLG_PINNED, SAMPLERS, bin_dir, built_versions, unavailable, venv_llguidance
+from .builder import LLG_PINNED, PATCH_OF, SAMPLERS, bin_dir, built_versions, unavailable, venv_llguidance
 from .causes import classified
 from .logs import TestRun
 from .trace import (
@@ -125,7 +125,7 @@ class NativeResult:
         return {
             "rows": self.rows(),
             # the candidate patches' rows, the same columns: their PR test (pinned llguidance) and differential
-            "candidates": self.rows(tuple(CANDIDATES)),
+            "candidates": self.rows(tuple(PATCH_OF)),
             "differences": self.difference_rows(vocab),
             "tests": [asdict(t) for t in self.tests],
             "special": self.special,
@@ -158,7 +158,7 @@ def analyse(
     truth = build(vocab, "truth")
     jobs = jobs_for(truth, literal, leak_grammar, walks, seed)
     pin = LLG_PINNED if LLG_PINNED in versions else versions[0]
-    cands = [c for c in CANDIDATES if (bin_dir(pin) / f"test-pr-{c}").exists()]
+    cands = [c for c in PATCH_OF if (bin_dir(pin) / f"test-pr-{c}").exists()]
     diffs, errors, mask_errors = [], {}, []
     tested: dict[tuple[str, str, str], TestRun] = {}  # (llguidance, test, sampler) -> llama.cpp's test
     ran: dict[tuple[str, str], dict[str, Trace]] = {}  # (llguidance, sampler) -> its harness's traces
@@ -166,7 +166,7 @@ def analyse(
     for v in versions:
         # each candidate's port (bridges.NoSpecial, FailClosed) against its compiled sampler, as the PR's;
         # one harness process per version serves every sampler, and llama.cpp's tests against each
-        samplers = [*SAMPLERS, *(c for c in CANDIDATES if c in harness_samplers(v))]
+        samplers = [*SAMPLERS, *(c for c in PATCH_OF if c in harness_samplers(v))]
         tests_of: dict[str, tuple[str, ...]] = {s: ("shipped", "pr") for s in SAMPLERS} | (
             {c: ("pr",) for c in cands} if v == pin else {}
         )

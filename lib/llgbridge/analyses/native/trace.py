@@ -6,7 +6,7 @@
   and llama.cpp's tests against them, in one process: one vocab load and one tokenizer build per
   sampler for all;
   `port_trace()` walks the same job through the Python port (`bridges.build(vocab, sampler)`, the
-  same name for the same patch: `upstream`, `fixed`, and each candidate of `CANDIDATES`).
+  same name for the same patch: `upstream`, `fixed`, and each candidate of `builder.PATCH_OF`).
 - `differential()` compares the two cell by cell (a cell is one step of one job): the allowed
   set, and the llguidance error where the sampler drops its grammar (or, failing closed, keeps
   only the end of generation).

@@ -461,7 +461,7 @@ class RunOptions:
     load_requests: int = 0
     parallel: int = 4
     n_gpu_layers: int = 0
-    candidates: tuple[str, ...] = S.CANDIDATES
+    candidates: tuple[str, ...] = S.CANDIDATE_BUILDS
     overrides: list[str] | tuple[str, ...] = ()
     log_dir: Path | None = None
     load_rounds: int = 1

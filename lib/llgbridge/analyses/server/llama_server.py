@@ -55,15 +55,14 @@ from typing import Any
 from ...errors import first_line
 from ...paths import DATA, ROOT, write_atomic, write_json
 from ..native import builder as native_builder
-from ..native.builder import CANDIDATES as NATIVE_CANDIDATES
-from ..native.builder import LLG_PINNED, SAMPLERS, llguidance_libraries, venv_llguidance
+from ..native.builder import LLG_PINNED, PATCH_OF, SAMPLERS, llguidance_libraries, venv_llguidance
 
 SERVER = DATA / "native" / "server"
 SERVER_BIN = SERVER / "bin"
 SERVER_STATUS = SERVER / "status.json"
 SERVER_MAKEFILE = ROOT / "native" / "server.mk"
 LAYOUT_CHECK = ROOT / "native" / "llg_layout.cpp"
-CANDIDATES = tuple(NATIVE_CANDIDATES)  # patches beside the PR (patches/candidates/), built too
+CANDIDATE_BUILDS = tuple(PATCH_OF)  # patches beside the PR (patches/candidates/), built too
 GBNF_TOOL = SERVER_BIN / "schema-to-gbnf"
 
 STARTUP_TIMEOUT = 120.0  # seconds for /health to answer 200 (a 262k-vocab model loads in a few)
@@ -159,7 +158,7 @@ def builds() -> list[Path]:
     except (OSError, ValueError):
         return []
     return (
-        [*(binary(s, v) for v in status.get("llguidance", []) for s in (*SAMPLERS, *CANDIDATES)), GBNF_TOOL]
+        [*(binary(s, v) for v in status.get("llguidance", []) for s in (*SAMPLERS, *CANDIDATE_BUILDS)), GBNF_TOOL]
         if status.get("built")
         else []
     )
@@ -600,7 +599,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     s = build()
     if s["built"]:
-        names = [binary(x, v).name for x in (*SAMPLERS, *CANDIDATES) for v in s["llguidance"]]
+        names = [binary(x, v).name for x in (*SAMPLERS, *CANDIDATE_BUILDS) for v in s["llguidance"]]
         print(f"[server] built in {s['seconds']} s: {', '.join(names)}")
         for v, why in s.get("missing", {}).items():
             print(f"[server] not built against llguidance {v}: {why}")

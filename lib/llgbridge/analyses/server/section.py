@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from ... import guide
-from ...candidates import NAMES as CANDIDATES
+from ...candidates import NAMES as CANDIDATE_NAMES
 from ...report import gfm
 from ...report.data import Results, takes_results
 from ...report.prose import blocks
@@ -463,7 +463,7 @@ def bug_c_facts(sp_rows: list[dict[str, Any]]) -> dict[str, int] | None:
 def candidate_rows(s: Served) -> tuple[list[str], list[dict[str, Any]]]:
     """The candidate patches served, and every case where one answers otherwise than the PR."""
     df = s.df
-    cands = [c for c in CANDIDATES if (df.sampler == c).any()]
+    cands = [c for c in CANDIDATE_NAMES if (df.sampler == c).any()]
     crow: list[dict[str, Any]] = []
     if not cands:
         return cands, crow
