@@ -157,3 +157,21 @@ def test_make_never_deletes_a_fixture_it_fetched(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "synth.ensure_model('llama-spm')" in out.stdout  # the run is planned ...
     assert not [ln for ln in out.stdout.splitlines() if ln.startswith("rm data/")], out.stdout  # ... keeping its input
+
+
+# a notebook's parameters cell must spell its defaults as literals (papermill replaces the cell);
+# the guide's grammar and literal are spelled once, in grammars.py, and the notebooks hold to it
+SPELLED_ONCE = {"grammar": "LEAK_GRAMMAR", "leak_grammar": "LEAK_GRAMMAR", "literal": "FORCED_LITERAL"}
+
+
+@pytest.mark.parametrize("analysis", ANALYSES)
+def test_a_notebooks_default_grammar_and_literal_are_the_ones_grammars_spells(analysis: str) -> None:
+    from llgbridge import grammars, params
+
+    declared = params.declared(analysis)
+    wrong = {
+        name: declared[name]
+        for name, const in SPELLED_ONCE.items()
+        if name in declared and declared[name] != getattr(grammars, const)
+    }
+    assert wrong == {}
