@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from ..analyses import ANALYSES
+from ..analyses.server.llama_server import MEMORY_HEADROOM, REQUEST_TIMEOUT
 from ..fixtures import refused as refused_inputs
 from ..paths import REPORTS, RESULTS, ROOT, write_atomic, write_json
 from ..results import SCHEMAS
@@ -89,7 +90,8 @@ def code_block(v: dict[str, str]) -> str:
         + f"; the PR's base is {PR_BASE} (the guide). The end-to-end matrix uses synthetic models unless marked real. "
         "Versions, as the results record them: " + versions_said(v) + ". Each analysis runs in a kernel bounded to "
         f"{MEMORY_GIB} GiB of address space and {CELL_TIMEOUT // 60} minutes a cell (its input fails in one line past "
-        "either); each llama-server to its model file and 4 GiB, answering within 120 s (the server section).\n\n"
+        f"either); each llama-server to its model file and {MEMORY_HEADROOM >> 30} GiB, answering within "
+        f"{REQUEST_TIMEOUT:.0f} s (the server section).\n\n"
         "| bridge | token table | `tokenize_fn` | what it is |\n|---|---|---|---|\n| `upstream` | "
         "`llama_detokenize(&t, 1, false, false)` | `llama_tokenize(add_special=false, parse_special=true)` | llama.cpp "
         "before the PR (the upstream sampler) |\n| `fixed` | `llama_token_to_piece(t, 0, false)` | kept only where the "

@@ -25,12 +25,12 @@ from typing import Any
 import pandas as pd
 
 from .. import guide
+from ..analyses.server.cases import CHAT_CASE, REJECTED_CASE, SPECIAL_CASES
 from ..analyses.server.llama_server import LLG_PINNED
 from ..analyses.server.section import server_frame
 from ..catalogue import REAL_MODELS, overridden
-from ..gguf_meta import read_kv
+from ..generate import CASES, ENCODER_ONLY
 from ..models import manifest
-from ..paths import vocab_path
 from . import repro, tested
 from .data import Results
 from .prose import blocks
@@ -39,10 +39,8 @@ from .table import PR_BASE, first_clause, guide_order, result_rows
 from .verdict import CTEST_VOCABS, ISSUES_URL, Verdict
 
 # the server cases that measure bugs A and B (the PR's subject): the matrix's cases less the controls
-PR_CASES = ("forced_literal", "json_enum", "half_free", "dots", "no_space")
-BUG_C_CASES = ("special_literal", "special_pattern")
-CHAT_CASE = "json_enum_chat"
-REJECTED_CASE = "rejected_schema"
+PR_CASES = tuple(CASES)
+BUG_C_CASES = SPECIAL_CASES
 # an open upstream PR that fixes the class of the ignored schema (#19051), read 2026-12-05
 FAIL_CLOSED_PR = ("19349", "fix: fail closed when grammar parsing fails (#19051)", "open")
 # guide 4.5's words that the lone-space tokens contradict
@@ -50,9 +48,6 @@ GUIDE_45 = (
     "single-token detokenize returns whatever token_to_piece returned. So the same set of tokens "
     "takes the \\xff special-token-marker branch before and after."
 )
-# llama.cpp's encoder-only architectures (src/llama-arch.cpp): a vocab of one is an embedding model's,
-# which nobody generates text with
-ENCODERS = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "neo-bert", "modern-bert", "t5encoder"})
 GUIDE_53 = (
     "the probe fails safe: worst case a byte-exact vocab is misclassified and loses byte forcing, "
     "never gains a wrong mask"
@@ -176,18 +171,17 @@ def _illegal(leak: pd.DataFrame, vocabs: list[str], bridge: str) -> dict[str, in
     return {r.vocab: int(r.allowed_illegal) for r in x.itertuples() if pd.notna(r.allowed_illegal)}
 
 
-def architecture(vocab: str) -> str:
-    """The input file's `general.architecture` ("" when it cannot be read)."""
-    try:
-        return str(read_kv(vocab_path(vocab))[0].get("general.architecture", ""))
-    except Exception:  # noqa: BLE001 - a file that cannot be read says nothing about its architecture
-        return ""
+def architectures(res: Results) -> dict[str, str]:
+    """Each input's `general.architecture`, as its census result recorded it when it loaded the file."""
+    ok, _ = res.load("census")
+    return {r["vocab"]: str((r.get("meta") or {}).get("architecture", "")) for r in ok}
 
 
 def fixes_claim(vt: Verdict, ins: Inputs, res: Results) -> Claim:
     f = vt.facts
     shipped = f["shipped"]  # the verdict's facts by the one rule: stand-ins apart
     hit_a, hit_b = shipped["hit_a"], shipped["hit_b"]
+    arch = architectures(res)  # an encoder-only one is an embedding model's, which nobody generates text with
     illegal = _illegal(_frame(res, "leak"), hit_a, "upstream")
     spm_like = {"SPM", "UGM"}
     bpe = [illegal[v] for v in hit_a if ins.types.get(v) == "BPE" and v in illegal]
@@ -195,7 +189,7 @@ def fixes_claim(vt: Verdict, ins: Inputs, res: Results) -> Claim:
     return Claim(
         "fixes",
         {
-            "embedding": [v for v in hit_b if architecture(v) in ENCODERS],
+            "embedding": [v for v in hit_b if arch.get(v, "") in ENCODER_ONLY],
             "n": len(ins.shipped),
             "hit_a": hit_a,
             "hit_b": hit_b,

@@ -26,6 +26,7 @@ from .. import generate as G
 from ..analyses.native.compute import LLG_PINNED as NATIVE_PIN
 from ..analyses.server import compute as server
 from ..analyses.server.llama_server import LLG_PINNED
+from ..grammars import FORCED_LITERAL
 from ..show import show_text
 from . import gfm
 from .data import Results
@@ -214,7 +215,7 @@ def server_repros(res: Results) -> list[ServerRepro]:
 # the comment's server checks, on a public model: each case's grammar as the regex a reader checks the
 # server's `content` against (the grammars are `generate.CASES`' own)
 PASTE_CASES = (
-    ("bug B: the forced literal", "forced_literal", "hello world"),
+    ("bug B: the forced literal", "forced_literal", FORCED_LITERAL),
     ("bug A: a space the grammar forbids", "dots", "[.]{2,6}!"),
 )
 PASTE_FLAGS = ("--port", str(PORT), "-c", "512", "-np", "1", "-t", "1", "--no-warmup", "--no-repack")

@@ -8,13 +8,14 @@ from .. import guide
 from ..analyses.native.compute import LLG_PINNED as NATIVE_PIN
 from ..analyses.native.section import abort_cause, bad_tokens
 from ..catalogue import overridden
+from ..generate import CASES
 from .data import Results
 from .prose import prose
 from .table import first_words, pinned_rows
 
 # the server cases the story picks from: where the fix changes the outcome first, then the guide's
 # two headline cases
-STORY_CASES = ("forced_literal", "json_enum", "half_free", "dots", "no_space")
+STORY_CASES = tuple(CASES)
 HEADLINE_CASES = ("forced_literal", "json_enum")
 
 
