@@ -65,23 +65,30 @@ def measure_census(o: Options) -> Census:
     return census_c.measure(census_c.census_paths(o.vocabs), o.repeat)
 
 
-# after the census, in the order they run; each gets the command line and the census
-MEASUREMENTS: tuple[tuple[str, Callable[[Options, Census], BenchPart]], ...] = (
-    ("ablation", lambda o, c: measure_ablation(c)),
-    ("builds", lambda o, c: measure_builds(c, o.repeat)),
-    ("regen", lambda o, c: regen.Regens(regen.measure(o.regen) if o.regen else None)),
-    ("server_load", lambda o, c: loadtest.ServerLoad(loadtest.run())),
-    ("mask_path", lambda o, c: MaskPath(mask_path_timing())),
-    ("decode", lambda o, c: Decode(real_decode_timing())),
-    ("generation", lambda o, c: Generation(generation_timing())),
-    ("corpus_time", lambda o, c: CorpusTime(corpus_mask_time(corpus_vocabs(o.corpus_vocabs)))),
-    ("native_split", lambda o, c: NativeSplit(native_split())),
-    ("server_split", lambda o, c: ServerSplit(server_split())),
-    ("whatif", lambda o, c: Whatif(whatif_time())),
+def census_of(done: dict[str, BenchPart]) -> Census:
+    """The census part, measured first: the ablation and the builds time its vocabs."""
+    census = done["census"]
+    assert isinstance(census, Census)
+    return census
+
+
+# after the census, in the order they run; each gets the command line and the parts measured before it
+MEASUREMENTS: tuple[tuple[str, Callable[[Options, dict[str, BenchPart]], BenchPart]], ...] = (
+    ("ablation", lambda o, d: measure_ablation(census_of(d))),
+    ("builds", lambda o, d: measure_builds(census_of(d), o.repeat)),
+    ("regen", lambda o, d: regen.Regens(regen.measure(o.regen) if o.regen else None)),
+    ("server_load", lambda o, d: loadtest.ServerLoad(loadtest.run())),
+    ("mask_path", lambda o, d: MaskPath(mask_path_timing())),
+    ("decode", lambda o, d: Decode(real_decode_timing())),
+    ("generation", lambda o, d: Generation(generation_timing())),
+    ("corpus_time", lambda o, d: CorpusTime(corpus_mask_time(corpus_vocabs(o.corpus_vocabs)))),
+    ("native_split", lambda o, d: NativeSplit(native_split())),
+    ("server_split", lambda o, d: ServerSplit(server_split())),
+    ("whatif", lambda o, d: Whatif(whatif_time())),
     # read back from what make report (and make whatif) left in data/results: nothing run
-    ("floor", lambda o, c: Floor(floor())),
-    ("engines_cost", lambda o, c: EnginesCost(engines_cost())),
-    ("scale", lambda o, c: Scale(scale())),
+    ("floor", lambda o, d: Floor(floor(native_rows=d["native_split"].rows()))),
+    ("engines_cost", lambda o, d: EnginesCost(engines_cost())),
+    ("scale", lambda o, d: Scale(scale())),
 )
 # bench.csv's rows in the order of the snapshots made before the parts were split, so that a new
 # run diffs row for row against the committed one (bench.md's order is the template's)
@@ -116,10 +123,9 @@ ONLY: dict[str, Callable[[Options], list[BenchPart]]] = {
 
 def measure_all(o: Options) -> list[BenchPart]:
     """Every measurement, the census first (it fails the run where Python and C disagree), in CSV_ORDER."""
-    census = measure_census(o)
-    done: dict[str, BenchPart] = {"census": census}
+    done: dict[str, BenchPart] = {"census": measure_census(o)}
     for key, measure in MEASUREMENTS:
-        done[key] = measure(o, census)
+        done[key] = measure(o, done)
     return [done[k] for k in CSV_ORDER]
 
 

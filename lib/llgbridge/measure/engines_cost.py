@@ -16,11 +16,11 @@ from typing import Any
 
 from ..paths import REPORTS, RESULTS
 from .benchmd import BenchPart, csv_row, table
-from .recorded import WORKERS, Run, read_runs, results_of
+from .recorded import WORKERS, Pool, Run, pool_runs, read_pool, read_runs, results_of
+from .whatif_time import WHATIF_VOCAB
 
 GOAL_SHARE = 0.15  # of make report's compute, on 2 cores
 GOAL_WHATIF_S = 3.0  # in a what-if on llama-spm
-WHATIF_VOCAB = "llama-spm"
 
 
 def per_engine(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -46,11 +46,15 @@ def per_engine(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return [out[k] for k in sorted(out)]
 
 
-def share(runs: list[Run]) -> dict[str, Any]:
-    """The engines analysis's wall and compute against every other analysis's, summed over the runs."""
+def share(runs: list[Run], pool: Pool | None = None) -> dict[str, Any]:
+    """The engines analysis's wall and compute against every other analysis's, summed over the runs;
+    `mixed` where the last pool (`pool`) ran only some of them: runs of different `make report`s ran
+    under different loads, and a share across them is no figure (an engines rerun on a quiet machine
+    against the others' from a loaded one read +27% where one report reads +14%)."""
     mine = [r for r in runs if r.analysis == "engines"]
     rest = [r for r in runs if r.analysis != "engines"]
     return {
+        "mixed": pool is not None and len(pool_runs(runs, pool)) != len(runs),
         "runs": len(mine),
         "wall": sum(r.wall for r in mine),
         "compute": sum(r.compute for r in mine),
@@ -78,7 +82,11 @@ def engines_cost(results: Path = RESULTS, whatif_root: Path = REPORTS / "whatif"
     got = results_of("engines", results)
     if not got:
         return None
-    return {"engines": per_engine(got), "share": share(read_runs(results)), "whatifs": whatifs(whatif_root)}
+    return {
+        "engines": per_engine(got),
+        "share": share(read_runs(results), read_pool(results)),
+        "whatifs": whatifs(whatif_root),
+    }
 
 
 def _verdict(value: float, goal: float, unit: str) -> str:
@@ -103,7 +111,11 @@ def engines_context(c: dict[str, Any] | None) -> dict[str, Any] | None:
         "added_2": f"{s['wall'] / WORKERS:.1f}",
         "compute_added": f"{100 * s['compute'] / s['rest_compute']:.0f}" if s["rest_compute"] else "-",
         "goal_share": f"{100 * GOAL_SHARE:.0f}",
-        "verdict_share": _verdict(100 * added, 100 * GOAL_SHARE, ".0f %"),
+        "verdict_share": (
+            "not judged: the recorded runs come from more than one `make report` (rerun it from empty)"
+            if s["mixed"]
+            else _verdict(100 * added, 100 * GOAL_SHARE, ".0f %")
+        ),
         "goal_whatif": f"{GOAL_WHATIF_S:.0f}",
         "verdict_whatif": _verdict(max(w["wall"] for w in spm), GOAL_WHATIF_S, ".1f  s") if spm else "",
         "table": table(

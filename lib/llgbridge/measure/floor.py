@@ -60,12 +60,18 @@ RECORDED: dict[str, tuple[Callable[[dict[str, Any]], float], str]] = {
 }
 
 
-def native_share(bench_csv: Path) -> float | None:
-    """The native split's floor parts over its wall, summed over its vocabs (bench.csv); None if absent."""
+def csv_rows(bench_csv: Path) -> list[dict[str, Any]]:
+    """bench.csv's rows (none where there is no snapshot)."""
     if not bench_csv.exists():
-        return None
+        return []
     with bench_csv.open(encoding="utf-8") as f:
-        rows = [r for r in csv.DictReader(f) if r["benchmark"] == "native_part"]
+        return list(csv.DictReader(f))
+
+
+def native_share(bench_rows: list[dict[str, Any]]) -> float | None:
+    """The native split's floor parts over its wall, summed over its vocabs (bench.csv's rows, or
+    the same run's native split); None where it has none."""
+    rows = [r for r in bench_rows if r["benchmark"] == "native_part"]
     wall = sum(float(r["seconds"]) for r in rows if r["variant"] == "wall")
     own = sum(float(r["seconds"]) for r in rows if r["variant"] in NATIVE_FLOOR)
     return own / wall if wall else None
@@ -122,13 +128,16 @@ def walls(results: Path, runs: list[Run], own: Callable[[Run], float]) -> list[d
     return out
 
 
-def floor(results: Path = RESULTS, bench_csv: Path = REPORTS / "bench.csv") -> dict[str, Any] | None:
+def floor(
+    results: Path = RESULTS, bench_csv: Path = REPORTS / "bench.csv", native_rows: list[dict[str, Any]] | None = None
+) -> dict[str, Any] | None:
     """Per analysis the code under review's own seconds and the suite's, and the report's walls
-    against the floor; None where no run is recorded."""
+    against the floor; None where no run is recorded. The native share is the same `make bench`
+    run's native split (`native_rows`) where there is one, else the last snapshot's (`bench_csv`)."""
     runs = read_runs(results)
     if not runs:
         return None
-    own, how = own_seconds(results, native_share(bench_csv))
+    own, how = own_seconds(results, native_share(csv_rows(bench_csv) if native_rows is None else native_rows))
     return {"rows": per_analysis(runs, own), "how": how, "walls": walls(results, runs, own)}
 
 

@@ -221,10 +221,6 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed(result) else 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
-
 @dataclass(frozen=True)
 class ServerLoad(BenchPart):
     """The load test's run (None where it did not run): a paragraph of bench.md, and its own
@@ -255,3 +251,7 @@ class ServerLoad(BenchPart):
 
     def failed(self) -> bool:
         return self.run is not None and failed(self.run)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

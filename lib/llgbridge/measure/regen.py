@@ -251,10 +251,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
-
 def _by_analysis_table(r: Regen) -> Table:
     return table(
         ["analysis", "runs", "wall s", "compute s", "overhead s", "overhead share"],
@@ -344,3 +340,7 @@ class Regens(BenchPart):
 
     def context(self) -> dict[str, Any]:
         return {"regen": regen_context(self.measured or {"regens": [], "identity": {}}, GOALS)}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

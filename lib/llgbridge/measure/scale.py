@@ -21,7 +21,7 @@ from .. import batch
 from ..analyses import BY_NAME
 from ..paths import RESULTS
 from .benchmd import BenchPart, csv_row, table
-from .recorded import Pool, Run, pool_runs, read_pool, read_runs
+from .recorded import WORKERS, Pool, Run, pool_runs, read_pool, read_runs
 
 WORKER_COUNTS = (2, 4, 16, 64)
 
@@ -93,7 +93,7 @@ def check_pool(runs: Sequence[Run], pool: Pool | None) -> dict[str, Any] | None:
     mine = pool_runs(list(runs), pool)
     if not mine:
         return None
-    sim = simulate([j.wall for j in jobs(mine)], 2)
+    sim = simulate([j.wall for j in jobs(mine)], WORKERS)
     return {"runs": len(mine), "measured": pool.wall, "simulated": sim, "analyses": sorted({r.analysis for r in mine})}
 
 
