@@ -203,19 +203,21 @@ def _build_run(tmp_path: Path, log: str) -> tuple[list[server.ServerRow], float]
     path = synth.ensure_model("llama-spm")
     cases = ["forced_literal", "json_enum", "dots"]
     llg = S.venv_llguidance()
-    return server.run_build(
-        S.binary("fixed", llg),
-        path,
-        Vocab(path, "llama-spm"),
-        True,
-        llg,
-        "fixed",
-        cases,
-        {c: G.PLAIN for c in cases},
-        tmp_path / log,
-        64,
-        0,
-        0.0,
+    return server.run_cases(
+        server.ServerRun(
+            S.binary("fixed", llg),
+            path,
+            Vocab(path, "llama-spm"),
+            True,
+            llg,
+            "fixed",
+            cases,
+            {c: G.PLAIN for c in cases},
+            tmp_path / log,
+            64,
+            0,
+            0.0,
+        )
     )
 
 
@@ -290,12 +292,9 @@ def test_14_the_server_section_says_the_temperature_and_seed_its_results_record(
         True,
         None,
         ["forced_literal"],
-        samplers=("fixed",),
-        temperature=0.8,
-        seed=3,
-        max_tokens=16,
-        candidates=(),
-        log_dir=tmp_path / "logs",
+        server.RunOptions(
+            samplers=("fixed",), temperature=0.8, seed=3, max_tokens=16, candidates=(), log_dir=tmp_path / "logs"
+        ),
         say=lambda s: None,
     )
     res = tmp_path / "results"

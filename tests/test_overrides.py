@@ -226,19 +226,21 @@ def test_the_upstream_server_breaks_the_forced_literal_on_real_weights(
     got = {}
     # the three builds the assertions read (the fixed build without the override says nothing here)
     for v, sampler in ((spaced, "upstream"), (spaced, "fixed"), (plain, "upstream")):
-        rows, _ = server.run_build(
-            S.binary(sampler, S.LLG_PINNED),
-            v.path,
-            v,
-            False,
-            S.LLG_PINNED,
-            sampler,
-            ["forced_literal"],
-            prompts,
-            tmp_path / f"{v.name}-{sampler}.log",
-            16,
-            0,
-            0.0,
+        rows, _ = server.run_cases(
+            server.ServerRun(
+                S.binary(sampler, S.LLG_PINNED),
+                v.path,
+                v,
+                False,
+                S.LLG_PINNED,
+                sampler,
+                ["forced_literal"],
+                prompts,
+                tmp_path / f"{v.name}-{sampler}.log",
+                16,
+                0,
+                0.0,
+            )
         )
         got[(v.name, sampler)] = rows[0]
     up, fx = got[(NAME, "upstream")], got[(NAME, "fixed")]

@@ -28,7 +28,9 @@ from conftest import variant, vocab
 from llgbridge import generate as G
 from llgbridge import guide, synth
 from llgbridge.analyses.native import compute as native
+from llgbridge.analyses.server import cases as server_cases
 from llgbridge.analyses.server import compute as server
+from llgbridge.analyses.server import judge as server_judge
 from llgbridge.analyses.server import llama_server as S
 from llgbridge.vocab import Vocab
 
@@ -158,7 +160,7 @@ def test_the_port_and_the_server_agree(name: str, tmp_path: Path) -> None:
         "tokens": [r.tokens for r in served_rows],
         "port_llguidance": S.venv_llguidance(),
     }
-    cells = server.differential(matrix, served)
+    cells = server_judge.differential(matrix, served)
     assert len(cells) == len(cases) * len(S.SAMPLERS)
     assert [c for c in cells if not c.same] == []
 
@@ -242,7 +244,7 @@ def test_bug_c_by_a_json_schema_pattern_on_the_fixed_server_and_nospecial_repair
 def test_every_judged_answer_is_the_servers_own_content(served: Served) -> None:
     """The judge decodes an answer from the tokens the server returns; the server says what it
     produced in `content`. On every case of both builds, on a SentencePiece and a BPE vocab, the
-    two are one text (`server.CONTENT_RULES`: pieces joined with special=false, so the
+    two are one text (`server_judge.CONTENT_RULES`: pieces joined with special=false, so the
     end-of-turn token that ended bug C's answer adds nothing)."""
     for name in ("llama-spm", "llama-bpe"):
         for sampler in S.SAMPLERS:
@@ -269,7 +271,7 @@ def test_replayed_answers_judged_from_threads_are_the_servers_content(served: Se
     from concurrent.futures import ThreadPoolExecutor
 
     srv, path, v = served("upstream", "llama-spm")
-    cases = [*G.CASES, server.GBNF_CASE, ""]
+    cases = [*G.CASES, server_cases.GBNF_CASE, ""]
     replies = [
         (
             c,
@@ -312,8 +314,8 @@ def test_a_judge_that_reads_other_bytes_disagrees_with_the_server(served: Served
     # <0xE4> alone is not UTF-8: the server's JSON carries U+FFFD for it (nlohmann's replace)
     e4 = [next(t for t in range(v.n_tokens) if v.token_to_piece(t) == b"\xe4")]  # the byte token <0xE4>
     assert v.real_bytes(e4) == b"\xe4"
-    assert server.content_match(v, e4, "\ufffd") == "same after utf8"
-    assert server.content_match(v, e4, "").startswith("differs at byte 0")
+    assert server_judge.content_match(v, e4, "\ufffd") == "same after utf8"
+    assert server_judge.content_match(v, e4, "").startswith("differs at byte 0")
 
 
 # -- the server answering is ours, its log is kept, its health is asked safely --------------------

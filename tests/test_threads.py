@@ -25,7 +25,8 @@ import pytest
 from conftest import vocab
 
 from llgbridge import generate as G
-from llgbridge.analyses.server import compute as server
+from llgbridge.analyses.server import cases as server_cases
+from llgbridge.analyses.server import judge as server_judge
 
 T = TypeVar("T")
 THREADS = 8
@@ -82,7 +83,7 @@ def test_the_server_judge_from_threads_is_the_serial_answer() -> None:
     decodes, finds the first violation with the truth bridge's matcher and applies the case's
     check), on every case the load test sends."""
     v = vocab("llama-spm")
-    cases = ["forced_literal", "half_free", "dots", "json_enum", server.GBNF_CASE]
+    cases = ["forced_literal", "half_free", "dots", "json_enum", server_cases.GBNF_CASE]
     hello = v.tokenize(b"hello world", parse_special=False)
     answers = [
         (cases[i % len(cases)], toks) for i, toks in enumerate(_sequences(v.n_tokens, 150, 24, seed=3) + [hello] * 10)
@@ -90,7 +91,7 @@ def test_the_server_judge_from_threads_is_the_serial_answer() -> None:
 
     def judged(a: tuple[str, list[int]]) -> tuple[Any, ...]:
         case, toks = a
-        j = server.judge_tokens(v, case, toks, "limit")
+        j = server_judge.judge_tokens(v, case, toks, "limit")
         return (j.outcome, j.shown, j.first_violation, j.output)
 
     assert _differ(judged, answers, rounds=1) == []

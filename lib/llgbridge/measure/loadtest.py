@@ -5,7 +5,7 @@
 On every synthetic model and every build (upstream and fixed, each llguidance version), the server
 notebook's cases one request at a time, then `server.load` `rounds` times, each on a fresh
 server: `LOAD_REQUESTS` constrained requests over the notebook's `parallel` slots at once, every
-answer judged from its tokens and compared with the server's own `content` (`server.content_match`).
+answer judged from its tokens and compared with the server's own `content` (`analyses.server.judge.content_match`).
 
 Writes, beside `bench.csv` (the report quotes them as the snapshot they are):
 - `bench-server-load.csv`: one row per (model, llguidance, sampler), summed over the rounds, with
@@ -115,6 +115,17 @@ def run(models_dir: Path = DATA / "models", rounds: int = LOAD_ROUNDS, say: Any 
         result.failures.append(f"server load test skipped: {why}")
         return result
     p = params.declared("server")
+    opts = server.RunOptions(
+        p["prompt"],
+        tuple(p["samplers"]),
+        p["temperature"],
+        p["seed"],
+        p["max_tokens"],
+        LOAD_REQUESTS,
+        p["parallel"],
+        candidates=(),
+        load_rounds=rounds,
+    )
     loads: list[dict[str, Any]] = []
     # a model made for an input loaded with key overrides (synth.OVERRIDES_KEY) is that input's, not a fixture's
     plain = [m for m in sorted(models_dir.glob("synthetic-*.gguf")) if synth.OVERRIDES_KEY not in read_kv(m)[0]]
@@ -122,23 +133,7 @@ def run(models_dir: Path = DATA / "models", rounds: int = LOAD_ROUNDS, say: Any 
         name = path.stem.removeprefix("synthetic-")
         lines: list[str] = []
         try:
-            got = server.run(
-                name,
-                path,
-                True,
-                None,
-                list(p["cases"]),
-                p["prompt"],
-                tuple(p["samplers"]),
-                p["temperature"],
-                p["seed"],
-                p["max_tokens"],
-                LOAD_REQUESTS,
-                p["parallel"],
-                say=lines.append,
-                candidates=(),
-                load_rounds=rounds,
-            )
+            got = server.run(name, path, True, None, list(p["cases"]), opts, say=lines.append)
         except Exception as e:  # noqa: BLE001 - one model's failure is one line; the others still run
             result.failures.append(f"{name}: {first_line(str(e)) or type(e).__name__}")
             continue

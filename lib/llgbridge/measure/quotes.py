@@ -30,7 +30,9 @@ from typing import Any
 
 from .. import catalogue, models
 from .. import generate as G
+from ..analyses.server import cases as server_cases
 from ..analyses.server import compute as server
+from ..analyses.server import judge as server_judge
 from ..analyses.server import llama_server as S
 from ..errors import InputError, first_line
 from ..paths import REPORTS, write_json
@@ -77,8 +79,8 @@ def quote(name: str, max_tokens: int = 64) -> dict[str, Any]:
                 said = srv.settled_log(start)
                 content = str((reply.body or {}).get("content", ""))
                 tokens = [int(t) for t in (reply.body or {}).get("tokens") or []]
-                tokens, _ = server._strip_eog(vocab, tokens)
-                ok = server.judge_case(case).check(vocab.real_bytes(tokens).decode("utf-8", "replace"))
+                tokens, _ = server_judge.strip_eog(vocab, tokens)
+                ok = server_cases.judge_case(case).check(vocab.real_bytes(tokens).decode("utf-8", "replace"))
                 rows.append(
                     {
                         "case": case,

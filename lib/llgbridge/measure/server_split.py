@@ -117,12 +117,14 @@ def split_one(name: str, p: dict[str, Any], cases: list[str] | None, clock: Cloc
         not real,
         catalogue.REAL_MODELS[name].instruct if real else None,
         list(p["cases"]) if cases is None else cases,
-        p["prompt"],
-        tuple(p["samplers"]),
-        p["temperature"],
-        p["seed"],
-        p["max_tokens"],
-        candidates=CANDIDATE_NAMES if p["with_candidates"] else (),
+        server.RunOptions(
+            p["prompt"],
+            tuple(p["samplers"]),
+            p["temperature"],
+            p["seed"],
+            p["max_tokens"],
+            candidates=CANDIDATE_NAMES if p["with_candidates"] else (),
+        ),
         say=lambda _line: None,
     )
     wall = time.perf_counter() - t0

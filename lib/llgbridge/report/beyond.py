@@ -351,7 +351,7 @@ def bug_d_everywhere(res: Results, sec: Section) -> dict[str, Any] | None:
 def server_errors(server_ok: list[dict[str, Any]], sec: Section) -> dict[str, Any] | None:
     """Every server error of the server runs (an HTTP 4xx/5xx, an `error` field, no answer), one
     row per (case, message, cause) with the vocabs and builds that gave it: the cause is
-    `server_causes`' (a server row's `cause`), "cause not classified" where no rule applies."""
+    `analyses.server.causes`' (a server row's `cause`), "cause not classified" where no rule applies."""
     rows = pd.DataFrame([row for r in server_ok for row in r.get("rows", [])])
     if rows.empty:
         return None
@@ -360,14 +360,16 @@ def server_errors(server_ok: list[dict[str, Any]], sec: Section) -> dict[str, An
     if bad.empty:
         return {"n": 0, "vocabs": [], "builds": 0, "chat": None}
     bad = bad.assign(
-        cause=bad["cause"] if "cause" in bad else "not recorded: the run predates server_causes",
+        cause=bad["cause"] if "cause" in bad else "not recorded: the run predates analyses.server.causes",
     )
     shown = (
         bad.groupby(["case", "http_status", "error", "cause"], sort=True)
         .agg(vocabs=("vocab", lambda x: names(guide_order(sorted(set(x))))), builds=("build", "nunique"))
         .reset_index()
     )
-    sec.views.append(Table(shown, caption="Every server error, with its cause (server_causes)", collapsed=True))
+    sec.views.append(
+        Table(shown, caption="Every server error, with its cause (analyses.server.causes)", collapsed=True)
+    )
     chat = bad[bad["case"] == "json_enum_chat"]
     return {
         "n": len(bad),
@@ -378,7 +380,7 @@ def server_errors(server_ok: list[dict[str, Any]], sec: Section) -> dict[str, An
             "builds": int(chat.build.nunique()),
             "all_builds": int(rows.build.nunique()),
             "error": str(chat.error.iloc[0]),
-            # each vocab's cause as server_causes read it from that run's own message and log
+            # each vocab's cause as analyses.server.causes read it from that run's own message and log
             "causes": {
                 str(v): str(c) for v, c in chat.drop_duplicates("vocab")[["vocab", "cause"]].itertuples(index=False)
             },

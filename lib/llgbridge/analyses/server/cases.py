@@ -17,7 +17,7 @@ runs them, on the same models with the same prompts, and a few cases beyond them
   spelling the end-of-turn token's text (`special_literal`), and a json_schema `pattern`
   spelling it (`special_pattern`).
 
-Each case's `generate.Case` (`case_spec`, `judge_case`) is what `server_judge` judges its answer by.
+Each case's `generate.Case` (`case_spec`, `judge_case`) is what `judge` judges its answer by.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 `generate` runs the matrix through the Python port inside llama-cpp-python's decode loop. This
 module asks the real `llama-server` (`llama_server`: four builds, two samplers by two llguidance
-versions) the same cases (`server_cases`: what is sent, and how), on the same models with the same
-prompts, and judges every output with `generate`'s own independent checks (`server_judge`: by the
+versions) the same cases (`cases`: what is sent, and how), on the same models with the same
+prompts, and judges every output with `generate`'s own independent checks (`judge`: by the
 answer's bytes, the server's own `content` beside). Here is the running: the builds, a server
 started per build (`ServerRun`: one build asked one model's cases), the load test.
 
@@ -11,10 +11,6 @@ Temperature 0 and a fixed seed. For each request: the HTTP status, whether the b
 field, the text, the `llg error` lines the server logged while it ran (requests are sent one at a
 time, so the log between two requests is that request's), tokens per second from the response's
 own `timings`, and the outcome. `load_test()` sends 32 constrained requests over 4 slots at once.
-
-The report, the bench and the tests read some names of the cases' and the judge's modules as
-`server.NAME`, from before those had modules of their own: each is imported here as itself
-(`import NAME as NAME`).
 """
 
 from __future__ import annotations
@@ -50,18 +46,11 @@ from .cases import (
     special_case,
     special_pattern_schema,
 )
-from .cases import GBNF_CASE as GBNF_CASE
-from .cases import judge_case as judge_case
 from .causes import cause_of
-from .judge import CONTENT_RULES as CONTENT_RULES
-from .judge import DISAGREES, ServerRow, judged_row, reply_content, show_text_of, strip_eog
-from .judge import content_match as content_match
-from .judge import differential as differential
-from .judge import judge_tokens as judge_tokens
+from .judge import DISAGREES, ServerRow, judged_row, reply_content, show_text_of
 
 LLG_ERROR = re.compile(r"llg error: (.*)")
 GREEDY_LINE = "tokenizer is not byte exact"
-_strip_eog = strip_eog  # measure.quotes' name for it
 
 
 @dataclass
@@ -110,7 +99,7 @@ def taken(srv: S.Server, overrides: tuple[Override, ...]) -> None:
 @dataclass(frozen=True)
 class ServerRun:
     """One server build asked one model's cases: what each of its requests and rows carries
-    unchanged. The fields are `run_build`'s parameters, in their order."""
+    unchanged."""
 
     exe: Path  # the build
     model: Path
@@ -346,12 +335,6 @@ def _shown_log(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
 
 
-def run_build(*fields: Any, unconstrained: bool = True, **named: Any) -> tuple[list[ServerRow], float]:
-    """`run_cases` of the `ServerRun` whose fields are given one by one, in its fields' order or by
-    name, as the tests that call this build them."""
-    return run_cases(ServerRun(*fields, **named), unconstrained)
-
-
 def run_cases(run: ServerRun, unconstrained: bool = True) -> tuple[list[ServerRow], float]:
     """Every case through one server build, one request at a time; (rows, unconstrained tokens/s,
     0.0 unless `unconstrained` asks for that request, after the cases).
@@ -450,8 +433,7 @@ class JudgeDisagrees(InputError):
 
 @dataclass(frozen=True)
 class RunOptions:
-    """`run`'s settings beyond the model and its cases, in the order `run` has always taken them
-    (its callers pass them by position or by name)."""
+    """`run`'s settings beyond the model and its cases."""
 
     prompt: str = "auto"
     samplers: tuple[str, ...] = S.SAMPLERS
@@ -465,6 +447,9 @@ class RunOptions:
     overrides: list[str] | tuple[str, ...] = ()
     log_dir: Path | None = None
     load_rounds: int = 1
+
+
+DEFAULT_OPTIONS = RunOptions()
 
 
 @dataclass
@@ -484,9 +469,8 @@ def run(
     synthetic: bool,
     instruct: bool | None,
     cases: list[str],
-    *options: Any,
+    opts: RunOptions = DEFAULT_OPTIONS,
     say: Callable[[str], Any] = print,
-    **named: Any,
 ) -> ModelRun:
     """Every case on every built server (`server.built`), one request at a time, then, when
     `load_requests`, the load test (synthetic models only: a real model on 2 cores would take
@@ -496,11 +480,10 @@ def run(
     llama.cpp pins it, with no load test. `load_rounds` repeats the load test on each build (a
     fresh server each time): an outcome that comes and goes shows as a spread. Each server's log goes
     to `log_dir`/NAME (default `LOG_DIR`). llama.cpp's key `overrides` (KEY=TYPE:VALUE) go to every
-    load: the vocab, the prompts' model and each server (`--override-kv`). `options` and `named`
-    are `RunOptions`' fields. Raises InputError with the build's reason when no server is built,
+    load: the vocab, the prompts' model and each server (`--override-kv`), all of them `opts`'
+    fields. Raises InputError with the build's reason when no server is built,
     and JudgeDisagrees, naming the request, when the judge's bytes and a server's own `content`
     disagree on any answer: a finding about the server is the server's own words."""
-    opts = RunOptions(*options, **named)
     status, why = S.built()
     if why:
         raise InputError(f"server for {name}", why)

@@ -1,7 +1,7 @@
 """Judging an answer of llama-server by its bytes, with the server's own `content` beside.
 
 Every answer is judged with `generate`'s own independent checks (exact string, `json` +
-`jsonschema`, `re`), the case's (`server_cases.case_spec`). But:
+`jsonschema`, `re`), the case's (`cases.case_spec`). But:
 - the output is judged from the tokens the server returns (`return_tokens`), as real bytes
   (`Vocab.token_to_piece`), the way `generate` judges the port's. The server's own `content` is
   the cross-check: every answer's judged bytes are compared with it (`content_match`, under the
@@ -66,7 +66,7 @@ class ServerRow:
     # the judge's bytes against the server's own `content` (`content_match`): "same", "same after
     # RULE", "differs ..." (then the outcome is DISAGREES), "no tokens returned"; "" with no answer
     content_match: str = ""
-    cause: str = ""  # a server error's cause (`server_causes`), "" for an answer that is none
+    cause: str = ""  # a server error's cause (`causes`), "" for an answer that is none
     tokens: list[int] = field(default_factory=list)
     tok_s: float = 0.0  # timings.predicted_per_second
 

@@ -15,7 +15,7 @@ from ...report.prose import blocks
 from ...report.table import Cell, Section, Table, after_fix, clip, group_rows, int_columns, matched, shows
 from ...show import show_text
 from ..native.compute import version_key
-from . import compute as server
+from .judge import differential
 from .llama_server import LLG_PINNED, MEMORY_HEADROOM, STARTUP_TIMEOUT
 
 SERVER_CONTROLS = ("json_enum_gbnf", "json_enum_chat", "rejected_schema", "special_literal", "special_pattern")
@@ -354,7 +354,7 @@ def port_differential(res: Results, ok: list[dict[str, Any]]) -> pd.DataFrame:
     for r in ok:
         m = by_vocab.get(r["vocab"])
         if m is not None:
-            cells += [c.row() for c in server.differential(m, r)]
+            cells += [c.row() for c in differential(m, r)]
     return pd.DataFrame(cells)
 
 
