@@ -58,7 +58,7 @@ from typing import Any, TypedDict
 from . import params as P
 from . import pool, remote
 from .analyses import ANALYSES, BY_NAME, INPUT_SETS
-from .errors import InputError
+from .errors import InputError, Refused
 from .jobserver import Jobserver, make_flags
 from .paths import REPORTS, RESULTS, VOCABS, name_problem, vocab_path, write_atomic, write_json
 from .pool import Handle
@@ -260,10 +260,6 @@ def _write_failed(results: Path, st: RunStatus) -> None:
         pass
 
 
-class _Refused(Exception):
-    """A command line refused before anything ran: the message goes to stderr, the exit is 2."""
-
-
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m llgbridge.batch", description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -304,7 +300,7 @@ def _input_sets(specs: list[str]) -> dict[str, list[str]]:
     for spec in specs:
         name, _, listed = spec.partition("=")
         if name not in INPUT_SETS:
-            raise _Refused(f"--inputs {name}: no such input set; the registry's are {', '.join(INPUT_SETS)}")
+            raise Refused(f"--inputs {name}: no such input set; the registry's are {', '.join(INPUT_SETS)}")
         sets.setdefault(name, []).extend(filter(None, listed.replace(",", " ").split()))
     return sets
 
@@ -314,7 +310,7 @@ def _wanted(sets: dict[str, list[str]], only: list[str] | None) -> dict[str, lis
     run on a set the input is in."""
     unknown = [n for n in only or () if n not in BY_NAME]
     if unknown:
-        raise _Refused(f"--analyses {' '.join(unknown)}: no such analysis in the registry (lib/llgbridge/analyses/)")
+        raise Refused(f"--analyses {' '.join(unknown)}: no such analysis in the registry (lib/llgbridge/analyses/)")
     wanted: dict[str, list[str]] = {}
     for analysis in ANALYSES:
         if only is None or analysis.name in only:
@@ -323,7 +319,7 @@ def _wanted(sets: dict[str, list[str]], only: list[str] | None) -> dict[str, lis
     for v in wanted:
         why = name_problem(v)
         if why:
-            raise _Refused(f"[{v}] {why}")
+            raise Refused(f"[{v}] {why}")
     return wanted
 
 
@@ -400,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sets = _input_sets(a.inputs)
         wanted = _wanted(sets, a.analyses)
-    except _Refused as e:
+    except Refused as e:
         print(e, file=sys.stderr)
         return 2
     t0 = time.monotonic()

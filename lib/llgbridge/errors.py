@@ -27,6 +27,10 @@ class InputError(ValueError):
         super().__init__(f"{self.what}: {cause}")
 
 
+class Refused(Exception):
+    """A command line refused before anything ran: the message goes to stderr, the exit is 2."""
+
+
 class LlgError(RuntimeError):
     """An error reported by llguidance itself (its message, verbatim)."""
 

@@ -15,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from .paths import ROOT
+
 # (layer, ((module, what it is), ...)), lowest first
 LAYERS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     (
@@ -212,6 +214,6 @@ def rewrite(readme: Path) -> bool:
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--readme"]:
-        print("README.md", "rewritten" if rewrite(Path(__file__).resolve().parents[2] / "README.md") else "unchanged")
+        print("README.md", "rewritten" if rewrite(ROOT / "README.md") else "unchanged")
     else:
         print(text())

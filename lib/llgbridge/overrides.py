@@ -257,7 +257,8 @@ def _key_kinds(arch: str) -> dict[str, str]:
     return out
 
 
-def _kind(value: object) -> str:
+def kind_name(value: object) -> str:
+    """A value's JSON-ish kind for a message: bool apart from int."""
     return "bool" if isinstance(value, bool) else type(value).__name__
 
 
@@ -286,11 +287,11 @@ def check_file(ovs: Iterable[Override], path: Path) -> None:
         have = kv.get(o.key)
         if isinstance(have, ArrayInfo):
             raise _refuse(o.text, f"{o.key} is an array in {where}; --override-kv sets only a single value")
-        if have is not None and _kind(have) != o.type:
+        if have is not None and kind_name(have) != o.type:
             raise _refuse(
                 o.text,
-                f"{where} holds {o.key} as {_kind(have)} ({have!r:.40}), not {o.type}: llama.cpp would warn and keep "
-                f"the file's value",
+                f"{where} holds {o.key} as {kind_name(have)} ({have!r:.40}), not {o.type}: "
+                "llama.cpp would warn and keep the file's value",
             )
         kind = _key_kinds(arch).get(o.key)
         if have is None and kind not in (None, o.type):

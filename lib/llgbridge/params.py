@@ -24,6 +24,7 @@ from typing import Any
 from .analyses import BY_NAME
 from .errors import InputError
 from .overrides import check_file, parse_all
+from .overrides import kind_name as _kind
 from .paths import ROOT, name_problem
 
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -76,10 +77,6 @@ def declared(notebook: str, notebooks_dir: Path = NOTEBOOK_DIR) -> dict[str, Any
         have = ", ".join(p.stem for p in sorted(notebooks_dir.glob("*.ipynb")))
         raise InputError(path, f"no such notebook (have: {have})")
     return json.loads(json.dumps(_declared(path)))
-
-
-def _kind(x: Any) -> str:
-    return "bool" if isinstance(x, bool) else type(x).__name__
 
 
 def _same_kind(value: Any, default: Any) -> bool:

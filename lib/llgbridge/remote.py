@@ -50,12 +50,12 @@ from typing import Any
 
 from . import params as P
 from . import pool
+from .analyses import BY_NAME
 from .analyses.corpus.cluster import NoWorkers, dask_client
 from .errors import InputError, first_line
-from .paths import ROOT, write_atomic
-from .run import RunStatus, Worker, env_error, fast_imports, status_line, write_failed
+from .paths import write_atomic
+from .run import RunStatus, Worker, env_error, fast_imports, shown_results, status_line, write_failed
 
-GPU_ANALYSES = ("matrix", "server")  # the analyses that load a model with N_GPU_LAYERS
 WORKER_WAIT = 30.0  # seconds the client waits for a first worker before it gives up
 POLL = 0.5  # seconds between the client's looks at its jobs
 _ONE_AT_A_TIME = threading.Lock()
@@ -143,15 +143,10 @@ def split(jobs: list[tuple[str, list[str]]], gpu: bool) -> list[Job]:
     own that asks for a GPU worker, and its other analyses one that asks for nothing."""
     out: list[Job] = []
     for vocab, analyses in jobs:
-        on_gpu = [a for a in analyses if gpu and a in GPU_ANALYSES]
+        on_gpu = [a for a in analyses if gpu and BY_NAME[a].gpu]
         rest = [a for a in analyses if a not in on_gpu]
         out += [Job(vocab, x, x is on_gpu) for x in (on_gpu, rest) if x]
     return out
-
-
-def shown(results: Path) -> str:
-    """`results` as a run names it to its notebook (`run._prepare`): relative inside the checkout."""
-    return str(results.relative_to(ROOT)) if results.is_relative_to(ROOT) else str(results)
 
 
 class Client:
@@ -167,7 +162,12 @@ class Client:
 
     def submit(self, i: int, job: Job) -> None:
         job.attempts += 1
-        payload = {"vocab": job.vocab, "analyses": job.analyses, "shown_results": shown(self.results), "env": self.env}
+        payload = {
+            "vocab": job.vocab,
+            "analyses": job.analyses,
+            "shown_results": shown_results(self.results),
+            "env": self.env,
+        }
         job.future = self.client.submit(
             run_job,
             payload,
@@ -317,4 +317,4 @@ def run_cluster(
         return Client(client, results, out_root, say, stall).run(split(jobs, P.gpu_layers(0) != 0))
 
 
-__all__ = ["run_job", "run_cluster", "split", "NoWorkers", "GPU_ANALYSES"]
+__all__ = ["run_job", "run_cluster", "split", "NoWorkers"]

@@ -225,7 +225,7 @@ def code_files(analysis: str) -> list[Path]:
     own modules and its MODULES."""
     lib = Path(__file__).parent
     entry = BY_NAME.get(analysis)
-    files = [entry.notebook_path if entry else ROOT / "notebooks" / f"{analysis}.ipynb"]
+    files = [P.notebook_file(analysis)]
     for m in (*SHARED_CODE, *MODULES.get(analysis, ())):
         if m.endswith("/"):  # a subpackage's modules; an analysis's section is the page's, not its result's
             files += [f for f in sorted((lib / m).glob("*.py")) if f.name != "section.py"]

@@ -34,7 +34,7 @@ from urllib.parse import quote
 from . import params as P
 from .analyses.native.logs import crash_cause, says_crash
 from .catalogue import REAL_MODELS
-from .errors import InputError, cause_line, first_line
+from .errors import InputError, Refused, cause_line, first_line
 from .fixtures import vocab_names
 from .overrides import parse_all, suffix
 from .paths import REPORTS, RESULTS, ROOT, VOCABS, name_problem, usable_name, vocab_path, write_atomic, write_json
@@ -478,6 +478,12 @@ def fast_imports() -> None:
         sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 
+def shown_results(results_dir: Path) -> str:
+    """`results_dir` as a run names it to its notebook: a path inside the repository goes in relative
+    (the notebooks run from its root), so no executed notebook carries this machine's layout."""
+    return str(results_dir.relative_to(ROOT) if results_dir.is_relative_to(ROOT) else results_dir)
+
+
 def _prepare(notebook: str, vocab: str, params: dict[str, object], results_dir: Path, notebooks_dir: Path) -> _Plan:
     """(the parameters handed to the notebook, the same with its defaults, its source, its result file).
 
@@ -486,10 +492,7 @@ def _prepare(notebook: str, vocab: str, params: dict[str, object], results_dir: 
     why = name_problem(vocab)
     if why:
         raise InputError("vocab", why)
-    # a path inside the repository goes in relative (the notebooks run from its root), so no
-    # executed notebook carries this machine's layout
-    shown_results = results_dir.relative_to(ROOT) if results_dir.is_relative_to(ROOT) else results_dir
-    parameters = {"vocab": vocab, "results_dir": str(shown_results), **params}
+    parameters = {"vocab": vocab, "results_dir": shown_results(results_dir), **params}
     full = P.check(notebook, parameters, notebooks_dir)
     return parameters, full, P.notebook_file(notebook, notebooks_dir), results_dir / notebook / f"{vocab}.json"
 
@@ -682,10 +685,6 @@ def missing_input(vocab: str, params: dict[str, object]) -> str:
     return f"no such input: {_rel(vocab_path(vocab))} does not exist ({hint}); nothing was run"
 
 
-class _Refused(Exception):
-    """A by-hand run refused before it ran: the message goes to stderr, the command exits 2."""
-
-
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("notebook")
@@ -719,15 +718,15 @@ def _model_runs(models: str, override: str, params: dict[str, object]) -> list[t
     try:
         files = shlex.split(models)
     except ValueError as e:
-        raise _Refused(f"MODELS: {e}") from e
+        raise Refused(f"MODELS: {e}") from e
     if not files:
-        raise _Refused('usage: make matrix MODELS="a.gguf b.gguf" [N_GPU_LAYERS=99] [OVERRIDE="KEY=TYPE:VALUE"]')
+        raise Refused('usage: make matrix MODELS="a.gguf b.gguf" [N_GPU_LAYERS=99] [OVERRIDE="KEY=TYPE:VALUE"]')
     try:
         ovs = parse_all(P.from_argv(x) for x in shlex.split(override))
     except ValueError as e:  # InputError, or shlex's unbalanced quote
-        raise _Refused(f"OVERRIDE: {e}") from e
+        raise Refused(f"OVERRIDE: {e}") from e
     if why := models_problem(files):
-        raise _Refused(f"MODELS: {why}")
+        raise Refused(f"MODELS: {why}")
     # a model loaded with overrides is another input: its own name, and the overrides with it
     kv = {"overrides": [o.text for o in ovs]} if ovs else {}
     return [((model_name(f) + suffix(ovs))[:128], {**params, "models": [str(Path(f).resolve())], **kv}) for f in files]
@@ -741,7 +740,7 @@ def _run_by_hand(a: argparse.Namespace, vocab: str, p: dict[str, object]) -> Run
         full = P.check(a.notebook, {"vocab": vocab, **p})
         changed = P.changed(a.notebook, full)
     except InputError as e:
-        raise _Refused(f"{label}{vocab}: {e}") from e
+        raise Refused(f"{label}{vocab}: {e}") from e
     if changed and results is None:
         out_root, results = out_root or BYHAND_REPORTS, BYHAND
         print(
@@ -753,7 +752,7 @@ def _run_by_hand(a: argparse.Namespace, vocab: str, p: dict[str, object]) -> Run
     try:
         return execute(a.notebook, vocab, p, out_root, results)
     except InputError as e:
-        raise _Refused(f"{label}{vocab}: {e}") from e
+        raise Refused(f"{label}{vocab}: {e}") from e
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -771,7 +770,7 @@ def main(argv: list[str] | None = None) -> int:
         elif why := missing_input(a.vocab, params):
             # refused before anything runs: a failed result under a name that never was an input
             # would be reported by the next make report as an input that went away
-            raise _Refused(f"{label}{a.vocab}: {why}")
+            raise Refused(f"{label}{a.vocab}: {why}")
         else:
             runs = [(a.vocab, params)]
         for vocab, p in runs:
@@ -780,7 +779,7 @@ def main(argv: list[str] | None = None) -> int:
             # a failed run, or a result that could not be written (lost to the report), is the command's
             # exit too: the FAILED line alone left a script or a newcomer reading 0 as success
             code = code or (1 if "unwritten" in st or st["status"] != "ok" else 0)
-    except _Refused as e:
+    except Refused as e:
         print(e, file=sys.stderr)
         return 2
     return code

@@ -56,9 +56,8 @@ class Analysis:
     # (the report's own sections, report.build.OWN_SECTIONS, sit between them by the same numbers)
     order: int = 100
     page: int = 1000
-    # its report section: the module (below llgbridge, dotted) whose `NAME_section` draws it; None is
-    # the analysis's own `section.py`. Its prose is `NAME.md.j2` beside that module
-    section: str | None = None
+    # it loads a model with N_GPU_LAYERS: on a Dask cluster its runs ask for a GPU worker (`remote`)
+    gpu: bool = False
     # its notebook, relative to its package's folder; None is the repository's notebooks/NAME.ipynb
     notebook: str | None = None
     # filled in by the registry (`llgbridge.analyses`) from where the entry was found
@@ -67,8 +66,9 @@ class Analysis:
 
     @property
     def section_module(self) -> str:
-        """The section's module, as `importlib` takes it."""
-        return f"llgbridge.{self.section}" if self.section else f"{self.package}.section"
+        """The section's module (its package's `section.py`, whose `NAME_section` draws it; its prose is
+        `NAME.md.j2` beside it), as `importlib` takes it."""
+        return f"{self.package}.section"
 
     @property
     def notebook_path(self) -> Path:

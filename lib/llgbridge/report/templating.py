@@ -51,7 +51,7 @@ def quoted(text: str) -> str:
 
 def _folders() -> list[Path]:
     """Where a template is looked for, in this order."""
-    return [HERE, TEMPLATES, *(a.folder for a in ANALYSES if a.section is None)]
+    return [HERE, TEMPLATES, *(a.folder for a in ANALYSES)]
 
 
 def _markdown_filters(env: Any) -> None:

@@ -76,7 +76,7 @@ from typing import Any
 import numpy as np
 
 from ...bridges import COMPARED, bridge_class
-from ...errors import InputError
+from ...errors import InputError, Refused
 from ...fixtures import vocab_names
 from ...paths import DATA, REPORTS, ROOT, VOCABS, resolve, vocab_path, write_atomic, write_json
 from ...results import file_sha256, input_overrides
@@ -468,19 +468,15 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-class _Refused(Exception):
-    """A command line refused before anything ran: the message goes to stderr, the exit is 2."""
-
-
 def _vocabs(names: list[str]) -> list[tuple[str, str]]:
     """(name, its file as the repository names it) for each vocab: InputError for one loaded with
-    overrides, _Refused for one with no fixture."""
+    overrides, Refused for one with no fixture."""
     vocabs = []
     for name in names:
         refuse_overridden(name)
         p = vocab_path(name)
         if not p.exists():
-            raise _Refused(f"{name}: no such vocab fixture ({repo_path(p)})")
+            raise Refused(f"{name}: no such vocab fixture ({repo_path(p)})")
         vocabs.append((name, repo_path(p)))
     return vocabs
 
@@ -494,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     names = [x for x in a.vocabs.replace(",", " ").split() if x] or vocab_names(extra=VOCABS)
     try:
         vocabs = _vocabs(names)
-    except (InputError, _Refused) as e:
+    except (InputError, Refused) as e:
         print(e, file=sys.stderr)
         return 2
     n = None if a.schemas == "all" else int(a.schemas)

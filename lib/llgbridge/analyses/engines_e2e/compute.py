@@ -34,13 +34,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ... import catalogue, nb, synth
+from ... import catalogue, synth
 from ... import generate as G
 from ...errors import first_line
 from ...grammars import FORCED_LITERAL, LEAK_GRAMMAR
 from ...overrides import model_label
 from ...vocab import Vocab
 from ..engines.compute import BY_NAME, LEAK_REGEX, LIMIT_S, check_names, installed_version, regex_literal, run_limited
+from ..matrix.compute import model_vocab
 
 __all__ = ["CASES", "Settings", "check_names", "judge", "run"]
 
@@ -216,16 +217,9 @@ def case_row(base: dict[str, Any], got: dict[str, Any], v: Vocab) -> dict[str, A
     }
 
 
-def vocab_for(path: Path, vocab: str, real: bool, overrides: list[str]) -> Vocab:
-    """The model's vocab, as the matrix loads it (a real model's is the kernel's own)."""
-    name = vocab if synth.is_synthetic(path) or real else path.stem
-    return nb.cached_vocab(path, name, list(overrides)) if real else Vocab(path, name, overrides)
-
-
 def one_model(vocab: str, real: bool, path: Path, overrides: list[str], engines: list[str], s: Settings) -> Any:
     """Every named engine on one model: its rows and each engine's seconds."""
-    v = vocab_for(path, vocab, real, overrides)
-    v.require_text()
+    v = model_vocab(path, vocab, real, overrides)
     style = (synth.is_synthetic(path), catalogue.REAL_MODELS[vocab].instruct if real else None)
     rows: list[dict[str, Any]] = []
     seconds: dict[str, float] = {}

@@ -13,6 +13,7 @@ ANALYSIS = Analysis(
     ),
     runs_on="matrix",
     whatif=True,
+    gpu=True,
     order=9,
     page=60,
 )

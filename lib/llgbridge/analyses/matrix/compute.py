@@ -114,15 +114,21 @@ def run(vocab: str, real: bool, paths: list[Path], overrides: list[str], s: Sett
     return out
 
 
+def model_vocab(path: Path, vocab: str, real: bool, overrides: list[str]) -> Vocab:
+    """A model's vocab, checked to have text. A real model is the input itself: its vocab and bridges
+    are the ones this kernel's analyses of it loaded and built (`nb.cached_vocab`); a synthetic
+    model is a file of its own."""
+    name = vocab if synth.is_synthetic(path) or real else path.stem
+    v = nb.cached_vocab(path, name, list(overrides)) if real else Vocab(path, name, overrides)
+    v.require_text()  # a vocab whose every token is control or unknown: one line, not a run of empty outputs
+    return v
+
+
 def _one_model(out: Matrix, vocab: str, real: bool, path: Path, overrides: list[str]) -> None:
     s = out.settings
     synthetic = synth.is_synthetic(path)
     name = model_label(path.name, overrides)  # the file, and the overrides it is loaded with
-    # a real model is the input itself: its vocab and bridges are the ones this kernel's analyses of
-    # it loaded and built (`nb.cached_vocab`); a synthetic model is a file of its own
-    name_ = vocab if synthetic or real else path.stem
-    v = nb.cached_vocab(path, name_, list(overrides)) if real else Vocab(path, name_, overrides)
-    v.require_text()  # a vocab whose every token is control or unknown: one line, not a run of empty outputs
+    v = model_vocab(path, vocab, real, overrides)
     llm = G.load_model(path, n_gpu_layers=s.n_gpu_layers, seed=s.seed, n_threads=s.n_threads, overrides=overrides)
     style = G.prompt_style(llm, s.prompt, synthetic, catalogue.REAL_MODELS[vocab].instruct if real else None)
     out.prompts = {c: G.prompt_for(llm, G.CASES[c], style) for c in s.cases}

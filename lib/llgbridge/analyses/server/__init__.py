@@ -43,6 +43,7 @@ ANALYSIS = Analysis(
     runs_on="server",
     whatif=True,
     built=(("data/native/server/bin", "*"),),
+    gpu=True,
     order=11,
     page=70,
 )
