@@ -358,18 +358,12 @@ def port_differential(res: Results, ok: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(cells)
 
 
-# the suite's "…[56 more tokens after the first violation at token 0]" cut by a character count
-CUT_NOTE = r"…\[\d+ more tokens(?! after the first violation at token \d+\])[^']*"
-
-
 def served_load(res: Results, s: Served) -> pd.DataFrame:
     """The load test: `make bench`'s snapshot (its outcomes vary from run to run), not the
     results', on the models served here (a what-if report serves others)."""
     load = res.server_load
     if not load.empty:
         load = load[load.model.isin(set(s.df.model))].reset_index(drop=True)
-        if "violating" in load:  # a snapshot taken before its texts stopped at the suite's annotation
-            load["violating"] = load["violating"].astype(str).str.replace(CUT_NOTE, "…", regex=True)
     return load
 
 
