@@ -40,6 +40,7 @@ name), and `N_GPU_LAYERS` travels with each job.
 from __future__ import annotations
 
 import os
+import resource
 import tempfile
 import threading
 import time
@@ -84,6 +85,9 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         results, out = Path(tmp) / "results", Path(tmp) / "reports"
         statuses: list[RunStatus] = []
         saved = {k: os.environ.get(k) for k in (*job["env"], "MAKEFLAGS")}
+        # the Worker bounds its host's address space so that its kernels inherit the bound: here the
+        # host is the long-lived Dask worker, whose own bound is given back after the job
+        limit = resource.getrlimit(resource.RLIMIT_AS)
         os.environ.update(job["env"], MAKEFLAGS="")  # the kernel inherits it; it runs no Make
         try:
             with Worker(out, results, progress=False) as w:
@@ -92,6 +96,7 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
                 except InputError as e:
                     statuses = [_failed(a, job["vocab"], str(e)) for a in job["analyses"]]
         finally:
+            resource.setrlimit(resource.RLIMIT_AS, limit)
             for k, v in saved.items():
                 if v is None:
                     os.environ.pop(k, None)
