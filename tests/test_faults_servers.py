@@ -76,8 +76,9 @@ def test_4_a_server_that_never_starts_fails_the_run_naming_the_build_model_and_l
 @pytest.mark.skipif(bool(S.built()[1]), reason=f"servers not built: {S.built()[1]}")
 def test_4_the_page_says_the_server_part_could_not_be_made(tmp_path: Path) -> None:
     model = templated_model(tmp_path, "tmpl4", RAISES)
+    opts = server.RunOptions(candidates=(), log_dir=tmp_path / "logs")
     with pytest.raises(server.ServerFault) as e:
-        server.run("tmpl4", model, True, None, CASES, candidates=(), log_dir=tmp_path / "logs", say=lambda s: None)
+        server.run("tmpl4", model, True, None, CASES, opts, say=lambda s: None)
     res = tmp_path / "results"
     (res / "server").mkdir(parents=True)
     failed = {"status": "failed", "notebook": "server", "vocab": "tmpl4", "error": f"ServerFault: {e.value}"}
@@ -117,8 +118,8 @@ def test_13_a_chat_template_that_takes_all_memory_stops_its_server_in_one_line(t
 def test_13_the_page_states_the_servers_memory_bound_and_start_timeout(tmp_path: Path) -> None:
     path = synth.ensure_model("llama-spm")
     run = server.run(
-        "llama-spm", path, True, None, ["forced_literal"], samplers=("fixed",), candidates=(),
-        log_dir=tmp_path / "logs", say=lambda s: None,
+        "llama-spm", path, True, None, ["forced_literal"],
+        server.RunOptions(samplers=("fixed",), candidates=(), log_dir=tmp_path / "logs"), say=lambda s: None,
     )  # fmt: skip
     settings = {"temperature": 0.0, "seed": 0, "max_tokens": 64, "n_gpu_layers": 0, "parallel": 4}
     nb.write_result(str(tmp_path / "results"), "server", "llama-spm", server.payload(path, run, settings))
