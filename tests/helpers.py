@@ -40,7 +40,7 @@ def all_control(key: str, value: Any) -> Any:
 
 
 def write_notebook(folder: Path, name: str, code: str) -> None:
-    """`folder/name.ipynb`: a parameters cell (`vocab`, `results_dir`), then `code`."""
+    """`folder/name.ipynb`: a parameters cell (`input`, `results_dir`), then `code`."""
     nb = {
         "cells": [
             {
@@ -49,7 +49,7 @@ def write_notebook(folder: Path, name: str, code: str) -> None:
                 "id": "p",
                 "metadata": {"tags": ["parameters"]},
                 "outputs": [],
-                "source": ["vocab = ''\n", "results_dir = ''"],
+                "source": ["input = ''\n", "results_dir = ''"],
             },
             {"cell_type": "code", "execution_count": None, "id": "c", "metadata": {}, "outputs": [], "source": [code]},
         ],

@@ -78,9 +78,9 @@ def test_the_plan_runs_only_what_is_out_of_date(batched: Path, tmp_path: Path) -
 def test_a_crash_in_a_batch_ends_only_its_notebook(tmp_path: Path) -> None:
     nbs = abort_notebook(tmp_path)
     ok = (
-        "import json, pathlib\np = pathlib.Path(results_dir) / 'fine' / (vocab + "
+        "import json, pathlib\np = pathlib.Path(results_dir) / 'fine' / (input['name'] + "
         "'.json')\np.parent.mkdir(parents=True, exist_ok=True)\np.write_text(json.dumps({'status': 'ok', 'notebook': "
-        "'fine', 'vocab': vocab}))"
+        "'fine', 'vocab': input['name']}))"
     )
     write_notebook(nbs, "fine", ok)
     out = subprocess.run(
@@ -116,9 +116,9 @@ def test_a_worker_that_dies_ends_only_its_inputs_runs(tmp_path: Path) -> None:
     nbs.mkdir()
     write_notebook(nbs, "killer", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")
     ok = (
-        "import json, pathlib\np = pathlib.Path(results_dir) / 'fine' / (vocab + "
+        "import json, pathlib\np = pathlib.Path(results_dir) / 'fine' / (input['name'] + "
         "'.json')\np.parent.mkdir(parents=True, exist_ok=True)\np.write_text(json.dumps({'status': 'ok', 'notebook': "
-        "'fine', 'vocab': vocab}))"
+        "'fine', 'vocab': input['name']}))"
     )
     write_notebook(nbs, "fine", ok)
     res = tmp_path / "res"

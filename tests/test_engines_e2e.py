@@ -17,6 +17,7 @@ import pytest
 from llgbridge.analyses.engines_e2e import compute as e2e
 from llgbridge.analyses.matrix import compute as matrix
 from llgbridge.generate import load_model
+from llgbridge.inputs import Input
 from llgbridge.paths import ROOT
 
 VOCAB = "llama-spm"
@@ -27,8 +28,8 @@ needs_model = pytest.mark.skipif(not MODEL.exists(), reason=f"{MODEL.name} not b
 
 @cache
 def rows() -> list[dict[str, Any]]:
-    paths = matrix.model_paths(VOCAB, "", [], "data/models", 0, [])
-    return e2e.run(VOCAB, False, paths, [], ["lm-format-enforcer"], e2e.Settings())["rows"]
+    paths = matrix.model_paths(Input.make(VOCAB), "data/models", 0)
+    return e2e.run(VOCAB, False, paths, (), ["lm-format-enforcer"], e2e.Settings())["rows"]
 
 
 @cache

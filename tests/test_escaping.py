@@ -82,7 +82,8 @@ def _report(root: Path, file: str, texts: list[str], literal: str, grammar: str)
 
     write_notebook(root, "forced", "print('done')")
     src = root / "forced.ipynb"
-    params = {"vocab": "crafted", "vocab_file": f"data/vocabs/{file}", "literal": literal, "results_dir": "results"}
+    it = {"name": "crafted", "file": f"data/vocabs/{file}", "models": [], "overrides": []}
+    params = {"input": it, "literal": literal, "results_dir": "results"}
     run._publish(nbformat.read(src, as_version=4), src, "forced", "crafted", params, out, [])
     report.build(results, out)
     return out

@@ -140,7 +140,7 @@ def test_2_a_result_of_another_llguidance_is_replanned_and_the_page_reads_versio
     tmp_path: Path,
 ) -> None:
     res = tmp_path / "results"
-    params = {"vocab": "llama-spm", "results_dir": str(res)}
+    params = {"input": "llama-spm", "results_dir": str(res)}
     nb.write_result(str(res), "census", "llama-spm", census.run_census(vocab("llama-spm")).to_json(), params)
     now = results.run_versions()
     recorded = json.loads((res / "census" / "llama-spm.json").read_text())["provenance"]["versions"]

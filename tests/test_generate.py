@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -75,9 +76,8 @@ def test_a_users_model_runs_through_the_matrix_notebook(tmp_path: Path) -> None:
         "llgbridge.run",
         "matrix",
         "my-model",
-        "-p",
-        "models",
-        json.dumps([str(mine)]),
+        "--models",
+        shlex.quote(str(mine)),
         "-p",
         "cases",
         '["forced_literal"]',

@@ -21,6 +21,7 @@ from helpers import CENSUS_ONLY, PROGRAMS, SPM, abort_notebook, write_vocab
 
 from llgbridge import candidates, fixtures, params, paths, report, results, run, synth, whatif
 from llgbridge.errors import InputError, cause_line
+from llgbridge.inputs import Input
 from llgbridge.measure import regen
 from llgbridge.paths import RESULTS, ROOT, VOCABS, vocab_path
 from llgbridge.vocab import Vocab
@@ -47,7 +48,7 @@ def _one_line_refusal(path: Path) -> str:
 def test_1_a_16kb_piece_costs_neither_the_report_nor_a_line(tmp_path: Path, spm_results: Path) -> None:
     big = write_vocab(tmp_path / "big.gguf", _big_piece)
     res = tmp_path / "results"
-    st = run.execute("forced", "big", {"vocab_path": str(big)}, out_root=tmp_path / "r", results_dir=res)
+    st = run.execute("forced", Input.make("big", str(big)), {}, out_root=tmp_path / "r", results_dir=res)
     assert st["status"] == "ok", st
     rows = json.loads((res / "forced" / "big.json").read_text())["rows"]
     # no bridge can hold the piece: each says why in one line (sentinel's llguidance panic included)
@@ -115,10 +116,11 @@ def spm_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _result(
-    res: Path, analysis: str, stem: str, prov_params: dict[str, Any], inputs: list[Path], template: Path
+    res: Path, analysis: str, it: Input, prov_params: dict[str, Any], inputs: list[Path], template: Path
 ) -> Path:
     src = json.loads((template / analysis / "llama-spm.json").read_text())
-    full = params.check(analysis, {"vocab": stem, **prov_params})
+    stem = it.name
+    full = params.check(analysis, {"input": it.param(), **prov_params})
     src.update(
         vocab=stem,
         provenance={
@@ -140,7 +142,7 @@ def spm_copy(tmp_path: Path) -> Path:
 
 
 def test_4_a_result_whose_input_changed_is_stale(tmp_path: Path, spm_copy: Path, spm_results: Path) -> None:
-    _result(tmp_path / "res", "forced", "mine", {"vocab_path": str(spm_copy)}, [spm_copy], spm_results)
+    _result(tmp_path / "res", "forced", Input.make("mine", str(spm_copy)), {}, [spm_copy], spm_results)
     assert len(results.load(tmp_path / "res", "forced")[0]) == 1
     spm_copy.write_bytes(spm_copy.read_bytes() + b"\0")
     ok, [f] = results.load(tmp_path / "res", "forced")
@@ -150,7 +152,7 @@ def test_4_a_result_whose_input_changed_is_stale(tmp_path: Path, spm_copy: Path,
 def test_4_a_result_whose_input_is_gone_is_left_out_with_one_line(
     tmp_path: Path, spm_copy: Path, spm_results: Path
 ) -> None:
-    _result(tmp_path / "res", "forced", "mine", {"vocab_path": str(spm_copy)}, [spm_copy], spm_results)
+    _result(tmp_path / "res", "forced", Input.make("mine", str(spm_copy)), {}, [spm_copy], spm_results)
     spm_copy.unlink()
     assert results.load(tmp_path / "res", "forced") == ([], [])
     assert results.dropped(tmp_path / "res") == [f"forced/mine: left out, its input {spm_copy} is gone"]
@@ -164,7 +166,7 @@ def test_a_result_copied_onto_another_input_is_stale(
     from llgbridge import batch
 
     monkeypatch.setattr(results, "RESULTS", tmp_path / "res")
-    _result(tmp_path / "res", "leak", "llama-spm", {}, [SPM], spm_results)
+    _result(tmp_path / "res", "leak", Input.make("llama-spm"), {}, [SPM], spm_results)
     r = json.loads((tmp_path / "res" / "leak" / "llama-spm.json").read_text())
     r["vocab"] = "gpt-2"
     for row in r["rows"]:
@@ -186,7 +188,7 @@ def test_a_result_of_other_code_is_stale_in_the_report_too(
     """One judge of "current": a result whose recorded code version is not today's is stale for the
     report as it is for the pool (it used to be shown until the pool reran it)."""
     monkeypatch.setattr(results, "RESULTS", tmp_path / "res")
-    out = _result(tmp_path / "res", "leak", "llama-spm", {}, [SPM], spm_results)
+    out = _result(tmp_path / "res", "leak", Input.make("llama-spm"), {}, [SPM], spm_results)
     r = json.loads(out.read_text())
     r["provenance"]["code"] = "0" * 16
     out.write_text(json.dumps(r))
@@ -198,8 +200,10 @@ def test_other_models_under_a_fixture_name_are_a_setting() -> None:
     """Round three, 4: `run matrix llama-spm -p models '["SmolLM2…"]'` wrote the main llama-spm result
     with SmolLM2's rows; `models` names an input only under make matrix's `model-NAME`."""
     smol = ["data/models/SmolLM2-135M-Instruct.Q4_1.gguf"]
-    assert params.changed("matrix", {"vocab": "llama-spm", "models": smol}) == {"models": smol}
-    assert params.changed("matrix", {"vocab": "model-SmolLM2-135M-Instruct.Q4_1", "models": smol}) == {}
+    on_spm = Input.make("llama-spm", models=smol).param()
+    assert params.changed("matrix", {"input": on_spm}) == {"models": smol}
+    on_own = Input.make("model-SmolLM2-135M-Instruct.Q4_1", models=smol).param()
+    assert params.changed("matrix", {"input": on_own}) == {}
 
 
 def test_a_nul_byte_in_a_grammar_is_refused(tmp_path: Path) -> None:
@@ -225,8 +229,8 @@ def test_4_the_main_report_takes_only_default_parameters(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spm_results: Path
 ) -> None:
     monkeypatch.setattr(results, "RESULTS", tmp_path / "res")
-    _result(tmp_path / "res", "forced", "llama-spm", {"literal": "hi there"}, [SPM], spm_results)
-    _result(tmp_path / "res", "leak", "llama-spm", {}, [SPM], spm_results)
+    _result(tmp_path / "res", "forced", Input.make("llama-spm"), {"literal": "hi there"}, [SPM], spm_results)
+    _result(tmp_path / "res", "leak", Input.make("llama-spm"), {}, [SPM], spm_results)
     assert len(results.load(tmp_path / "res", "leak")[0]) == 1
     ok, [f] = results.load(tmp_path / "res", "forced")
     assert not ok and "non-default parameters (literal='hi there')" in f["error"]
@@ -363,7 +367,7 @@ def test_7_atomic_writes_follow_the_umask(tmp_path: Path) -> None:
     [
         ("forced", "bridges", [["upstream"]], "parameter bridges: element 0 should be str, got list ['upstream']"),
         ("matrix", "cases", [[1]], "parameter cases: element 0 should be str, got list [1]"),
-        ("matrix", "models", [1], "parameter models: element 0 should be str, got int 1"),
+        ("matrix", "input", {"name": "x", "models": [1]}, "parameter input: models: expected a list of file names"),
         ("census", "results_dir", 5, "parameter results_dir: expected str, got int 5"),
         (
             "forced",
@@ -376,7 +380,13 @@ def test_7_atomic_writes_follow_the_umask(tmp_path: Path) -> None:
         ("soundness", "seed", -3, "parameter seed: must be at least 0, got -3"),
         ("matrix", "temperature", True, "parameter temperature: expected number, got bool True"),
         ("forced", "colour", "red", "parameter colour: forced has no such parameter"),
-        ("census", "vocab", "../../x", "parameter vocab: '../../x' is not a usable input name"),
+        ("census", "input", "../../x", "parameter input: '../../x' is not a usable input name"),
+        (
+            "census",
+            "input",
+            {"name": "x", "overrides": ["k=bool:1"]},
+            "parameter input: override 'k=bool:1': '1' is not",
+        ),
     ],
 )
 def test_8_every_parameter_is_checked_in_full(notebook: str, name: str, value: Any, says: str) -> None:
@@ -390,8 +400,8 @@ def test_8_run_refuses_before_any_kernel(capsys: pytest.CaptureFixture[str]) -> 
     assert run.main(["forced", "llama-spm", "-p", "max_steps", "-5"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err == [
-        "[forced] llama-spm: parameter colour: forced has no such parameter (it takes vocab, vocab_path, overrides, "
-        "literal, bridges, with_candidates, max_steps, results_dir)",
+        "[forced] llama-spm: parameter colour: forced has no such parameter (it takes input, literal, bridges, "
+        "with_candidates, max_steps, results_dir)",
         "[forced] llama-spm: parameter max_steps: must be at least 1, got -5",
     ]
 
@@ -400,7 +410,7 @@ def test_8_the_notebooks_check_as_run_does() -> None:
     from llgbridge import nb
 
     with pytest.raises(InputError, match="parameter bridges: element 0 should be str"):
-        nb.check_params("leak", {"vocab": "llama-bpe", "bridges": [["upstream"]], "grammar": "start: /a/"})
+        nb.check_params("leak", {"input": "llama-bpe", "bridges": [["upstream"]], "grammar": "start: /a/"})
 
 
 def test_8_a_device_or_a_pipe_is_not_an_empty_file(tmp_path: Path) -> None:

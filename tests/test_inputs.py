@@ -14,6 +14,7 @@ from helpers import SPM, write_notebook, write_vocab
 from llgbridge import bridges, gguf_fuzz, run
 from llgbridge import generate as G
 from llgbridge.errors import InputError
+from llgbridge.inputs import Input
 from llgbridge.paths import vocab_path
 from llgbridge.vocab import Vocab
 
@@ -182,10 +183,10 @@ def test_an_input_replaced_while_its_analysis_ran_is_not_recorded(tmp_path: Path
 
     mine = tmp_path / "ggml-vocab-mine.gguf"
     shutil.copy(vocab_path("bert-bge"), mine)
-    v = nb.load_vocab("mine", str(mine))
+    v = nb.load_vocab(Input.make("mine", str(mine)))
     payload = census.run_census(v).to_json()
     shutil.copy(vocab_path("llama-spm"), mine)  # another vocab's bytes, while the analysis "ran"
-    params = {"vocab": "mine", "vocab_path": str(mine)}
+    params = {"input": Input.make("mine", str(mine)).param()}
     with pytest.raises(InputError, match="changed while the analysis ran"):
         nb.write_result(str(tmp_path / "res"), "census", "mine", payload, params)
     assert not (tmp_path / "res" / "census" / "mine.json").exists()

@@ -17,6 +17,7 @@ from llgbridge import bridges as B
 from llgbridge import grammars, guide
 from llgbridge.analyses.forced import compute as forced_mod
 from llgbridge.analyses.leak import compute as leak_mod
+from llgbridge.inputs import Input
 
 
 @cache
@@ -132,7 +133,7 @@ def test_one_bridges_error_costs_only_its_row_on_an_all_control_vocab(tmp_path: 
 
     ctl = write_vocab(tmp_path / "ctl.gguf", all_control)
     res = tmp_path / "results"
-    st = run.execute("leak", "ctl", {"vocab_path": str(ctl)}, out_root=tmp_path / "r", results_dir=res)
+    st = run.execute("leak", Input.make("ctl", str(ctl)), {}, out_root=tmp_path / "r", results_dir=res)
     assert (
         st["status"] == "failed" and "no token has text: all 32000 tokens are control or unknown tokens" in st["error"]
     ), st

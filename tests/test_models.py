@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -210,9 +211,8 @@ def test_a_users_quantized_model_runs_through_make_matrix(tmp_path: Path) -> Non
         "llgbridge.run",
         "matrix",
         "my-quantized",
-        "-p",
-        "models",
-        json.dumps([str(mine)]),
+        "--models",
+        shlex.quote(str(mine)),
         "-p",
         "cases",
         '["forced_literal"]',

@@ -72,6 +72,6 @@ def test_a_parameter_of_the_wrong_type_is_named(tmp_path: Path) -> None:
             str(tmp_path / "out.ipynb"),
             cwd=str(ROOT),
             progress_bar=False,
-            parameters={"vocab": "llama-bpe", "results_dir": str(tmp_path / "res"), "max_steps": "many"},
+            parameters={"input": "llama-bpe", "results_dir": str(tmp_path / "res"), "max_steps": "many"},
         )
     assert (e.value.ename, e.value.evalue) == ("InputError", "parameter max_steps: expected int, got str 'many'")

@@ -17,12 +17,13 @@ import pytest
 from gguf import Keys
 from helpers import write_vocab
 
-from llgbridge import catalogue, generate, models, nb, overrides, params, results
+from llgbridge import catalogue, generate, models, overrides, params, results
 from llgbridge.analyses.census.compute import run_census
 from llgbridge.analyses.native import compute as native
 from llgbridge.analyses.server import compute as server
 from llgbridge.analyses.server import llama_server as S
 from llgbridge.errors import InputError
+from llgbridge.inputs import Input
 from llgbridge.vocab import Vocab
 
 NAME = "gemma3-270m+space-prefix"
@@ -84,7 +85,7 @@ def test_overrides_are_spelled_one_way_and_a_key_once() -> None:
 
 def test_a_notebook_refuses_a_bad_override_before_it_runs() -> None:
     with pytest.raises(InputError, match=r"override 'x=bool:1'.*not a boolean"):
-        params.check("census", {"vocab": "llama-spm", "overrides": ["x=bool:1"]})
+        Input.make("llama-spm", overrides=["x=bool:1"])
 
 
 # -- llama.cpp takes it, or the input is refused ----------------------------------------------------------
@@ -136,16 +137,17 @@ def test_the_census_finds_lost_space_tokens_on_the_overridden_model(spaced: Voca
 def test_the_input_takes_its_overrides_from_the_registry() -> None:
     assert catalogue.overrides_of(NAME) == (SPACE,) and catalogue.overrides_of("gemma3-270m") == ()
     assert catalogue.REAL_MODELS[NAME].file == catalogue.REAL_MODELS["gemma3-270m"].file
-    assert nb.input_overrides(NAME) == [SPACE]
-    assert nb.input_overrides(NAME, "data/models/gemma-3-270m-q4_k_m.gguf") == []  # a file given: only the parameter's
-    assert nb.input_overrides("llama-spm", "", ["tokenizer.ggml.add_space_prefix=bool:false"]) == [
+    assert Input.make(NAME).load_texts() == [SPACE]
+    # a file given: only the overrides given with it
+    assert Input.make(NAME, "data/models/gemma-3-270m-q4_k_m.gguf").load_texts() == []
+    assert Input.make("llama-spm", overrides=["tokenizer.ggml.add_space_prefix=bool:false"]).load_texts() == [
         "tokenizer.ggml.add_space_prefix=bool:false"
     ]
 
 
 # -- provenance: the same file with and without the override are two inputs -------------------------------
 def _result(made_for: str, filed_as: str) -> dict[str, object]:
-    p = params.check("census", {"vocab": made_for})
+    p = params.check("census", {"input": made_for})
     return {"status": "ok", "notebook": "census", "vocab": filed_as, "provenance": results.provenance("census", p)}
 
 
@@ -180,11 +182,10 @@ def test_the_report_refuses_a_plain_result_copied_onto_the_overridden_input(tmp_
 
 
 def test_a_model_given_with_overrides_is_an_input_not_a_setting() -> None:
-    given = {"vocab": "model-m+add_space_prefix-true", "models": ["m.gguf"], "overrides": [SPACE]}
-    assert params.changed("matrix", params.check("matrix", given)) == {}
-    assert params.changed("matrix", params.check("matrix", {"vocab": "llama-spm", "overrides": [SPACE]})) == {
-        "overrides": [SPACE]
-    }
+    given = Input.make("model-m+add_space_prefix-true", models=["m.gguf"], overrides=[SPACE]).param()
+    assert params.changed("matrix", params.check("matrix", {"input": given})) == {}
+    on_spm = Input.make("llama-spm", overrides=[SPACE]).param()
+    assert params.changed("matrix", params.check("matrix", {"input": on_spm})) == {"overrides": [SPACE]}
 
 
 def test_an_overridden_input_never_shares_a_synthetic_model(tmp_path: Path) -> None:
@@ -192,7 +193,7 @@ def test_an_overridden_input_never_shares_a_synthetic_model(tmp_path: Path) -> N
 
     plain_model = synth.ensure_model("llama-spm", tmp_path)
     kv = overrides.canonical(["tokenizer.ggml.add_space_prefix=bool:false"])
-    own = synth.ensure_model("llama-spm", tmp_path, overrides=kv)
+    own = synth.ensure_model("llama-spm", tmp_path, overrides=overrides.parse_all(kv))
     assert own != plain_model and own.name.startswith("synthetic-llama-spm+kv-")
     from llgbridge.gguf_meta import read_kv
 

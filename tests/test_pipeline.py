@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import re
 import subprocess
@@ -130,7 +131,8 @@ def test_a_failed_run_is_one_line_and_retried(tmp_path: Path) -> None:
     # the parameters that ran, shown (an HTML table: escaped, so a value never becomes markup)
     header = json.loads(executed)["cells"][0]["source"]
     header = header if isinstance(header, str) else "".join(header)
-    assert "<tr><td><code>vocab</code></td><td><code>&quot;no-such-vocab&quot;</code></td><td>given</td></tr>" in header
+    shown = html.escape(json.dumps({"name": "no-such-vocab", "file": "", "models": [], "overrides": []}))
+    assert f"<tr><td><code>input</code></td><td><code>{shown}</code></td><td>given</td></tr>" in header
 
 
 def test_a_result_a_notebook_writes_loads_through_its_schema(tmp_path: Path) -> None:

@@ -90,8 +90,8 @@ def test_a_stopped_notebook_worker_costs_its_input_one_retry(tmp_path: Path) -> 
         "stopper",
         f"import os, pathlib, signal\nm = pathlib.Path({str(marker)!r})\nif not m.exists():\n    "
         f"m.write_text(str(os.getppid()))\n    os.kill(os.getppid(), signal.SIGSTOP)\nimport json\np = "
-        f"pathlib.Path(results_dir) / 'stopper' / (vocab + '.json')\np.parent.mkdir(parents=True, "
-        f"exist_ok=True)\np.write_text(json.dumps({{'status': 'ok', 'notebook': 'stopper', 'vocab': vocab}}))",
+        f"pathlib.Path(results_dir) / 'stopper' / (input['name'] + '.json')\np.parent.mkdir(parents=True, "
+        f"exist_ok=True)\np.write_text(json.dumps({{'status': 'ok', 'notebook': 'stopper', 'vocab': input['name']}}))",
     )
     said: list[str] = []
     statuses, starts = batch.run_pool(
@@ -138,9 +138,9 @@ def test_ctrl_c_at_the_terminal_is_not_recorded_as_a_crash(tmp_path: Path) -> No
     nbs.mkdir()
     code = (
         "import json, os, pathlib, signal, time\nos.killpg(int(os.environ['CTRL_C_GROUP']), "
-        "signal.SIGINT)\ntime.sleep(1.5)\np = pathlib.Path(results_dir) / NAME / (vocab + "
+        "signal.SIGINT)\ntime.sleep(1.5)\np = pathlib.Path(results_dir) / NAME / (input['name'] + "
         "'.json')\np.parent.mkdir(parents=True, exist_ok=True)\np.write_text(json.dumps({'status': 'ok', 'notebook': "
-        "NAME, 'vocab': vocab}))"
+        "NAME, 'vocab': input['name']}))"
     )
     for name in ("first", "second"):
         _notebook(nbs, name, f"NAME = {name!r}\n" + code)

@@ -49,7 +49,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +59,7 @@ from . import params as P
 from . import pool, remote
 from .analyses import ANALYSES, BY_NAME, INPUT_SETS
 from .errors import InputError, Refused
+from .inputs import Input
 from .jobserver import Jobserver, make_flags
 from .paths import REPORTS, RESULTS, VOCABS, name_problem, vocab_path, write_atomic, write_json
 from .pool import Handle
@@ -145,8 +146,9 @@ def notebook_worker(
                     results_dir=job.get("results"),
                 )
             except InputError as e:
+                name = job["vocab"].name if isinstance(job["vocab"], Input) else job["vocab"]
                 for a in job["analyses"]:
-                    emit({"notebook": a, "vocab": job["vocab"], "status": "failed", "error": str(e)})
+                    emit({"notebook": a, "vocab": name, "status": "failed", "error": str(e)})
 
         yield handle
 
@@ -164,7 +166,7 @@ class Places:
 
 
 def run_pool(
-    jobs: list[tuple[str, list[str]]],
+    jobs: Sequence[tuple[str | Input, list[str]]],
     workers: int,
     server: Jobserver | None = None,
     places: Places | None = None,
@@ -198,7 +200,8 @@ def run_pool(
         return payload(i, rest) if rest else None
 
     def lost(i: int, why: str, tries: int) -> None:
-        vocab, analyses = jobs[i]
+        it, analyses = jobs[i]
+        vocab = it.name if isinstance(it, Input) else it
         why = f"the worker process was lost ({why}{', twice' if tries > 1 else ''}) before this run"
         for a in analyses:
             if a not in done[i]:

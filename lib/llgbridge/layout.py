@@ -44,6 +44,7 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("llg", "ctypes binding to llguidance, Matcher"),
             ("gguf_meta", ""),
             ("overrides", "llama.cpp's key overrides: parsed, checked against its log"),
+            ("inputs", "an input, parsed and checked once where it enters"),
             ("params", ""),
             ("vocab", "with _llamacall.c, llama.h's two per-token vocab calls bound for CPython"),
             ("cbuild", "builds it"),

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from . import bridges as B
-from . import catalogue, models, palette
+from . import models, palette
 from . import params as P
 from .bridges import failed_rows as _failed_rows
 from .errors import InputError, cause_line
-from .paths import RESULTS, ROOT, name_problem, resolve, vocab_path, write_json
+from .inputs import Input
+from .overrides import Override
+from .paths import RESULTS, ROOT, name_problem, resolve, write_json
 from .results import BYHAND, check, provenance
-from .results import input_overrides as _input_overrides
 from .show import show, shown_frame
 from .vocab import Vocab
 
@@ -33,40 +35,30 @@ def check_params(notebook: str, namespace: dict[str, Any]) -> dict[str, Any]:
     return P.check(notebook, given)
 
 
-def input_overrides(
-    vocab: str, path: str = "", overrides: list[str] | None = None, models: list[str] | None = None
-) -> list[str]:
-    """llama.cpp's key overrides the input loads with (`results.input_overrides`): a registered
-    input's own (`gemma3-270m+space-prefix`), then the `overrides` parameter; one line naming an
-    override that cannot be read."""
-    check_param("overrides", overrides or [], list)
-    return _input_overrides({"vocab": vocab, "vocab_path": path, "overrides": overrides or [], "models": models or []})
+def the_input(params: dict[str, Any]) -> Input:
+    """The input the checked `params` name (`check_params` spelled it as `Input.param`)."""
+    return Input.from_param(params["input"])
 
 
-def load_vocab(vocab: str, path: str = "", overrides: list[str] | None = None, needs_text: bool = True) -> Vocab:
-    """The input's vocab, loaded once per kernel with its key overrides (`input_overrides`);
-    InputError in one line for a vocab on which no token has text (`Vocab.require_text`), unless
-    the analysis does not `needs_text` (the census: it measures the two conversions, which such a
-    vocab has too)."""
-    check_param("vocab", vocab, str)
-    check_param("vocab_path", path, str)
-    why = name_problem(vocab)
-    if why:
-        raise InputError("parameter vocab", why)
-    if not path:
-        if catalogue.is_real(vocab):  # not fetched: say which package failed and why, not "no such file"
-            models.model_path(vocab)
-    v = cached_vocab(vocab_path(vocab, path), vocab, input_overrides(vocab, path, overrides))
+def load_vocab(it: Input, needs_text: bool = True) -> Vocab:
+    """The input's vocab, loaded once per kernel with every key override its loads take
+    (`Input.load_overrides`); InputError in one line for a vocab on which no token has text
+    (`Vocab.require_text`), unless the analysis does not `needs_text` (the census: it measures the
+    two conversions, which such a vocab has too)."""
+    if it.real:  # not fetched: say which package failed and why, not "no such file"
+        models.model_path(it.name)
+    v = cached_vocab(it.path, it.name, it.load_overrides())
     if needs_text:
         v.require_text()
     return v
 
 
-def cached_vocab(p: Path, name: str, kv: list[str]) -> Vocab:
+def cached_vocab(p: Path, name: str, overrides: Iterable[Override]) -> Vocab:
     """`Vocab(p, name, kv)` loaded once per kernel, and the bridges `bridge` builds on it kept with
     it: a kernel that runs several analyses of one input (run.execute_batch) loads it once, the
     real model's matrix and server included. The key holds the file's size and date, so a changed
     file is loaded again, and the overrides, so the same file without them is another vocab."""
+    kv = tuple(overrides)
     st = p.stat() if p.exists() else None
     key = (str(p.resolve()), name, st.st_size if st else -1, st.st_mtime_ns if st else -1, tuple(kv))
     if key not in _VOCABS:
@@ -112,7 +104,7 @@ def between_notebooks() -> None:
         gc.collect = collect
 
 
-_VOCABS: dict[tuple[str, str, int, int, tuple[str, ...]], Vocab] = {}
+_VOCABS: dict[tuple[str, str, int, int, tuple[Override, ...]], Vocab] = {}
 _BRIDGES: dict[tuple[int, str], Any] = {}  # (id of the cached vocab, bridge) -> the bridge or its InputError
 
 
@@ -159,7 +151,7 @@ def write_result(
     if why:
         raise InputError(f"{analysis} result for {vocab}", f"does not match its schema: {why}")
     if params is not None:
-        record["provenance"] = provenance(analysis, params)
+        record["provenance"] = provenance(analysis, params, vocab)
     out = result_path(results_dir, analysis, vocab)
     changed = P.changed(analysis, params) if params is not None else {}
     if changed and out.parent.parent.resolve() == RESULTS.resolve():

@@ -23,9 +23,9 @@ from typing import Any
 
 from .analyses import BY_NAME
 from .errors import InputError
-from .overrides import check_file, parse_all
+from .inputs import Input
 from .overrides import kind_name as _kind
-from .paths import ROOT, name_problem
+from .paths import ROOT
 
 NOTEBOOK_DIR = ROOT / "notebooks"
 
@@ -41,10 +41,11 @@ MINIMUM: dict[str, int | float] = {
     "n_gpu_layers": -1,  # -1: llama.cpp's "every layer"
 }
 # element types of lists whose default is empty
-ITEMS: dict[str, type] = {"models": str, "overrides": str}
-# parameters that say where an input is or where output goes, not how it is measured: the main
-# report takes a result only when every other parameter has its default
-NOT_SETTINGS = frozenset({"vocab", "results_dir", "models_dir", "models", "n_gpu_layers"})
+ITEMS: dict[str, type] = {}
+# parameters that say what the input is or where output goes, not how it is measured: the main
+# report takes a result only when every other parameter has its default (and the input itself
+# changes nothing it does not take, `Input.settings`)
+NOT_SETTINGS = frozenset({"input", "results_dir", "models_dir", "n_gpu_layers"})
 
 
 @cache
@@ -113,6 +114,9 @@ def from_argv(text: str) -> str:
 def check_value(name: str, value: Any, default: Any) -> None:
     """Refuse `value` for parameter `name` (declared with `default`) in one line."""
     what = f"parameter {name}"
+    if name == "input":  # an input's name, or the Input the runner passes: read in one place
+        Input.from_param(value)
+        return
     if not _same_kind(value, default):
         want = "number" if isinstance(default, float) else _kind(default)
         raise InputError(what, f"expected {want}, got {_kind(value)} {value!r:.80}")
@@ -132,51 +136,30 @@ def check_value(name: str, value: Any, default: Any) -> None:
     low = MINIMUM.get(name)
     if low is not None and isinstance(value, (int, float)) and value < low:
         raise InputError(what, f"must be at least {low}, got {value}")
-    if name == "vocab":
-        why = name_problem(value)
-        if why:
-            raise InputError(what, why)
-    if name == "overrides" and isinstance(value, list):
-        parse_all(
-            value
-        )  # KEY=TYPE:VALUE each, as llama.cpp's --override-kv takes it: one line naming the first refused
 
 
 def check(notebook: str, given: dict[str, Any], notebooks_dir: Path = NOTEBOOK_DIR) -> dict[str, Any]:
-    """Every parameter of `notebook` as it will run (defaults filled in); InputError for the first
-    given one that is refused."""
+    """Every parameter of `notebook` as it will run (defaults filled in, the input as `Input.param`
+    spells it); InputError for the first given one that is refused."""
     decl = declared(notebook, notebooks_dir)
     for name, value in given.items():
         if name not in decl:
             raise InputError(f"parameter {name}", f"{notebook} has no such parameter (it takes {', '.join(decl)})")
         check_value(name, value, decl[name])
-    kv = given.get("overrides")
-    if kv:  # every way in (a what-if, make matrix, a notebook) checks them against the file itself, up front
-        files = [given["vocab_path"]] if given.get("vocab_path") else list(given.get("models") or [])
-        ovs = parse_all(kv)
-        for f in map(Path, files):
-            if f.is_file():  # a missing one is refused where it is opened, naming it
-                check_file(ovs, f)
-    return {**decl, **given}
+    full = {**decl, **given}
+    if "input" in full:
+        full["input"] = Input.from_param(full["input"]).param()
+    return full
 
 
 def changed(notebook: str, params: dict[str, Any], notebooks_dir: Path = NOTEBOOK_DIR) -> dict[str, Any]:
-    """The settings in `params` that differ from `notebook`'s defaults (inputs and outputs aside).
-
-    `models` names an input, but only under the input name `make matrix` gives it (`model-NAME`):
-    other models run under a fixture's or a real model's name would stand in for that input's
-    result, so there they count as a setting (the run goes to data/byhand/). Key `overrides` are
-    part of such an input too (`make matrix MODELS=... OVERRIDE=...` names it after them), and a
-    setting anywhere else: a registered input carries its own (`models.REAL_MODELS`)."""
+    """The settings in `params` that differ from `notebook`'s defaults (inputs and outputs aside),
+    and what its input changes that the main report does not take for its name (`Input.settings`:
+    the run goes to data/byhand/)."""
     decl = declared(notebook, notebooks_dir)
-    model_input = str(params.get("vocab", "")).startswith("model-")
-    out = {
-        k: v
-        for k, v in params.items()
-        if k not in NOT_SETTINGS and k in decl and v != decl[k] and not (k == "overrides" and model_input)
-    }
-    if params.get("models") and not model_input:
-        out["models"] = params["models"]
+    out = {k: v for k, v in params.items() if k not in NOT_SETTINGS and k in decl and v != decl[k]}
+    if "input" in params:
+        out.update(Input.from_param(params["input"]).settings())
     return out
 
 

@@ -27,10 +27,9 @@ from typing import Any
 from . import loaded
 from . import params as P
 from .analyses import ANALYSES, BY_NAME, Kind, Schema
-from .catalogue import overrides_of
 from .errors import InputError
-from .overrides import canonical
-from .paths import DATA, RESULTS, ROOT, vocab_path
+from .inputs import Input
+from .paths import DATA, RESULTS, ROOT, resolve, vocab_path
 
 # where a run with non-default settings goes (never the main results)
 BYHAND = DATA / "byhand"
@@ -64,6 +63,7 @@ SHARED_CODE = (
     "fetch.py",
     "loaded.py",
     "overrides.py",
+    "inputs.py",
 )
 MODULES: dict[str, tuple[str, ...]] = {a.name: a.modules for a in ANALYSES}
 PACKAGES: dict[str, tuple[str, ...]] = {a.name: a.packages for a in ANALYSES}
@@ -334,26 +334,11 @@ def port_llguidance(rs: list[dict[str, Any]]) -> str:
     return "" if said == "not recorded" else said
 
 
-def input_files(params: dict[str, Any]) -> list[Path]:
-    """The files a run with `params` reads: its models, else its vocab_path, else its fixture."""
-    if params.get("models"):
-        return [_resolve(m) for m in params["models"]]
-    if params.get("vocab_path"):
-        return [_resolve(params["vocab_path"])]
-    return [vocab_path(str(params.get("vocab")))]
-
-
-def _resolve(p: str) -> Path:
-    q = Path(p)
-    return q if q.is_absolute() else ROOT / q
-
-
-def input_overrides(params: dict[str, Any]) -> list[str]:
-    """llama.cpp's key overrides a run with `params` loads its input with, as a result records
-    them (`overrides.canonical`): the input's own (a name of `catalogue.REAL_MODELS` that has some,
-    unless a file is given instead), then the `overrides` parameter."""
-    own = () if params.get("models") or params.get("vocab_path") else overrides_of(str(params.get("vocab")))
-    return canonical([*own, *(params.get("overrides") or [])])
+def run_input(params: dict[str, Any], name: object = None) -> Input:
+    """The input a run with `params` read (`Input.param`, as `params.check` records it), under
+    `name` when given (a result's own: the one it stands for)."""
+    it = Input.from_param(params.get("input") or name)
+    return it.renamed(name) if isinstance(name, str) and name != it.name else it
 
 
 def _input_sha256(f: Path) -> str | None:
@@ -373,16 +358,17 @@ def _input_sha256(f: Path) -> str | None:
     return now
 
 
-def provenance(analysis: str, params: dict[str, Any]) -> dict[str, Any]:
+def provenance(analysis: str, params: dict[str, Any], name: str | None = None) -> dict[str, Any]:
     """What produced a result: the analysis, its parameters, its inputs' sha256 (as loaded), the
     key overrides they were loaded with (part of the input: the same file without them is another
     input), the code version, and the versions it was computed with (`run_versions`)."""
-    inputs = [{"path": _relative(f), "sha256": _input_sha256(f)} for f in input_files(params)]
+    it = run_input(params, name)
+    inputs = [{"path": _relative(f), "sha256": _input_sha256(f)} for f in it.files()]
     return {
         "analysis": analysis,
         "params": {k: v for k, v in params.items() if k != "results_dir"},
         "inputs": inputs,
-        "overrides": input_overrides(params),
+        "overrides": it.load_texts(),
         "code": code_version(analysis),
         "versions": run_versions(analysis),
     }
@@ -409,7 +395,7 @@ def _gone(results: Path, stem: str, r: Any) -> str:
     """The input file of result `r` that no longer exists, or ""."""
     prov = r.get("provenance") if isinstance(r, dict) else None
     if isinstance(prov, dict) and isinstance(prov.get("inputs"), list):
-        paths = [_resolve(str(i.get("path"))) for i in prov["inputs"] if isinstance(i, dict)]
+        paths = [resolve(str(i.get("path"))) for i in prov["inputs"] if isinstance(i, dict)]
     elif _main(results):
         paths = [vocab_path(stem)]
     else:
@@ -432,9 +418,13 @@ def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
         return "its code changed"
     if why := versions_problem(prov.get("versions"), analysis):
         return why
-    recorded = [_resolve(str(i.get("path"))) for i in prov.get("inputs") or [] if isinstance(i, dict)]
+    recorded = [resolve(str(i.get("path"))) for i in prov.get("inputs") or [] if isinstance(i, dict)]
     params: dict[str, Any] = prov["params"] if isinstance(prov.get("params"), dict) else {}
-    expected = input_files({**params, "vocab": r.get("vocab")})
+    try:
+        it = run_input(params, r.get("vocab"))
+    except ValueError as e:  # an input this code refuses (an override among them): no result stands on it
+        return f"its input cannot be used: {e}"
+    expected = it.files()
     if [p.resolve() for p in recorded] != [p.resolve() for p in expected]:
         # a result copied or renamed onto another input: it measured the file it names, not this one
         return (
@@ -443,14 +433,10 @@ def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
         )
     # the same file loaded with other key overrides is another input (the plain Gemma 3 and
     # gemma3-270m+space-prefix share one file)
-    try:
-        expected_kv = input_overrides({**params, "vocab": r.get("vocab")})
-    except ValueError as e:  # an override this code refuses: no result stands on it
-        return f"its overrides cannot be used: {e}"
-    if why := overrides_problem(prov.get("overrides", []), expected_kv):
+    if why := overrides_problem(prov.get("overrides", []), it.load_texts()):
         return why
     for i in prov.get("inputs") or []:
-        p = _resolve(str(i.get("path")))
+        p = resolve(str(i.get("path")))
         if p.is_file() and i.get("sha256") != file_sha256(p):
             return f"its input {_relative(p)} changed since it ran"
     if _main(results):

@@ -1,6 +1,6 @@
 """Execute one analysis notebook for one vocab, and render it for reviewers.
 
-    python -m llgbridge.run census llama-spm [-p name value ...] [--out-root DIR]
+    python -m llgbridge.run census llama-spm [--file F.gguf] [--override KEY=TYPE:VALUE] [-p name value ...]
 
 Writes, each through a temporary name:
 - `reports/notebooks/NOTEBOOK/VOCAB.ipynb`, the executed notebook;
@@ -36,8 +36,9 @@ from .analyses.native.logs import crash_cause, says_crash
 from .catalogue import REAL_MODELS
 from .errors import InputError, Refused, cause_line, first_line
 from .fixtures import vocab_names
-from .overrides import parse_all, suffix
-from .paths import REPORTS, RESULTS, ROOT, VOCABS, name_problem, usable_name, vocab_path, write_atomic, write_json
+from .inputs import Input
+from .overrides import Override, parse_all, suffix
+from .paths import REPORTS, RESULTS, ROOT, VOCABS, usable_name, write_atomic, write_json
 from .results import BYHAND, provenance
 
 
@@ -127,31 +128,33 @@ def _output_to(path: Path) -> Iterator[None]:
 
 def execute(
     notebook: str,
-    vocab: str,
+    vocab: str | Input,
     params: dict[str, object] | None = None,
     out_root: Path | None = None,
     results_dir: Path | None = None,
     timeout: int = CELL_TIMEOUT,
     notebooks_dir: Path = P.NOTEBOOK_DIR,
 ) -> RunStatus:
-    """Run `notebook` for `vocab` (a `Worker` of its own); a failure while it runs becomes a failed result.
+    """Run `notebook` on input `vocab` (an `Input`, or a registered input's name; a `Worker` of its
+    own); a failure while it runs becomes a failed result.
 
-    A notebook that does not exist, a vocab name that cannot name a file or a parameter the
+    A notebook that does not exist, an input name that cannot name a file or a parameter the
     notebook refuses (`params.check`) is the caller's mistake, not an input's failure: those
     raise InputError before anything runs. `timeout` is the per-cell limit in seconds (the kernel
     is stopped past it). An environment error (a full disk, a read-only folder) is the run's
     failure, one line naming the path; `status["unwritten"]` is set when even the failed result
     could not be written.
     """
-    _, full, _, result = _prepare(notebook, vocab, params or {}, results_dir or RESULTS, notebooks_dir)
+    it = as_input(vocab)
+    _, full, _, result = _prepare(notebook, it, params or {}, results_dir or RESULTS, notebooks_dir)
     t0 = time.monotonic()
     try:
         with Worker(out_root, results_dir, timeout, notebooks_dir, progress=False) as w:
-            return w.run_vocab(vocab, [notebook], {notebook: params or {}})[0]
+            return w.run_vocab(it, [notebook], {notebook: params or {}})[0]
     except OSError as e:  # the environment, not the input (the worker's own folders): say which path and why
         status: RunStatus = {
             "notebook": notebook,
-            "vocab": vocab,
+            "vocab": it.name,
             "status": "failed",
             "error": env_error(e),
             "seconds": round(time.monotonic() - t0, 2),
@@ -353,24 +356,26 @@ class Worker:
 
     def run_vocab(
         self,
-        vocab: str,
+        vocab: str | Input,
         notebooks: list[str],
         params: dict[str, dict[str, object]] | None = None,
         on_status: Callable[[RunStatus], None] | None = None,
         out_root: Path | None = None,
         results_dir: Path | None = None,
     ) -> list[RunStatus]:
-        """Each of `notebooks` on `vocab`, with its defaults or `params[notebook]`; `on_status`
+        """Each of `notebooks` on input `vocab` (an `Input` or a registered input's name), with its
+        defaults or `params[notebook]`; `on_status`
         hears each run's status as it ends. `out_root` and `results_dir` (default the worker's)
         let one kernel serve inputs whose reports go to different places (a what-if's two sides)."""
         out_root = out_root or self.out_root
         results_dir = results_dir or self.results_dir
+        it = as_input(vocab)
         plans = [
-            _prepare(n, vocab, (params or {}).get(n, {}), results_dir, self.notebooks_dir) for n in notebooks
+            _prepare(n, it, (params or {}).get(n, {}), results_dir, self.notebooks_dir) for n in notebooks
         ]  # every check before any kernel
         out: list[RunStatus] = []
         for notebook, plan in zip(notebooks, plans):
-            status = self._run_one(notebook, vocab, plan, out_root)
+            status = self._run_one(notebook, it.name, plan, out_root)
             write_timing(results_dir, status)
             out.append(status)
             self.say(status_line(status))
@@ -438,7 +443,7 @@ class Worker:
 
 
 def execute_batch(
-    vocab: str,
+    vocab: str | Input,
     notebooks: list[str],
     out_root: Path | None = None,
     results_dir: Path | None = None,
@@ -484,17 +489,19 @@ def shown_results(results_dir: Path) -> str:
     return str(results_dir.relative_to(ROOT) if results_dir.is_relative_to(ROOT) else results_dir)
 
 
-def _prepare(notebook: str, vocab: str, params: dict[str, object], results_dir: Path, notebooks_dir: Path) -> _Plan:
+def as_input(vocab: str | Input) -> Input:
+    """An input as the runner takes it: made at its edge already, or a registered input's name."""
+    return vocab if isinstance(vocab, Input) else Input.make(vocab)
+
+
+def _prepare(notebook: str, it: Input, params: dict[str, object], results_dir: Path, notebooks_dir: Path) -> _Plan:
     """(the parameters handed to the notebook, the same with its defaults, its source, its result file).
 
-    The vocab's name and the parameters are checked here, before any kernel starts.
+    The parameters are checked here, before any kernel starts; the input was, where it was made.
     """
-    why = name_problem(vocab)
-    if why:
-        raise InputError("vocab", why)
-    parameters = {"vocab": vocab, "results_dir": shown_results(results_dir), **params}
+    parameters = {"input": it.param(), "results_dir": shown_results(results_dir), **params}
     full = P.check(notebook, parameters, notebooks_dir)
-    return parameters, full, P.notebook_file(notebook, notebooks_dir), results_dir / notebook / f"{vocab}.json"
+    return parameters, full, P.notebook_file(notebook, notebooks_dir), results_dir / notebook / f"{it.name}.json"
 
 
 def env_error(e: OSError) -> str:
@@ -672,23 +679,23 @@ def models_problem(files: list[str]) -> str:
     return ""
 
 
-def missing_input(vocab: str, params: dict[str, object]) -> str:
-    """Why a run by hand of `vocab` has no input to read (a mistyped name), or "". A file given as
-    a parameter (`vocab_path`, `models`) is the notebook's to load and refuse."""
-    if name_problem(vocab) or params.get("vocab_path") or params.get("models") or vocab_path(vocab).exists():
+def missing_input(it: Input) -> str:
+    """Why a run by hand of `it` has no input to read (a mistyped name), or "". A file given with
+    it (`--file`, `--models`) is the notebook's to load and refuse, naming it."""
+    if not it.registered or it.path.exists():
         return ""
     known = [*vocab_names(VOCABS), *REAL_MODELS]
-    if vocab in known:
-        return f"{_rel(vocab_path(vocab))} is not fetched yet (make data, make models); nothing was run"
-    close = get_close_matches(vocab, known, n=1)
+    if it.name in known:
+        return f"{_rel(it.path)} is not fetched yet (make data, make models); nothing was run"
+    close = get_close_matches(it.name, known, n=1)
     hint = f"did you mean {close[0]}?" if close else f"the inputs: {', '.join(sorted(known))}"
-    return f"no such input: {_rel(vocab_path(vocab))} does not exist ({hint}); nothing was run"
+    return f"no such input: {_rel(it.path)} does not exist ({hint}); nothing was run"
 
 
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("notebook")
-    ap.add_argument("vocab", nargs="?", default=None)
+    ap.add_argument("vocab", nargs="?", default=None, metavar="NAME", help="the input's name")
     ap.add_argument(
         "-p",
         nargs=2,
@@ -701,43 +708,79 @@ def _parser() -> argparse.ArgumentParser:
         "--out-root", type=Path, default=None, help="where executed notebooks and HTML go (default reports/)"
     )
     ap.add_argument("--results", type=Path, default=None, help="where results go (default data/results/)")
+    ap.add_argument("--file", default="", help="a GGUF file whose tokenizer is the input NAME, instead of its own")
     ap.add_argument(
         "--models", default=None, help="matrix only: model files, as a shell would split them (make matrix MODELS=...)"
     )
     ap.add_argument(
         "--override",
         default="",
-        help="with --models: llama.cpp key overrides, KEY=TYPE:VALUE, split as a shell "
-        "would (make matrix OVERRIDE=...)",
+        help="llama.cpp key overrides, KEY=TYPE:VALUE, split as a shell would (make matrix OVERRIDE=...)",
     )
     return ap
 
 
-def _model_runs(models: str, override: str, params: dict[str, object]) -> list[tuple[str, dict[str, object]]]:
-    """The runs of `make matrix MODELS=... OVERRIDE=...`: one input per model file."""
+# what names the input on the command line: the notebooks take it as one value (llgbridge.inputs)
+_INPUT_PARAMS = {"vocab": "NAME", "vocab_path": "--file FILE", "overrides": "--override", "models": "--models"}
+
+
+def _overrides(text: str) -> tuple[Override, ...]:
+    try:
+        return parse_all(P.from_argv(x) for x in shlex.split(text))
+    except ValueError as e:  # InputError, or shlex's unbalanced quote
+        raise Refused(f"OVERRIDE: {e}") from e
+
+
+def _model_runs(models: str, ovs: tuple[Override, ...], name: str | None = None) -> list[Input]:
+    """The inputs of `make matrix MODELS=... OVERRIDE=...`: one per model file, each named after
+    its file (`model_name`), or one file under the `name` given."""
     try:
         files = shlex.split(models)
     except ValueError as e:
         raise Refused(f"MODELS: {e}") from e
     if not files:
         raise Refused('usage: make matrix MODELS="a.gguf b.gguf" [N_GPU_LAYERS=99] [OVERRIDE="KEY=TYPE:VALUE"]')
-    try:
-        ovs = parse_all(P.from_argv(x) for x in shlex.split(override))
-    except ValueError as e:  # InputError, or shlex's unbalanced quote
-        raise Refused(f"OVERRIDE: {e}") from e
     if why := models_problem(files):
         raise Refused(f"MODELS: {why}")
+    if name is not None and len(files) > 1:
+        raise Refused(f"{name}: one name for {len(files)} model files; give one file, or no name (each its own)")
     # a model loaded with overrides is another input: its own name, and the overrides with it
-    kv = {"overrides": [o.text for o in ovs]} if ovs else {}
-    return [((model_name(f) + suffix(ovs))[:128], {**params, "models": [str(Path(f).resolve())], **kv}) for f in files]
+    try:
+        return [
+            Input.make(name or (model_name(f) + suffix(ovs))[:128], models=[str(Path(f).resolve())], overrides=ovs)
+            for f in files
+        ]
+    except InputError as e:
+        raise Refused(f"OVERRIDE: {e}") from e
 
 
-def _run_by_hand(a: argparse.Namespace, vocab: str, p: dict[str, object]) -> RunStatus:
-    """One run of `a.notebook` on `vocab`; non-default parameters send it to the by-hand places."""
+def _inputs(a: argparse.Namespace, params: dict[str, object]) -> list[Input]:
+    """The inputs a command line names, each made once here (`Input.make`)."""
     label = f"[{a.notebook}] "
+    if old := [k for k in params if k in _INPUT_PARAMS]:
+        raise Refused(f"{label}-p {old[0]}: the input is not a notebook parameter; give it as {_INPUT_PARAMS[old[0]]}")
+    ovs = _overrides(a.override)
+    if a.models is not None:
+        return _model_runs(a.models, ovs, a.vocab)
+    if a.vocab is None:
+        raise Refused(f"{label}an input's name is needed (a fixture's short name, or a real model's)")
+    try:
+        it = Input.make(a.vocab, file=a.file, overrides=ovs)
+    except InputError as e:
+        raise Refused(f"{label}{a.vocab}: {e}") from e
+    if why := missing_input(it):
+        # refused before anything runs: a failed result under a name that never was an input
+        # would be reported by the next make report as an input that went away
+        raise Refused(f"{label}{a.vocab}: {why}")
+    return [it]
+
+
+def _run_by_hand(a: argparse.Namespace, it: Input, p: dict[str, object]) -> RunStatus:
+    """One run of `a.notebook` on `it`; non-default parameters send it to the by-hand places."""
+    label, vocab = f"[{a.notebook}] ", it.name
     out_root, results = a.out_root, a.results
     try:
-        full = P.check(a.notebook, {"vocab": vocab, **p})
+        full = P.check(a.notebook, {"input": it.param(), **p})
         changed = P.changed(a.notebook, full)
     except InputError as e:
         raise Refused(f"{label}{vocab}: {e}") from e
@@ -750,32 +793,21 @@ def _run_by_hand(a: argparse.Namespace, vocab: str, p: dict[str, object]) -> Run
         )
     print(f"{label}{vocab} ...", flush=True)
     try:
-        return execute(a.notebook, vocab, p, out_root, results)
+        return execute(a.notebook, it, p, out_root, results)
     except InputError as e:
         raise Refused(f"{label}{vocab}: {e}") from e
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = _parser()
-    a = ap.parse_args(argv)
+    a = _parser().parse_args(argv)
     fast_imports()
     label = f"[{a.notebook}] "
     params = {k: P.parse_value(v) for k, v in a.p}
     code = 0
     try:
-        if a.models is not None:
-            runs = _model_runs(a.models, a.override, params)
-        elif a.vocab is None:
-            ap.error("a vocab name is needed")
-        elif why := missing_input(a.vocab, params):
-            # refused before anything runs: a failed result under a name that never was an input
-            # would be reported by the next make report as an input that went away
-            raise Refused(f"{label}{a.vocab}: {why}")
-        else:
-            runs = [(a.vocab, params)]
-        for vocab, p in runs:
-            st = _run_by_hand(a, vocab, p)
-            _print_status(label, vocab, st)
+        for it in _inputs(a, params):
+            st = _run_by_hand(a, it, params)
+            _print_status(label, it.name, st)
             # a failed run, or a result that could not be written (lost to the report), is the command's
             # exit too: the FAILED line alone left a script or a newcomer reading 0 as success
             code = code or (1 if "unwritten" in st or st["status"] != "ok" else 0)

@@ -31,6 +31,7 @@ import mmap
 import os
 import secrets
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ from gguf import GGUFValueType, GGUFWriter, Keys, LlamaFileType
 from . import gguf_meta, loaded, paths
 from .errors import InputError
 from .gguf_meta import ArrayInfo, read_kv
-from .overrides import parse_all, tag
+from .overrides import Override, tag
 from .results import file_sha256
 
 SYNTHETIC_KEY = "llgbridge.synthetic"
@@ -140,17 +141,18 @@ def ensure_model(
     models_dir: Path = paths.DATA / "models",
     seed: int = 0,
     vocab_file: Path | None = None,
-    overrides: list[str] | None = None,
+    overrides: Iterable[Override] = (),
 ) -> Path:
     """`models_dir/synthetic-<vocab_name>.gguf`, built only when missing, made with another seed, or
     made from another file than the tokenizer's source now (its sha256 differs).
 
     The tokenizer comes from the fixture named `vocab_name`, or from `vocab_file` when given. A
-    model for an input loaded with key `overrides` (canonical, `overrides.canonical`) is its own
-    file (`synthetic-<vocab_name>+kv-<tag>.gguf`), which records them; its loads apply them.
+    model for an input loaded with key `overrides` (`Input.load_overrides`) is its own file
+    (`synthetic-<vocab_name>+kv-<tag>.gguf`), which records them; its loads apply them.
     """
-    kv_list = list(overrides or [])
-    stem = f"synthetic-{vocab_name}" + (f"+kv-{tag(parse_all(kv_list))}" if kv_list else "")
+    ovs = tuple(overrides)
+    kv_list = [o.text for o in ovs]
+    stem = f"synthetic-{vocab_name}" + (f"+kv-{tag(ovs)}" if ovs else "")
     out = Path(models_dir) / f"{stem}.gguf"
     vocab = Path(vocab_file) if vocab_file else paths.vocab_path(vocab_name)
     if not vocab.exists():

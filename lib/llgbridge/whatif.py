@@ -34,6 +34,7 @@ from . import analyses, run
 from . import params as P
 from .errors import InputError
 from .gguf_meta import check_tokenizer, read_kv
+from .inputs import Input
 from .overrides import Override, model_label, parse_all, suffix, tag
 from .paths import DATA, REPORTS, name_problem, usable_name, vocab_name
 from .pool import Stopped, stop_on_signals
@@ -72,9 +73,10 @@ def chosen(names: str) -> tuple[str, ...]:
 
 
 def _plan(
-    path: Path, name: str, params: dict[str, object], models_dir: Path, names: tuple[str, ...] = ANALYSES
+    it: Input, params: dict[str, object], models_dir: Path, names: tuple[str, ...] = ANALYSES
 ) -> list[tuple[str, dict[str, object]]]:
-    """(notebook, parameters) for each of `names`, each checked: every refusal before a kernel starts."""
+    """(notebook, parameters) for each of `names` on input `it`, each checked: every refusal before a
+    kernel starts."""
     accepted = {n: notebook_parameters(n) for n in names}
     for key in params:
         if not any(key in accepted[n] for n in names):
@@ -82,10 +84,9 @@ def _plan(
     runs = []
     for nb in names:
         p = {k: v for k, v in params.items() if k in accepted[nb]}
-        p["vocab_path"] = str(path)
         if "models_dir" in accepted[nb]:  # its synthetic model goes beside the what-if's results
             p["models_dir"] = str(models_dir)
-        P.check(nb, {"vocab": name, **p})
+        P.check(nb, {"input": it.param(), **p})
         runs.append((nb, p))
     return runs
 
@@ -132,8 +133,8 @@ def _groups(runs: list[tuple[str, dict[str, object]]]) -> list[list[str]]:
     return [g for g in ([n for n in names if n not in on_models], [n for n in names if n in on_models]) if g]
 
 
-def _run_all(sides: list[tuple[str, list[tuple[str, dict[str, object]]], Path]]) -> list[list[run.RunStatus]]:
-    """Every analysis of every side (name, its runs, its report folder) on one pool
+def _run_all(sides: list[tuple[Input, list[tuple[str, dict[str, object]]], Path]]) -> list[list[run.RunStatus]]:
+    """Every analysis of every side (its input, its runs, its report folder) on one pool
     (`batch.run_pool`), each side in two groups (`_groups`) run side by side where the machine has
     the cores: each worker loads a file and builds its bridges once per group (its kernel's output
     goes to a log meanwhile; each run's line goes to the terminal as it ends). An overridden file's
@@ -141,15 +142,15 @@ def _run_all(sides: list[tuple[str, list[tuple[str, dict[str, object]]], Path]])
     statuses come back in the registry's order, each with its wall."""
     from . import batch  # here, not at the top: a refused what-if answers before pandas is loaded
 
-    jobs: list[tuple[str, list[str]]] = []
+    jobs: list[tuple[str | Input, list[str]]] = []
     where: list[batch.Where] = []
-    for name, runs, out in sides:
+    for it, runs, out in sides:
         for g in _groups(runs):
-            jobs.append((name, g))
+            jobs.append((it, g))
             where.append({"out": out, "results": out / "results", "params": dict(runs)})
     workers = max(1, min(WORKERS, len(jobs), len(os.sched_getaffinity(0))))
     print(
-        f"[whatif {' and '.join(n for n, _, _ in sides)}] {sum(len(r) for _, r, _ in sides)} analyses "
+        f"[whatif {' and '.join(it.name for it, _, _ in sides)}] {sum(len(r) for _, r, _ in sides)} analyses "
         f"on {workers} worker(s) ...",
         flush=True,
     )
@@ -161,10 +162,10 @@ def _run_all(sides: list[tuple[str, list[tuple[str, dict[str, object]]], Path]])
         where=where,
     )
     got = []
-    for name, runs, _ in sides:
+    for it, runs, _ in sides:
         order = [nb for nb, _ in runs]
         got.append(
-            sorted((st for st in statuses if st["vocab"] == name), key=lambda st: order.index(str(st["notebook"])))
+            sorted((st for st in statuses if st["vocab"] == it.name), key=lambda st: order.index(str(st["notebook"])))
         )
     return got
 
@@ -172,12 +173,15 @@ def _run_all(sides: list[tuple[str, list[tuple[str, dict[str, object]]], Path]])
 @dataclass(frozen=True)
 class _Input:
     """What a what-if runs on: the file (resolved), the name its report takes, the plain file's
-    name (the one it was given by) and llama.cpp's key overrides every load takes."""
+    name (the one it was given by) and llama.cpp's key overrides every load takes; `input` is the
+    input the analyses get, `base` the plain file's (the side without the overrides)."""
 
     path: Path
     name: str
     plain: str
     ovs: tuple[Override, ...]
+    input: Input
+    base: Input
 
 
 def _input(path: Path, name: str | None, overrides: list[str]) -> _Input:
@@ -197,7 +201,8 @@ def _input(path: Path, name: str | None, overrides: list[str]) -> _Input:
         raise InputError("NAME" if given else path, why)
     if ovs and plain == name:
         raise InputError("NAME", f"{name!r} is the plain file's name: an input loaded with overrides needs its own")
-    return _Input(path, name, plain, ovs)
+    # made once here, the overrides checked against the file's header; every run gets these values
+    return _Input(path, name, plain, ovs, Input.make(name, str(path), overrides=ovs), Input.make(plain, str(path)))
 
 
 def whatif(
@@ -226,15 +231,14 @@ def whatif(
     it = _input(path, name, overrides or [])
     where = folder(it.path, it.name, it.ovs)
     out = out or REPORTS / "whatif" / where
-    params = {k: v for k, v in (params or {}).items() if k != "overrides"}
-    kv = [o.text for o in it.ovs]
+    params = params or {}
     models = models_dir or DATA / "whatif" / where / "models"
-    runs = _plan(it.path, it.name, {**params, **({"overrides": kv} if kv else {})}, models, names)
-    base = _plan(it.path, it.plain, params, models / "without", names) if it.ovs else []
+    runs = _plan(it.input, params, models, names)
+    base = _plan(it.base, params, models / "without", names) if it.ovs else []
     held = _only_one(out)  # noqa: F841 - the lock is held until this returns and its file closes
     run.fast_imports()
     t0 = time.monotonic()
-    sides = [(it.name, runs, out)] + ([(it.plain, base, out / "without")] if it.ovs else [])
+    sides = [(it.input, runs, out)] + ([(it.base, base, out / "without")] if it.ovs else [])
     statuses, *rest = _run_all(sides) if one_pool else [_run_all([side])[0] for side in sides]
     wall = time.monotonic() - t0
     plain_statuses = rest[0] if it.ovs else []

@@ -16,6 +16,7 @@ from ..analyses.native import compute as native
 from ..analyses.native import result as R
 from ..analyses.native import trace as T
 from ..analyses.native.logs import program_env
+from ..inputs import Input
 from ..vocab import Vocab
 from .benchmd import BenchPart, csv_row, table
 
@@ -164,7 +165,7 @@ def split(calls: list[Call], setup: dict[tuple[str, str], tuple[float, float]], 
 def split_one(name: str, p: dict[str, Any], log: CallLog, build: Callable[..., Any]) -> dict[str, Any]:
     """`native.analyse` on `name` with the notebook's parameters `p`, in parts, then its tests
     each in a binary of their own."""
-    v = nb.load_vocab(name)
+    v = nb.load_vocab(Input.make(name))
     log.calls.clear()
     t0 = time.perf_counter()
     res = R.analyse(v, p["literal"], p["leak_grammar"], walks=p["walks"], seed=p["seed"], build=build)

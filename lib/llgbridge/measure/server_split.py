@@ -27,6 +27,7 @@ from ..analyses.matrix import compute as matrix
 from ..analyses.server import compute as server
 from ..analyses.server import llama_server
 from ..candidates import NAMES as CANDIDATE_NAMES
+from ..inputs import Input
 from .benchmd import BenchPart, csv_row, table
 
 SERVER_SPLIT_MODELS = ("llama-spm", "smollm2-135m")  # a synthetic model on a 32k vocab, a real one
@@ -108,7 +109,7 @@ def timing(clock: Clock) -> Iterator[None]:
 def split_one(name: str, p: dict[str, Any], cases: list[str] | None, clock: Clock) -> dict[str, Any]:
     """`server.run` on the model `name` with the notebook's parameters `p` (or only `cases`), timed into `clock`."""
     real = catalogue.is_real(name)
-    (path,) = matrix.model_paths(name, "", [], p["models_dir"], p["seed"], [])
+    (path,) = matrix.model_paths(Input.make(name), p["models_dir"], p["seed"])
     clock.reset()
     t0 = time.perf_counter()
     server.run(

@@ -78,8 +78,9 @@ import numpy as np
 from ...bridges import COMPARED, bridge_class
 from ...errors import InputError, Refused
 from ...fixtures import vocab_names
+from ...inputs import Input
 from ...paths import DATA, REPORTS, ROOT, VOCABS, resolve, vocab_path, write_atomic, write_json
-from ...results import file_sha256, input_overrides
+from ...results import file_sha256
 from .cluster import run_jobs
 from .job import (
     ERROR_CHARS,
@@ -441,14 +442,14 @@ def write_outputs(r: CorpusRun, out: Path, meta: dict[str, Any]) -> None:
     write_json(out / "run.json", {**meta, "computed": r.computed, "cached": r.cached, "seconds": r.seconds})
 
 
-def refuse_overridden(vocab: str, path: str = "") -> None:
+def refuse_overridden(it: Input) -> None:
     """InputError, in one line, for an input loaded with llama.cpp's key overrides: the corpus's jobs
     are keyed and loaded by file (`corpus_job`), so they would measure the file without them and
     share the plain input's cache entries."""
-    kv = input_overrides({"vocab": vocab, "vocab_path": path})
+    kv = it.load_texts()
     if kv:
         raise InputError(
-            vocab,
+            it.name,
             f"is loaded with the key override {', '.join(kv)}, which the corpus's jobs do not carry: run the corpus on "
             f"the plain file",
         )
@@ -473,7 +474,7 @@ def _vocabs(names: list[str]) -> list[tuple[str, str]]:
     overrides, Refused for one with no fixture."""
     vocabs = []
     for name in names:
-        refuse_overridden(name)
+        refuse_overridden(Input.make(name))
         p = vocab_path(name)
         if not p.exists():
             raise Refused(f"{name}: no such vocab fixture ({repo_path(p)})")

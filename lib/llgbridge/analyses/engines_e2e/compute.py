@@ -38,7 +38,7 @@ from ... import catalogue, synth
 from ... import generate as G
 from ...errors import first_line
 from ...grammars import FORCED_LITERAL, LEAK_GRAMMAR
-from ...overrides import model_label
+from ...overrides import Override, model_label
 from ...vocab import Vocab
 from ..engines.compute import BY_NAME, LEAK_REGEX, LIMIT_S, check_names, installed_version, regex_literal, run_limited
 from ..matrix.compute import model_vocab
@@ -169,7 +169,9 @@ def _watch(llm: Any, memo: dict[str, Any]) -> None:
     memo.update(sampled=sampled, ignored=ignored)
 
 
-def generate_all(engine: str, path: str, overrides: list[str], style: tuple[bool, bool | None], s: Settings) -> Any:
+def generate_all(
+    engine: str, path: str, overrides: tuple[Override, ...], style: tuple[bool, bool | None], s: Settings
+) -> Any:
     """Every case of one engine on one model, in the engine's own process: a dict per case."""
     synthetic, instruct = style
     t0 = time.perf_counter()
@@ -217,7 +219,9 @@ def case_row(base: dict[str, Any], got: dict[str, Any], v: Vocab) -> dict[str, A
     }
 
 
-def one_model(vocab: str, real: bool, path: Path, overrides: list[str], engines: list[str], s: Settings) -> Any:
+def one_model(
+    vocab: str, real: bool, path: Path, overrides: tuple[Override, ...], engines: list[str], s: Settings
+) -> Any:
     """Every named engine on one model: its rows and each engine's seconds."""
     v = model_vocab(path, vocab, real, overrides)
     style = (synth.is_synthetic(path), catalogue.REAL_MODELS[vocab].instruct if real else None)
@@ -230,7 +234,7 @@ def one_model(vocab: str, real: bool, path: Path, overrides: list[str], engines:
         if "not installed" in version:
             rows.append({**base, "case": "", "outcome": "error", "error": f"{version}: not run"})
             continue
-        got, err = run_limited(generate_all, (name, str(path), list(overrides), style, s), str(path), s.limit_s)
+        got, err = run_limited(generate_all, (name, str(path), overrides, style, s), str(path), s.limit_s)
         if got is None:
             rows.append({**base, "case": "", "outcome": "error", "error": err})
             continue
@@ -239,7 +243,9 @@ def one_model(vocab: str, real: bool, path: Path, overrides: list[str], engines:
     return rows, seconds
 
 
-def run(vocab: str, real: bool, paths: list[Path], overrides: list[str], engines: list[str], s: Settings) -> Any:
+def run(
+    vocab: str, real: bool, paths: list[Path], overrides: tuple[Override, ...], engines: list[str], s: Settings
+) -> Any:
     """The `engines_e2e` result's payload: every engine on every model of `paths`."""
     rows: list[dict[str, Any]] = []
     seconds: dict[str, dict[str, float]] = {}

@@ -16,7 +16,8 @@ import llama_cpp
 from ... import catalogue, models, nb, synth
 from ... import generate as G
 from ...errors import InputError
-from ...overrides import model_label
+from ...inputs import Input
+from ...overrides import Override, model_label
 from ...paths import resolve
 from ...vocab import Vocab
 
@@ -80,30 +81,22 @@ def check_cases(cases: list[str]) -> None:
         raise InputError("parameter cases", f"unknown case(s) {unknown}; choose from {list(G.CASES)}")
 
 
-def is_real(vocab: str, vocab_path: str, given: list[str]) -> bool:
-    """Whether the input is a registered real model (not a file given instead)."""
-    return not given and not vocab_path and catalogue.is_real(vocab)
-
-
-def model_paths(
-    vocab: str, vocab_path: str, given: list[str], models_dir: str, seed: int, overrides: list[str]
-) -> list[Path]:
-    """The model files the matrix runs: those `given`, a real model's (one line naming its
-    packages when its fetch failed), else the synthetic model around the input's tokenizer."""
-    if given:
-        return [resolve(m) for m in given]
-    if is_real(vocab, vocab_path, given):
-        return [models.model_path(vocab)]
-    return [
-        synth.ensure_model(vocab, resolve(models_dir), seed, resolve(vocab_path) if vocab_path else None, overrides)
-    ]
+def model_paths(it: Input, models_dir: str, seed: int) -> list[Path]:
+    """The model files the matrix runs: the input's model files, a real model's (one line naming
+    its packages when its fetch failed), else the synthetic model around the input's tokenizer."""
+    if it.models:
+        return it.files()
+    if it.real:
+        return [models.model_path(it.name)]
+    file = resolve(it.file) if it.file else None
+    return [synth.ensure_model(it.name, resolve(models_dir), seed, file, it.load_overrides())]
 
 
 def _device(n_gpu_layers: int) -> str:
     return "GPU" if n_gpu_layers and llama_cpp.llama_supports_gpu_offload() else "CPU"
 
 
-def run(vocab: str, real: bool, paths: list[Path], overrides: list[str], s: Settings) -> Matrix:
+def run(vocab: str, real: bool, paths: list[Path], overrides: tuple[Override, ...], s: Settings) -> Matrix:
     """Every model of `paths` x bridge x case; InputError when no bridge could be built at all."""
     out = Matrix(paths, s, device=_device(s.n_gpu_layers))
     for path in paths:
@@ -114,17 +107,17 @@ def run(vocab: str, real: bool, paths: list[Path], overrides: list[str], s: Sett
     return out
 
 
-def model_vocab(path: Path, vocab: str, real: bool, overrides: list[str]) -> Vocab:
+def model_vocab(path: Path, vocab: str, real: bool, overrides: tuple[Override, ...]) -> Vocab:
     """A model's vocab, checked to have text. A real model is the input itself: its vocab and bridges
     are the ones this kernel's analyses of it loaded and built (`nb.cached_vocab`); a synthetic
     model is a file of its own."""
     name = vocab if synth.is_synthetic(path) or real else path.stem
-    v = nb.cached_vocab(path, name, list(overrides)) if real else Vocab(path, name, overrides)
+    v = nb.cached_vocab(path, name, overrides) if real else Vocab(path, name, overrides)
     v.require_text()  # a vocab whose every token is control or unknown: one line, not a run of empty outputs
     return v
 
 
-def _one_model(out: Matrix, vocab: str, real: bool, path: Path, overrides: list[str]) -> None:
+def _one_model(out: Matrix, vocab: str, real: bool, path: Path, overrides: tuple[Override, ...]) -> None:
     s = out.settings
     synthetic = synth.is_synthetic(path)
     name = model_label(path.name, overrides)  # the file, and the overrides it is loaded with

@@ -6,7 +6,8 @@ from ..registry import NUM, Analysis, Schema
 
 ANALYSIS = Analysis(
     "server",
-    ("generate.py", "synth.py", "analyses/native/", "soundness.py"),
+    # the matrix's: the model it serves is the one the matrix runs (`matrix.model_paths`)
+    ("generate.py", "synth.py", "analyses/native/", "soundness.py", "analyses/matrix/"),
     Schema(
         {
             "rows": list,

@@ -444,7 +444,7 @@ class RunOptions:
     parallel: int = 4
     n_gpu_layers: int = 0
     candidates: tuple[str, ...] = S.CANDIDATE_BUILDS
-    overrides: list[str] | tuple[str, ...] = ()
+    overrides: tuple[Override, ...] = ()  # `Input.load_overrides`
     log_dir: Path | None = None
     load_rounds: int = 1
 
@@ -479,7 +479,7 @@ def run(
     outcome. The candidate patches' servers (`candidates`) answer the same cases on llguidance as
     llama.cpp pins it, with no load test. `load_rounds` repeats the load test on each build (a
     fresh server each time): an outcome that comes and goes shows as a spread. Each server's log goes
-    to `log_dir`/NAME (default `LOG_DIR`). llama.cpp's key `overrides` (KEY=TYPE:VALUE) go to every
+    to `log_dir`/NAME (default `LOG_DIR`). llama.cpp's key `overrides` go to every
     load: the vocab, the prompts' model and each server (`--override-kv`), all of them `opts`'
     fields. Raises InputError with the build's reason when no server is built,
     and JudgeDisagrees, naming the request, when the judge's bytes and a server's own `content`
@@ -494,7 +494,7 @@ def run(
     G.check_generative(model)
     # a real model is the input itself: the vocab this kernel's analyses of it loaded, and the truth
     # bridge they built (`nb.cached_vocab`); a synthetic model is a file of its own
-    vocab = nb.cached_vocab(model, name, list(opts.overrides)) if not synthetic else Vocab(model, name, opts.overrides)
+    vocab = nb.cached_vocab(model, name, opts.overrides) if not synthetic else Vocab(model, name, opts.overrides)
     vocab.require_text()
     cases = _askable(name, vocab, cases, say)
     prompts = _prompts(model, vocab, cases, opts.prompt, synthetic, instruct)
