@@ -378,7 +378,7 @@ def test_a_build_writes_each_sections_figures_and_drops_the_tables_it_did_not_wr
 
     from llgbridge import nb, report
     from llgbridge.analyses.census import compute as census
-    from llgbridge.report.build import MANIFEST
+    from llgbridge.report.pages import MANIFEST
 
     res, out = tmp_path / "res", tmp_path / "out"
     r = corpus.run([VOCAB], TINY, BRIDGES, cache_dir=None)
@@ -393,7 +393,7 @@ def test_a_build_writes_each_sections_figures_and_drops_the_tables_it_did_not_wr
     # an earlier render wrote it, as its manifest says: a table the render cannot account for it keeps
     manifest = {"files": {"tables/leak.csv": hashlib.sha256(earlier).hexdigest()}}
     (out / MANIFEST).write_text(json.dumps(manifest))
-    report.build(res, out, bench_csv=_bench_snapshot(tmp_path / "bench", r))
+    report.write_report(res, out, bench_csv=_bench_snapshot(tmp_path / "bench", r))
     assert (out / "corpus" / "mask-time.svg").read_text().startswith('<?xml version="1.0" encoding="utf-8"?>\n<svg')
     index = (out / "index.html").read_text()
     assert 'href="html/census/llama-spm.html"' in index and 'href="html/corpus/llama-spm.html"' in index

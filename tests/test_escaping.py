@@ -84,7 +84,7 @@ def _report(root: Path, file: str, texts: list[str], literal: str, grammar: str)
     src = root / "forced.ipynb"
     params = {"vocab": "crafted", "vocab_file": f"data/vocabs/{file}", "literal": literal, "results_dir": "results"}
     run._publish(nbformat.read(src, as_version=4), src, "forced", "crafted", params, out, [])
-    report.build(results, out)
+    report.write_report(results, out)
     return out
 
 

@@ -50,7 +50,7 @@ def test_every_analysis_has_a_section_on_the_page_and_every_section_a_module() -
     caught here; the page lists each analysis once, between the report's own sections."""
     import importlib
 
-    page = importlib.import_module("llgbridge.report.build").PAGE
+    page = importlib.import_module("llgbridge.report.pages").PAGE
     keys = [k for k, _ in page]
     assert len(set(keys)) == len(keys)
     assert set(ANALYSES) <= set(keys), set(ANALYSES) - set(keys)

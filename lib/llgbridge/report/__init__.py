@@ -19,7 +19,7 @@ report's own `beyond.py` and `review.py`, then `verdict.py`, `story.py`, `repro.
 and `comment.py`), built
 from `Table`s whose `Cell`s carry their colours (`table.py`) -> the templates in
 `llgbridge/templates/`, which render the HTML and the Markdown from the same `Table` objects, so
-the two cannot disagree (`build.py`). A section that raises becomes a failed input too; the
+the two cannot disagree (`pages.py`). A section that raises becomes a failed input too; the
 others are still written. No module here is in `results.SHARED_CODE` or `results.MODULES`: editing the
 report reruns no analysis.
 """
@@ -37,8 +37,8 @@ from ..analyses.probe.section import probe_section
 from ..analyses.server.section import server_section
 from ..analyses.soundness.section import soundness_section
 from .beyond import beyond_section
-from .build import PAGE, build, code_block, inputs_table, main, sections, versions
 from .data import Results
+from .pages import PAGE, code_block, inputs_table, main, sections, versions, write_report
 from .review import review_section
 from .story import vocab_story
 from .table import Cell, Section, Table, html_table, md_table
@@ -51,7 +51,7 @@ __all__ = [
     "Section",
     "md_table",
     "html_table",
-    "build",
+    "write_report",
     "main",
     "PAGE",
     "sections",

@@ -1,4 +1,4 @@
-"""Every result the report reads, loaded once per build into one object that the sections share."""
+"""Every result the report reads, loaded once per render into one object that the sections share."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ T = TypeVar("T")
 
 def takes_results(fn: Callable[[Results], T]) -> Callable[[Results | Path], T]:
     """A section called on its own (a test, a notebook) may be given a results folder: it gets a
-    `Results` of its own. A build passes its one shared `Results`."""
+    `Results` of its own. A render passes its one shared `Results`."""
 
     @wraps(fn)
     def call(res: Results | Path) -> T:

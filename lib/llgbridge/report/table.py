@@ -293,7 +293,7 @@ class Section:
     figure_caption: str = ""  # one line: what to read from the figure
     more: str = ""  # how it was measured (Markdown): on the page under a closed summary, in the Markdown whole
     notebook: str = ""  # the analysis whose executed notebooks to link
-    notebooks: list[tuple[str, str]] = field(default_factory=list)  # (vocab, href), filled in by build()
+    notebooks: list[tuple[str, str]] = field(default_factory=list)  # (vocab, href), filled in by pages.write_sections
     # files written beside the page (path under the output folder -> text): a figure of timings
     # goes here and is shown by reference, so the page itself stays byte-identical between runs
     assets: dict[str, str] = field(default_factory=dict)

@@ -334,7 +334,7 @@ def _shown(out: Path) -> str:
     return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(out)
 
 
-def build(
+def write_report(
     results: Path = RESULTS,
     out: Path = REPORTS,
     bench_csv: Path = REPORTS / "bench.csv",
@@ -345,7 +345,7 @@ def build(
     """Write the report; return the failed inputs. Every result is read once, into the one
     `Results` the sections, the verdict and the vocab pages share; `bench_csv` is the `make bench`
     snapshot they quote (its files beside it); `lead` makes the sections that lead the page, once
-    this build's tables are written, since it may read them (a what-if's comparison with the file
+    this render's tables are written, since it may read them (a what-if's comparison with the file
     without its overrides). `keep_parts` (default: when `out` is the main report) keeps the last
     complete report where a part the last render had could not be made for any input (`keep_last`)."""
     res = Results(results, out, bench_csv, subject)
@@ -415,8 +415,8 @@ def write_sections(
 
     for sec in sections:
         write(sec)
-    # a table this build did not write (its section failed, or has no results now) must not stay
-    # behind with an earlier build's rows, beside a page that says the section failed
+    # a table this render did not write (its section failed, or has no results now) must not stay
+    # behind with an earlier render's rows, beside a page that says the section failed
     w.remove_stale("tables/")
     if lead is None:
         return sections
@@ -569,7 +569,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     t0 = time.monotonic()
     try:
-        failed = build(a.results, a.out)
+        failed = write_report(a.results, a.out)
     except OSError as e:  # a full disk or a read-only folder: one line naming the path
         print(f"report: {e.filename or a.out}: {e.strerror or e}", file=sys.stderr)
         return 1
