@@ -7,7 +7,7 @@ import json
 import pandas as pd
 
 from ... import guide
-from ...report.data import Results, takes_results
+from ...report.data import PageData, takes_page_data
 from ...report.prose import prose
 from ...report.table import (
     GUIDE_VOCABS,
@@ -25,8 +25,8 @@ from ...report.table import (
 from ...show import show_list, show_text
 
 
-@takes_results
-def forced_section(res: Results) -> Section | None:
+@takes_page_data
+def forced_section(res: PageData) -> Section | None:
     ok, _ = res.load("forced")
     if not ok:
         return None

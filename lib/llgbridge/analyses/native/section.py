@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from ... import guide
-from ...report.data import Results, takes_results
+from ...report.data import PageData, takes_page_data
 from ...report.prose import blocks
 from ...report.table import (
     GUIDE_VOCABS,
@@ -300,7 +300,7 @@ def _steps(rows: pd.DataFrame) -> tuple[int, int]:
     return cells, int(pd.to_numeric(rows["diff_differ"], errors="coerce").fillna(0).sum())
 
 
-def native_prose(res: Results, n: Native, match: dict[str, str], n_vdiff: int) -> dict[str, str]:
+def native_prose(res: PageData, n: Native, match: dict[str, str], n_vdiff: int) -> dict[str, str]:
     df, diffs, port_llg = n.df, n.diffs, n.port_llg
     # like with like: the port drives the venv's llguidance, so its differential is against that build
     cells, differ = _steps(df[df.llguidance == port_llg])
@@ -358,8 +358,8 @@ def native_views(n: Native, match: dict[str, str], said: dict[str, str], vdiff: 
     return views
 
 
-@takes_results
-def native_section(res: Results) -> Section | None:
+@takes_page_data
+def native_section(res: PageData) -> Section | None:
     ok, _ = res.load("native")
     if not ok:
         return None
