@@ -147,7 +147,7 @@ def test_one_bridges_error_costs_only_its_row_on_an_all_control_vocab(tmp_path: 
     }
     (res / "leak").mkdir(parents=True, exist_ok=True)
     (res / "leak" / "ctl.json").write_text(json.dumps(r))
-    assert results.check("leak", "ctl", r) == ""
+    assert results.why_unusable("leak", "ctl", r) == ""
     rows = {x["bridge"]: x for x in r["rows"]}
     assert sorted(rows) == ["fixed", "sentinel", "upstream"]
     for b in ("upstream", "fixed"):

@@ -12,7 +12,7 @@ from . import params as P
 from .bridges import failed_rows as _failed_rows
 from .errors import InputError, cause_line
 from .paths import RESULTS, ROOT, name_problem, resolve, vocab_path, write_json
-from .results import BYHAND, check, provenance
+from .results import BYHAND, provenance, why_unusable
 from .results import input_overrides as _input_overrides
 from .show import show, shown_frame
 from .vocab import Vocab
@@ -155,7 +155,7 @@ def write_result(
     never lands in the main results, whatever `results_dir` says: it goes to `data/byhand/`.
     """
     record = {"status": "ok", "notebook": analysis, "vocab": vocab, **payload}
-    why = check(analysis, vocab, record)
+    why = why_unusable(analysis, vocab, record)
     if why:
         raise InputError(f"{analysis} result for {vocab}", f"does not match its schema: {why}")
     if params is not None:
