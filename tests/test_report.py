@@ -122,7 +122,7 @@ def test_the_verdict_answers_from_the_results(results: Path) -> None:
         cells["bug A: illegal tokens admitted"].cls,
         cells["with the fix: illegal admitted"].cls,
         cells["with the fix: tokenizer"].cls,
-    ) == ("bad", "fixed", "cost")
+    ) == ("bad", "repaired", "cost")
     # no native or server results here: what was not run says so, and no call is made on a rule not measured
     assert (
         bge["the PR's test: exit without → with"] == "not run"
@@ -366,7 +366,7 @@ _ROWS = {
     [
         ("command-r", "134 → 134: bug D: item limit", "same"),
         ("bert-bge", "134 (2 with a space, 1 not a prefix) → 134: no end token", "same"),
-        ("llama-spm", "134 (6136 with a space, 1 not a prefix) → 0", "fixed"),
+        ("llama-spm", "134 (6136 with a space, 1 not a prefix) → 0", "repaired"),
     ],
 )
 def test_an_abort_after_the_fix_with_no_wrong_token_is_not_coloured_as_the_bug(name: str, text: str, cls: str) -> None:

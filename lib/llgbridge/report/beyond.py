@@ -13,7 +13,7 @@ from ..show import show_text
 from ..soundness import bug_d_frame
 from .data import PageData, takes_page_data
 from .prose import blocks
-from .table import Cell, Section, Table, first_words, guide_order, names, shows
+from .table import REPAIRED, Cell, Section, Table, first_words, guide_order, names, shows
 
 CANDIDATE_NOTES = {c.name: c.what for c in CANDIDATES}
 
@@ -174,7 +174,7 @@ def beyond_section(res: PageData) -> Section | None:
 
 def candidate_cell(g: pd.DataFrame, b: str) -> Any:
     """Bridge `b`'s exactness and forcing on one vocab (`g`: that vocab's bridges), marked where
-    it differs from the PR's: better or as exact (fixed), worse (bad)."""
+    it differs from the PR's: better or as exact (repaired), worse (bad)."""
     if b not in g.index:
         return ""
     x = g.loc[b]
@@ -185,7 +185,7 @@ def candidate_cell(g: pd.DataFrame, b: str) -> Any:
     changed = base is not None and (x.tokenize_exact_rate != base.tokenize_exact_rate or x.forcing != base.forcing)
     return Cell(
         said,
-        "fixed"
+        REPAIRED
         if changed and base is not None and float(x.tokenize_exact_rate) >= float(base.tokenize_exact_rate)
         else ("bad" if changed else ""),
     )

@@ -51,11 +51,16 @@ def int_columns(df: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Cell:
-    """A table value with its colour: `cls` is a class of the page's style (`bad`, `fixed`, `ok`,
+    """A table value with its colour: `cls` is a class of the page's style (`bad`, `repaired`, `ok`,
     `cost`), so a cell's colour travels with its value wherever the row goes."""
 
     value: Any
     cls: str = ""
+
+
+# the page's class (green) for a bug the fix repaired: not "fixed", which names the PR's bridge
+# and sampler in every table
+REPAIRED = "repaired"
 
 
 def shows(bug: object) -> str:
@@ -64,9 +69,9 @@ def shows(bug: object) -> str:
 
 
 def after_fix(before: object, after: object) -> str:
-    """A cell after the fix: `bad` where the bug still shows, `fixed` where it showed before and
+    """A cell after the fix: `bad` where the bug still shows, `repaired` where it showed before and
     no longer does, `ok` where it never did."""
-    return "bad" if after else ("fixed" if before else "ok")
+    return "bad" if after else (REPAIRED if before else "ok")
 
 
 # a finding beyond the PR that is the same before and after it (bugs C and D, the ignored schema):
@@ -76,7 +81,7 @@ SAME = "same"
 
 def matched(mark: str) -> str:
     """A "matches the guide" cell (`✓`, `✗` or blank)."""
-    return "fixed" if mark == "✓" else ("bad" if mark else "")
+    return REPAIRED if mark == "✓" else ("bad" if mark else "")
 
 
 def values(df: pd.DataFrame) -> pd.DataFrame:

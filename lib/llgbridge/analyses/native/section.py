@@ -12,6 +12,7 @@ from ...report.data import PageData, takes_page_data
 from ...report.prose import blocks
 from ...report.table import (
     GUIDE_VOCABS,
+    REPAIRED,
     SAME,
     Cell,
     Section,
@@ -83,7 +84,7 @@ def pr_test_cell(up: dict[str, Any], fx: dict[str, Any]) -> Cell:
     short, _, same = abort_cause(up, fx)
     text = f"{said(up)} → {said(fx)}" + (f": {short}" if short else "")
     if fx.get("pr_test_exit") == 0:
-        return Cell(text, "fixed" if up.get("pr_test_exit") not in (0, None, "") else "ok")
+        return Cell(text, REPAIRED if up.get("pr_test_exit") not in (0, None, "") else "ok")
     if any(bad_tokens(fx)):
         return Cell(text, "bad")
     return Cell(text, SAME if same else "bad")
