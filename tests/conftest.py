@@ -68,7 +68,7 @@ def vocab(name: str) -> Vocab:
 
 @cache
 def bridge(name: str, variant: str) -> bridges.Bridge:
-    return bridges.build(vocab(name), variant)
+    return bridges.make_bridge(vocab(name), variant)
 
 
 def variant(name: str) -> str:

@@ -22,7 +22,7 @@ def test_every_variant_builds_on_every_fixture(name: str, var: str) -> None:
     if var == "sentinel" and name in ("bert-bge", "nomic-bert-moe"):
         # llguidance's own llama.cpp integration refuses these (no EOS / no usable sentinel)
         with pytest.raises(InputError, match=f"ggml-vocab-{name}.gguf: "):
-            bridges.build(vocab(name), var)
+            bridges.make_bridge(vocab(name), var)
         return
     b = bridge(name, var)
     assert len(b.token_bytes) == vocab(name).n_tokens
@@ -63,13 +63,13 @@ def test_unknown_bridge_is_a_one_line_error() -> None:
         match=rf"^bridge 'nope': unknown bridge; choose one of upstream, fixed, sentinel, "
         rf"{', '.join(candidates.NAMES)}, truth$",
     ):
-        bridges.build(vocab("llama-spm"), "nope")
+        bridges.make_bridge(vocab("llama-spm"), "nope")
 
 
 def test_tokenize_callback_outlives_python_references() -> None:
     # llguidance calls tokenize_fn while computing a forced mask; the matcher must keep
     # the callback (and the vocab) alive after every other reference is gone.
-    m = bridges.build(vocab("llama-bpe"), "upstream").new_matcher('start: "hello world"')
+    m = bridges.make_bridge(vocab("llama-bpe"), "upstream").new_matcher('start: "hello world"')
     gc.collect()
     assert m.allowed() == [15339]
     assert m.owner.tokenize(b"hello world") == vocab("llama-bpe").tokenize(b"hello world")
@@ -160,11 +160,11 @@ def test_the_pr_port_drops_the_grammar_on_a_mask_error() -> None:
 
 
 def test_each_vocab_gets_a_nospecial_bridge_of_its_own() -> None:
-    """A leftover `@lru_cache(maxsize=1)` decorated the class itself: `build(v, "nospecial")` returned
+    """A leftover `@lru_cache(maxsize=1)` decorated the class itself: `make_bridge(v, "nospecial")` returned
     one shared instance, `isinstance(x, NoSpecial)` raised TypeError, and it kept the last vocab alive."""
     from llgbridge import bridges as B
 
-    a, b = B.build(vocab("llama-bpe"), "nospecial"), B.build(vocab("llama-spm"), "nospecial")
+    a, b = B.make_bridge(vocab("llama-bpe"), "nospecial"), B.make_bridge(vocab("llama-spm"), "nospecial")
     assert isinstance(a, B.NoSpecial) and isinstance(b, B.NoSpecial) and a is not b
     assert (a.vocab.name, b.vocab.name) == ("llama-bpe", "llama-spm")
 

@@ -327,11 +327,11 @@ def _bench_snapshot(folder: Path, r: corpus.CorpusRun) -> Path:
 
 def test_the_report_section_shows_counts_in_its_tables_and_timing_only_in_its_figure(tmp_path: Path) -> None:
     from llgbridge import nb, report
-    from llgbridge.report.data import Results
+    from llgbridge.report.data import PageData
 
     r = corpus.run([VOCAB], TINY, BRIDGES, cache_dir=None)
     nb.write_result(str(tmp_path), "corpus", "llama-spm", corpus.payload(r, len(TINY), corpus.Params()))
-    sec = report.corpus_section(Results(root=tmp_path, bench_csv=_bench_snapshot(tmp_path / "bench", r)))
+    sec = report.corpus_section(PageData(root=tmp_path, bench_csv=_bench_snapshot(tmp_path / "bench", r)))
     assert sec is not None and [t.name for t in sec.raw] == ["corpus", "corpus_failures", "corpus_rejected"]
     assert sec.raw[0].df.to_csv(index=False, lineterminator="\n") == serial()[0]
     text = sec.text + "".join(t.markdown for t in sec.views + sec.raw)
@@ -347,7 +347,7 @@ def test_the_mask_time_figure_is_make_benchs_snapshot_not_the_results_timing(tmp
     """`make report` takes no timing: two results that differ only in their timing draw the same
     figure and legend table, the bench snapshot's, so the committed report regenerates byte for byte."""
     from llgbridge import nb, report
-    from llgbridge.report.data import Results
+    from llgbridge.report.data import PageData
 
     r = corpus.run([VOCAB], TINY, BRIDGES, cache_dir=None)
     bench_csv = _bench_snapshot(tmp_path / "bench", r)
@@ -359,7 +359,7 @@ def test_the_mask_time_figure_is_make_benchs_snapshot_not_the_results_timing(tmp
             {key: counts[1:] + counts[:1] for key, counts in payload["hist"].items()} if k else payload["hist"]
         )
         nb.write_result(str(tmp_path / f"res{k}"), "corpus", "llama-spm", payload)
-        sec = report.corpus_section(Results(root=tmp_path / f"res{k}", bench_csv=bench_csv))
+        sec = report.corpus_section(PageData(root=tmp_path / f"res{k}", bench_csv=bench_csv))
         assets.append(sec.assets)
     assert assets[0] == assets[1] and set(assets[0]) == {"corpus/mask-time.svg", "corpus/mask-time.csv"}
     snap_rows = corpus.timing_rows(r)
@@ -378,7 +378,7 @@ def test_a_build_writes_each_sections_figures_and_drops_the_tables_it_did_not_wr
 
     from llgbridge import nb, report
     from llgbridge.analyses.census import compute as census
-    from llgbridge.report.build import MANIFEST
+    from llgbridge.report.pages import MANIFEST
 
     res, out = tmp_path / "res", tmp_path / "out"
     r = corpus.run([VOCAB], TINY, BRIDGES, cache_dir=None)
@@ -393,7 +393,7 @@ def test_a_build_writes_each_sections_figures_and_drops_the_tables_it_did_not_wr
     # an earlier render wrote it, as its manifest says: a table the render cannot account for it keeps
     manifest = {"files": {"tables/leak.csv": hashlib.sha256(earlier).hexdigest()}}
     (out / MANIFEST).write_text(json.dumps(manifest))
-    report.build(res, out, bench_csv=_bench_snapshot(tmp_path / "bench", r))
+    report.write_report(res, out, bench_csv=_bench_snapshot(tmp_path / "bench", r))
     assert (out / "corpus" / "mask-time.svg").read_text().startswith('<?xml version="1.0" encoding="utf-8"?>\n<svg')
     index = (out / "index.html").read_text()
     assert 'href="html/census/llama-spm.html"' in index and 'href="html/corpus/llama-spm.html"' in index

@@ -28,20 +28,20 @@ LEAK_PREFIX = re.compile(rb"[.a-z]{0,6}|[.a-z]{2,6}!")
 
 
 @cache
-def built(engine: str, name: str) -> Any:
-    return ADAPTERS[engine].build(engines.load_llama(str(vocab_path(name)), ()))
+def tokenizer_data(engine: str, name: str) -> Any:
+    return ADAPTERS[engine].make_tokenizer_data(engines.load_llama(str(vocab_path(name)), ()))
 
 
 def table(engine: str, name: str) -> dict[int, bytes]:
     if SWAP:
         return dict(enumerate(bridge(name, "truth").token_bytes))
-    return built(engine, name).table
+    return tokenizer_data(engine, name).table
 
 
 def leak_allowed(engine: str, name: str) -> list[int]:
     if SWAP:
         return bridge(name, "truth").new_matcher(grammars.LEAK_GRAMMAR).allowed()
-    return built(engine, name).walker(engines.LEAK_REGEX).allowed()
+    return tokenizer_data(engine, name).walker(engines.LEAK_REGEX).allowed()
 
 
 @cache
@@ -75,7 +75,8 @@ def test_lmfe_long_pieces_held_empty() -> None:
     with the negative length llama.cpp returns. Every piece over 32 bytes goes so, and only those."""
     assert pieces("llama-bpe")[1961] == b" " * 35
     if not SWAP:
-        assert [s for t, s, _ in built("lm-format-enforcer", "llama-bpe").data.regular_tokens if t == 1961] == [""]
+        lmfe_data = tokenizer_data("lm-format-enforcer", "llama-bpe").data
+        assert [s for t, s, _ in lmfe_data.regular_tokens if t == 1961] == [""]
     c = census("lm-format-enforcer", "llama-bpe")
     long = [t for t, p in enumerate(pieces("llama-bpe")) if len(p) > 32]
     assert c.other_bytes == long and len(long) == 231
@@ -120,7 +121,7 @@ def test_outlines_census_llama_spm() -> None:
     assert [0, 1] == c.special_text
     assert 35 in c.missing and t.get(29871) == b" "
     if not SWAP:
-        assert built("outlines", "llama-spm").vocabulary.get(" ") == [29871]
+        assert tokenizer_data("outlines", "llama-spm").vocabulary.get(" ") == [29871]
 
 
 @pytest.mark.guards("outlines masks the legal ids whose text another id holds")
@@ -131,8 +132,8 @@ def test_outlines_leak_masks_collapsed_ids() -> None:
     allowed = leak_allowed("outlines", "llama-spm")
     legal = set(bridge("llama-spm", "truth").new_matcher(grammars.LEAK_GRAMMAR).allowed())
     p = pieces("llama-spm")
-    held = set(built("outlines", "llama-spm").table.values())
-    owned = set(built("outlines", "llama-spm").table)
+    held = set(tokenizer_data("outlines", "llama-spm").table.values())
+    owned = set(tokenizer_data("outlines", "llama-spm").table)
     expected = sorted(t for t in legal if t not in owned and p[t] in held)
     assert sorted(legal - set(allowed)) == expected
     assert len(expected) == 27 and 49 in expected and p[49] == b"."
@@ -144,9 +145,9 @@ def test_forced_walks_along_the_literal() -> None:
     bytes) beside h, he, hel, hell, hello at position 0."""
     v = vocab("llama-spm")
     truth = engines.Truth(pieces("llama-spm"), set(), frozenset(v.eog_tokens))
-    got = engines._forced(built("outlines", "llama-spm"), truth, grammars.FORCED_LITERAL)
+    got = engines._forced(tokenizer_data("outlines", "llama-spm"), truth, grammars.FORCED_LITERAL)
     assert got["output"] == b"hello world" and got["not_prefix"] == [] and not got["error"]
-    lm = engines._forced(built("lm-format-enforcer", "llama-spm"), truth, grammars.FORCED_LITERAL)
+    lm = engines._forced(tokenizer_data("lm-format-enforcer", "llama-spm"), truth, grammars.FORCED_LITERAL)
     assert lm["not_prefix"] == [0] and v.token_to_piece(0) == b""
 
 

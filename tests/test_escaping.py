@@ -25,7 +25,7 @@ from llgbridge import nb, probe, report, run
 from llgbridge.analyses.census import compute as census
 from llgbridge.analyses.forced import compute as forced_mod
 from llgbridge.analyses.leak import compute as leak_mod
-from llgbridge.bridges import build as build_bridge
+from llgbridge.bridges import make_bridge
 from llgbridge.grammars import LEAK_GRAMMAR
 from llgbridge.paths import write_json
 from llgbridge.vocab import Vocab
@@ -59,8 +59,8 @@ def _results(root: Path, file: str, texts: list[str], literal: str, grammar: str
     v = Vocab(path, name)
     out = root / "results"
     nb.write_result(str(out), "census", name, census.run_census(v).to_json())
-    truth = build_bridge(v, "truth")
-    built = {b: build_bridge(v, b) for b in ("upstream", "fixed")}
+    truth = make_bridge(v, "truth")
+    built = {b: make_bridge(v, b) for b in ("upstream", "fixed")}
     leaks = [leak_mod.leak_test(built[b], truth, grammar) for b in built]
     nb.write_result(str(out), "leak", name, leak_mod.leak_payload(v, grammar, leaks, {}))
     forced = [forced_mod.forced_test(built[b], literal) for b in built]
@@ -85,7 +85,7 @@ def _report(root: Path, file: str, texts: list[str], literal: str, grammar: str)
     it = {"name": "crafted", "file": f"data/vocabs/{file}", "models": [], "overrides": []}
     params = {"input": it, "literal": literal, "results_dir": "results"}
     run._publish(nbformat.read(src, as_version=4), src, "forced", "crafted", params, out, [])
-    report.build(results, out)
+    report.write_report(results, out)
     return out
 
 

@@ -28,7 +28,7 @@ from llgbridge.analyses.server import compute as server
 from llgbridge.analyses.server import llama_server as S
 from llgbridge.measure import regen
 from llgbridge.paths import VOCABS, vocab_path
-from llgbridge.report.build import BANNER_END
+from llgbridge.report.pages import BANNER_END
 from llgbridge.vocab import Vocab
 
 
@@ -110,14 +110,14 @@ def test_49_a_part_no_input_could_make_leaves_the_last_complete_report(tmp_path:
     res, out = tmp_path / "results", tmp_path / "out"
     for name in ("llama-spm", "gpt-2"):
         nb.write_result(str(res), "census", name, census.run_census(vocab(name)).to_json())
-    assert report.build(res, out, keep_parts=True) == []
+    assert report.write_report(res, out, keep_parts=True) == []
     before = _files(out)
     why = "native build refused: 'native/Makefile' has a space in it"
     for name in ("llama-spm", "gpt-2"):  # every input of the part failed, as when its build cannot start
         (res / "census" / f"{name}.json").write_text(
             json.dumps({"status": "failed", "notebook": "census", "vocab": name, "error": why})
         )
-    failed = report.build(res, out, keep_parts=True)
+    failed = report.write_report(res, out, keep_parts=True)
     assert {(f["notebook"], f["vocab"]) for f in failed} == {("census", "llama-spm"), ("census", "gpt-2")}
     after = _files(out)
     changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
@@ -131,7 +131,7 @@ def test_49_a_part_no_input_could_make_leaves_the_last_complete_report(tmp_path:
     # the next complete run draws the page again, without the banner
     for name in ("llama-spm", "gpt-2"):
         nb.write_result(str(res), "census", name, census.run_census(vocab(name)).to_json())
-    assert report.build(res, out, keep_parts=True) == []
+    assert report.write_report(res, out, keep_parts=True) == []
     assert _files(out)["index.html"] == before["index.html"]
 
 
@@ -146,7 +146,7 @@ def test_2_a_result_of_another_llguidance_is_replanned_and_the_page_reads_versio
     recorded = json.loads((res / "census" / "llama-spm.json").read_text())["provenance"]["versions"]
     assert recorded == now and set(now) == {"llguidance", "llama-cpp-python", "gguf", "llama.cpp", "patches"}
     assert batch.out_of_date("census", "llama-spm", res) == ""
-    report.build(res, tmp_path / "out")
+    report.write_report(res, tmp_path / "out")
     assert json.loads((tmp_path / "out" / "run.json").read_text())["versions"]["llguidance"] == now["llguidance"]
     # the same result, as if computed on another llguidance (a pip install since): replanned, and
     # the page no longer says it ran on the installed version
@@ -156,7 +156,7 @@ def test_2_a_result_of_another_llguidance_is_replanned_and_the_page_reads_versio
     p.write_text(json.dumps(r))
     why = batch.out_of_date("census", "llama-spm", res)
     assert f"it was made with llguidance {r['provenance']['versions']['llguidance']}" in why, why
-    failed = report.build(res, tmp_path / "again")
+    failed = report.write_report(res, tmp_path / "again")
     assert [f["error"] for f in failed] == [f"stale result: {why}; make report reruns it"]
     said = json.loads((tmp_path / "again" / "run.json").read_text())["versions"]
     assert said["llguidance"] == "not recorded", said
@@ -317,20 +317,20 @@ def test_15_a_render_never_removes_a_file_it_did_not_write(tmp_path: Path) -> No
     failed = {"status": "failed", "notebook": "census", "vocab": "x", "error": "InputError: x: no such file"}
     (res / "census").mkdir(parents=True)
     (res / "census" / "x.json").write_text(json.dumps(failed))
-    report.build(res, out)
+    report.write_report(res, out)
     assert (notes / "my-notes.csv").read_text() == "mine,yes\n1,2\n"
     assert (notes / "inputs.csv").exists()  # this render's, through the link
     # the next render writes no inputs.csv: the one a render wrote goes, the user's file stays
     (res / "census" / "x.json").unlink()
-    report.build(res, out)
+    report.write_report(res, out)
     assert not (notes / "inputs.csv").exists()
     assert (notes / "my-notes.csv").read_text() == "mine,yes\n1,2\n"
     # a file a render wrote and the user changed since is left, and said
     (res / "census" / "x.json").write_text(json.dumps(failed))
-    report.build(res, out)
+    report.write_report(res, out)
     (notes / "inputs.csv").write_text("edited by hand\n")
     (res / "census" / "x.json").unlink()
-    report.build(res, out)
+    report.write_report(res, out)
     assert (notes / "inputs.csv").read_text() == "edited by hand\n"
 
 

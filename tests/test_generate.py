@@ -28,7 +28,7 @@ def model(name: str) -> tuple[object, Vocab]:
 @cache
 def run(name: str, var: str, case: str) -> G.MatrixRow:
     llm, v = model(name)
-    return G.run_case(llm, f"synthetic-{name}", v, True, bridges.build(v, var), G.CASES[case])
+    return G.run_case(llm, f"synthetic-{name}", v, True, bridges.make_bridge(v, var), G.CASES[case])
 
 
 @pytest.mark.guards("documents bug B: upstream drops the constraint on SPM")

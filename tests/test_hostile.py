@@ -56,7 +56,7 @@ def test_1_a_16kb_piece_costs_neither_the_report_nor_a_line(tmp_path: Path, spm_
     assert all("build_error" in r for r in rows)
     assert all("\n" not in r["build_error"] for r in rows), rows
     shutil.copytree(spm_results / "forced", res / "forced", dirs_exist_ok=True)
-    failed = report.build(res, tmp_path / "out")
+    failed = report.write_report(res, tmp_path / "out")
     assert (tmp_path / "out" / "index.html").exists() and (tmp_path / "out" / "tables" / "forced.csv").exists()
     assert not [f for f in failed if f["vocab"] in ("big", "(all)")], failed
 

@@ -85,7 +85,7 @@ def test_a_piece_longer_than_the_bridge_buffer(tmp_path: Path) -> None:
     v = Vocab(p)
     for name in ("upstream", "fixed"):  # sentinel's buffer is 16 kB, as llamacpp.py's
         with pytest.raises(InputError) as e:
-            bridges.build(v, name)
+            bridges.make_bridge(v, name)
         msg = str(e.value)
         assert (
             msg.startswith(f"{p}: ")

@@ -177,7 +177,7 @@ path = models.model_path("smollm2-135m")
 llm = G.load_model(path, n_threads=1)
 v = Vocab(path, "smollm2-135m")
 case = G.CASES["json_enum"]
-r = G.run_case(llm, path.name, v, False, bridges.build(v, "fixed"), case, G.Sampling(max_tokens=24),
+r = G.run_case(llm, path.name, v, False, bridges.make_bridge(v, "fixed"), case, G.Sampling(max_tokens=24),
                prompt=G.case_prompt(llm, case, instruct=True))
 # a real model's text is not in its row
 print(json.dumps({"extra_bufts": bool(llm.model_params.use_extra_bufts), **r.row(), "output": r.output}))

@@ -273,7 +273,7 @@ def test_placing_the_schemas_names_the_folder_they_went_to(tmp_path: Path, capsy
 def test_a_cause_shared_by_many_inputs_is_one_line() -> None:
     """A native build that cannot start fails all 22 native runs with one cause: the report's closing
     lines said it 22 times (issue 49, item 4); now one line per analysis and cause, naming the inputs."""
-    from llgbridge.report.build import failure_lines
+    from llgbridge.report.pages import failure_lines
 
     why = "native build failed: no C++ compiler"
     failed = [{"notebook": "native", "vocab": v, "error": why} for v in ("aquila", "baichuan", "bert-bge", "gpt-2")]

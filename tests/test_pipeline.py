@@ -51,7 +51,7 @@ def test_every_analysis_has_a_section_on_the_page_and_every_section_a_module() -
     caught here; the page lists each analysis once, between the report's own sections."""
     import importlib
 
-    page = importlib.import_module("llgbridge.report.build").PAGE
+    page = importlib.import_module("llgbridge.report.pages").PAGE
     keys = [k for k, _ in page]
     assert len(set(keys)) == len(keys)
     assert set(ANALYSES) <= set(keys), set(ANALYSES) - set(keys)
@@ -69,7 +69,7 @@ def test_the_makefile_gives_the_pool_every_input_set_an_analysis_runs_on() -> No
 def test_a_result_of_an_analysis_outside_the_registry_is_refused() -> None:
     """A result filed under a name with no entry has no schema to check it by: it was used unchecked."""
     r = {"vocab": "llama-spm", "notebook": "emptypieces", "status": "ok"}
-    assert "no analysis of the registry" in results.check("emptypieces", "llama-spm", r)
+    assert "no analysis of the registry" in results.why_unusable("emptypieces", "llama-spm", r)
 
 
 @pytest.mark.parametrize("analysis", ANALYSES)

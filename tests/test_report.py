@@ -58,7 +58,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def built(results: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("report")
-    report.build(results, out)
+    report.write_report(results, out)
     return out
 
 
@@ -67,7 +67,7 @@ def _files(out: Path) -> dict[str, bytes]:
 
 
 def test_the_report_is_byte_stable(results: Path, built: Path, tmp_path: Path) -> None:
-    report.build(results, tmp_path)
+    report.write_report(results, tmp_path)
     assert _files(built) == _files(tmp_path)
     assert {
         "index.html",
@@ -122,7 +122,7 @@ def test_the_verdict_answers_from_the_results(results: Path) -> None:
         cells["bug A: illegal tokens admitted"].cls,
         cells["with the fix: illegal admitted"].cls,
         cells["with the fix: tokenizer"].cls,
-    ) == ("bad", "fixed", "cost")
+    ) == ("bad", "repaired", "cost")
     # no native or server results here: what was not run says so, and no call is made on a rule not measured
     assert (
         bge["the PR's test: exit without → with"] == "not run"
@@ -155,7 +155,7 @@ def test_a_result_that_does_not_load_is_a_failed_input_and_the_page_is_still_wri
     forced = bad / "forced" / "llama-bpe.json"
     forced.write_text(forced.read_text().replace('"rows"', '"rowz"'))
     (bad / "leak" / "bert-bge.json").write_text("{not json")
-    failed = report.build(bad, tmp_path / "out")
+    failed = report.write_report(bad, tmp_path / "out")
     errors = {(f["notebook"], f["vocab"]): f["error"] for f in failed}
     assert errors[("forced", "llama-bpe")] == "unusable result: missing 'rows'"
     assert errors[("leak", "bert-bge")].startswith("unreadable result: JSONDecodeError")
@@ -366,7 +366,7 @@ _ROWS = {
     [
         ("command-r", "134 → 134: bug D: item limit", "same"),
         ("bert-bge", "134 (2 with a space, 1 not a prefix) → 134: no end token", "same"),
-        ("llama-spm", "134 (6136 with a space, 1 not a prefix) → 0", "fixed"),
+        ("llama-spm", "134 (6136 with a space, 1 not a prefix) → 0", "repaired"),
     ],
 )
 def test_an_abort_after_the_fix_with_no_wrong_token_is_not_coloured_as_the_bug(name: str, text: str, cls: str) -> None:

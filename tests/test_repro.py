@@ -28,11 +28,11 @@ import pytest
 from llgbridge.analyses.native import compute as native
 from llgbridge.analyses.server import llama_server as S
 from llgbridge.paths import REPORTS, RESULTS, VOCABS
-from llgbridge.report import Results, repro
+from llgbridge.report import PageData, repro
 
 _native_why = native.unavailable()
 _status, _server_why = S.built()
-RES = Results(RESULTS)
+RES = PageData(RESULTS)
 UNITS = repro.unit_repros(RES)
 SERVERS = repro.server_repros(RES)
 

@@ -11,7 +11,7 @@ from conftest import bridge, variant, vocab
 from llguidance.llamacpp import lltokenizer_from_vocab
 
 from llgbridge.analyses.exactness import compute as ex
-from llgbridge.bridges import build
+from llgbridge.bridges import make_bridge
 from llgbridge.errors import InputError
 
 INPUTS = ex.inputs(seed=0, n=300)
@@ -60,7 +60,7 @@ def test_sentinel_matches_llguidances_own_llama_cpp_integration(name: str) -> No
 )
 def test_sentinel_refuses_what_llguidance_refuses_with_its_reason(name: str, reason: str) -> None:
     with pytest.raises(InputError, match=reason) as e:
-        build(vocab(name), "sentinel")
+        make_bridge(vocab(name), "sentinel")
     assert f"ggml-vocab-{name}.gguf" in str(e.value) and "\n" not in str(e.value)
     with pytest.raises(Exception, match=reason):
         lltokenizer_from_vocab(vocab(name).llama_vocab)

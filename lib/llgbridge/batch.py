@@ -63,7 +63,7 @@ from .inputs import Input
 from .jobserver import Jobserver, make_flags
 from .paths import REPORTS, RESULTS, VOCABS, name_problem, vocab_path, write_atomic, write_json
 from .pool import Handle
-from .results import check, why_stale
+from .results import why_stale, why_unusable
 from .run import RunStatus, Worker, fast_imports, status_line, write_failed
 
 
@@ -86,7 +86,7 @@ def out_of_date(analysis: str, vocab: str, results: Path = RESULTS) -> str:
         return f"unreadable result ({type(e).__name__})"
     if not isinstance(r, dict) or r.get("status") != "ok":
         return "failed last time"
-    if check(analysis, vocab, r):
+    if why_unusable(analysis, vocab, r):
         return "does not match its schema"
     return why_stale(results, analysis, r)
 

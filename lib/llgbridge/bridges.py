@@ -19,7 +19,7 @@ counterpart of a bridge of the same name: llama.cpp's own llguidance sampler, bu
 
 Every bridge exposes the same small interface (`token_bytes`, `tokenize`, `new_matcher`; an
 `llg.Matcher` has `allowed`, `consume`), so an analysis runs over any of them without knowing
-which it has. `build(vocab, name)` is the one entry point; `COMPARED` names the bridges a reviewer
+which it has. `make_bridge(vocab, name)` is the one entry point; `COMPARED` names the bridges a reviewer
 compares by default, `CANDIDATE_BRIDGES` the candidate patches', `NAMES` all of them and `truth`.
 
 Building a tokenizer walks the whole vocab (about a second for 256k tokens): cache it.
@@ -447,7 +447,7 @@ def bridge_class(name: str) -> Callable[[Vocab], Bridge]:
     return classes[name]
 
 
-def build(vocab: Vocab, name: str) -> Bridge:
+def make_bridge(vocab: Vocab, name: str) -> Bridge:
     """Build the named bridge's llguidance tokenizer for `vocab`."""
     return bridge_class(name)(vocab)
 

@@ -34,7 +34,7 @@ def llama_dirs() -> tuple[Path, Path]:
     return include, lib
 
 
-def build() -> Path:
+def build_llamacall() -> Path:
     include, lib = llama_dirs()
     tmp = TARGET.with_name(".llamacall.tmp.so")
     cmd = [
@@ -61,4 +61,4 @@ def build() -> Path:
 
 
 if __name__ == "__main__":
-    build()
+    build_llamacall()

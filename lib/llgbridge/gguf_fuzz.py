@@ -129,13 +129,13 @@ def check_one(path: Path) -> tuple[str, str]:
     """Load the vocab and build every bridge; (outcome, one-line message)."""
     # only the child that loads the mutants imports llama.cpp: the parent that writes them and
     # reads the child's lines survives the child's crash
-    from .bridges import COMPARED, build
+    from .bridges import COMPARED, make_bridge
     from .vocab import Vocab
 
     try:
         v = Vocab(path)
         for name in COMPARED:
-            build(v, name)
+            make_bridge(v, name)
     except (InputError, ValueError, LlgError) as e:
         msg = str(e)
         if "\n" in msg.strip() or str(path.name) not in msg:

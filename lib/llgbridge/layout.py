@@ -121,7 +121,7 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("report.review", ""),
             ("report.claims", "each sentence of the comment with a figure, and the rows it rests on"),
             ("report.comment", ""),
-            ("report.build", "the pages, the Markdown and the tables written"),
+            ("report.pages", "the pages, the Markdown and the tables written"),
             ("report", "python -m llgbridge.report"),
         ),
     ),

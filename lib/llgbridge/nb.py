@@ -1,4 +1,4 @@
-"""Helpers the notebooks share: parameter checks, loading, building bridges, writing results."""
+"""Helpers the notebooks share: parameter checks, loading, making bridges, writing results."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from .errors import InputError, cause_line
 from .inputs import Input
 from .overrides import Override
 from .paths import RESULTS, ROOT, name_problem, resolve, write_json
-from .results import BYHAND, check, provenance
+from .results import BYHAND, provenance, why_unusable
 from .show import show, shown_frame
 from .vocab import Vocab
 
@@ -109,17 +109,17 @@ _BRIDGES: dict[tuple[int, str], Any] = {}  # (id of the cached vocab, bridge) ->
 
 
 def bridge(v: Vocab, name: str) -> Any:
-    """`bridges.build(v, name)`, built once per kernel for a vocab that `load_vocab` cached.
+    """`bridges.make_bridge(v, name)`, built once per kernel for a vocab that `load_vocab` cached.
 
     Bridges are not changed by use (matchers are separate objects), so the analyses of one vocab
     can share them; an InputError (a bridge that cannot be built) is remembered and raised again.
     """
     if not any(x is v for x in _VOCABS.values()):
-        return B.build(v, name)
+        return B.make_bridge(v, name)
     key = (id(v), name)
     if key not in _BRIDGES:
         try:
-            _BRIDGES[key] = B.build(v, name)
+            _BRIDGES[key] = B.make_bridge(v, name)
         except InputError as e:
             _BRIDGES[key] = e
     got = _BRIDGES[key]
@@ -147,7 +147,7 @@ def write_result(
     never lands in the main results, whatever `results_dir` says: it goes to `data/byhand/`.
     """
     record = {"status": "ok", "notebook": analysis, "vocab": vocab, **payload}
-    why = check(analysis, vocab, record)
+    why = why_unusable(analysis, vocab, record)
     if why:
         raise InputError(f"{analysis} result for {vocab}", f"does not match its schema: {why}")
     if params is not None:
@@ -172,7 +172,7 @@ def show_bytes(b: bytes) -> str:
     return show(b)
 
 
-def build_bridges(v: Vocab, names: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+def make_bridges(v: Vocab, names: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
     """(built bridges by name, build errors by name): a bridge that cannot be built for a vocab
     is a result (its one-line reason), not a crash of the notebook."""
     check_param("bridges", names, list)

@@ -94,7 +94,7 @@ def _mistyped(field: str, value: Any, kind: Kind, path: str) -> str:
     return f"{where}{field} is {_kind_name(type(value))} ({json.dumps(value)[:40]}), expected {_kind_name(kind)}"
 
 
-def check(analysis: str, stem: str, r: Any, path: str = "") -> str:
+def why_unusable(analysis: str, stem: str, r: Any, path: str = "") -> str:
     """Why result `r` (from file `stem`.json, shown as `path` where given) cannot be used, or ""
     when it can. A field of the wrong type is refused here, for this one file, before the report
     computes with it (where it would cost the whole section)."""
@@ -491,7 +491,7 @@ def load(
                 }
             )
             continue
-        why = check(analysis, p.stem, r, _relative(p)) or _stale(results, analysis, r)
+        why = why_unusable(analysis, p.stem, r, _relative(p)) or _stale(results, analysis, r)
         if why:
             failed.append(
                 {
@@ -517,7 +517,6 @@ __all__ = [
     "BYHAND",
     "SCHEMAS",
     "Schema",
-    "check",
     "code_files",
     "code_version",
     "dropped",
@@ -527,4 +526,5 @@ __all__ = [
     "recorded_versions",
     "run_versions",
     "versions_problem",
+    "why_unusable",
 ]

@@ -264,8 +264,8 @@ def _pages(it: _Input, out: Path, plain_statuses: list[run.RunStatus]) -> None:
     lead = None
     if it.ovs:
         # the plain file's report first: its tables are what the overridden one's are set against,
-        # once that build has written them
-        report.build(
+        # once that render has written them
+        report.write_report(
             out / "without" / "results",
             out / "without",
             bench_csv=out / "without" / "bench.csv",
@@ -274,7 +274,7 @@ def _pages(it: _Input, out: Path, plain_statuses: list[run.RunStatus]) -> None:
         lead = lambda: [override_section(out, it.name, it.plain, it.path, it.ovs)]  # noqa: E731
     # a what-if quotes only what it computed: its own (absent) bench snapshot, never the main report's
     subject = {"file": it.path.name, "name": it.name, "overrides": [o.text for o in it.ovs]}
-    report.build(out / "results", out, bench_csv=out / "bench.csv", lead=lead, subject=subject)
+    report.write_report(out / "results", out, bench_csv=out / "bench.csv", lead=lead, subject=subject)
     print(
         f"what-if report: {out / 'index.html'}"
         + (f" (the file without the overrides: {out / 'without' / 'index.html'})" if it.ovs else "")

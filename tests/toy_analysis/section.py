@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from llgbridge.report.data import Results, takes_results
+from llgbridge.report.data import PageData, takes_page_data
 from llgbridge.report.prose import prose
 from llgbridge.report.table import Section, Table, vocab_key
 
 
-@takes_results
-def toy_section(res: Results) -> Section | None:
+@takes_page_data
+def toy_section(res: PageData) -> Section | None:
     ok, _ = res.load("toy")
     if not ok:
         return None

@@ -53,7 +53,7 @@ class Analysis:
     # versions are recorded with its results, and another version makes them stale
     packages: tuple[str, ...] = ()
     # where it comes in `make report`'s worker (an input's analyses, lowest first) and on the page
-    # (the report's own sections, report.build.OWN_SECTIONS, sit between them by the same numbers)
+    # (the report's own sections, report.pages.OWN_SECTIONS, sit between them by the same numbers)
     order: int = 100
     page: int = 1000
     # it loads a model with N_GPU_LAYERS: on a Dask cluster its runs ask for a GPU worker (`remote`)

@@ -151,7 +151,7 @@ def bridge_builds(paths: list[Path], repeat: int) -> dict[tuple[str, str], float
             times = []
             for _ in range(repeat):
                 t0 = time.perf_counter()
-                bridges.build(v, bridge_name)
+                bridges.make_bridge(v, bridge_name)
                 times.append(time.perf_counter() - t0)
             out[v.name, bridge_name] = statistics.median(times)
     return out
@@ -159,7 +159,7 @@ def bridge_builds(paths: list[Path], repeat: int) -> dict[tuple[str, str], float
 
 @dataclass(frozen=True)
 class Builds(BenchPart):
-    """`bridges.build`'s median seconds per (vocab, bridge); `n_tokens` each vocab's size."""
+    """`bridges.make_bridge`'s median seconds per (vocab, bridge); `n_tokens` each vocab's size."""
 
     seconds: dict[tuple[str, str], float]
     n_tokens: dict[str, int]

@@ -5,7 +5,7 @@
 
 First the census in Python against the same loop in C (`census_c`): both must agree on every
 vocab's counts, or nothing is written. Then, in this process: the optimisation ablation (each
-census stage once over all vocabs) and `bridges.build` per vocab and variant (`ablation`); the
+census stage once over all vocabs) and `bridges.make_bridge` per vocab and variant (`ablation`); the
 report's regeneration, the real `make report`, serial and -j2, from empty results, on today's
 content and on everything (`regen`), with its overhead split from the analyses' own compute; the
 real llama-server under concurrent requests (`loadtest`); the mask path in parts, the mask in

@@ -106,7 +106,7 @@ def _generation_runs(name: str, repeat: int) -> tuple[int, dict[str, list[float]
     generate.generate(llm, v, None, max_tokens=8)  # warm-up
     makers: dict[str, Callable[[], Any]] = {
         "": lambda: None,
-        **{b: functools.partial(bridges.build(v, b).new_matcher, GRAMMAR) for b in TIMED_BRIDGES},
+        **{b: functools.partial(bridges.make_bridge(v, b).new_matcher, GRAMMAR) for b in TIMED_BRIDGES},
     }
     rates: dict[str, list[float]] = {k: [] for k in makers}
     masks: dict[str, list[float]] = {k: [] for k in makers}
@@ -251,7 +251,7 @@ def _decode_rows(name: str, m: DecodeModel, repeat: int) -> list[dict[str, Any]]
         }
     ]
     for bridge_name in TIMED_BRIDGES:
-        make = functools.partial(bridges.build(m.vocab, bridge_name).new_matcher, GRAMMAR)
+        make = functools.partial(bridges.make_bridge(m.vocab, bridge_name).new_matcher, GRAMMAR)
         c = _decode_medians(m, make, repeat)
         out.append(
             {

@@ -100,7 +100,7 @@ def _forward_ms(name: str) -> list[float]:
 def measure(name: str, steps: int = STEPS, grammar: str = GRAMMAR, forward: bool = True) -> MaskPath:
     """Time one walk of `grammar` on vocab `name` (a fixture) through the port and the compiled sampler."""
     v = Vocab(vocab_path(name), name)
-    b = bridges.build(v, "fixed")
+    b = bridges.make_bridge(v, "fixed")
     job = native.Job("maskpath", grammar, None, steps)
     trace = native.harness("fixed", v.path, [job])["maskpath"]
     tokens = [t for t in trace.tokens if t >= 0]

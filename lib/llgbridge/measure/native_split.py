@@ -162,13 +162,13 @@ def split(calls: list[Call], setup: dict[tuple[str, str], tuple[float, float]], 
     return {"processes": n_procs, **parts}
 
 
-def split_one(name: str, p: dict[str, Any], log: CallLog, build: Callable[..., Any]) -> dict[str, Any]:
+def split_one(name: str, p: dict[str, Any], log: CallLog, make_bridge: Callable[..., Any]) -> dict[str, Any]:
     """`native.analyse` on `name` with the notebook's parameters `p`, in parts, then its tests
     each in a binary of their own."""
     v = nb.load_vocab(Input.make(name))
     log.calls.clear()
     t0 = time.perf_counter()
-    res = R.analyse(v, p["literal"], p["leak_grammar"], walks=p["walks"], seed=p["seed"], build=build)
+    res = R.analyse(v, p["literal"], p["leak_grammar"], walks=p["walks"], seed=p["seed"], make_bridge=make_bridge)
     wall = time.perf_counter() - t0
     leak = native.Job("leak", p["leak_grammar"], ()).line()
     parts = split(log.calls, setups(v, log.calls, leak), wall)
@@ -197,8 +197,8 @@ def native_split(vocabs: tuple[str, ...] = NATIVE_SPLIT_VOCABS) -> list[dict[str
     p = params.declared("native")
     log = CallLog()
     with timing(log):
-        build = log.timed("bridges", nb.bridge)
-        return [split_one(name, p, log, build) for name in vocabs]
+        make_bridge = log.timed("bridges", nb.bridge)
+        return [split_one(name, p, log, make_bridge) for name in vocabs]
 
 
 def native_split_table(rows: list[dict[str, Any]]) -> Any:

@@ -13,13 +13,13 @@ same bytes. Exits 1, naming each failed input, when
 any run failed.
 
 The flow is one way: `results.load` (the only reader of result files, which turns a bad file
-into a failed input), called once per analysis by one `Results` (`data.py`) -> one `Section` per
+into a failed input), called once per analysis by one `PageData` (`data.py`) -> one `Section` per
 analysis (its package's `section.py` under `analyses/`, found through the registry; the
 report's own `beyond.py` and `review.py`, then `verdict.py`, `story.py`, `repro.py`, `tested.py`
 and `comment.py`), built
 from `Table`s whose `Cell`s carry their colours (`table.py`) -> the templates in
 `llgbridge/templates/`, which render the HTML and the Markdown from the same `Table` objects, so
-the two cannot disagree (`build.py`). A section that raises becomes a failed input too; the
+the two cannot disagree (`pages.py`). A section that raises becomes a failed input too; the
 others are still written. No module here is in `results.SHARED_CODE` or `results.MODULES`: editing the
 report reruns no analysis.
 """
@@ -37,21 +37,21 @@ from ..analyses.probe.section import probe_section
 from ..analyses.server.section import server_section
 from ..analyses.soundness.section import soundness_section
 from .beyond import beyond_section
-from .build import PAGE, build, code_block, inputs_table, main, sections, versions
-from .data import Results
+from .data import PageData
+from .pages import PAGE, code_block, inputs_table, main, sections, versions, write_report
 from .review import review_section
 from .story import vocab_story
 from .table import Cell, Section, Table, html_table, md_table
 from .verdict import Verdict, guide_figures, verdict
 
 __all__ = [
-    "Results",
+    "PageData",
     "Cell",
     "Table",
     "Section",
     "md_table",
     "html_table",
-    "build",
+    "write_report",
     "main",
     "PAGE",
     "sections",

@@ -1,5 +1,5 @@
 """`python -m llgbridge.report`."""
 
-from .build import main
+from .pages import main
 
 raise SystemExit(main())

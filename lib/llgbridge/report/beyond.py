@@ -11,9 +11,9 @@ from ..analyses.native.compute import version_key
 from ..candidates import CANDIDATES
 from ..show import show_text
 from ..soundness import bug_d_frame
-from .data import Results, takes_results
+from .data import PageData, takes_page_data
 from .prose import blocks
-from .table import Cell, Section, Table, first_words, guide_order, names, shows
+from .table import REPAIRED, Cell, Section, Table, first_words, guide_order, names, shows
 
 CANDIDATE_NOTES = {c.name: c.what for c in CANDIDATES}
 
@@ -145,8 +145,8 @@ def bug_d(native_ok: list[dict[str, Any]], sec: Section) -> list[str] | None:
     return [r["vocab"] for r in drows]
 
 
-@takes_results
-def beyond_section(res: Results) -> Section | None:
+@takes_page_data
+def beyond_section(res: PageData) -> Section | None:
     """The two ways the fixed bridge still drops or bends a grammar, and the candidate patches."""
     native_ok, _ = res.load("native")
     server_ok, _ = res.load("server")
@@ -174,7 +174,7 @@ def beyond_section(res: Results) -> Section | None:
 
 def candidate_cell(g: pd.DataFrame, b: str) -> Any:
     """Bridge `b`'s exactness and forcing on one vocab (`g`: that vocab's bridges), marked where
-    it differs from the PR's: better or as exact (fixed), worse (bad)."""
+    it differs from the PR's: better or as exact (repaired), worse (bad)."""
     if b not in g.index:
         return ""
     x = g.loc[b]
@@ -185,13 +185,13 @@ def candidate_cell(g: pd.DataFrame, b: str) -> Any:
     changed = base is not None and (x.tokenize_exact_rate != base.tokenize_exact_rate or x.forcing != base.forcing)
     return Cell(
         said,
-        "fixed"
+        REPAIRED
         if changed and base is not None and float(x.tokenize_exact_rate) >= float(base.tokenize_exact_rate)
         else ("bad" if changed else ""),
     )
 
 
-def candidates_side_by_side(res: Results) -> Table | None:
+def candidates_side_by_side(res: PageData) -> Table | None:
     """Per vocab, what each candidate changes beside the PR in the port: `tokenize_fn`'s exactness
     (the exactness analysis's inputs) and whether byte forcing is kept (the PR's probes, and
     nospecial's fourth)."""
@@ -220,7 +220,7 @@ def candidates_side_by_side(res: Results) -> Table | None:
 BUG_D_SOURCES = {"soundness battery": "soundness", "corpus sample": "corpus", "compiled harness": "native"}
 
 
-def mask_errors(res: Results) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def mask_errors(res: PageData) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Every llguidance error mid-walk, labelled with the walk it came from, and per walk how many
     results recorded their errors (a result from before mask errors were kept has none)."""
     rows, searched = [], {}
@@ -312,7 +312,7 @@ def failclosed_example(limits: pd.DataFrame) -> dict[str, Any] | None:
     }
 
 
-def bug_d_everywhere(res: Results, sec: Section) -> dict[str, Any] | None:
+def bug_d_everywhere(res: PageData, sec: Section) -> dict[str, Any] | None:
     """Bug D searched for along every walk the suite makes: the soundness battery, the corpus
     sample and the compiled harness (llama.cpp's own test grammars); every llguidance error
     mid-walk is a row of `bug_d.csv`, the resource-limit ones (bug D) a row of the table shown."""

@@ -32,7 +32,7 @@ from ..catalogue import REAL_MODELS, overridden
 from ..generate import CASES, ENCODER_ONLY
 from ..models import manifest
 from . import repro, tested
-from .data import Results
+from .data import PageData
 from .prose import blocks
 from .review import probe_robustness, xff_moved
 from .table import PR_BASE, first_clause, guide_order, result_rows
@@ -88,17 +88,17 @@ def inputs(vt: Verdict) -> Inputs:
     return Inputs(shipped, over, {v: str(s.get("vocab_type", "")) for v, s in info.items()}, real)
 
 
-def _frame(res: Results, name: str) -> pd.DataFrame:
+def _frame(res: PageData, name: str) -> pd.DataFrame:
     ok, _ = res.load(name)
     return result_rows(ok) if ok else pd.DataFrame()
 
 
-def _served(res: Results) -> pd.DataFrame:
+def _served(res: PageData) -> pd.DataFrame:
     ok, _ = res.load("server")
     return server_frame(ok) if ok else pd.DataFrame()
 
 
-def tested_claim(vt: Verdict, ins: Inputs, res: Results) -> Claim:
+def tested_claim(vt: Verdict, ins: Inputs, res: PageData) -> Claim:
     stat = tested.diffstat()
     checks = tested.check_citations()
     nat, _ = res.load("native")
@@ -171,13 +171,13 @@ def _illegal(leak: pd.DataFrame, vocabs: list[str], bridge: str) -> dict[str, in
     return {r.vocab: int(r.allowed_illegal) for r in x.itertuples() if pd.notna(r.allowed_illegal)}
 
 
-def architectures(res: Results) -> dict[str, str]:
+def architectures(res: PageData) -> dict[str, str]:
     """Each input's `general.architecture`, as its census result recorded it when it loaded the file."""
     ok, _ = res.load("census")
     return {r["vocab"]: str((r.get("meta") or {}).get("architecture", "")) for r in ok}
 
 
-def fixes_claim(vt: Verdict, ins: Inputs, res: Results) -> Claim:
+def fixes_claim(vt: Verdict, ins: Inputs, res: PageData) -> Claim:
     f = vt.facts
     shipped = f["shipped"]  # the verdict's facts by the one rule: stand-ins apart
     hit_a, hit_b = shipped["hit_a"], shipped["hit_b"]
@@ -208,7 +208,7 @@ def fixes_claim(vt: Verdict, ins: Inputs, res: Results) -> Claim:
     )
 
 
-def stand_in_claim(vt: Verdict, ins: Inputs, res: Results) -> Claim | None:
+def stand_in_claim(vt: Verdict, ins: Inputs, res: PageData) -> Claim | None:
     if not ins.stand_ins:
         return None
     f, served = vt.facts, _served(res)
@@ -235,7 +235,7 @@ def stand_in_claim(vt: Verdict, ins: Inputs, res: Results) -> Claim | None:
     )
 
 
-def server_claim(ins: Inputs, res: Results) -> Claim | None:
+def server_claim(ins: Inputs, res: PageData) -> Claim | None:
     s = _served(res)
     if s.empty:
         return None
@@ -265,7 +265,7 @@ def server_claim(ins: Inputs, res: Results) -> Claim | None:
     )
 
 
-def costs_claim(vt: Verdict, ins: Inputs, res: Results) -> Claim:
+def costs_claim(vt: Verdict, ins: Inputs, res: PageData) -> Claim:
     t = vt.facts.get("time")
     return Claim(
         "costs",
@@ -274,7 +274,7 @@ def costs_claim(vt: Verdict, ins: Inputs, res: Results) -> Claim:
     )
 
 
-def guide_claims(vt: Verdict, ins: Inputs, res: Results) -> list[Claim]:
+def guide_claims(vt: Verdict, ins: Inputs, res: PageData) -> list[Claim]:
     """Where a measured figure contradicts the guide's words (a dispute), and notes where the
     guide does not say what the suite measured."""
     census, _ = res.load("census")
@@ -324,7 +324,7 @@ def reproduced_claim(vt: Verdict) -> Claim:
     )
 
 
-def bug_c_claim(vt: Verdict, ins: Inputs, res: Results) -> Claim | None:
+def bug_c_claim(vt: Verdict, ins: Inputs, res: PageData) -> Claim | None:
     """Bug C on the shipped vocabs at llama.cpp's pin: where each sampler's walk of the literal
     stops short, and where the fix or the candidate spells it out."""
     c = vt.facts.get("bug_c")
@@ -402,7 +402,7 @@ def chat400_claim(ins: Inputs, s: pd.DataFrame) -> Claim | None:
     )
 
 
-def beyond_claims(vt: Verdict, ins: Inputs, res: Results) -> list[Claim]:
+def beyond_claims(vt: Verdict, ins: Inputs, res: PageData) -> list[Claim]:
     """Beyond the PR: bugs C and D, the other engines, and what the server does with a rejected
     schema and with the chat case."""
     found = [bug_c_claim(vt, ins, res), bug_d_claim(vt, ins, res), engines_claim(ins, res)]
@@ -412,7 +412,7 @@ def beyond_claims(vt: Verdict, ins: Inputs, res: Results) -> list[Claim]:
     return [c for c in found if c is not None]
 
 
-def engines_claim(ins: Inputs, res: Results) -> Claim | None:
+def engines_claim(ins: Inputs, res: PageData) -> Claim | None:
     """The other libraries that build their own bridge from a llama.cpp vocab, by the same bugs'
     classes, on the shipped vocabs: one sentence, since a reviewer asks how the others do it."""
     ok, _ = res.load("engines")
@@ -440,7 +440,7 @@ def engines_claim(ins: Inputs, res: Results) -> Claim | None:
     )
 
 
-def bug_d_claim(vt: Verdict, ins: Inputs, res: Results) -> Claim | None:
+def bug_d_claim(vt: Verdict, ins: Inputs, res: PageData) -> Claim | None:
     """Bug D by one rule for every count: llama.cpp's own test with the fixed sampler aborts on the
     item limit (native.csv's pr_test_rule), on llguidance as llama.cpp pins it."""
     hit = [x["vocab"] for x in vt.facts.get("aborts", []) if x["short"].startswith("bug D")]
@@ -453,7 +453,7 @@ def bug_d_claim(vt: Verdict, ins: Inputs, res: Results) -> Claim | None:
     )
 
 
-def repro_claim(ins: Inputs, res: Results) -> Claim | None:
+def repro_claim(ins: Inputs, res: PageData) -> Claim | None:
     """The commands a maintainer pastes in a llama.cpp checkout of the PR branch: the PR's test on
     llama.cpp's own fixtures, and llama-server on a public model (the stand-in: Gemma 3 270M with
     the space prefix forced on), each with both answers; `tests/test_repro.py` runs every line."""
@@ -511,7 +511,7 @@ def repro_markdown(v: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def claims(vt: Verdict, res: Results) -> dict[str, Claim]:
+def claims(vt: Verdict, res: PageData) -> dict[str, Claim]:
     """Every claim of the comment, by key, its text rendered."""
     ins = inputs(vt)
     found: list[Claim | None] = [

@@ -18,7 +18,7 @@ import pandas as pd
 
 from . import gfm
 from .claims import Claim
-from .data import Results
+from .data import PageData
 from .prose import blocks
 from .table import guide_order, md_table, pinned_rows
 from .verdict import Verdict
@@ -38,7 +38,7 @@ def _exit_cell(up: dict[str, Any], fx: dict[str, Any], aborts: dict[str, str]) -
     return cell + (f" ({aborts[up['vocab']]})" if up.get("vocab") in aborts else "")
 
 
-def affected_table(vt: Verdict, found: dict[str, Claim], res: Results) -> str:
+def affected_table(vt: Verdict, found: dict[str, Claim], res: PageData) -> str:
     """The vocabs bug A or B hits, one row each, then the stand-ins, labelled: each measure
     without → with the fix in one column."""
     fx = found["fixes"].values
@@ -78,12 +78,12 @@ def affected_table(vt: Verdict, found: dict[str, Claim], res: Results) -> str:
     return md_table(pd.DataFrame(rows))
 
 
-def _by(res: Results, analysis: str, key: str) -> dict[str, dict[str, dict[str, Any]]]:
+def _by(res: PageData, analysis: str, key: str) -> dict[str, dict[str, dict[str, Any]]]:
     ok, _ = res.load(analysis)
     return {r["vocab"]: {x[key]: x for x in r["rows"]} for r in ok}
 
 
-def comment(vt: Verdict, found: dict[str, Claim], res: Results) -> str:
+def comment(vt: Verdict, found: dict[str, Claim], res: PageData) -> str:
     """The comment's Markdown (see the module's note), from the claims."""
     said = blocks("comment")
 

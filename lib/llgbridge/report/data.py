@@ -1,4 +1,4 @@
-"""Every result the report reads, loaded once per build into one object that the sections share."""
+"""Every result the report reads, loaded once per render into one object that the sections share."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ REAL_QUOTES_JSON = "bench-real-quotes.json"
 
 
 @dataclass
-class Results:
+class PageData:
     """The results under `root`, each analysis parsed and checked once (`results.load`, the only
     reader of result files) the first time a section asks for it, then shared.
 
@@ -108,15 +108,15 @@ class Results:
 T = TypeVar("T")
 
 
-def takes_results(fn: Callable[[Results], T]) -> Callable[[Results | Path], T]:
+def takes_page_data(fn: Callable[[PageData], T]) -> Callable[[PageData | Path], T]:
     """A section called on its own (a test, a notebook) may be given a results folder: it gets a
-    `Results` of its own. A build passes its one shared `Results`."""
+    `PageData` of its own. A render passes its one shared `PageData`."""
 
     @wraps(fn)
-    def call(res: Results | Path) -> T:
-        return fn(res if isinstance(res, Results) else Results(Path(res)))
+    def call(res: PageData | Path) -> T:
+        return fn(res if isinstance(res, PageData) else PageData(Path(res)))
 
     return call
 
 
-__all__ = ["Results", "takes_results"]
+__all__ = ["PageData", "takes_page_data"]

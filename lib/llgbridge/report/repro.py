@@ -29,7 +29,7 @@ from ..analyses.server.llama_server import LLG_PINNED
 from ..grammars import FORCED_LITERAL
 from ..show import show_text
 from . import gfm
-from .data import Results
+from .data import PageData
 from .table import guide_order, pinned_rows
 
 BUILD = (
@@ -125,7 +125,7 @@ class ServerRepro:
         )
 
 
-def unit_repros(res: Results) -> list[UnitRepro]:
+def unit_repros(res: PageData) -> list[UnitRepro]:
     """The PR's test on the two ctest vocabs (bug A; bugs A and B) and on the first vocab where it
     still aborts with the fix through bug D, with both exit codes from the native results."""
     ok, _ = res.load("native")
@@ -183,7 +183,7 @@ def _answer(row: dict[str, Any]) -> Answer:
     )
 
 
-def server_repros(res: Results) -> list[ServerRepro]:
+def server_repros(res: PageData) -> list[ServerRepro]:
     """Each server finding on the synthetic model the suite served it on: the request as the
     server analysis sent it, and both builds' answers (llguidance as llama.cpp pins it)."""
     ok, _ = res.load("server")
@@ -247,7 +247,7 @@ class PasteCheck:
         return f"# {self.finding}: with the PR {said(self.with_)}; without it {said(self.without)}"
 
 
-def paste_server(res: Results, model: str, file: str, overrides: tuple[str, ...]) -> dict[str, Any] | None:
+def paste_server(res: PageData, model: str, file: str, overrides: tuple[str, ...]) -> dict[str, Any] | None:
     """The comment's server block on a public model (`model`, an input of the server analysis):
     the command line, and each check with both answers (llguidance as llama.cpp pins it)."""
     ok, _ = res.load("server")
@@ -281,11 +281,11 @@ def paste_server(res: Results, model: str, file: str, overrides: tuple[str, ...]
     }
 
 
-def paste_units(res: Results) -> list[dict[str, Any]]:
+def paste_units(res: PageData) -> list[dict[str, Any]]:
     return [asdict(u) | {"command": u.command} for u in unit_repros(res)]
 
 
-def markdown(res: Results) -> str:
+def markdown(res: PageData) -> str:
     """The commands and their answers, as the page and the PR comment print them (Markdown)."""
     units, servers = unit_repros(res), server_repros(res)
     if not units and not servers:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..analyses.server.section import SERVER_CONTROLS
 from ..show import show_text
-from .data import Results, takes_results
+from .data import PageData, takes_page_data
 from .prose import blocks
 from .table import Section, Table, guide_order, pinned_rows
 from .tested import UPSTREAM
@@ -85,7 +85,7 @@ def sentinel_examples(soundness_ok: list[dict[str, Any]]) -> list[dict[str, Any]
     return out
 
 
-def probe_robustness(res: Results) -> dict[str, Any] | None:
+def probe_robustness(res: PageData) -> dict[str, Any] | None:
     """Question 4 from the exactness analysis: how many vocabs the PR's probe calls exact, and on
     which of those `tokenize_fn` is inexact on some input (only on special-token text, or not)."""
     ok, _ = res.load("exactness")
@@ -108,7 +108,7 @@ def xff_moved(census_ok: list[dict[str, Any]]) -> dict[str, Any]:
     return {"moved": {v: d for v, d in sorted(branch.items()) if d}, "n": len(branch)}
 
 
-def sentinel_cause(res: Results) -> dict[str, Any] | None:
+def sentinel_cause(res: PageData) -> dict[str, Any] | None:
     """Question 2 / guide 5.2: what the sentinel bridge's illegal (step, token) pairs are. The
     soundness result keeps each bridge's worst steps with their illegal tokens (a token with no
     real bytes is labelled `<id:text>`); `table` is True when every stored one is such a token."""
@@ -256,7 +256,7 @@ def census_facts(census_ok: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def review_facts(res: Results, ok: Loaded, examples: list[dict[str, Any]]) -> dict[str, Any]:
+def review_facts(res: PageData, ok: Loaded, examples: list[dict[str, Any]]) -> dict[str, Any]:
     """Every value the review's fragment reads, from the loaded results `ok`."""
     greedy = sorted(r["vocab"] for r in ok["probe"] if r["probe"].get("greedy"))
     sound = (
@@ -305,8 +305,8 @@ def answer_tables(said: dict[str, str], ok: Loaded) -> tuple[pd.DataFrame, pd.Da
     return pd.DataFrame(rows), pd.DataFrame(claims)
 
 
-@takes_results
-def review_section(res: Results) -> Section | None:
+@takes_page_data
+def review_section(res: PageData) -> Section | None:
     """Guide 10's eight questions, each answered from the results, with the evidence linked."""
     ok = {a: res.load(a)[0] for a in REVIEWED}
     if not ok["census"]:

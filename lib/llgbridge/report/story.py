@@ -9,7 +9,7 @@ from ..analyses.native.compute import LLG_PINNED as NATIVE_PIN
 from ..analyses.native.section import abort_cause, bad_tokens
 from ..catalogue import overridden
 from ..generate import CASES
-from .data import Results
+from .data import PageData
 from .prose import prose
 from .table import first_words, pinned_rows
 
@@ -87,12 +87,12 @@ def forced_said(up: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def by_bridge(res: Results, analysis: str, v: str) -> dict[str, Any]:
+def by_bridge(res: PageData, analysis: str, v: str) -> dict[str, Any]:
     """Vocab `v`'s rows of `analysis`, by bridge."""
     return {r["vocab"]: {x["bridge"]: x for x in r["rows"]} for r in res.load(analysis)[0]}.get(v, {})
 
 
-def vocab_story(res: Results, v: str) -> str:
+def vocab_story(res: PageData, v: str) -> str:
     """A vocab's page opens with what the results say happened there, in a few sentences (Markdown)."""
     c = {r["vocab"]: r for r in res.load("census")[0]}.get(v)
     forced = by_bridge(res, "forced", v)

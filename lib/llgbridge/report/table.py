@@ -51,11 +51,16 @@ def int_columns(df: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Cell:
-    """A table value with its colour: `cls` is a class of the page's style (`bad`, `fixed`, `ok`,
+    """A table value with its colour: `cls` is a class of the page's style (`bad`, `repaired`, `ok`,
     `cost`), so a cell's colour travels with its value wherever the row goes."""
 
     value: Any
     cls: str = ""
+
+
+# the page's class (green) for a bug the fix repaired: not "fixed", which names the PR's bridge
+# and sampler in every table
+REPAIRED = "repaired"
 
 
 def shows(bug: object) -> str:
@@ -64,9 +69,9 @@ def shows(bug: object) -> str:
 
 
 def after_fix(before: object, after: object) -> str:
-    """A cell after the fix: `bad` where the bug still shows, `fixed` where it showed before and
+    """A cell after the fix: `bad` where the bug still shows, `repaired` where it showed before and
     no longer does, `ok` where it never did."""
-    return "bad" if after else ("fixed" if before else "ok")
+    return "bad" if after else (REPAIRED if before else "ok")
 
 
 # a finding beyond the PR that is the same before and after it (bugs C and D, the ignored schema):
@@ -76,7 +81,7 @@ SAME = "same"
 
 def matched(mark: str) -> str:
     """A "matches the guide" cell (`✓`, `✗` or blank)."""
-    return "fixed" if mark == "✓" else ("bad" if mark else "")
+    return REPAIRED if mark == "✓" else ("bad" if mark else "")
 
 
 def values(df: pd.DataFrame) -> pd.DataFrame:
@@ -293,7 +298,7 @@ class Section:
     figure_caption: str = ""  # one line: what to read from the figure
     more: str = ""  # how it was measured (Markdown): on the page under a closed summary, in the Markdown whole
     notebook: str = ""  # the analysis whose executed notebooks to link
-    notebooks: list[tuple[str, str]] = field(default_factory=list)  # (vocab, href), filled in by build()
+    notebooks: list[tuple[str, str]] = field(default_factory=list)  # (vocab, href), filled in by pages.write_sections
     # files written beside the page (path under the output folder -> text): a figure of timings
     # goes here and is shown by reference, so the page itself stays byte-identical between runs
     assets: dict[str, str] = field(default_factory=dict)

@@ -18,7 +18,7 @@ from ..analyses.server.section import SERVER_CONTROLS
 from ..candidates import BY_BUG
 from ..catalogue import REAL_MODELS, overridden
 from ..results import port_llguidance
-from .data import Results, takes_results
+from .data import PageData, takes_page_data
 from .prose import blocks
 from .table import Cell, Table, after_fix, cell_value, guide_order, pinned_rows, result_rows, shows, values
 
@@ -61,7 +61,7 @@ class Verdict:
         return values(self.df)
 
 
-def guide_figures(res: Results) -> list[tuple[str, bool]]:
+def guide_figures(res: PageData) -> list[tuple[str, bool]]:
     """Every figure of the guide this suite recomputes, and whether ours equals it."""
     out: list[tuple[str, bool]] = []
     census, _ = res.load("census")
@@ -100,7 +100,7 @@ def guide_figures(res: Results) -> list[tuple[str, bool]]:
     return out
 
 
-def time_cost(res: Results) -> dict[str, Any] | None:
+def time_cost(res: PageData) -> dict[str, Any] | None:
     """The fix's time cost, from the committed `make bench` snapshot: the mask's µs per generated
     token, upstream / fixed per vocab, as bench.csv records them (3 significant digits, medians of
     its runs), and the largest ratio. None without a snapshot."""
@@ -138,7 +138,7 @@ def bench_runs(md: str) -> str:
     return m[1] if m else ""
 
 
-def _server_frame(res: Results) -> pd.DataFrame:
+def _server_frame(res: PageData) -> pd.DataFrame:
     """The server's rows on llguidance as llama.cpp pins it, the matrix's cases without the controls."""
     ok, _ = res.load("server")
     served = pd.DataFrame([row for r in ok for row in r["rows"]]) if ok else pd.DataFrame()
@@ -210,7 +210,7 @@ class Loaded:
     served: pd.DataFrame
 
 
-def verdict_frames(res: Results, census: list[dict[str, Any]]) -> Loaded:
+def verdict_frames(res: PageData, census: list[dict[str, Any]]) -> Loaded:
     frames = {}
     for name in ("leak", "forced"):
         ok, _ = res.load(name)
@@ -472,7 +472,7 @@ def bug_d_facts(aborts: list[dict[str, Any]]) -> dict[str, Any] | None:
     }
 
 
-def server_facts(res: Results, served: pd.DataFrame) -> dict[str, Any] | None:
+def server_facts(res: PageData, served: pd.DataFrame) -> dict[str, Any] | None:
     """The server's cases without the fix that fail, and silently; with it, its violations; `make
     bench`'s load test on the models served here; how many real models it served."""
     if served.empty:
@@ -557,7 +557,7 @@ def follow_ups(
     return out
 
 
-def verdict_facts(res: Results, d: Loaded, t: Tally, figs: list[tuple[str, bool]]) -> dict[str, Any]:
+def verdict_facts(res: PageData, d: Loaded, t: Tally, figs: list[tuple[str, bool]]) -> dict[str, Any]:
     """What the sentences say, for the PR comment: the tallies, and the findings beyond the PR."""
     native, info = d.native, d.info
     ctest = {
@@ -593,7 +593,7 @@ def verdict_facts(res: Results, d: Loaded, t: Tally, figs: list[tuple[str, bool]
     }
 
 
-def shipped_only(d: Loaded, facts: dict[str, Any], res: Results) -> dict[str, Any]:
+def shipped_only(d: Loaded, facts: dict[str, Any], res: PageData) -> dict[str, Any]:
     """The facts as the verdict's counts say them: a stand-in (an input loaded with key overrides)
     never counts in "N of M"; its rows are said apart (`real_weight_rows`)."""
     stand = {v for v in overridden() if v in d.info}
@@ -643,8 +643,8 @@ def verdict_sentences(d: Loaded, facts: dict[str, Any]) -> list[str]:
     return [line.removeprefix("- ") for line in said["sentences"].splitlines() if line.strip()]
 
 
-@takes_results
-def verdict(res: Results) -> Verdict | None:
+@takes_page_data
+def verdict(res: PageData) -> Verdict | None:
     """The reviewer's questions, answered from the results, and one row per input."""
     census, _ = res.load("census")
     if not census:

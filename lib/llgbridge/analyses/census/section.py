@@ -9,7 +9,7 @@ import pandas as pd
 from ... import guide
 from ...catalogue import REAL_MODELS
 from ...palette import BRIDGES as PALETTE
-from ...report.data import Results, takes_results
+from ...report.data import PageData, takes_page_data
 from ...report.plots import pyplot, svg
 from ...report.prose import prose
 from ...report.table import (
@@ -156,8 +156,8 @@ def examples(by_vocab: ByVocab, order: list[str]) -> pd.DataFrame:
     return pd.DataFrame([r for r in rows if r is not None])
 
 
-@takes_results
-def census_section(res: Results) -> Section | None:
+@takes_page_data
+def census_section(res: PageData) -> Section | None:
     """Guide 4.2 and 4.3: per vocab, the tokens whose bytes in upstream's table are wrong, and why."""
     ok, _ = res.load("census")
     if not ok:

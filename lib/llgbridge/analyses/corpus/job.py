@@ -107,10 +107,10 @@ def _vocab(path: str, name: str) -> Any:
 @lru_cache(maxsize=8)
 def _bridge(path: str, name: str, bridge: str) -> tuple[Bridge | None, str]:
     """(bridge, "") or (None, why it cannot be built): a failure is cached too, not retried per job."""
-    from ...bridges import build  # likewise: only a worker builds bridges
+    from ...bridges import make_bridge  # likewise: only a worker builds bridges
 
     try:
-        return build(_vocab(path, name), bridge), ""
+        return make_bridge(_vocab(path, name), bridge), ""
     except InputError as e:
         return None, e.cause
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ...palette import ORDER as BRIDGE_ORDER
 from ...palette import REFERENCE
-from ...report.data import Results, takes_results
+from ...report.data import PageData, takes_page_data
 from ...report.plots import pyplot, svg
 from ...report.prose import blocks
 from ...report.table import Cell, Section, Table, guide_order, int_columns, result_rows, shows, vocab_key
@@ -120,7 +120,7 @@ class MaskTimes:
     hist: dict[str, list[int]]
 
     @classmethod
-    def of(cls, res: Results, ok: list[dict[str, Any]]) -> MaskTimes:
+    def of(cls, res: PageData, ok: list[dict[str, Any]]) -> MaskTimes:
         snap = res.corpus_timing or {"hist": {}, "timing": [], "hist_edges_us": []}
         sampled = {r["vocab"] for r in ok}
         return cls(
@@ -200,8 +200,8 @@ def add_mask_figure(sec: Section, times: MaskTimes) -> None:
     )
 
 
-@takes_results
-def corpus_section(res: Results) -> Section | None:
+@takes_page_data
+def corpus_section(res: PageData) -> Section | None:
     ok, _ = res.load("corpus")
     if not ok:
         return None

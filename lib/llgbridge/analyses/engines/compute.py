@@ -154,8 +154,8 @@ def regex_literal(s: str) -> str:
     return "".join("\\" + ch if ch in r"\.^$|?*+()[]{}" else ch for ch in s)
 
 
-def _leak(built: Any, truth: Truth) -> dict[str, Any]:
-    allowed = built.walker(LEAK_REGEX).allowed()
+def _leak(data: Any, truth: Truth) -> dict[str, Any]:
+    allowed = data.walker(LEAK_REGEX).allowed()
     aset = set(allowed)
     return {
         "allowed": len(allowed),
@@ -165,9 +165,9 @@ def _leak(built: Any, truth: Truth) -> dict[str, Any]:
     }
 
 
-def _forced(built: Any, truth: Truth, literal: str) -> dict[str, Any]:
+def _forced(data: Any, truth: Truth, literal: str) -> dict[str, Any]:
     target = literal.encode()
-    w = built.walker(regex_literal(literal))
+    w = data.walker(regex_literal(literal))
     out, steps, error = b"", 0, ""
     first: list[int] = []
     try:
@@ -199,18 +199,18 @@ def audit(engine: Engine, llm: Any, truth: Truth) -> dict[str, Any]:
     """One engine on one vocab, through its adapter: the row's figures and the examples."""
     adapter = importlib.import_module(f"{__package__}.adapters.{engine.adapter}")
     t0 = time.perf_counter()
-    built = adapter.build(llm)
-    c = census(built.table, truth.pieces)
-    leak = _leak(built, truth)
-    forced = _forced(built, truth, FORCED_LITERAL)
+    data = adapter.make_tokenizer_data(llm)
+    c = census(data.table, truth.pieces)
+    leak = _leak(data, truth)
+    forced = _forced(data, truth, FORCED_LITERAL)
     return {
         "census": {k: list(v) for k, v in vars(c).items()},
-        "held": len(built.table),
+        "held": len(data.table),
         "leak": leak,
         "forced": forced,
-        "notes": built.notes,
+        "notes": data.notes,
         "seconds": time.perf_counter() - t0,
-        "table": {t: built.table[t] for k in vars(c).values() for t in k[:N_EXAMPLES] if t in built.table},
+        "table": {t: data.table[t] for k in vars(c).values() for t in k[:N_EXAMPLES] if t in data.table},
     }
 
 

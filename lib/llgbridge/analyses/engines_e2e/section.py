@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...report.data import Results, takes_results
+from ...report.data import PageData, takes_page_data
 from ...report.prose import prose
 from ...report.table import Cell, Section, Table, int_columns, vocab_key
 from ..engines.compute import ENGINES
@@ -59,8 +59,8 @@ def summary(df: pd.DataFrame) -> list[dict]:
     return out
 
 
-@takes_results
-def engines_e2e_section(res: Results) -> Section | None:
+@takes_page_data
+def engines_e2e_section(res: PageData) -> Section | None:
     ok, _ = res.load("engines_e2e")
     if not ok:
         return None

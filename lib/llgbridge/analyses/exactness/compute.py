@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from ...bridges import Bridge, build
+from ...bridges import Bridge, make_bridge
 from ...errors import InputError
 from ...fixtures import manifest
 from ...paths import VOCABS
@@ -338,7 +338,7 @@ def probe_vs_exactness(
     fails, the witness is the minimized shortest failure; where the probe says inexact but no
     input fails, the witness is the failing probe.
     """
-    up = upstream if upstream is not None else build(vocab, "upstream")
+    up = upstream if upstream is not None else make_bridge(vocab, "upstream")
     data = data if data is not None else inputs(seed, n)
     r = exactness(up, data, n_minimized=1)
     probe = probe_tokenize_exact(vocab)

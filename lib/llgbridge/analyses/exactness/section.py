@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from ...report.data import Results, takes_results
+from ...report.data import PageData, takes_page_data
 from ...report.prose import blocks
 from ...report.table import Section, Table, vocab_key
 from ...show import show_text
@@ -58,7 +58,7 @@ JOINED_COUNTS = (
 )
 
 
-def bridges_frame(res: Results, ok: list[dict[str, Any]]) -> pd.DataFrame:
+def bridges_frame(res: PageData, ok: list[dict[str, Any]]) -> pd.DataFrame:
     """Every (vocab, bridge) the exactness analysis built, with the leak's and forced's counts."""
     bridges_ = pd.DataFrame([row for r in ok for row in r["bridges"]])
     for analysis, col, name in JOINED_COUNTS:
@@ -144,8 +144,8 @@ def probe_summary(pvx: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-@takes_results
-def exactness_section(res: Results) -> Section | None:
+@takes_page_data
+def exactness_section(res: PageData) -> Section | None:
     """Guide 10, rows 2 and 4: is each bridge's tokenize_fn exact on the inputs, and does the PR's
     probe say so."""
     ok, _ = res.load("exactness")

@@ -7,10 +7,11 @@ import json
 import pandas as pd
 
 from ... import guide
-from ...report.data import Results, takes_results
+from ...report.data import PageData, takes_page_data
 from ...report.prose import prose
 from ...report.table import (
     GUIDE_VOCABS,
+    REPAIRED,
     Cell,
     Section,
     Table,
@@ -25,8 +26,8 @@ from ...report.table import (
 from ...show import show_list, show_text
 
 
-@takes_results
-def forced_section(res: Results) -> Section | None:
+@takes_page_data
+def forced_section(res: PageData) -> Section | None:
     ok, _ = res.load("forced")
     if not ok:
         return None
@@ -53,7 +54,7 @@ def forced_section(res: Results) -> Section | None:
         (up, up_c), (fx, fx_c) = cell(v, "upstream"), cell(v, "fixed")
         g = guide.FORCED.get(v)
         err = cell_value(df, v, "upstream", "error") or ""
-        fx_cls = "fixed" if up_c == "bad" and fx_c == "good" else ("bad" if fx_c == "bad" else "ok")
+        fx_cls = REPAIRED if up_c == "bad" and fx_c == "good" else ("bad" if fx_c == "bad" else "ok")
         mark = ""
         if g:  # guide 7.2 lists the allowed pieces as a multiset: compare them so, duplicates included
             mark = (

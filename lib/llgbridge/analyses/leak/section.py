@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ... import guide
-from ...report.data import Results, takes_results
+from ...report.data import PageData, takes_page_data
 from ...report.plots import bar_by_bridge
 from ...report.prose import prose
 from ...report.table import (
@@ -23,8 +23,8 @@ from ...report.table import (
 )
 
 
-@takes_results
-def leak_section(res: Results) -> Section | None:
+@takes_page_data
+def leak_section(res: PageData) -> Section | None:
     ok, _ = res.load("leak")
     if not ok:
         return None

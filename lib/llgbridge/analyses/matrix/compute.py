@@ -129,7 +129,7 @@ def _one_model(out: Matrix, vocab: str, real: bool, path: Path, overrides: tuple
     print(f"{name}: {'synthetic' if synthetic else 'real'}, prompts: {first.kind}")
     G.generate(llm, v, None, first, max_tokens=8, temperature=s.temperature, seed=s.seed)  # warm-up, not timed
     base = G.generate(llm, v, None, first, max_tokens=s.max_tokens, temperature=s.temperature, seed=s.seed)
-    built, out.build_errors = nb.build_bridges(v, s.bridges)
+    built, out.build_errors = nb.make_bridges(v, s.bridges)
     sampling = G.Sampling(s.max_tokens, s.temperature, s.seed)
     for bname, err in out.build_errors.items():
         print(f"{bname}: not built for {v.name}: {err}")

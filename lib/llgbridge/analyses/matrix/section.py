@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 
 from ...catalogue import REAL_MODELS, overridden
-from ...report.data import Results, takes_results
+from ...report.data import PageData, takes_page_data
 from ...report.prose import blocks
 from ...report.table import Cell, Section, Table, after_fix, first_words, shows
 from ...show import show_text
@@ -117,7 +117,7 @@ def synthetic_quotes(df: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def real_facts(res: Results, real: pd.DataFrame) -> dict[str, Any] | None:
+def real_facts(res: PageData, real: pd.DataFrame) -> dict[str, Any] | None:
     """What the fragment says of the real models: upstream's failures, and the census's differing
     tokens per real vocab (None where no real model ran)."""
     if not len(real):
@@ -133,7 +133,7 @@ def real_facts(res: Results, real: pd.DataFrame) -> dict[str, Any] | None:
     }
 
 
-def matrix_said(res: Results, ok: list[dict[str, Any]], df: pd.DataFrame) -> dict[str, str]:
+def matrix_said(res: PageData, ok: list[dict[str, Any]], df: pd.DataFrame) -> dict[str, str]:
     """The section's fragment, rendered: where and how the matrix ran, and what it found."""
     devices = sorted({f"{r['device']} (n_gpu_layers={r['n_gpu_layers']})" for r in ok})
     settings = sorted({(r["temperature"], r["seed"], r["max_tokens"]) for r in ok})
@@ -147,8 +147,8 @@ def matrix_said(res: Results, ok: list[dict[str, Any]], df: pd.DataFrame) -> dic
     )
 
 
-@takes_results
-def matrix_section(res: Results) -> Section | None:
+@takes_page_data
+def matrix_section(res: PageData) -> Section | None:
     """Guide 8: generation through the port on synthetic and real models, without and with the fix."""
     ok, failed = res.load("matrix")
     if not ok:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .builder import binaries, build
+from .builder import binaries, build_native
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
         "[native] building common/llguidance.cpp (shipped and with patches/), test-grammar-llguidance, harness ...",
         flush=True,
     )
-    st = build()
+    st = build_native()
     if st["built"]:
         print(f"[native] built in {st['seconds']} s: {', '.join(b.name for b in binaries())}", flush=True)
     else:

@@ -1,16 +1,16 @@
 """The build: the vendored llama.cpp tree extracted from the pinned sdist, patched, and compiled.
 
-`build()` extracts the vendored llama.cpp sources from the pinned llama-cpp-python sdist (the one
+`build_native()` extracts the vendored llama.cpp sources from the pinned llama-cpp-python sdist (the one
 `make data` fetches), copies them and applies `patches/` (the PR, guide 11) with
 `patch -p1 --fuzz=0`, then the candidate patches (`patches/candidates/`) each on top of the PR in a
 tree of its own, and compiles with `native/Makefile`: `common/llguidance.cpp` per sampler,
 llama.cpp's own `tests/test-grammar-llguidance.cpp` as shipped and as patched, and
 `native/harness.cpp` (every sampler linked into one harness), once per llguidance version (the
 venv's, and the pinned 1.0.1). They link the venv's `libllama` and the llguidance wheel's C API.
-About 30 s on 2 cores the first time; nothing when up to date. The server's build (`server.build`)
+About 30 s on 2 cores the first time; nothing when up to date. The server's build (`llama_server.build_servers`)
 reuses the trees and `run_make`.
 
-But: without a C++ compiler, `patch` or a shared libpython, `build()` records one line saying so
+But: without a C++ compiler, `patch` or a shared libpython, `build_native()` records one line saying so
 (data/native/status.json), and everything else runs.
 """
 
@@ -55,7 +55,7 @@ SOURCE_PREFIXES = (
     "vendor/nlohmann/",
     "tests/test-grammar-llguidance.cpp",
     "tests/CMakeLists.txt",
-    # llama-server (`server.build`): its sources, the mtmd headers it includes (the venv has
+    # llama-server (`llama_server.build_servers`): its sources, the mtmd headers it includes (the venv has
     # libmtmd), the UI's templates (no assets), cpp-httplib, the subprocess header and the staging API
     # header common/fit.cpp and speculative.cpp include (libllama exports it)
     "tools/server/",
@@ -318,7 +318,7 @@ def run_make(
         raise RuntimeError(f"{what} failed: {errs[0] if errs else 'make exited ' + str(r.returncode)}")
 
 
-def build(jobs: int | None = None) -> dict[str, Any]:
+def build_native(jobs: int | None = None) -> dict[str, Any]:
     """Build everything into data/native/; returns (and writes to status.json) what happened.
 
     A machine without a C++ compiler, `patch` or a shared libpython gets `{"built": false,

@@ -4,7 +4,7 @@ Everything else in this package drives llguidance through a Python port of
 `common/llguidance.cpp`. This subpackage runs the code the PR changes, one module per job:
 
 - `builder`: the vendored sources extracted and patched (the PR, and each candidate patch on top
-  of it), compiled with `native/Makefile` once per llguidance version; `build()`, `unavailable()`;
+  of it), compiled with `native/Makefile` once per llguidance version; `build_native()`, `unavailable()`;
 - `logs`: what the compiled programs print, read back: `run_test()` runs one
   `test-grammar-llguidance` binary on one vocab (its exit status as a shell shows it, the counts
   the PR's two new tests print, guide 7.1, 7.2, the first failing string test), and
@@ -37,7 +37,7 @@ from .builder import (
     apply_patches,
     bin_dir,
     binaries,
-    build,
+    build_native,
     built_versions,
     candidate_tree,
     check_compiler,
@@ -93,7 +93,7 @@ __all__ = [
     "apply_patches",
     "bin_dir",
     "binaries",
-    "build",
+    "build_native",
     "built_versions",
     "candidate_tree",
     "check_compiler",

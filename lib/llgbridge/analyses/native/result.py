@@ -138,24 +138,24 @@ def _blank(x: int | None) -> int | str:
 
 
 def analyse(
-    vocab: Any, literal: str, leak_grammar: str, walks: int = 2, seed: int = 0, build: Any = None
+    vocab: Any, literal: str, leak_grammar: str, walks: int = 2, seed: int = 0, make_bridge: Any = None
 ) -> NativeResult:
     """Both test binaries against both samplers, and the differential, for one loaded `Vocab`,
     every compiled program given the vocab's key overrides (`Vocab.overrides`) as its load.
     Each test that exits non-zero has its cause named (`causes.classify`).
 
-    `build(vocab, name)` makes a bridge (default `bridges.build`; a notebook passes its cache).
+    `make_bridge(vocab, name)` makes a bridge (default `bridges.make_bridge`; a notebook passes its cache).
     """
     from ... import bridges  # the native package is imported by the runner and the build, which load no bridge
 
-    build = build or bridges.build
+    make_bridge = make_bridge or bridges.make_bridge
     why = unavailable()
     if why:
         raise RuntimeError(why)
     versions = built_versions() or [venv_llguidance()]
     kv = vocab.overrides
     tok_eos = bridges.llama_tok_eos(vocab)
-    truth = build(vocab, "truth")
+    truth = make_bridge(vocab, "truth")
     jobs = jobs_for(truth, literal, leak_grammar, walks, seed)
     pin = LLG_PINNED if LLG_PINNED in versions else versions[0]
     cands = [c for c in PATCH_OF if (bin_dir(pin) / f"test-pr-{c}").exists()]
@@ -178,7 +178,7 @@ def analyse(
                 errors[key] = first_line(str(traces))
                 continue
             ran[v, s] = traces
-            bridge = build(vocab, s)
+            bridge = make_bridge(vocab, s)
             if s not in ports:
                 ports[s] = port_traces(bridge, jobs)
             diffs.append(differential(bridge, jobs, traces, v, ports[s]))

@@ -8,10 +8,11 @@ from typing import Any
 import pandas as pd
 
 from ... import guide
-from ...report.data import Results, takes_results
+from ...report.data import PageData, takes_page_data
 from ...report.prose import blocks
 from ...report.table import (
     GUIDE_VOCABS,
+    REPAIRED,
     SAME,
     Cell,
     Section,
@@ -83,7 +84,7 @@ def pr_test_cell(up: dict[str, Any], fx: dict[str, Any]) -> Cell:
     short, _, same = abort_cause(up, fx)
     text = f"{said(up)} → {said(fx)}" + (f": {short}" if short else "")
     if fx.get("pr_test_exit") == 0:
-        return Cell(text, "fixed" if up.get("pr_test_exit") not in (0, None, "") else "ok")
+        return Cell(text, REPAIRED if up.get("pr_test_exit") not in (0, None, "") else "ok")
     if any(bad_tokens(fx)):
         return Cell(text, "bad")
     return Cell(text, SAME if same else "bad")
@@ -300,7 +301,7 @@ def _steps(rows: pd.DataFrame) -> tuple[int, int]:
     return cells, int(pd.to_numeric(rows["diff_differ"], errors="coerce").fillna(0).sum())
 
 
-def native_prose(res: Results, n: Native, match: dict[str, str], n_vdiff: int) -> dict[str, str]:
+def native_prose(res: PageData, n: Native, match: dict[str, str], n_vdiff: int) -> dict[str, str]:
     df, diffs, port_llg = n.df, n.diffs, n.port_llg
     # like with like: the port drives the venv's llguidance, so its differential is against that build
     cells, differ = _steps(df[df.llguidance == port_llg])
@@ -358,8 +359,8 @@ def native_views(n: Native, match: dict[str, str], said: dict[str, str], vdiff: 
     return views
 
 
-@takes_results
-def native_section(res: Results) -> Section | None:
+@takes_page_data
+def native_section(res: PageData) -> Section | None:
     ok, _ = res.load("native")
     if not ok:
         return None

@@ -5,7 +5,7 @@
   the harness links every sampler side by side, and `harness_serve()` runs several samplers' jobs,
   and llama.cpp's tests against them, in one process: one vocab load and one tokenizer build per
   sampler for all;
-  `port_trace()` walks the same job through the Python port (`bridges.build(vocab, sampler)`, the
+  `port_trace()` walks the same job through the Python port (`bridges.make_bridge(vocab, sampler)`, the
   same name for the same patch: `upstream`, `fixed`, and each candidate of `builder.PATCH_OF`).
 - `differential()` compares the two cell by cell (a cell is one step of one job): the allowed
   set, and the llguidance error where the sampler drops its grammar (or, failing closed, keeps

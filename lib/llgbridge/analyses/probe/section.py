@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...report.data import Results, takes_results
+from ...report.data import PageData, takes_page_data
 from ...report.prose import prose
 from ...report.table import GUIDE_VOCABS, Cell, Section, Table, group_rows, guide_order, shows, vocab_key
 
 
-@takes_results
-def probe_section(res: Results) -> Section | None:
+@takes_page_data
+def probe_section(res: PageData) -> Section | None:
     ok, _ = res.load("probe")
     if not ok:
         return None

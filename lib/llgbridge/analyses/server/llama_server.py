@@ -6,7 +6,7 @@ whose `grammar` starts with `%llguidance` or that carries a `json_schema`
 (`common/json-schema-to-grammar.cpp` turns it into `%llguidance {}\\nstart: %json ...`) reaches
 `llama_sampler_init_llg` through `common/sampling.cpp`. This module builds that server and runs it.
 
-- `build()` compiles `native/server.mk` from the vendored tree that `native` extracts: common/
+- `build_servers()` compiles `native/server.mk` from the vendored tree that `native` extracts: common/
   (libllama-common), tools/server/ and cpp-httplib, linked against the venv's libllama, libggml
   and libmtmd (the same vendored commit), so ggml and libllama are not compiled again. Four
   binaries: `llama-server-SAMPLER-LLG` for SAMPLER `upstream` (the shipped
@@ -128,7 +128,7 @@ def _make_vars(libs: dict[str, Path]) -> dict[str, str]:
     return {**shared, "GEN": native_builder.make_name(SERVER / "gen"), "LLG_VERSIONS": " ".join(libs), **each}
 
 
-def build(jobs: int | None = None) -> dict[str, Any]:
+def build_servers(jobs: int | None = None) -> dict[str, Any]:
     """Build the servers into data/native/server/; returns (and writes to its status.json) what
     happened: `built`, the `llguidance` versions built against, `missing` (a version that could not
     be had, and why), `reason` when nothing was built, `seconds`."""
@@ -145,7 +145,7 @@ def build(jobs: int | None = None) -> dict[str, Any]:
         status.update(built=True, llguidance=list(libs))
     except (RuntimeError, OSError, subprocess.SubprocessError) as e:
         status["reason"] = first_line(str(e))
-        shutil.rmtree(SERVER_BIN, ignore_errors=True)  # as native.build: no result may stand on an old binary
+        shutil.rmtree(SERVER_BIN, ignore_errors=True)  # as build_native does: no result may stand on an old binary
     status["seconds"] = round(time.monotonic() - t0, 1)
     write_json(SERVER_STATUS, status)
     return status
@@ -597,7 +597,7 @@ def main(argv: list[str] | None = None) -> int:
         f"...",
         flush=True,
     )
-    s = build()
+    s = build_servers()
     if s["built"]:
         names = [binary(x, v).name for x in (*SAMPLERS, *CANDIDATE_BUILDS) for v in s["llguidance"]]
         print(f"[server] built in {s['seconds']} s: {', '.join(names)}")

@@ -10,7 +10,7 @@ import pandas as pd
 from ... import guide
 from ...candidates import NAMES as CANDIDATE_NAMES
 from ...report import gfm
-from ...report.data import Results, takes_results
+from ...report.data import PageData, takes_page_data
 from ...report.prose import blocks
 from ...report.table import Cell, Section, Table, after_fix, clip, group_rows, int_columns, matched, shows
 from ...show import show_text
@@ -77,7 +77,7 @@ def _guide_cell(text: str) -> tuple[int | None, int | None]:
     return passed, count
 
 
-def _stands_in(res: Results, vocab: str, synthetic: bool) -> list[str]:
+def _stands_in(res: PageData, vocab: str, synthetic: bool) -> list[str]:
     """The guide's models a server row stands in for: the fixture of `guide.SERVER_STAND_IN`, and,
     for a real model, any guide row of its tokenizer's kind (a SentencePiece vocab that prepends a
     space stands in for the guide's llama/SPM models), so a new real-weight input needs no name here."""
@@ -135,7 +135,7 @@ def _differ(gm: str, ours: dict[str, Any]) -> tuple[list[str], str, bool]:
     return why, short, same_cases
 
 
-def guide_server_rows(res: Results) -> list[dict[str, Any]]:
+def guide_server_rows(res: PageData) -> list[dict[str, Any]]:
     """Guide 8's server table against ours: per guide row and each model of the suite that stands
     in for it, both sides' cases passed without and with the fix, the llg error count where the
     guide gives one, greedy, a match mark and why they differ."""
@@ -249,7 +249,7 @@ class Served:
         return main[(main.sampler == "upstream") & (main.outcome != "pass") & (main.llguidance == self.pinned)]
 
 
-def model_rows(res: Results, s: Served) -> list[dict[str, Any]]:
+def model_rows(res: PageData, s: Served) -> list[dict[str, Any]]:
     """Every model served, the guide's three cases on the build llama.cpp links (llguidance as it
     pins it), without and with the fix; then each input that failed."""
     guide3 = s.main[s.main.case.isin(guide.SERVER_CASES)]
@@ -346,7 +346,7 @@ def version_diff_rows(s: Served) -> list[dict[str, Any]]:
     return vdiff
 
 
-def port_differential(res: Results, ok: list[dict[str, Any]]) -> pd.DataFrame:
+def port_differential(res: PageData, ok: list[dict[str, Any]]) -> pd.DataFrame:
     """The port's matrix against the server, on the llguidance the port drives: one row per cell."""
     matrix_ok, _ = res.load("matrix")
     by_vocab = {r["vocab"]: r for r in matrix_ok}
@@ -358,7 +358,7 @@ def port_differential(res: Results, ok: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(cells)
 
 
-def served_load(res: Results, s: Served) -> pd.DataFrame:
+def served_load(res: PageData, s: Served) -> pd.DataFrame:
     """The load test: `make bench`'s snapshot (its outcomes vary from run to run), not the
     results', on the models served here (a what-if report serves others)."""
     load = res.server_load
@@ -495,7 +495,7 @@ def match_table(match: list[dict[str, Any]], pinned: str) -> Table:
     )
 
 
-def guide_views(res: Results, s: Served) -> list[Table]:
+def guide_views(res: PageData, s: Served) -> list[Table]:
     """The guide's table against ours, its quotes on real weights, every model on its three
     cases, every case per version, the controls."""
     views = []
@@ -533,7 +533,7 @@ def guide_views(res: Results, s: Served) -> list[Table]:
     return views
 
 
-def load_table(res: Results, load: pd.DataFrame, said: dict[str, Any]) -> Table:
+def load_table(res: PageData, load: pd.DataFrame, said: dict[str, Any]) -> Table:
     return Table(
         load,
         collapsed=True,
@@ -559,7 +559,7 @@ class Findings:
     dd: pd.DataFrame
 
     @classmethod
-    def of(cls, res: Results, s: Served) -> Findings:
+    def of(cls, res: PageData, s: Served) -> Findings:
         load = served_load(res, s)
         return cls(
             load,
@@ -575,7 +575,7 @@ class Findings:
         return int((~self.dd.same).sum()) if len(self.dd) else 0
 
 
-def finding_views(res: Results, s: Served, f: Findings) -> list[Table]:
+def finding_views(res: PageData, s: Served, f: Findings) -> list[Table]:
     """The load test, bug C, the candidates, the versions' and the port's differences."""
     views = []
     if f.load_said is not None:
@@ -615,7 +615,7 @@ def settings_said(ok: list[dict[str, Any]]) -> str:
     return "; ".join(f"{k} ({', '.join(sorted(models))})" for k, models in sorted(said.items()))
 
 
-def server_prose(res: Results, s: Served, f: Findings) -> dict[str, str]:
+def server_prose(res: PageData, s: Served, f: Findings) -> dict[str, str]:
     main, quotes = s.main, s.failing
     cands_said = (
         {"names": f.cands, "requests": int(s.df.sampler.isin(f.cands).sum()), "differ": len(f.cand_rows)}
@@ -658,8 +658,8 @@ def unmade_section(failed: list[dict[str, Any]]) -> Section:
     return sec
 
 
-@takes_results
-def server_section(res: Results) -> Section | None:
+@takes_page_data
+def server_section(res: PageData) -> Section | None:
     ok, failed = res.load("server")
     if not ok:
         return unmade_section(failed) if failed else None

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ...report.data import Results, takes_results
+from ...report.data import PageData, takes_page_data
 from ...report.plots import bar_by_bridge
 from ...report.prose import prose
 from ...report.table import Section, Table, names, vocab_key
 
 
-@takes_results
-def soundness_section(res: Results) -> Section | None:
+@takes_page_data
+def soundness_section(res: PageData) -> Section | None:
     ok, _ = res.load("soundness")
     if not ok:
         return None

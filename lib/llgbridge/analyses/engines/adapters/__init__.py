@@ -1,8 +1,9 @@
 """One module per engine of `ENGINES` (`analyses.engines.compute`): each builds the engine's token table and
 its masks by calling the library's own llama.cpp integration on a llama-cpp-python `Llama`.
 
-An adapter module has `build(llm) -> Built`; a `Built` holds `table` (token id -> the bytes the
-engine's matcher holds for it, absent where the engine has no entry), `notes` (what the
+An adapter module has `make_tokenizer_data(llm) -> TokenizerData` (what the engine's logits
+processor is made from, not the processor itself); a `TokenizerData` holds `table` (token id -> the
+bytes the engine's matcher holds for it, absent where the engine has no entry), `notes` (what the
 integration said about itself, e.g. the probe token it tokenized) and `walker(regex)`, which
 gives a `Walker` at position 0 of `regex` in the engine's own regex language: `allowed()` (the
 ids the engine's mask admits, ascending) and `advance(token)`. Nothing here re-implements the
@@ -20,7 +21,7 @@ class Walker(Protocol):
     def advance(self, token: int) -> None: ...
 
 
-class Built(Protocol):
+class TokenizerData(Protocol):
     table: dict[int, bytes]
     notes: dict[str, str]
 

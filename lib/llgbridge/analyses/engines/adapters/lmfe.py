@@ -27,7 +27,7 @@ class LmfeWalker:
         self._seq.append(token)
 
 
-class LmfeBuilt:
+class LmfeTokenizerData:
     def __init__(self, llm: Any) -> None:
         self.data = build_token_enforcer_tokenizer_data(llm)
         self.table = {int(t): s.encode("utf-8") for t, s, _ in self.data.regular_tokens}
@@ -40,5 +40,5 @@ class LmfeBuilt:
         return LmfeWalker(self.data, regex)
 
 
-def build(llm: Any) -> LmfeBuilt:
-    return LmfeBuilt(llm)
+def make_tokenizer_data(llm: Any) -> LmfeTokenizerData:
+    return LmfeTokenizerData(llm)

@@ -26,7 +26,7 @@ class OutlinesWalker:
         self._guide.advance(token)
 
 
-class OutlinesBuilt:
+class OutlinesTokenizerData:
     def __init__(self, llm: Any) -> None:
         model = outlines.from_llamacpp(llm)
         backend = OutlinesCoreBackend(model)
@@ -44,5 +44,5 @@ class OutlinesBuilt:
         return OutlinesWalker(self.vocabulary, regex)
 
 
-def build(llm: Any) -> OutlinesBuilt:
-    return OutlinesBuilt(llm)
+def make_tokenizer_data(llm: Any) -> OutlinesTokenizerData:
+    return OutlinesTokenizerData(llm)

@@ -1,4 +1,4 @@
-"""Assembly: every section built from one `Results`, then the pages, the Markdown, the tables and
+"""Assembly: every section built from one `PageData`, then the pages, the Markdown, the tables and
 run.json written, each through a temporary name."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from . import repro, tested
 from .claims import as_json as claims_json
 from .claims import claims, guide_notes
 from .comment import comment
-from .data import Results
+from .data import PageData
 from .glossary import GLOSSARY
 from .story import vocab_story
 from .table import PR_BASE, PR_BRANCH, PR_TITLE, Section, Table, guide_order, html_table, overridden_note
@@ -48,14 +48,14 @@ PAGE: tuple[tuple[str, str], ...] = tuple(
 
 
 @cache
-def sections() -> tuple[tuple[str, Callable[[Results], Section | None]], ...]:
+def sections() -> tuple[tuple[str, Callable[[PageData], Section | None]], ...]:
     """Each section's function, in the page's order. Imported when a page is first drawn, not when
     this module is: a section imports the report's primitives, whose package imports this module,
     so a section imported first (a notebook, a test) would otherwise meet itself half-made."""
     return tuple((key, getattr(importlib.import_module(module), f"{key}_section")) for key, module in PAGE)
 
 
-def versions(res: Results) -> dict[str, str]:
+def versions(res: PageData) -> dict[str, str]:
     """What the results were computed with, as they record it (`results.recorded_versions`):
     never what is installed when the page is drawn (issue 48, break 2)."""
     return res.versions()
@@ -101,7 +101,7 @@ def code_block(v: dict[str, str]) -> str:
     )
 
 
-def inputs_table(res: Results) -> pd.DataFrame:
+def inputs_table(res: PageData) -> pd.DataFrame:
     """Every (analysis, input) run: whether it succeeded, and the one-line error if not."""
     rows = []
     for name, _ in sections():
@@ -116,7 +116,7 @@ def inputs_table(res: Results) -> pd.DataFrame:
 
 
 def vocab_pages(
-    w: Written, sections: list[Section], vocabs: list[str], vt: Verdict | None, res: Results, link_notebooks: bool
+    w: Written, sections: list[Section], vocabs: list[str], vt: Verdict | None, res: PageData, link_notebooks: bool
 ) -> None:
     env = environment()
     out = w.out
@@ -276,7 +276,7 @@ def splice_banner(index: Path, said: dict[str, Any] | None) -> None:
     write_atomic(index, page)
 
 
-def made_sections(res: Results) -> tuple[list[Section], list[dict[str, Any]], set[str]]:
+def made_sections(res: PageData) -> tuple[list[Section], list[dict[str, Any]], set[str]]:
     """Every section of the page (`sections()`), the failed inputs, and the sections that raised."""
     failed: list[dict[str, Any]] = []
     made: list[Section] = []
@@ -301,12 +301,12 @@ def made_sections(res: Results) -> tuple[list[Section], list[dict[str, Any]], se
     return made, failed, broken
 
 
-def parts_made(res: Results, broken: set[str]) -> list[str]:
+def parts_made(res: PageData, broken: set[str]) -> list[str]:
     """The analyses this render has at least one usable result of, and a section for."""
     return [a for a in SCHEMAS if a not in broken and res.load(a)[0]]
 
 
-def parts_lacking(res: Results, before: list[str], broken: set[str]) -> list[str]:
+def parts_lacking(res: PageData, before: list[str], broken: set[str]) -> list[str]:
     """The parts the last render had that this one could not make at all: every input of the
     analysis failed (none is left out for being gone: those the page drops), or its section raised."""
     return [a for a in before if a in broken or (a in SCHEMAS and not res.load(a)[0] and res.load(a)[1])]
@@ -320,7 +320,7 @@ class Kept(list[dict[str, Any]]):
         self.parts = parts
 
 
-def keep_last(out: Path, res: Results, failed: list[dict[str, Any]], lacking: list[str]) -> Kept:
+def keep_last(out: Path, res: PageData, failed: list[dict[str, Any]], lacking: list[str]) -> Kept:
     """The issue-49 rule: a run that could not make a whole part leaves the last complete report
     as it was, its first screen (the banner) and run.json saying what this run lacks."""
     said = banner(failed, lacking)
@@ -334,7 +334,7 @@ def _shown(out: Path) -> str:
     return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(out)
 
 
-def build(
+def write_report(
     results: Path = RESULTS,
     out: Path = REPORTS,
     bench_csv: Path = REPORTS / "bench.csv",
@@ -343,12 +343,12 @@ def build(
     subject: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Write the report; return the failed inputs. Every result is read once, into the one
-    `Results` the sections, the verdict and the vocab pages share; `bench_csv` is the `make bench`
+    `PageData` the sections, the verdict and the vocab pages share; `bench_csv` is the `make bench`
     snapshot they quote (its files beside it); `lead` makes the sections that lead the page, once
-    this build's tables are written, since it may read them (a what-if's comparison with the file
+    this render's tables are written, since it may read them (a what-if's comparison with the file
     without its overrides). `keep_parts` (default: when `out` is the main report) keeps the last
     complete report where a part the last render had could not be made for any input (`keep_last`)."""
-    res = Results(results, out, bench_csv, subject)
+    res = PageData(results, out, bench_csv, subject)
     sections, failed, broken = made_sections(res)
     # a file name Make cannot carry never became a target: it is a failed input all the same
     if results.resolve() == RESULTS.resolve():
@@ -380,7 +380,7 @@ def build(
 
 
 def write_sections(
-    w: Written, res: Results, sections: list[Section], lead: Callable[[], list[Section]] | None
+    w: Written, res: PageData, sections: list[Section], lead: Callable[[], list[Section]] | None
 ) -> list[Section]:
     """Every section's tables and assets, and `inputs.csv`; the stale tables of an earlier render
     removed before `lead` reads the folder; returns the sections, `lead`'s first."""
@@ -415,8 +415,8 @@ def write_sections(
 
     for sec in sections:
         write(sec)
-    # a table this build did not write (its section failed, or has no results now) must not stay
-    # behind with an earlier build's rows, beside a page that says the section failed
+    # a table this render did not write (its section failed, or has no results now) must not stay
+    # behind with an earlier render's rows, beside a page that says the section failed
     w.remove_stale("tables/")
     if lead is None:
         return sections
@@ -427,7 +427,7 @@ def write_sections(
 
 
 def write_pages(
-    w: Written, res: Results, sections: list[Section], failed: list[dict[str, Any]], vt: Verdict | None
+    w: Written, res: PageData, sections: list[Section], failed: list[dict[str, Any]], vt: Verdict | None
 ) -> None:
     """index.html, pr-review-tables.md, pr-comment.md and the vocab pages."""
     committed = w.out.resolve() == REPORTS.resolve()
@@ -569,7 +569,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     t0 = time.monotonic()
     try:
-        failed = build(a.results, a.out)
+        failed = write_report(a.results, a.out)
     except OSError as e:  # a full disk or a read-only folder: one line naming the path
         print(f"report: {e.filename or a.out}: {e.strerror or e}", file=sys.stderr)
         return 1
