@@ -32,7 +32,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ... import catalogue, synth
 from ... import generate as G
@@ -42,6 +42,7 @@ from ...overrides import model_label
 from ...vocab import Vocab
 from ..engines.compute import BY_NAME, LEAK_REGEX, LIMIT_S, check_names, installed_version, regex_literal, run_limited
 from ..matrix.compute import model_vocab
+from . import EnginesE2ePayload
 
 __all__ = ["CASES", "Settings", "check_names", "judge", "run"]
 
@@ -239,7 +240,9 @@ def one_model(vocab: str, real: bool, path: Path, overrides: list[str], engines:
     return rows, seconds
 
 
-def run(vocab: str, real: bool, paths: list[Path], overrides: list[str], engines: list[str], s: Settings) -> Any:
+def run(
+    vocab: str, real: bool, paths: list[Path], overrides: list[str], engines: list[str], s: Settings
+) -> EnginesE2ePayload:
     """The `engines_e2e` result's payload: every engine on every model of `paths`."""
     rows: list[dict[str, Any]] = []
     seconds: dict[str, dict[str, float]] = {}
@@ -247,4 +250,5 @@ def run(vocab: str, real: bool, paths: list[Path], overrides: list[str], engines
         got, secs = one_model(vocab, real, path, overrides, engines, s)
         rows += got
         seconds[path.name] = secs
-    return {**asdict(s), "models": [p.name for p in paths], "rows": rows, "seconds": seconds}
+    out = {**asdict(s), "models": [p.name for p in paths], "rows": rows, "seconds": seconds}
+    return cast(EnginesE2ePayload, out)
