@@ -71,7 +71,7 @@ PACKAGES: dict[str, tuple[str, ...]] = {a.name: a.packages for a in ANALYSES}
 # reruns nothing; the code-version test allows these and no others outside the lists above
 DISPLAY_ONLY = ("palette.py",)
 BUILT: dict[str, tuple[tuple[str, str], ...]] = {a.name: a.built for a in ANALYSES if a.built}
-# what an ok result of each analysis holds
+# what an ok result of each analysis holds, derived from its entry's result type (`Schema.of`)
 SCHEMAS: dict[str, Schema] = {a.name: a.schema for a in ANALYSES}
 
 

@@ -4,12 +4,26 @@ LLGBRIDGE_ANALYSES). It counts a vocab's tokens and those whose piece starts wit
 
 from __future__ import annotations
 
-from llgbridge.analyses import Analysis, Schema
+from typing import TypedDict
+
+from llgbridge.analyses import Analysis
+
+
+class ToyRow(TypedDict):
+    vocab: str
+    n_tokens: int
+    leading_space: int
+
+
+# what an ok result holds: the check (`results.check`) requires each key and column, of its type
+class ToyPayload(TypedDict):
+    rows: list[ToyRow]
+
 
 ANALYSIS = Analysis(
     "toy",
     (),
-    Schema({"rows": list}, {"rows": {"vocab": str, "n_tokens": int, "leading_space": int}}),
+    ToyPayload,
     runs_on="every",
     whatif=True,
     order=50,

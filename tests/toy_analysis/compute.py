@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from llgbridge.vocab import Vocab
 
+from . import ToyPayload
 
-def payload(v: Vocab) -> dict[str, Any]:
+
+def payload(v: Vocab) -> ToyPayload:
     pieces = list(v.iter_pieces())
     return {"rows": [{"vocab": v.name, "n_tokens": len(pieces), "leading_space": sum(p[:1] == b" " for p in pieces)}]}

@@ -1,10 +1,11 @@
 """The analyses: one package each, and the one registry every other place reads.
 
 An analysis is a package here, `analyses/NAME/`: its `__init__.py` holds its entry (`ANALYSIS`,
-an `Analysis`: what its result's code version hashes, what an `ok` result holds, which inputs
-`make report` runs it on, whether `make whatif` does, its place in a worker's order and on the
-page); beside it, its compute (`compute.py`, more modules where it needs them), its report
-section (`section.py`, `NAME_section`) and the section's prose (`NAME.md.j2`). Its notebook is
+an `Analysis`: what its result's code version hashes, what an `ok` result holds (a `TypedDict`,
+its rows TypedDicts too, from which the check's `Schema` is derived), which inputs `make report`
+runs it on, whether `make whatif` does, its place in a worker's order and on the page); beside
+it, its compute (`compute.py`, more modules where it needs them), its report section
+(`section.py`, `NAME_section`) and the section's prose (`NAME.md.j2`). Its notebook is
 `notebooks/NAME.ipynb` (or the one its entry names). The pool, the Makefile's report target, the
 results loader, the what-if, the page and the tests read `ANALYSES` and nothing else.
 
@@ -25,7 +26,7 @@ import os
 import pkgutil
 from pathlib import Path
 
-from .registry import BLANK_INT, BRIDGE_ROW, INPUT_SETS, MS, NUM, Analysis, Kind, Schema
+from .registry import INPUT_SETS, Analysis, BlankInt, BridgeRow, Kind, Ms, Num, Schema
 
 EXTRA = "LLGBRIDGE_ANALYSES"
 
@@ -63,15 +64,15 @@ def names(runs_on: str | None = None, whatif: bool | None = None) -> tuple[str, 
 
 __all__ = [
     "ANALYSES",
-    "BLANK_INT",
-    "BRIDGE_ROW",
     "BY_NAME",
     "EXTRA",
     "INPUT_SETS",
-    "MS",
-    "NUM",
     "Analysis",
+    "BlankInt",
+    "BridgeRow",
     "Kind",
+    "Ms",
+    "Num",
     "Schema",
     "discover",
     "names",

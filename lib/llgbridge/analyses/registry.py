@@ -1,4 +1,5 @@
-"""What an analysis's entry declares (`Analysis`), and what an `ok` result holds (`Schema`).
+"""What an analysis's entry declares (`Analysis`), and what an `ok` result holds (`Schema`, derived
+from the entry's `TypedDict` of its result).
 
 Standard library only: the Makefile's helpers and the pool's planner read the entries before any
 analysis's own code (numpy, llama.cpp) is imported.
@@ -6,12 +7,40 @@ analysis's own code (numpy, llama.cpp) is imported.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import types
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import (
+    Annotated,
+    Any,
+    NotRequired,
+    Required,
+    TypeAlias,
+    TypedDict,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+    is_typeddict,
+)
 
 from ..paths import ROOT
 
 Kind = type | tuple[type, ...]  # a JSON type, or several (`isinstance`'s second argument)
+
+
+class BridgeRow(TypedDict):
+    """A row of one bridge on one vocab."""
+
+    vocab: str
+    bridge: str
+
+
+Num: TypeAlias = int | float
+Ms: TypeAlias = int | float | None  # a timing: none where nothing was timed
+BlankInt: TypeAlias = int | str  # a count, or "" where it was not measured (the native differential that did not run)
+
+_JSON = (str, int, float, bool, list, dict, type(None))  # what json.loads makes; the check knows no other type
 
 
 @dataclass(frozen=True)
@@ -21,11 +50,70 @@ class Schema:
         str, dict[str, Kind]
     ]  # key holding a list of rows (or one row) -> column each row has -> its JSON type
 
+    @classmethod
+    def of(cls, result: type) -> Schema:
+        """What `result` (a TypedDict) declares an `ok` result holds: each key and its JSON type(s);
+        a key whose type is a TypedDict, or a list of one, is a table of that row type's columns."""
+        keys: dict[str, Kind] = {}
+        tables: dict[str, dict[str, Kind]] = {}
+        for key, hint in _fields(result).items():
+            keys[key] = _kind(hint, f"{result.__name__}.{key}")
+            if (row := _row_type(hint)) is not None:
+                tables[key] = {c: _kind(h, f"{row.__name__}.{c}") for c, h in _fields(row).items()}
+        return cls(keys, tables)
 
-NUM = (int, float)
-BRIDGE_ROW: dict[str, Kind] = {"vocab": str, "bridge": str}
-MS = (int, float, type(None))  # a timing: none where nothing was timed
-BLANK_INT = (int, str)  # a count, or "" where it was not measured (the native differential that did not run)
+
+def _fields(typed: type) -> dict[str, Any]:
+    """A TypedDict's keys and their annotations, in the order declared (a base's first)."""
+    if not is_typeddict(typed):
+        raise TypeError(f"{typed!r} is not a TypedDict: an analysis's result and its rows are declared as one")
+    hints = get_type_hints(typed, include_extras=True)
+    # read from the annotations: under `from __future__ import annotations` Python 3.11's
+    # __required_keys__ misses a NotRequired
+    total_false: frozenset[str] = getattr(typed, "__optional_keys__", frozenset())  # `total=False` classes' keys
+    optional = [
+        k
+        for k, h in hints.items()
+        if get_origin(h) is NotRequired or (k in total_false and get_origin(h) is not Required)
+    ]
+    if optional:
+        raise TypeError(
+            f"{typed.__name__}: {optional} may be absent, but the check requires every key a result type names "
+            "(a key it should not hold is left out of the type)"
+        )
+    return {k: get_args(h)[0] if get_origin(h) is Required else h for k, h in hints.items()}
+
+
+def _bare(hint: Any) -> Any:
+    """`hint` without its `Annotated` metadata."""
+    return get_args(hint)[0] if get_origin(hint) is Annotated else hint
+
+
+def _kinds(hint: Any, where: str) -> tuple[type, ...]:
+    hint = _bare(hint)
+    if get_origin(hint) in (Union, types.UnionType):
+        return tuple(k for a in get_args(hint) for k in _kinds(a, where))
+    bare = get_origin(hint) or hint
+    if is_typeddict(bare):
+        return (dict,)
+    if bare in _JSON:
+        return (bare,)
+    raise TypeError(f"{where}: {hint!r} is no JSON type (str, int, float, bool, None, list, dict, a TypedDict)")
+
+
+def _kind(hint: Any, where: str) -> Kind:
+    """The JSON type(s) a value annotated `hint` may have, as `isinstance` takes them."""
+    kinds = _kinds(hint, where)
+    return kinds[0] if len(kinds) == 1 else kinds
+
+
+def _row_type(hint: Any) -> type | None:
+    """The TypedDict of a key's rows: the key's own type, or its list's items' (None for neither)."""
+    hint = _bare(hint)
+    if get_origin(hint) is list and get_args(hint):
+        hint = _bare(get_args(hint)[0])
+    return hint if is_typeddict(hint) else None
+
 
 # the inputs `make report` runs an analysis on, as the Makefile passes them to the pool
 INPUT_SETS = {
@@ -42,7 +130,8 @@ class Analysis:
     # what its result depends on beyond results.SHARED_CODE: the code version a result records is their
     # hash with its notebook's; a name ending in "/" is every module of that subpackage
     modules: tuple[str, ...]
-    schema: Schema
+    # what an `ok` result holds, as a TypedDict (its rows as TypedDicts too): `schema` is derived from it
+    result: type
     runs_on: str  # a key of INPUT_SETS
     whatif: bool  # `make whatif` runs it on a new file
     # the compiled programs (or data) a result ran, by directory and glob: their bytes are part of
@@ -63,6 +152,11 @@ class Analysis:
     # filled in by the registry (`llgbridge.analyses`) from where the entry was found
     package: str = ""
     folder: Path = Path()
+    schema: Schema = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # derived at once, so a result type the check cannot hold fails where the registry loads
+        object.__setattr__(self, "schema", Schema.of(self.result))
 
     @property
     def section_module(self) -> str:

@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
-from ..registry import Analysis, Schema
+from typing import Any, TypedDict
+
+from ..registry import Analysis
+
+
+class CensusSummary(TypedDict):
+    vocab: str
+    differing: int
+    n_tokens: int
+    lost_leading_space: int
+
+
+class CensusPayload(TypedDict):
+    summary: CensusSummary
+    diffs: list[dict[str, Any]]
+
 
 ANALYSIS = Analysis(
     "census",
     (),
-    Schema(
-        {"summary": dict, "diffs": list},
-        {"summary": {"vocab": str, "differing": int, "n_tokens": int, "lost_leading_space": int}},
-    ),
+    CensusPayload,
     runs_on="every",
     whatif=True,
     order=1,

@@ -24,12 +24,13 @@ import re
 import struct
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 from gguf import Keys
 
 from ...gguf_meta import VocabMeta, read_meta
 from ...vocab import Vocab
+from . import CensusPayload
 
 
 def clean_spaces(text: bytes) -> bytes:
@@ -127,8 +128,8 @@ class Census:
             **{f"by_{k.replace('+', '_and_')}": v for k, v in self.by_mechanism().items()},
         }
 
-    def to_json(self) -> dict[str, Any]:
-        return {
+    def to_json(self) -> CensusPayload:
+        out = {
             "summary": self.summary(),
             "meta": asdict(self.meta),
             "diffs": [
@@ -144,6 +145,7 @@ class Census:
                 for d in self.diffs
             ],
         }
+        return cast(CensusPayload, out)
 
 
 def classify(piece: bytes, lstripped: bytes, detok: bytes, lstrip: bool, clean: bool) -> str:

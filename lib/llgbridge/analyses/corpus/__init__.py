@@ -2,29 +2,52 @@
 
 from __future__ import annotations
 
-from ..registry import BRIDGE_ROW, MS, Analysis, Schema
+from typing import Any, TypedDict
+
+from ..registry import Analysis, BridgeRow, Ms
+
+
+class CorpusRow(BridgeRow):
+    schemas: int
+    compiled: int
+    under: int
+    over: int
+
+
+class CorpusFailure(BridgeRow):
+    schema: str
+    status: str
+
+
+class CorpusRejection(TypedDict):
+    schema: str
+    status: str
+    error: str
+    vocabs: str
+    bridges: str
+
+
+class CorpusTiming(BridgeRow):
+    masks: int
+    mask_us_p50: Ms
+    mask_us_p99: Ms
+
+
+class CorpusPayload(TypedDict):
+    schemas: int
+    params: dict[str, Any]
+    rows: list[CorpusRow]
+    failures: list[CorpusFailure]
+    rejected: list[CorpusRejection]
+    timing: list[CorpusTiming]
+    hist: dict[str, list[int]]
+    hist_edges_us: list[float]
+
 
 ANALYSIS = Analysis(
     "corpus",
     ("pool.py", "jobserver.py", "analyses/corpus/schemas.tsv", "soundness.py"),
-    Schema(
-        {
-            "schemas": int,
-            "params": dict,
-            "rows": list,
-            "failures": list,
-            "rejected": list,
-            "timing": list,
-            "hist": dict,
-            "hist_edges_us": list,
-        },
-        {
-            "rows": {**BRIDGE_ROW, "schemas": int, "compiled": int, "under": int, "over": int},
-            "failures": {**BRIDGE_ROW, "schema": str, "status": str},
-            "rejected": {"schema": str, "status": str, "error": str, "vocabs": str, "bridges": str},
-            "timing": {**BRIDGE_ROW, "masks": int, "mask_us_p50": MS, "mask_us_p99": MS},
-        },
-    ),
+    CorpusPayload,
     runs_on="corpus-sample",
     whatif=False,
     built=(("data/schemas", "*.json"),),

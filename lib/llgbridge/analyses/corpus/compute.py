@@ -71,7 +71,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -81,6 +81,7 @@ from ...fixtures import vocab_names
 from ...inputs import Input
 from ...paths import DATA, REPORTS, ROOT, VOCABS, resolve, vocab_path, write_atomic, write_json
 from ...results import file_sha256
+from . import CorpusPayload
 from .cluster import run_jobs
 from .job import (
     ERROR_CHARS,
@@ -407,9 +408,9 @@ def mask_error_rows(r: CorpusRun) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda e: (e["vocab"], e["bridge"], e["grammar"], e["sample"], e["step"], e["at"]))
 
 
-def payload(r: CorpusRun, n_schemas: int, params: Params) -> dict[str, Any]:
+def payload(r: CorpusRun, n_schemas: int, params: Params) -> CorpusPayload:
     """The corpus notebook's result for one vocab."""
-    return {
+    out = {
         "schemas": n_schemas,
         "params": asdict(params),
         "rows": summary_rows(r),
@@ -421,6 +422,7 @@ def payload(r: CorpusRun, n_schemas: int, params: Params) -> dict[str, Any]:
         "hist_edges_us": HIST_EDGES,
         "seconds": r.seconds,
     }
+    return cast(CorpusPayload, out)
 
 
 def csv_text(rows: list[dict[str, Any]]) -> str:

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
-from ..registry import NUM, Analysis, Schema
+from typing import Any, TypedDict
+
+from ..registry import Analysis, Num
+
+
+class EngineRow(TypedDict):
+    vocab: str
+    engine: str
+    version: str
+
+
+class EnginesPayload(TypedDict):
+    rows: list[EngineRow]
+    examples: dict[str, Any]
+    seconds: dict[str, float]
+    limit_s: Num
+
 
 ANALYSIS = Analysis(
     "engines",
     (),
-    Schema(
-        {"rows": list, "examples": dict, "seconds": dict, "limit_s": NUM},
-        {"rows": {"vocab": str, "engine": str, "version": str}},
-    ),
+    EnginesPayload,
     runs_on="every",
     whatif=True,
     packages=("lm-format-enforcer", "outlines", "outlines-core"),

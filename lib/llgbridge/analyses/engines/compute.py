@@ -23,11 +23,12 @@ import traceback
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ...errors import InputError, first_line
 from ...grammars import FORCED_LITERAL
 from ...show import show
+from . import EnginesPayload
 
 # the leak grammar `start: /[.a-z]{2,6}/ "!"` (grammars.LEAK_GRAMMAR) in the engines' regex language
 LEAK_REGEX = "[.a-z]{2,6}!"
@@ -313,7 +314,7 @@ def engine_row(vocab: str, engine: Engine, version: str, got: dict[str, Any]) ->
 
 def run_engines(
     vocab: str, path: str, overrides: tuple[Any, ...], truth: Truth, names: list[str], limit_s: float = LIMIT_S
-) -> dict[str, Any]:
+) -> EnginesPayload:
     """Every named engine on one vocab: the `engines` result's payload. An engine not installed, or
     one that fails, is a row with its one-line `error`; the others go on."""
     rows: list[dict[str, Any]] = []
@@ -332,7 +333,7 @@ def run_engines(
         rows.append(engine_row(vocab, e, version, got))
         seconds[e.name] = round(got["seconds"], 3)
         detail[e.name] = _detail(got, truth)
-    return {"rows": rows, "examples": detail, "seconds": seconds, "limit_s": limit_s}
+    return cast(EnginesPayload, {"rows": rows, "examples": detail, "seconds": seconds, "limit_s": limit_s})
 
 
 def _detail(got: dict[str, Any], truth: Truth) -> dict[str, Any]:

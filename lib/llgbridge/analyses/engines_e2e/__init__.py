@@ -3,15 +3,32 @@ matrix's models, judged by the real bytes of the tokens it let through."""
 
 from __future__ import annotations
 
-from ..registry import Analysis, Schema
+from typing import TypedDict
+
+from ..registry import Analysis, Num
+
+
+class EngineE2eRow(TypedDict):
+    model: str
+    vocab: str
+    engine: str
+    version: str
+    case: str
+    outcome: str
+
+
+class EnginesE2ePayload(TypedDict):
+    rows: list[EngineE2eRow]
+    temperature: Num
+    seed: int
+    max_tokens: int
+    limit_s: Num
+
 
 ANALYSIS = Analysis(
     "engines_e2e",
     ("generate.py", "synth.py", "analyses/engines/", "analyses/matrix/"),
-    Schema(
-        {"rows": list, "temperature": (int, float), "seed": int, "max_tokens": int, "limit_s": (int, float)},
-        {"rows": {"model": str, "vocab": str, "engine": str, "version": str, "case": str, "outcome": str}},
-    ),
+    EnginesE2ePayload,
     runs_on="matrix",
     whatif=False,
     packages=("lm-format-enforcer", "outlines", "outlines-core", "numba"),

@@ -32,7 +32,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ... import catalogue, synth
 from ... import generate as G
@@ -42,6 +42,7 @@ from ...overrides import Override, model_label
 from ...vocab import Vocab
 from ..engines.compute import BY_NAME, LEAK_REGEX, LIMIT_S, check_names, installed_version, regex_literal, run_limited
 from ..matrix.compute import model_vocab
+from . import EnginesE2ePayload
 
 __all__ = ["CASES", "Settings", "check_names", "judge", "run"]
 
@@ -245,7 +246,7 @@ def one_model(
 
 def run(
     vocab: str, real: bool, paths: list[Path], overrides: tuple[Override, ...], engines: list[str], s: Settings
-) -> Any:
+) -> EnginesE2ePayload:
     """The `engines_e2e` result's payload: every engine on every model of `paths`."""
     rows: list[dict[str, Any]] = []
     seconds: dict[str, dict[str, float]] = {}
@@ -253,4 +254,5 @@ def run(
         got, secs = one_model(vocab, real, path, overrides, engines, s)
         rows += got
         seconds[path.name] = secs
-    return {**asdict(s), "models": [p.name for p in paths], "rows": rows, "seconds": seconds}
+    out = {**asdict(s), "models": [p.name for p in paths], "rows": rows, "seconds": seconds}
+    return cast(EnginesE2ePayload, out)

@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
-from ..registry import BRIDGE_ROW, Analysis, Schema
+from typing import TypedDict
+
+from ..registry import Analysis, BridgeRow
+
+
+class ProbeVsExactnessRow(TypedDict):
+    vocab: str
+    cell: str
+
+
+class ExactnessPayload(TypedDict):
+    n_inputs: int
+    bridges: list[BridgeRow]
+    exactness: list[BridgeRow]
+    probe_vs_exactness: ProbeVsExactnessRow
+
 
 ANALYSIS = Analysis(
     "exactness",
     (),
-    Schema(
-        {"n_inputs": int, "bridges": list, "exactness": list, "probe_vs_exactness": dict},
-        {"bridges": BRIDGE_ROW, "exactness": BRIDGE_ROW, "probe_vs_exactness": {"vocab": str, "cell": str}},
-    ),
+    ExactnessPayload,
     runs_on="every",
     whatif=True,
     order=6,

@@ -32,7 +32,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from ...bridges import Bridge, make_bridge
 from ...errors import InputError
@@ -40,6 +40,7 @@ from ...fixtures import manifest
 from ...paths import VOCABS
 from ...probe import ProbeResult, probe_tokenize_exact
 from ...vocab import Vocab
+from . import ExactnessPayload
 
 SPECIAL_TEXTS: tuple[bytes, ...] = (
     b"<s>",
@@ -362,7 +363,7 @@ def payload(
     pvx: ProbeVsExactness,
     n_inputs: int,
     seed: int,
-) -> dict[str, Any]:
+) -> ExactnessPayload:
     """The exactness notebook's result: a row per bridge (built or not), the exactness rows, the probe against them."""
     rows = [
         {
@@ -376,13 +377,14 @@ def payload(
         }
         for name in bridges
     ]
-    return {
+    out = {
         "n_inputs": n_inputs,
         "seed": seed,
         "bridges": rows,
         "exactness": [r.row() for r in exact.values()],
         "probe_vs_exactness": pvx.row(),
     }
+    return cast(ExactnessPayload, out)
 
 
 __all__ = [

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from ..registry import BRIDGE_ROW, Analysis, Schema
+from typing import TypedDict
+
+from ..registry import Analysis, BridgeRow
+
+
+class ForcedPayload(TypedDict):
+    literal: str
+    rows: list[BridgeRow]
+
 
 ANALYSIS = Analysis(
     "forced",
     (),
-    Schema({"literal": str, "rows": list}, {"rows": BRIDGE_ROW}),
+    ForcedPayload,
     runs_on="every",
     whatif=True,
     order=3,

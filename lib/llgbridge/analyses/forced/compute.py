@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ...bridges import Bridge, failed_rows
 from ...errors import LlgError, first_line
 from ...grammars import literal_grammar
 from ...llg import Matcher
+from . import ForcedPayload
 
 
 @dataclass
@@ -119,13 +120,13 @@ def forced_test(bridge: Bridge, literal: str, max_steps: int = 64) -> ForcedResu
 
 def forced_payload(
     literal: str, results: list[ForcedResult], build_errors: dict[str, str], vocab: str
-) -> dict[str, Any]:
+) -> ForcedPayload:
     """The forced notebook's result: rows per bridge, the allowed pieces, and the walk."""
 
     def text(b: bytes) -> str:
         return b.decode("utf-8", "backslashreplace")
 
-    return {
+    out = {
         "literal": literal,
         "rows": [r.row() for r in results] + failed_rows(vocab, build_errors),
         "allowed": {r.bridge: [{"token": t, "piece": text(p)} for t, p in zip(r.allowed, r.pieces)] for r in results},
@@ -137,3 +138,4 @@ def forced_payload(
             for r in results
         },
     }
+    return cast(ForcedPayload, out)

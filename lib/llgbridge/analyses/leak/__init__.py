@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from ..registry import BRIDGE_ROW, Analysis, Schema
+from typing import Any, TypedDict
+
+from ..registry import Analysis, BridgeRow
+
+
+class LeakPayload(TypedDict):
+    grammar: str
+    rows: list[BridgeRow]
+    leaked: dict[str, list[dict[str, Any]]]
+
 
 ANALYSIS = Analysis(
     "leak",
     (),
-    Schema({"grammar": str, "rows": list, "leaked": dict}, {"rows": BRIDGE_ROW}),
+    LeakPayload,
     runs_on="every",
     whatif=True,
     order=2,

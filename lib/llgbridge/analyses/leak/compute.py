@@ -10,11 +10,12 @@ One mask computation per bridge: milliseconds, after the bridge is built.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ...bridges import Bridge, failed_rows
 from ...errors import LlgError, cause_line
 from ...vocab import Vocab
+from . import LeakPayload
 
 
 @dataclass
@@ -97,10 +98,10 @@ def leak_payload(
     results: list[LeakResult],
     build_errors: dict[str, str],
     errors: dict[str, str] | None = None,
-) -> dict[str, Any]:
+) -> LeakPayload:
     """The leak notebook's result (`results.SCHEMAS["leak"]`): rows per bridge (one for each that
     could not be built, and for each whose mask failed: `leak_tests`) and the leaked tokens."""
-    return {
+    out = {
         "grammar": grammar,
         "rows": [r.row() for r in results]
         + failed_rows(vocab.name, build_errors)
@@ -117,3 +118,4 @@ def leak_payload(
             for r in results
         },
     }
+    return cast(LeakPayload, out)

@@ -2,15 +2,34 @@
 
 from __future__ import annotations
 
-from ..registry import NUM, Analysis, Schema
+from typing import TypedDict
+
+from ..registry import Analysis, Num
+
+
+class MatrixCell(TypedDict):
+    """One model, case and bridge."""
+
+    model: str
+    vocab: str
+    case: str
+    bridge: str
+    outcome: str
+
+
+class MatrixPayload(TypedDict):
+    rows: list[MatrixCell]
+    device: str
+    n_gpu_layers: int
+    temperature: Num
+    seed: int
+    max_tokens: int
+
 
 ANALYSIS = Analysis(
     "matrix",
     ("generate.py", "synth.py"),
-    Schema(
-        {"rows": list, "device": str, "n_gpu_layers": int, "temperature": NUM, "seed": int, "max_tokens": int},
-        {"rows": {"model": str, "vocab": str, "case": str, "bridge": str, "outcome": str}},
-    ),
+    MatrixPayload,
     runs_on="matrix",
     whatif=True,
     gpu=True,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import llama_cpp
 
@@ -20,6 +20,7 @@ from ...inputs import Input
 from ...overrides import Override, model_label
 from ...paths import resolve
 from ...vocab import Vocab
+from . import MatrixPayload
 
 
 @dataclass(frozen=True)
@@ -48,12 +49,12 @@ class Matrix:
     timing: list[dict[str, Any]] = field(default_factory=list)
     build_errors: dict[str, str] = field(default_factory=dict)  # the last model's bridges not built
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self) -> MatrixPayload:
         """The matrix notebook's result (`results.SCHEMAS["matrix"]`): settings, cases and their
         prompts, a row per (model, case, bridge), the tokens and the text of each (a real model's
         only here: `MatrixRow.row`), and the timings kept apart."""
         s = self.settings
-        return {
+        out = {
             "models": [str(p.name) for p in self.paths],
             "device": self.device,
             "n_gpu_layers": s.n_gpu_layers,
@@ -73,6 +74,7 @@ class Matrix:
             "outputs": [r.output for r in self.rows],
             "timing": self.timing,
         }
+        return cast(MatrixPayload, out)
 
 
 def check_cases(cases: list[str]) -> None:

@@ -3,15 +3,28 @@ port checked against it step by step (`analyses.native.compute`)."""
 
 from __future__ import annotations
 
-from ..registry import BLANK_INT, Analysis, Schema
+from typing import Any, TypedDict
+
+from ..registry import Analysis, BlankInt
+
+
+class NativeRow(TypedDict):
+    vocab: str
+    sampler: str
+    diff_cells: BlankInt
+    diff_differ: BlankInt
+
+
+class NativePayload(TypedDict):
+    rows: list[NativeRow]
+    differences: list[dict[str, Any]]
+    tests: list[dict[str, Any]]
+
 
 ANALYSIS = Analysis(
     "native",
     ("soundness.py",),
-    Schema(
-        {"rows": list, "differences": list, "tests": list},
-        {"rows": {"vocab": str, "sampler": str, "diff_cells": BLANK_INT, "diff_differ": BLANK_INT}},
-    ),
+    NativePayload,
     runs_on="every",
     whatif=True,
     built=(("data/native/bin", "*"),),

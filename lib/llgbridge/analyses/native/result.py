@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import subprocess
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from ...errors import first_line
+from . import NativePayload
 from .builder import LLG_PINNED, PATCH_OF, SAMPLERS, bin_dir, built_versions, unavailable, venv_llguidance
 from .causes import classified
 from .logs import TestRun
@@ -121,8 +122,8 @@ class NativeResult:
             for x in d.differences
         ]
 
-    def payload(self, vocab: Any = None) -> dict[str, Any]:
-        return {
+    def payload(self, vocab: Any = None) -> NativePayload:
+        out = {
             "rows": self.rows(),
             # the candidate patches' rows, the same columns: their PR test (pinned llguidance) and differential
             "candidates": self.rows(tuple(PATCH_OF)),
@@ -131,6 +132,7 @@ class NativeResult:
             "special": self.special,
             "mask_errors": self.mask_errors,
         }
+        return cast(NativePayload, out)
 
 
 def _blank(x: int | None) -> int | str:

@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
-from ..registry import Analysis, Schema
+from typing import Any, TypedDict
+
+from ..registry import Analysis
+
+
+class ProbeVerdict(TypedDict):
+    vocab: str
+    tokenize_exact: bool
+    greedy: bool
+
+
+class ProbePayload(TypedDict):
+    probe: ProbeVerdict
+    cases: list[dict[str, Any]]
+
 
 ANALYSIS = Analysis(
     "probe",
     (),
-    Schema({"probe": dict, "cases": list}, {"probe": {"vocab": str, "tokenize_exact": bool, "greedy": bool}}),
+    ProbePayload,
     runs_on="every",
     whatif=True,
     order=5,

@@ -2,45 +2,50 @@
 
 from __future__ import annotations
 
-from ..registry import NUM, Analysis, Schema
+from typing import Any, TypedDict
+
+from ..registry import Analysis, Num
+
+
+class ServerAnswer(TypedDict):
+    """One request: a model, an llguidance, a sampler and a case."""
+
+    model: str
+    vocab: str
+    llguidance: str
+    sampler: str
+    case: str
+    http_status: int
+    error_field: bool
+    outcome: str
+
+
+class ServerLoad(TypedDict):
+    model: str
+    llguidance: str
+    sampler: str
+    requests: int
+    violations: int
+    healthy_after: bool
+
+
+class ServerPayload(TypedDict):
+    rows: list[ServerAnswer]
+    tokens: list[list[int]]
+    load: list[ServerLoad]
+    llguidance: list[str]
+    port_llguidance: str
+    builds: dict[str, str]
+    cases: dict[str, dict[str, Any]]
+    temperature: Num
+    seed: int
+
 
 ANALYSIS = Analysis(
     "server",
     # the matrix's: the model it serves is the one the matrix runs (`matrix.model_paths`)
     ("generate.py", "synth.py", "analyses/native/", "soundness.py", "analyses/matrix/"),
-    Schema(
-        {
-            "rows": list,
-            "tokens": list,
-            "load": list,
-            "llguidance": list,
-            "port_llguidance": str,
-            "builds": dict,
-            "cases": dict,
-            "temperature": NUM,
-            "seed": int,
-        },
-        {
-            "rows": {
-                "model": str,
-                "vocab": str,
-                "llguidance": str,
-                "sampler": str,
-                "case": str,
-                "http_status": int,
-                "error_field": bool,
-                "outcome": str,
-            },
-            "load": {
-                "model": str,
-                "llguidance": str,
-                "sampler": str,
-                "requests": int,
-                "violations": int,
-                "healthy_after": bool,
-            },
-        },
-    ),
+    ServerPayload,
     runs_on="server",
     whatif=True,
     built=(("data/native/server/bin", "*"),),

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ... import generate as G
 from ... import nb
@@ -32,6 +32,7 @@ from ...overrides import Override, check_log, model_label, server_args
 from ...paths import RESULTS, ROOT, resolve
 from ...results import file_sha256
 from ...vocab import Vocab
+from . import ServerPayload
 from . import llama_server as S
 from .cases import (
     CHAT_CASE,
@@ -263,12 +264,12 @@ def _violating(rows: list[ServerRow]) -> str:
     return "; ".join(sorted(shown)[:3])
 
 
-def payload(model: Path, run: ModelRun, settings: dict[str, Any]) -> dict[str, Any]:
+def payload(model: Path, run: ModelRun, settings: dict[str, Any]) -> ServerPayload:
     """The server notebook's result (`results.SCHEMAS["server"]`): the settings, each case's prompt
     and how it was sent, a row per (llguidance, sampler, case), the tokens, the load test, the
     builds' sha256 (so a rebuilt server makes the result stale), and the timings kept apart."""
     cases = sorted({r.case for r in run.rows}, key=[*G.CASES, *EXTRA_CASES].index)
-    return {
+    out = {
         "model": model.name,
         "llguidance": run.llguidance,
         "port_llguidance": run.port_llguidance,
@@ -300,6 +301,7 @@ def payload(model: Path, run: ModelRun, settings: dict[str, Any]) -> dict[str, A
             ],
         },
     }
+    return cast(ServerPayload, out)
 
 
 def _failed_rows(run: ServerRun, cases: list[str], why: str) -> list[ServerRow]:

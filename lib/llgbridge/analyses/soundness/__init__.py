@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from ..registry import BRIDGE_ROW, Analysis, Schema
+from typing import TypedDict
+
+from ..registry import Analysis, BridgeRow
+
+
+class SoundnessPayload(TypedDict):
+    soundness: list[BridgeRow]
+
 
 ANALYSIS = Analysis(
     "soundness",
     ("soundness.py",),
-    Schema({"soundness": list}, {"soundness": BRIDGE_ROW}),
+    SoundnessPayload,
     runs_on="every",
     whatif=True,
     order=7,
