@@ -7,8 +7,8 @@ SHELL := /bin/bash
 # ran `touch x` when VOCAB was exported to a recipe. Each is taken unexpanded ($(value)) into a
 # simple variable, which Make never expands again; the recipes read them from the environment,
 # quoted ("$$VOCAB"), so no shell reads them as code either
-PARAMETERS := VOCAB NAME PARAMS MODELS N_GPU_LAYERS OVERRIDE ANALYSES CUDA N SEED CORPUS_VOCABS ENGINE WORKERS \
-              CLUSTER REGEN LAB_PORT
+PARAMETERS := VOCAB NAME PARAMS MODELS N_GPU_LAYERS OVERRIDE ANALYSES INPUTS CUDA N SEED CORPUS_VOCABS ENGINE \
+              WORKERS CLUSTER REGEN LAB_PORT
 $(foreach v,$(PARAMETERS),$(if $(filter command line environment%,$(origin $(v))),$(eval override $(v) := $$(value $(v)))))
 PYTHON ?= python3.11
 VENV := .venv
@@ -32,14 +32,11 @@ SETUP := $(STAMP) $(LLAMACALL)
 # a failed (notebook, vocab) run leaves its result marked failed (llgbridge.run), and the pool's
 # plan reruns it on the next `make report`; nothing is deleted here
 
-# the manifest's fixtures, plus any other ggml-vocab-NAME.gguf dropped into data/vocabs/ (stdlib
-# only, so it runs before the venv exists)
-VOCABS := $(shell PYTHONPATH=lib $(PYTHON) -m llgbridge.fixtures --names)
-# the real models' vocabs (llgbridge.models, `make models`): every per-vocab analysis after the
-# fixtures, and the matrix on the models themselves
-REAL_VOCABS := $(shell PYTHONPATH=lib $(PYTHON) -m llgbridge.models --names)
-# the matrix runs on synthetic models made from these fixtures' tokenizers
-MATRIX_VOCABS := llama-spm phi-3 baichuan llama-bpe gemma-4 qwen35
+# The inputs are named in one place, lib/llgbridge/inputsets.py (the fixtures, any
+# ggml-vocab-NAME.gguf dropped into data/vocabs/, the real models, the synthetic models' and the
+# corpus sample's fixtures), never here: nothing runs while this file is read.
+# INPUTS="GROUP=NAMES ...": those groups in place of theirs (`python -m llgbridge.inputsets` lists them)
+INPUTS ?=
 # One graph for the results: every analysis of the registry (llgbridge.analyses) on the
 # inputs of its set, in one pooled target (llgbridge.batch:
 # long-lived workers, one kernel each, an input at a time, as many as `-j` allows through Make's
@@ -49,11 +46,6 @@ MATRIX_VOCABS := llama-spm phi-3 baichuan llama-bpe gemma-4 qwen35
 # One analysis by hand: `python -m llgbridge.run NOTEBOOK VOCAB` (README, "Run one notebook by hand")
 # ANALYSES="census leak": only these (default: every analysis of the registry)
 ANALYSES ?=
-# the SchemaStore corpus's seeded sample (40 schemas) on the guide's four vocabs; `make corpus`
-# runs every schema on every vocab, outside the report
-CORPUS_SAMPLE_VOCABS := llama-spm llama-bpe gemma-4 bert-bge
-# the real llama-server on the models the matrix runs on (the synthetic ones and the real ones)
-SERVER_VOCABS = $(MATRIX_VOCABS) $(REAL_VOCABS)
 POOL_STAMP := data/results/.batch/pool
 # the compiled code: common/llguidance.cpp as shipped and with patches/, llama.cpp's own test, the harness
 NATIVE_SRC := $(filter-out native/schema_to_gbnf.cpp native/llg_layout.cpp,$(wildcard native/*.cpp native/*.h patches/*.patch)) \
@@ -67,7 +59,7 @@ N_GPU_LAYERS ?= 0
 # OVERRIDE: llama.cpp's key overrides (KEY=TYPE:VALUE, several split as a shell would), for
 # make whatif and make matrix
 OVERRIDE ?=
-export VOCAB NAME PARAMS MODELS N_GPU_LAYERS OVERRIDE ANALYSES
+export VOCAB NAME PARAMS MODELS N_GPU_LAYERS OVERRIDE ANALYSES INPUTS
 # Make repeats every command-line variable in MAKEFLAGS, each space escaped: a long PARAMS (a 99 KB
 # grammar of short words) took that past the kernel's 128 KiB per string, and no recipe's shell
 # could start ("/bin/bash: Argument list too long"). whatif's recipe reads PARAMS from the
@@ -83,7 +75,7 @@ FORCE:
 all: report
 
 help:
-	@echo "make report [CLUSTER=tcp://host:port]  set up, fetch fixtures, run every notebook per vocab (on a Dask scheduler with CLUSTER), write reports/ (make alone: the same)"
+	@echo "make report [CLUSTER=tcp://host:port] [INPUTS=\"GROUP=NAMES ...\"]  set up, fetch fixtures, run every notebook per vocab (on a Dask scheduler with CLUSTER; some inputs only with INPUTS), write reports/ (make alone: the same)"
 	@echo "make test     set up, fetch fixtures, lint and type-check (make lint), run the test suite"
 	@echo "make setup    only the virtual environment (CUDA=1 for a GPU build of llama-cpp-python)"
 	@echo "make matrix MODELS=\"a.gguf b.gguf\" [N_GPU_LAYERS=99] [OVERRIDE=\"KEY=TYPE:VALUE\"]  the end-to-end matrix on your own GGUF models"
@@ -155,12 +147,9 @@ data/models/.fetched: lib/llgbridge/models.sha256 | $(SETUP)
 # CLUSTER=tcp://host:port runs the jobs on that Dask scheduler instead of the local pool
 # (llgbridge.remote: the results come back and are written here; with N_GPU_LAYERS, the matrix and
 # server jobs go only to workers started with --resources GPU=1)
-$(POOL_STAMP): $(foreach v,$(MATRIX_VOCABS),data/models/synthetic-$(v).gguf) \
-               $(if $(REAL_VOCABS),data/models/.fetched) $(if $(CORPUS_SAMPLE_VOCABS),data/schemas/.complete) \
-               data/native/.built data/native/server/.built data/vocabs/.complete FORCE | $(SETUP)
-	+@$(BIN)/python -m llgbridge.batch --inputs "every=$(VOCABS) $(REAL_VOCABS)" \
-	  --inputs "matrix=$(MATRIX_VOCABS) $(REAL_VOCABS)" --inputs "corpus-sample=$(CORPUS_SAMPLE_VOCABS)" \
-	  --inputs "server=$(SERVER_VOCABS)" $$(test -z "$$ANALYSES" || echo --analyses) $${ANALYSES} \
+$(POOL_STAMP): data/models/.fetched data/models/.synthetic data/schemas/.complete data/native/.built \
+               data/native/server/.built data/vocabs/.complete FORCE | $(SETUP)
+	+@$(BIN)/python -m llgbridge.batch --groups "$$INPUTS" $$(test -z "$$ANALYSES" || echo --analyses) $${ANALYSES} \
 	  $${CLUSTER:+--cluster="$$CLUSTER"} --stamp $@
 
 native: data/native/.built
@@ -182,8 +171,12 @@ data/native/server/.built: $(SERVER_SRC) data/native/.built | $(SETUP)
 	@$(BIN)/python -m llgbridge.analyses.server.llama_server build
 	@touch $@
 
-data/models/synthetic-%.gguf: data/vocabs/ggml-vocab-%.gguf | $(SETUP)
-	$(BIN)/python -c "from llgbridge import synth; synth.ensure_model('$*')"
+# the synthetic models of the MATRIX_VOCABS group (lib/llgbridge/inputsets.py), made before the runs
+# that load them and `make bench`'s load test, which finds them here; a run makes one again when its
+# tokenizer's bytes change. A report of some groups only (INPUTS=...) leaves no stamp
+data/models/.synthetic: data/vocabs/.complete lib/llgbridge/synth.py | $(SETUP)
+	@$(BIN)/python -m llgbridge.inputsets --make-models --groups "$$INPUTS"
+	@test -n "$$INPUTS" || touch $@
 
 # the run's exit 2 is a refusal before anything ran (nothing to render); a failed run (1) is still
 # rendered, so the page names it, and the command exits non-zero either way
@@ -245,8 +238,8 @@ corpus: data/schemas/.complete data/vocabs/.complete | $(SETUP)
 REGEN ?= today full
 export REGEN
 bench: data/vocabs/.complete data/native/.built data/native/server/.built data/models/.fetched data/schemas/.complete \
-       $(foreach v,$(MATRIX_VOCABS),data/models/synthetic-$(v).gguf) | $(SETUP)
-	$(BIN)/python -m llgbridge.measure.bench --out reports --regen $$REGEN --corpus-vocabs "$(CORPUS_SAMPLE_VOCABS)"
+       data/models/.synthetic | $(SETUP)
+	$(BIN)/python -m llgbridge.measure.bench --out reports --regen $$REGEN
 
 # the guide's two quotes regenerated on real weights (Gemma 3 270M with llama.cpp's space-prefix
 # override, through the upstream and the fixed llama-server): a real model's words depend on the CPU,

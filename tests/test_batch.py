@@ -180,11 +180,8 @@ def test_make_report_serial_and_j2_write_the_same_bytes(tmp_path: Path) -> None:
 
     tree = regen.tree_copy(tmp_path)
     small = {
-        "VOCABS": "llama-spm gpt-2 bert-bge",
+        "INPUTS": "VOCABS='llama-spm gpt-2 bert-bge' MATRIX_VOCABS= REAL_VOCABS= CORPUS_SAMPLE_VOCABS=",
         "ANALYSES": "census probe soundness",
-        "MATRIX_VOCABS": "",
-        "REAL_VOCABS": "",
-        "CORPUS_SAMPLE_VOCABS": "",
     }
     kept = {}
     for jobs in (1, 2):

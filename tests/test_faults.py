@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import vocab
-from helpers import CENSUS_ONLY
+from helpers import CENSUS_ONLY, census_needs_no_models
 
 from llgbridge import batch, nb, report, results, synth
 from llgbridge import generate as G
@@ -47,6 +47,7 @@ def _tree(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     for built in ("native", "native/server"):  # the census needs neither
         (tree / "data" / built).mkdir(parents=True)
         (tree / "data" / built / ".built").touch()
+    census_needs_no_models(tree)
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "KEEP_GOING")}
     env["PYTHONPATH"] = str(tree / "lib")  # before the venv's editable path to the real tree
     return tree, env

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from gguf import Keys
-from helpers import CENSUS_ONLY, PROGRAMS, SPM, abort_notebook, write_vocab
+from helpers import CENSUS_ONLY, PROGRAMS, SPM, abort_notebook, census_needs_no_models, write_vocab
 
 from llgbridge import candidates, fixtures, params, paths, report, results, run, synth, whatif
 from llgbridge.errors import InputError, cause_line
@@ -462,6 +462,7 @@ def _tree_copy(tmp_path: Path, fixtures_kept: tuple[str, ...] = ()) -> tuple[Pat
     for name in fixtures_kept:
         (vocabs / name).symlink_to(VOCABS / name)
     (vocabs / ".complete").touch()
+    census_needs_no_models(tree)
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS")}
     env["PYTHONPATH"] = str(tree / "lib")  # before the venv's editable path to the real tree
     return tree, env

@@ -129,9 +129,11 @@ def test_the_map_places_every_module_in_a_layer_and_names_only_modules() -> None
     assert sorted(p for p in set(patterns) if patterns.count(p) > 1) == []
 
 
-def test_the_readme_shows_the_map_as_the_code_holds_it() -> None:
-    """The README's Layout is `python -m llgbridge.layout --readme`'s: the two cannot disagree."""
-    assert layout.readme_block() in (ROOT / "README.md").read_text(encoding="utf-8")
+@pytest.mark.parametrize("name", layout.MAPPED)
+def test_the_readme_and_the_docs_show_the_map_as_the_code_holds_it(name: str) -> None:
+    """The README's Layout and docs/pipeline.md's are `python -m llgbridge.layout --readme`'s: they
+    cannot disagree with the code, or with each other."""
+    assert layout.readme_block() in (ROOT / name).read_text(encoding="utf-8")
 
 
 def test_the_readme_lists_the_analyses_the_registry_holds() -> None:

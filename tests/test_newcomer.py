@@ -165,8 +165,7 @@ def test_make_whatif_without_a_file_shows_every_parameter() -> None:
 
 def test_make_n_report_with_nothing_to_run_says_so() -> None:
     """`make -n report` printed only the pool's command line when no analysis was to run."""
-    empty = ("VOCABS=", "REAL_VOCABS=", "MATRIX_VOCABS=", "CORPUS_SAMPLE_VOCABS=")
-    done = _make("-n", "report", *empty)
+    done = _make("-n", "report", "INPUTS=VOCABS= REAL_VOCABS= MATRIX_VOCABS= CORPUS_SAMPLE_VOCABS=")
     assert done.returncode == 0, done.stderr
     said = [ln for ln in done.stdout.splitlines() if "llgbridge.batch" not in ln]
     assert "nothing to run: every result is current" in said, done.stdout

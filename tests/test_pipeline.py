@@ -59,11 +59,18 @@ def test_every_analysis_has_a_section_on_the_page_and_every_section_a_module() -
     assert not missing
 
 
-def test_the_makefile_gives_the_pool_every_input_set_an_analysis_runs_on() -> None:
-    """An analysis whose set the Makefile does not pass would run on nothing, without a word."""
+def test_every_input_set_an_analysis_runs_on_has_its_inputs() -> None:
+    """An analysis whose set had no inputs would run on nothing, without a word; and the Makefile
+    names none (it read them by running Python while it was parsed)."""
+    from llgbridge import inputsets
+
+    sets = inputsets.input_sets()
+    assert {a.runs_on for a in analyses.ANALYSES} <= set(sets) == set(analyses.INPUT_SETS)
+    assert all(sets[s] for s in sets), sets
+    assert "llama-spm" in sets["every"] and "smollm2-135m" in sets["every"] and "gemma-4" in sets["matrix"]
     makefile = (ROOT / "Makefile").read_text()
-    given = set(re.findall(r'--inputs "([a-z-]+)=', makefile))
-    assert {a.runs_on for a in analyses.ANALYSES} <= given == set(analyses.INPUT_SETS)
+    assert "$(shell PYTHONPATH" not in makefile and "--inputs" not in makefile
+    assert not [n for n in inputsets.GROUPS if re.search(rf"^{n}\s*[:?]?=", makefile, re.M)]
 
 
 def test_a_result_of_an_analysis_outside_the_registry_is_refused() -> None:
@@ -146,18 +153,16 @@ def test_a_result_a_notebook_writes_loads_through_its_schema(tmp_path: Path) -> 
 
 def test_make_never_deletes_a_fixture_it_fetched(tmp_path: Path) -> None:
     """On a fresh clone the fixtures a synthetic model is made from did not exist when Make started,
-    and reach them through two pattern rules: Make took them for intermediate files and deleted six
+    and reached them through two pattern rules: Make took them for intermediate files and deleted six
     of them once `make report` ended (`rm data/vocabs/ggml-vocab-phi-3.gguf ...`), so the next run
     had no llama-spm. `make -n` in a tree whose fixtures are not fetched yet prints what it would do."""
     for name in ("Makefile", "pyproject.toml"):
         (tmp_path / name).write_bytes((ROOT / name).read_bytes())
     (tmp_path / "lib").symlink_to(ROOT / "lib")
     (tmp_path / "data" / "vocabs").mkdir(parents=True)
-    out = subprocess.run(
-        ["make", "-n", "data/models/synthetic-llama-spm.gguf"], cwd=tmp_path, capture_output=True, text=True
-    )
+    out = subprocess.run(["make", "-n", "data/models/.synthetic"], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert "synth.ensure_model('llama-spm')" in out.stdout  # the run is planned ...
+    assert "llgbridge.inputsets --make-models" in out.stdout  # the run is planned ...
     assert not [ln for ln in out.stdout.splitlines() if ln.startswith("rm data/")], out.stdout  # ... keeping its input
 
 

@@ -1,12 +1,13 @@
 """Run every out-of-date (analysis, input) of the report on a small pool of long-lived workers.
 
-    python -m llgbridge.batch --inputs every="V1 V2 ..." --inputs matrix="V1 ..." ... \\
+    python -m llgbridge.batch [--groups "GROUP=NAMES ..."] [--inputs SET="V1 V2 ..." ...] \\
         [--analyses census leak ...] [--workers N] [--stamp PATH] [--results DIR] [--out DIR]
         [--cluster tcp://host:port]
 
 This is what `make report` runs for every analysis, once: each analysis of the registry
-(`analyses.ANALYSES`, or only those `--analyses` names) on the inputs of its `runs_on` set, as the
-Makefile gives each set with `--inputs SET="..."` (a set not given runs nothing). Make keeps the dependency
+(`analyses.ANALYSES`, or only those `--analyses` names) on the inputs of its `runs_on` set, as
+`inputsets` names them (`--groups`: some groups replaced, make report's INPUTS); with `--inputs
+SET="..."`, only the sets given, each as given (a set not given runs nothing). Make keeps the dependency
 graph: one target, out of date when any file the analyses depend on changed (`SHARED_CODE`, each
 analysis's notebook and `MODULES`, the fixtures, the models, the native build). This module then
 decides which (analysis, input) runs must really run, from what each result records
@@ -55,8 +56,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
+from . import inputsets, pool, remote
 from . import params as P
-from . import pool, remote
 from .analyses import ANALYSES, BY_NAME, INPUT_SETS
 from .errors import InputError, Refused
 from .inputs import Input
@@ -266,11 +267,17 @@ def _write_failed(results: Path, st: RunStatus) -> None:
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m llgbridge.batch", description=__doc__.splitlines()[0])
     ap.add_argument(
+        "--groups",
+        default="",
+        metavar='"GROUP=NAMES ..."',
+        help=f"these groups of inputsets in place of theirs, as a shell splits it ({', '.join(inputsets.GROUPS)})",
+    )
+    ap.add_argument(
         "--inputs",
         action="append",
         default=[],
         metavar='SET="V1 V2"',
-        help=f"the inputs of one of the registry's input sets ({', '.join(INPUT_SETS)})",
+        help=f"only these input sets, each with these inputs ({', '.join(INPUT_SETS)})",
     )
     ap.add_argument("--analyses", nargs="*", default=None, help="only these analyses (default: the registry's)")
     ap.add_argument("--workers", type=int, default=None, help="at most this many (default: Make's -j, else 1)")
@@ -297,8 +304,14 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _input_sets(specs: list[str]) -> dict[str, list[str]]:
-    """Each `--inputs SET="V1 V2"`'s inputs, by set."""
+def _input_sets(specs: list[str], groups: str = "") -> dict[str, list[str]]:
+    """Each `--inputs SET="V1 V2"`'s inputs, by set; without any, the registry's sets as
+    `inputsets` makes them, `groups` replaced."""
+    if not specs:
+        try:
+            return inputsets.input_sets(inputsets.parse(groups))
+        except InputError as e:
+            raise Refused(str(e)) from None
     sets: dict[str, list[str]] = {}
     for spec in specs:
         name, _, listed = spec.partition("=")
@@ -397,7 +410,7 @@ def _run_remote(todo: dict[str, list[str]], a: argparse.Namespace, t0: float, pl
 def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     try:
-        sets = _input_sets(a.inputs)
+        sets = _input_sets(a.inputs, a.groups)
         wanted = _wanted(sets, a.analyses)
     except Refused as e:
         print(e, file=sys.stderr)

@@ -61,6 +61,7 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("fixtures", "the vocab fixtures, vocabs.sha256"),
             ("models", "the real models, models.sha256"),
             ("synth", "synthetic models"),
+            ("inputsets", "the input sets make report runs each analysis on, by name"),
         ),
     ),
     (
@@ -204,8 +205,13 @@ def _replace(text: str, begin: str, end: str, block: str) -> str:
     return re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: block, text, flags=re.S)
 
 
+# the files that hold the map (and the README, the list of analyses): each rewritten from the code
+MAPPED = ("README.md", "docs/pipeline.md")
+
+
 def rewrite(readme: Path) -> bool:
-    """The README's Layout block and its list of analyses replaced by the code's; True if either changed."""
+    """`readme`'s Layout block and its list of analyses (where it has them) replaced by the code's;
+    True if either changed."""
     old = readme.read_text(encoding="utf-8")
     new = _replace(_replace(old, BEGIN, END, readme_block()), LIST_BEGIN, LIST_END, analyses_block())
     if new != old:
@@ -215,6 +221,7 @@ def rewrite(readme: Path) -> bool:
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--readme"]:
-        print("README.md", "rewritten" if rewrite(ROOT / "README.md") else "unchanged")
+        for name in MAPPED:
+            print(name, "rewritten" if rewrite(ROOT / name) else "unchanged")
     else:
         print(text())

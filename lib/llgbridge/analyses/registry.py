@@ -115,7 +115,7 @@ def _row_type(hint: Any) -> type | None:
     return hint if is_typeddict(hint) else None
 
 
-# the inputs `make report` runs an analysis on, as the Makefile passes them to the pool
+# the input sets `make report` runs an analysis on, by name (the names in each: `inputsets`)
 INPUT_SETS = {
     "every": "every fixture and every real model's vocab",
     "matrix": "the synthetic models made from MATRIX_VOCABS' tokenizers, and the real models",

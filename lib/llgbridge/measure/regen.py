@@ -44,9 +44,7 @@ CONTENTS: dict[str, dict[str, str]] = {
     # issue 15's yardstick, as it was measured: no native differential, server, real models or corpus
     "today": {
         "ANALYSES": "census leak forced probe exactness soundness matrix",
-        "REAL_VOCABS": "",
-        "CORPUS_SAMPLE_VOCABS": "",
-        "SERVER_VOCABS": "",
+        "INPUTS": "REAL_VOCABS= CORPUS_SAMPLE_VOCABS=",
     },
     "full": {},
 }
