@@ -174,7 +174,7 @@ data/native/server/.built: $(SERVER_SRC) data/native/.built | $(SETUP)
 # the synthetic models of the MATRIX_VOCABS group (lib/llgbridge/inputsets.py), made before the runs
 # that load them and `make bench`'s load test, which finds them here; a run makes one again when its
 # tokenizer's bytes change. A report of some groups only (INPUTS=...) leaves no stamp
-data/models/.synthetic: data/vocabs/.complete lib/llgbridge/synth.py | $(SETUP)
+data/models/.synthetic: data/vocabs/.complete | $(SETUP)
 	@$(BIN)/python -m llgbridge.inputsets --make-models --groups "$$INPUTS"
 	@test -n "$$INPUTS" || touch $@
 

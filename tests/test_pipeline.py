@@ -106,7 +106,7 @@ def test_the_makefile_keeps_no_second_list_of_what_a_result_depends_on() -> None
         and "$(eval" not in makefile.split("$(POOL_STAMP):")[0].split("ANALYSES ?=")[1]
     )
     deps = _prerequisites("data/results/.batch/pool")
-    assert "FORCE" in deps and "data/models/synthetic-gemma-4.gguf" in deps and "data/schemas/.complete" in deps
+    assert "FORCE" in deps and "data/models/.synthetic" in deps and "data/schemas/.complete" in deps
     assert "data/native/.built" in deps and "data/native/server/.built" in deps and "data/models/.fetched" in deps
 
 

@@ -308,6 +308,8 @@ def _input_sets(specs: list[str], groups: str = "") -> dict[str, list[str]]:
     """Each `--inputs SET="V1 V2"`'s inputs, by set; without any, the registry's sets as
     `inputsets` makes them, `groups` replaced."""
     if not specs:
+        for line in inputsets.refused_lines():  # said once, before the runs; the page names them too
+            print(line, file=sys.stderr, flush=True)
         try:
             return inputsets.input_sets(inputsets.parse(groups))
         except InputError as e:

@@ -7,10 +7,10 @@ checked against its pinned sha256, each fixture is checked against the committed
 failed run leaves nothing half-written.
 
     python -m llgbridge.fixtures data/vocabs      # what `make data` runs
-    python -m llgbridge.fixtures --names          # the vocab names `make report` runs on
+    python -m llgbridge.fixtures --names          # the vocab names (inputsets' VOCABS)
 
-Imports nothing outside the standard library, so the Makefile can ask for the names before
-the virtual environment exists.
+Imports nothing outside the standard library, so `make data` runs it before the virtual
+environment has anything installed.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ then fails with that line, and the next `make report` tries again.
     python -m llgbridge.models data/models     # what `make models` runs
     python -m llgbridge.models --names         # the real models' input names
 
-Imports nothing outside the standard library, like `fixtures`: the Makefile asks it for the
-names before the virtual environment exists.
+Imports nothing outside the standard library, like `fixtures`: the pool plans from the names
+(`inputsets`) before any kernel starts.
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ def vocab_name(path: str | os.PathLike[str]) -> str:
     """`ggml-vocab-llama-spm.gguf` -> `llama-spm`; any other file keeps its name less `.gguf`.
 
     The inverse of `vocab_path`, and the one place a file name becomes a vocab name (the
-    Makefile asks `python -m llgbridge.fixtures --names`).
+    fixtures' names, `fixtures.vocab_names`, and so `inputsets`' VOCABS).
     """
     name = Path(path).name.removesuffix(FIXTURE_SUFFIX)
     return name.removeprefix(FIXTURE_PREFIX)
