@@ -21,9 +21,9 @@ endif
 LLAMA_CMAKE_ARGS := $(if $(filter 1,$(CUDA)),-DGGML_CUDA=on,)
 # the venv is rebuilt when pyproject.toml changes (any edit, not only the pins), the CUDA switch does,
 # or the checkout moved: a venv copied with the tree (cp -a) is an editable install of the original's
-# lib/, and would run, and write into, the original; the stamp hashes this checkout's path too
-PIN_HASH := $(shell (cat pyproject.toml; pwd) | sha256sum | cut -c1-12)-cuda$(CUDA)
-STAMP := $(VENV)/.installed-$(PIN_HASH)
+# lib/, and would run, and write into, the original. The stamp's name holds the switch and this
+# checkout's path (Make's own CURDIR: nothing runs while this file is read)
+STAMP := $(VENV)/.installed-cuda$(CUDA)$(subst /,~,$(CURDIR))
 # the compiled binding of llama.h's per-token vocab calls (lib/llgbridge/_llamacall.c says why),
 # built against the venv's libllama: part of setup, rebuilt when its source or the venv changes
 LLAMACALL := lib/llgbridge/_llamacall.so

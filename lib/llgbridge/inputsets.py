@@ -23,12 +23,13 @@ import argparse
 import shlex
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 from .analyses import INPUT_SETS
 from .catalogue import REAL_MODELS
 from .errors import InputError
 from .fixtures import refused, vocab_names
-from .paths import VOCABS, name_problem
+from .paths import MODELS, VOCABS, name_problem
 
 # the synthetic models the matrix, the server and the other engines run on are made from these
 MATRIX_VOCABS = ("llama-spm", "phi-3", "baichuan", "llama-bpe", "gemma-4", "qwen35")
@@ -86,11 +87,19 @@ def input_sets(replaced: Mapping[str, list[str]] | None = None) -> dict[str, lis
 
 
 def make_models(names: list[str]) -> None:
-    """The synthetic model of each of `names`, made where missing or out of date (`synth.ensure_model`)."""
+    """The synthetic model of each of `names`, made where missing or out of date (`synth.ensure_model`);
+    one line for each one made, none for those already there."""
     from . import synth  # numpy and gguf: only when asked
 
     for name in names:
-        print(f"synthetic model for {name}: {synth.ensure_model(name).name}", flush=True)
+        before = _mtime(MODELS / f"synthetic-{name}.gguf")
+        made = synth.ensure_model(name, MODELS)
+        if _mtime(made) != before:
+            print(f"made the synthetic model {made.name} (the {name} fixture's tokenizer)", flush=True)
+
+
+def _mtime(p: Path) -> int:
+    return p.stat().st_mtime_ns if p.exists() else -1
 
 
 def main(argv: list[str] | None = None) -> int:
