@@ -117,17 +117,17 @@ def _smallest(analysis: str) -> dict[str, Any]:
 @pytest.mark.parametrize("analysis", analyses.names())
 def test_the_derived_schema_takes_its_smallest_result_and_refuses_each_wrong_type(analysis: str) -> None:
     schema = results.SCHEMAS[analysis]
-    assert results.check(analysis, "v", _smallest(analysis)) == ""
+    assert results.why_unusable(analysis, "v", _smallest(analysis)) == ""
     for key, kind in schema.keys.items():
         r = _smallest(analysis)
         r[key] = _wrong(kind)
-        assert results.check(analysis, "v", r).startswith(f"{key} is "), key
+        assert results.why_unusable(analysis, "v", r).startswith(f"{key} is "), key
     for key, cols in schema.tables.items():
         for c, kind in cols.items():
             r = _smallest(analysis)
             row = r[key][0] if isinstance(r[key], list) else r[key]
             row[c] = _wrong(kind)
-            assert f".{c} is " in results.check(analysis, "v", r), (key, c)
+            assert f".{c} is " in results.why_unusable(analysis, "v", r), (key, c)
 
 
 def test_every_result_the_suite_wrote_passes_the_derived_schemas() -> None:
@@ -139,6 +139,6 @@ def test_every_result_the_suite_wrote_passes_the_derived_schemas() -> None:
     refused = []
     for p in files:
         r = json.loads(p.read_text(encoding="utf-8"))
-        if r.get("status") == "ok" and (why := results.check(p.parent.name, p.stem, r)):
+        if r.get("status") == "ok" and (why := results.why_unusable(p.parent.name, p.stem, r)):
             refused.append(f"{p.parent.name}/{p.name}: {why}")
     assert refused == []

@@ -15,7 +15,7 @@ class ToyRow(TypedDict):
     leading_space: int
 
 
-# what an ok result holds: the check (`results.check`) requires each key and column, of its type
+# what an ok result holds: the check (`results.why_unusable`) requires each key and column, of its type
 class ToyPayload(TypedDict):
     rows: list[ToyRow]
 
