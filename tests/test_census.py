@@ -10,6 +10,7 @@ from conftest import vocab
 
 from llgbridge import guide
 from llgbridge.analyses.census import compute as census
+from llgbridge.vocab import Vocab
 
 
 @pytest.fixture(scope="module", params=sorted(guide.CENSUS))
@@ -82,3 +83,29 @@ def test_a_wrong_typed_field_costs_its_one_result_not_the_section(tmp_path: Path
     sec = report.census_section(tmp_path)
     assert sec is not None
     assert sorted(sec.raw[0].df.vocab) == ["bert-bge", "llama-spm"]
+
+
+def _ctypes_differences(v: Vocab) -> list[tuple[int, bytes, bytes, bytes]]:
+    """The census's pass through llama-cpp-python's own ctypes bindings, one call at a time."""
+    import ctypes
+
+    import llama_cpp
+
+    out = []
+    buf = [ctypes.create_string_buffer(1024) for _ in range(3)]
+    for t in range(v.n_tokens):
+        n = llama_cpp.llama_token_to_piece(v.llama_vocab, t, buf[0], 1024, 0, False)
+        m = llama_cpp.llama_detokenize(v.llama_vocab, (llama_cpp.llama_token * 1)(t), 1, buf[1], 1024, False, False)
+        if n != m or buf[0].raw[:n] != buf[1].raw[:m]:
+            k = llama_cpp.llama_token_to_piece(v.llama_vocab, t, buf[2], 1024, 1, False)
+            out.append((t, buf[0].raw[:n], buf[1].raw[:m], buf[2].raw[:k]))
+    return out
+
+
+@pytest.mark.parametrize("name", ["llama-spm", "gpt-2", "bert-bge"])
+def test_the_compiled_pass_gives_what_llama_cpp_pythons_bindings_give(name: str) -> None:
+    """`Vocab.piece_detok_differences` is one compiled loop (`_llamacall.c`); llama-cpp-python's
+    ctypes bindings, called token by token, are the same llama.cpp reached another way."""
+    v = vocab(name)
+    got = v.piece_detok_differences()
+    assert got == _ctypes_differences(v) and got  # every one of these vocabs has differing tokens

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,12 @@ from typing import Any
 from gguf import GGUFValueType, Keys
 
 from .errors import InputError
+
+_scan: Callable[[object, int, int, bool], tuple[int, int, int, int]] | None
+try:  # the compiled walk (_llamacall.c); without it (not built yet) the Python one below
+    from ._llamacall import scan_strings as _scan
+except ImportError:  # pragma: no cover - make setup builds it
+    _scan = None
 
 _SCALAR = {
     GGUFValueType.UINT8: "<B",
@@ -137,7 +144,7 @@ def _value(c: _Cursor, t: int, key: str) -> Any:
         elif evt == GGUFValueType.STRING:
             if key == Keys.Tokenizer.LIST:
                 return _token_list(c, key, n)
-            _strings(c, key, n, keep=False)
+            _skip_strings(c, key, n)
         else:
             raise InputError(c.path, f"corrupt GGUF: array {key!r} of {evt.name} is not supported")
         return ArrayInfo(evt.name, n)
@@ -180,7 +187,27 @@ def _strings(c: _Cursor, key: str, n: int, keep: bool) -> list[bytes]:
     raise AssertionError(f"{key}: the fast walk overran where the slow one did not")  # pragma: no cover
 
 
+def _skip_strings(c: _Cursor, key: str, n: int) -> None:
+    """The cursor moved past the `n` strings of array `key` (the compiled walk where it is built)."""
+    end = _scan(c.buf, c.pos, n, False)[0] if _scan is not None else -1
+    if end >= 0:
+        c.pos = end
+    else:  # not built, or an overrun: the Python walk names where
+        _strings(c, key, n, keep=False)
+
+
 def _token_list(c: _Cursor, key: str, n: int) -> ArrayInfo:
+    """The token list counted and checked (a repeated token, a NUL byte), the cursor moved past it."""
+    if _scan is not None:
+        end, repeated, first, nul = _scan(c.buf, c.pos, n, True)
+        if end >= 0:
+            c.pos = end
+            dup = (repeated, first) if repeated >= 0 else None
+            return ArrayInfo(GGUFValueType.STRING.name, n, dup, nul if nul >= 0 else None)
+    return _token_list_in_python(c, key, n)
+
+
+def _token_list_in_python(c: _Cursor, key: str, n: int) -> ArrayInfo:
     toks = _strings(c, key, n, keep=True)
     duplicate, nul = None, None
     # whole-list checks first, in C; the per-token walk only where one fails, to name the token

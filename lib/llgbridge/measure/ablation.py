@@ -7,6 +7,7 @@ import ctypes
 import functools
 import statistics
 import time
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,30 @@ def per_token(v: Vocab) -> None:
         piece, detok = v.token_to_piece(t, 0, False), v.detokenize([t], False, False)
         if piece != detok:
             classify(piece, v.token_to_piece(t, 1, False), detok, lstrip, clean)
+
+
+def _python_pass(v: Vocab) -> list[tuple[bytes, bytes, bytes]]:
+    """The pass `Vocab.piece_detok_differences` made in Python before it was compiled: two calls
+    per token through the binding into reused buffers, one comparison, a third call per difference."""
+    tp, dt, vp = _llamacall.token_to_piece, _llamacall.detokenize, v.llama_vocab
+    piece, detok, lstripped = bytearray(MAX_PIECE), bytearray(MAX_PIECE), bytearray(MAX_PIECE)
+    one, out = array("i", [0]), []
+    for t in range(v.n_tokens):
+        n = tp(vp, t, piece, MAX_PIECE, 0, False)
+        one[0] = t
+        m = dt(vp, one, 1, detok, MAX_PIECE, False, False)
+        if n != m or piece != detok:
+            k = tp(vp, t, lstripped, MAX_PIECE, 1, False)
+            out.append((bytes(piece[:n]), bytes(detok[:m]), bytes(lstripped[:k])))
+            detok[:] = piece
+    return out
+
+
+def python_pass(v: Vocab) -> None:
+    lstrip, clean = detokenize_mechanisms(v)
+    read_meta(v.path), observed_add_space_prefix(v)
+    for piece, detok, lstripped in _python_pass(v):
+        classify(piece, lstripped, detok, lstrip, clean)
 
 
 def one_pass(v: Vocab) -> None:
@@ -86,7 +111,8 @@ def optimisation_stages() -> list[tuple[str, Callable[[Vocab], object]]]:
     """The census's optimisation stages, first to last, then the metadata and the compute's floor alone."""
     return [
         ("per-token Vocab methods + read_meta walk", per_token),
-        ("one pass (piece_detok_differences, iter_pieces) + read_meta walk", one_pass),
+        ("one pass in Python, through the binding + read_meta walk", python_pass),
+        ("one compiled pass (piece_detok_differences) + read_meta walk", one_pass),
         ("+ metadata from the loaded model (loaded_meta): run_census", run_census),
         ("(metadata only: read_meta walk)", read_meta_walk),
         ("(metadata only: loaded_meta)", loaded_meta),

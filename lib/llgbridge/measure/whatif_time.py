@@ -24,7 +24,10 @@ from .benchmd import BenchPart, csv_row, table
 
 WHATIF_VOCAB = "llama-spm"  # 32,000 tokens: the issue's "a 32k vocab"
 WHATIF_OVERRIDE = "tokenizer.ggml.add_space_prefix=bool:false"  # docs/inputs.md's worked example
-GOAL_S = 20.0  # issue 33: a what-if on a 32k vocab, everything included
+# issue 47: a what-if on a 32k vocab, everything included (issue 33 set 20 s); with an override, both
+# sides on one pool
+GOAL_S = 10.0
+GOAL_OVERRIDE_S = 15.0
 # (label, overrides, both sides on one pool)
 RUNS = (
     ("plain", (), True),
@@ -68,16 +71,25 @@ def whatif_time(name: str = WHATIF_VOCAB, repeat: int = REPEAT) -> list[dict[str
     ]
 
 
-def verdict(rows: list[dict[str, Any]]) -> str:
-    """The goal against the plain what-if's wall, in words."""
-    plain = next((r for r in rows if r["run"] == "plain"), None)
-    if plain is None:
+def _goal(row: dict[str, Any] | None, goal: float, what: str) -> str:
+    """One goal against a what-if's median wall, in words; a run with a failed analysis meets none."""
+    if row is None:
         return ""
-    met = plain["wall"] <= GOAL_S and not plain["failed"]
+    met = row["wall"] <= goal and not row["failed"]
     return (
-        f"goal <= {GOAL_S:.0f} s for the plain what-if: {'met' if met else 'not met'}"
-        f" ({plain['wall']:.1f} s, median of {len(plain['walls'])})"
+        f"goal <= {goal:.0f} s for {what}: {'met' if met else 'not met'}"
+        f" ({row['wall']:.1f} s, median of {len(row['walls'])})"
     )
+
+
+def verdict(rows: list[dict[str, Any]]) -> str:
+    """Issue 47's goals against the plain what-if's wall and the overridden one's on one pool."""
+    by = {r["run"]: r for r in rows}
+    said = [
+        _goal(by.get("plain"), GOAL_S, "the plain what-if"),
+        _goal(by.get(RUNS[2][0]), GOAL_OVERRIDE_S, "the what-if with an override"),
+    ]
+    return "; ".join(s for s in said if s)
 
 
 def whatif_context(rows: list[dict[str, Any]] | None) -> dict[str, Any] | None:
