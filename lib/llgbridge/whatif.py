@@ -22,11 +22,9 @@ from __future__ import annotations
 import argparse
 import fcntl
 import hashlib
-import importlib
 import os
 import shlex
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,8 +142,6 @@ def _run_all(sides: list[tuple[Input, list[tuple[str, dict[str, object]]], Path]
     statuses come back in the registry's order, each with its wall."""
     from . import batch  # here, not at the top: a refused what-if answers before pandas is loaded
 
-    # the page's modules imported while the workers run (this process only waits on them), not after
-    threading.Thread(target=importlib.import_module, args=(f"{__package__}.report",), daemon=True).start()
     jobs: list[tuple[str | Input, list[str]]] = []
     where: list[batch.Where] = []
     for it, runs, out in sides:
