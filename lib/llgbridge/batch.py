@@ -65,7 +65,7 @@ from .jobserver import Jobserver, make_flags
 from .paths import REPORTS, RESULTS, VOCABS, name_problem, vocab_path, write_atomic, write_json
 from .pool import Handle
 from .results import why_stale, why_unusable
-from .run import RunStatus, Worker, fast_imports, status_line, write_failed
+from .run import RunStatus, Worker, fast_imports, input_name, status_line, write_failed
 
 
 class Where(TypedDict):
@@ -147,9 +147,8 @@ def notebook_worker(
                     results_dir=job.get("results"),
                 )
             except InputError as e:
-                name = job["vocab"].name if isinstance(job["vocab"], Input) else job["vocab"]
                 for a in job["analyses"]:
-                    emit({"notebook": a, "vocab": name, "status": "failed", "error": str(e)})
+                    emit({"notebook": a, "vocab": input_name(job["vocab"]), "status": "failed", "error": str(e)})
 
         yield handle
 
@@ -201,8 +200,7 @@ def run_pool(
         return payload(i, rest) if rest else None
 
     def lost(i: int, why: str, tries: int) -> None:
-        it, analyses = jobs[i]
-        vocab = it.name if isinstance(it, Input) else it
+        vocab, analyses = input_name(jobs[i][0]), jobs[i][1]
         why = f"the worker process was lost ({why}{', twice' if tries > 1 else ''}) before this run"
         for a in analyses:
             if a not in done[i]:

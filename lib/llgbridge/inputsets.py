@@ -22,8 +22,8 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+import time
 from collections.abc import Mapping
-from pathlib import Path
 
 from .analyses import INPUT_SETS
 from .catalogue import REAL_MODELS
@@ -92,14 +92,10 @@ def make_models(names: list[str]) -> None:
     from . import synth  # numpy and gguf: only when asked
 
     for name in names:
-        before = _mtime(MODELS / f"synthetic-{name}.gguf")
+        t0 = time.time_ns()
         made = synth.ensure_model(name, MODELS)
-        if _mtime(made) != before:
+        if made.stat().st_mtime_ns >= t0:  # written by this call, not found current
             print(f"made the synthetic model {made.name} (the {name} fixture's tokenizer)", flush=True)
-
-
-def _mtime(p: Path) -> int:
-    return p.stat().st_mtime_ns if p.exists() else -1
 
 
 def main(argv: list[str] | None = None) -> int:

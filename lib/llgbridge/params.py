@@ -40,8 +40,6 @@ MINIMUM: dict[str, int | float] = {
     "temperature": 0,
     "n_gpu_layers": -1,  # -1: llama.cpp's "every layer"
 }
-# element types of lists whose default is empty
-ITEMS: dict[str, type] = {}
 # parameters that say what the input is or where output goes, not how it is measured: the main
 # report takes a result only when every other parameter has its default (and the input itself
 # changes nothing it does not take, `Input.settings`)
@@ -114,9 +112,6 @@ def from_argv(text: str) -> str:
 def check_value(name: str, value: Any, default: Any) -> None:
     """Refuse `value` for parameter `name` (declared with `default`) in one line."""
     what = f"parameter {name}"
-    if name == "input":  # an input's name, or the Input the runner passes: read in one place
-        Input.from_param(value)
-        return
     if not _same_kind(value, default):
         want = "number" if isinstance(default, float) else _kind(default)
         raise InputError(what, f"expected {want}, got {_kind(value)} {value!r:.80}")
@@ -125,7 +120,7 @@ def check_value(name: str, value: Any, default: Any) -> None:
         if why:
             raise InputError(what, why)
     if isinstance(value, list):
-        item = ITEMS.get(name) or (type(default[0]) if default else None)
+        item = type(default[0]) if default else None
         for i, x in enumerate(value):
             if item is not None and not isinstance(x, item) or isinstance(x, bool) and item is not bool:
                 raise InputError(
@@ -145,9 +140,10 @@ def check(notebook: str, given: dict[str, Any], notebooks_dir: Path = NOTEBOOK_D
     for name, value in given.items():
         if name not in decl:
             raise InputError(f"parameter {name}", f"{notebook} has no such parameter (it takes {', '.join(decl)})")
-        check_value(name, value, decl[name])
+        if name != "input":  # the input is read once, below
+            check_value(name, value, decl[name])
     full = {**decl, **given}
-    if "input" in full:
+    if "input" in full:  # an input's name, or the Input the runner passes
         full["input"] = Input.from_param(full["input"]).param()
     return full
 

@@ -494,6 +494,11 @@ def as_input(vocab: str | Input) -> Input:
     return vocab if isinstance(vocab, Input) else Input.make(vocab)
 
 
+def input_name(vocab: str | Input) -> str:
+    """The name a status gives the input `vocab` (an `Input`, or a registered input's name)."""
+    return vocab.name if isinstance(vocab, Input) else vocab
+
+
 def _prepare(notebook: str, it: Input, params: dict[str, object], results_dir: Path, notebooks_dir: Path) -> _Plan:
     """(the parameters handed to the notebook, the same with its defaults, its source, its result file).
 

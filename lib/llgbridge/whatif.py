@@ -172,16 +172,28 @@ def _run_all(sides: list[tuple[Input, list[tuple[str, dict[str, object]]], Path]
 
 @dataclass(frozen=True)
 class _Input:
-    """What a what-if runs on: the file (resolved), the name its report takes, the plain file's
-    name (the one it was given by) and llama.cpp's key overrides every load takes; `input` is the
-    input the analyses get, `base` the plain file's (the side without the overrides)."""
+    """What a what-if runs on: `input`, the file (resolved) under the name its report takes, with
+    llama.cpp's key overrides every load takes; `base`, the same file without them under the name
+    it was given by (the other side of a what-if with overrides)."""
 
-    path: Path
-    name: str
-    plain: str
-    ovs: tuple[Override, ...]
     input: Input
     base: Input
+
+    @property
+    def path(self) -> Path:
+        return Path(self.input.file)
+
+    @property
+    def name(self) -> str:
+        return self.input.name
+
+    @property
+    def plain(self) -> str:
+        return self.base.name
+
+    @property
+    def ovs(self) -> tuple[Override, ...]:
+        return self.input.overrides
 
 
 def _input(path: Path, name: str | None, overrides: list[str]) -> _Input:
@@ -202,7 +214,7 @@ def _input(path: Path, name: str | None, overrides: list[str]) -> _Input:
     if ovs and plain == name:
         raise InputError("NAME", f"{name!r} is the plain file's name: an input loaded with overrides needs its own")
     # made once here, the overrides checked against the file's header; every run gets these values
-    return _Input(path, name, plain, ovs, Input.make(name, str(path), overrides=ovs), Input.make(plain, str(path)))
+    return _Input(Input.make(name, str(path), overrides=ovs), Input.make(plain, str(path)))
 
 
 def whatif(
