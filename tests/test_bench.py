@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from gguf import GGUFReader
 from llgbridge.analyses.census import compute as census
 from llgbridge.errors import InputError
 from llgbridge.gguf_meta import read_kv
-from llgbridge.measure import bench, census_c, engines_cost, floor, loadtest, regen, scale
+from llgbridge.measure import bench, census_c, engines_cost, floor, loadtest, regen, scale, tests_time
 from llgbridge.measure import native_split as NS
 from llgbridge.measure.ablation import Ablation, Builds
 from llgbridge.measure.benchmd import BenchPart, render, render_parts
@@ -188,6 +189,7 @@ def _hand_written_parts() -> list[BenchPart]:
         "floor": floor.Floor(None),
         "engines_cost": engines_cost.EnginesCost(None),
         "scale": scale.Scale(None),
+        "tests": tests_time.TestsTime(None),
     }
     return [done[k] for k in bench.CSV_ORDER]
 
@@ -376,10 +378,13 @@ def test_the_scale_replays_batchs_schedule_worked_out_by_hand(tmp_path: Path) ->
 
 
 def test_the_floor_is_the_code_under_reviews_recorded_work_over_two_workers(tmp_path: Path) -> None:
-    """A hand-written record: llama-server's generation is each answer's tokens over its own tok/s
-    (4 / 2.0 = 2.0 s; an answer at 0 tok/s counts nothing); native's is its compute times the native
-    split's floor share in bench.csv ((3 + 2) / 10 = 50% of 8 s = 4.0 s); the census records none.
-    Floor (2 + 4) / 2 = 3.0 s; pool.json's wall 12 s: 4.00 x the floor."""
+    """A hand-written record: with no server split, llama-server's work is its generation, each
+    answer's tokens over its own tok/s (4 / 2.0 = 2.0 s; an answer at 0 tok/s counts nothing);
+    native's is its compute times the native split's floor share in bench.csv (the harness's
+    setup, the tests and the walks: (1 + 3 + 2) / 10 = 60% of 8 s = 4.8 s; its port's builds are
+    the suite's); the census records none. Floor (2 + 4.8) / 2 = 3.4 s; pool.json's wall 12 s:
+    3.53 x the floor. With a server split (starts 5 and requests 75 of 100 s: 80%), the server's
+    work is 80% of its 9.5 s of compute, 7.6 s."""
     _timing(tmp_path, "server", "x", 10.0, 9.5)
     _timing(tmp_path, "native", "x", 8.0, 8.0)
     _timing(tmp_path, "census", "x", 2.0, 1.5)
@@ -397,17 +402,17 @@ def test_the_floor_is_the_code_under_reviews_recorded_work_over_two_workers(tmp_
     bench_csv.write_text(
         "benchmark,vocab,n_tokens,variant,seconds,ratio,us_per_token\n"
         "native_part,v,1,wall,10,,1\nnative_part,v,1,test_work,3,,1\nnative_part,v,1,harness_work,2,,1\n"
-        "native_part,v,1,harness_setup,1,,1\nserver_part,m,1,requests,99,,1\n"
+        "native_part,v,1,harness_setup,1,,1\nnative_part,v,1,bridges,4,,1\nserver_part,m,1,requests,99,,1\n"
     )
     (tmp_path / ".timing" / "pool.json").write_text(json.dumps({"wall": 12.0, "runs": 3}))
     f = floor.floor(tmp_path, bench_csv)
     page = render_parts([floor.Floor(f)])
     for line in (
         "| census | 1 | 2.0 | 0.0 | 1.5 | 0.5 | 100% | not recorded: counted as the suite's |",
-        "| native | 1 | 8.0 | 4.0 | 4.0 | 0.0 | 50% | compute x 50%: the native split's floor share (bench.csv) |",
+        "| native | 1 | 8.0 | 4.8 | 3.2 | 0.0 | 40% | compute x 60%: the native split's floor share (bench.csv) |",
         "| server | 1 | 10.0 | 2.0 | 7.5 | 0.5 | 80% | llama-server's generation, its own timings (result) |",
-        "| **all** | 3 | 20.0 | 6.0 | 13.0 | 1.0 | 70% |  |",
-        "| make report's pool, measured (pool.json; every run) | 3 | 12.0 | 3.0 | 4.00 | 9.5 | 1.26 |",
+        "| **all** | 3 | 20.0 | 6.8 | 12.2 | 1.0 | 66% |  |",
+        "| make report's pool, measured (pool.json; every run) | 3 | 12.0 | 3.4 | 3.53 | 9.5 | 1.26 |",
     ):
         assert line in page, line
     assert "batch's schedule on 2 workers (scale) |" not in page
@@ -420,8 +425,15 @@ def test_the_floor_is_the_code_under_reviews_recorded_work_over_two_workers(tmp_
         "| make report's pool, measured (pool.json; only its runs: server) | 1 | 11.0 | 1.0 | 11.00 | 4.8 | 2.32 |"
         in page
     )
-    # every run: one input, one job of 20 s on either worker; floor 3.0
-    assert "| every recorded run, batch's schedule on 2 workers (scale) | 3 | 20.0 | 3.0 | 6.67 | 9.5 | 2.11 |" in page
+    # every run: one input, one job of 20 s on either worker; floor 3.4
+    assert "| every recorded run, batch's schedule on 2 workers (scale) | 3 | 20.0 | 3.4 | 5.88 | 9.5 | 2.11 |" in page
+    bench_csv.write_text(
+        bench_csv.read_text().replace("server_part,m,1,requests,99,,1\n", "")
+        + "server_part,m,1,wall,100,,1\nserver_part,m,1,start,5,,1\nserver_part,m,1,requests,75,,1\n"
+    )
+    page = render_parts([floor.Floor(floor.floor(tmp_path, bench_csv))])
+    server_line = "| server | 1 | 10.0 | 7.6 | 1.9 | 0.5 | 24% | compute x 80%: the server split's floor share"
+    assert server_line in page
 
 
 def test_the_engines_cost_sums_each_engines_recorded_seconds(tmp_path: Path) -> None:
@@ -462,3 +474,37 @@ def test_the_engines_cost_sums_each_engines_recorded_seconds(tmp_path: Path) -> 
         ("outlines", "seconds", 0.5),
         ("ALL", "analysis_wall", 7.0),
     ]
+
+
+def test_the_tests_time_is_read_from_pytests_own_summary(tmp_path: Path) -> None:
+    """A real pytest run of four hand-written tests (two pass, one is skipped, one fails after a
+    0.3 s sleep): the counts, the seconds and the slowest test are pytest's own, and the part
+    fails the bench run on pytest's exit."""
+    (tmp_path / "test_four.py").write_text(
+        "import time, pytest\n"
+        "def test_a(): pass\n"
+        "def test_b(): pass\n"
+        "@pytest.mark.skip(reason='x')\ndef test_c(): pass\n"
+        "def test_d():\n    time.sleep(0.3)\n    assert False\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=2", "test_four.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    got = tests_time.parse(r.stdout)
+    assert got["counts"] == {"passed": 2, "skipped": 1, "failed": 1}, r.stdout
+    said = re.search(r" in ([\d.]+)s", r.stdout.strip().splitlines()[-1])
+    assert said and got["seconds"] == float(said[1])
+    assert got["slowest"][0]["test"] == "test_four.py::test_d" and got["slowest"][0]["s"] >= 0.3
+    part = tests_time.TestsTime({**got, "wall": 1.0, "exit": r.returncode})
+    assert part.failures() == ["the tests' time: pytest exited 1"]
+    page = render_parts([part])
+    assert f"at most 180 s on 2 cores: not met ({got['seconds']:.1f} s; pytest exited 1)." in page
+    assert "| `test_four.py::test_d` | call |" in page
+    stopped = tests_time.TestsTime({"error": "pytest printed no summary line (exit 4): x", "wall": 1.0})
+    assert "not measured: pytest printed no summary line (exit 4): x" in render_parts([stopped])
+    with pytest.raises(ValueError, match="no summary line"):
+        tests_time.parse("ImportError while loading conftest")

@@ -11,9 +11,10 @@ content and on everything (`regen`), with its overhead split from the analyses' 
 real llama-server under concurrent requests (`loadtest`); the mask path in parts, the mask in
 generation on synthetic models and the real decode step on each real model (`decode_time`); the
 corpus sample's masks (`corpus_time`); the native and server analyses in parts (`native_split`,
-`server_split`) and a what-if end to end (`whatif_time`). Last, read back from what `make report`
-left in data/results (its runs' timing files and results), nothing run: the report's floor
-(`floor`), the other engines' cost (`engines_cost`) and the report's scale (`scale`).
+`server_split`), a what-if end to end (`whatif_time`) and `make test`'s pytest (`tests_time`).
+Last, read back from what `make report` left in data/results (its runs' timing files and
+results), nothing run: the report's floor (`floor`), the other engines' cost (`engines_cost`)
+and the report's scale (`scale`).
 
 Each measurement returns a `benchmd.BenchPart` that knows its rows of `reports/bench.csv`, its
 sections of `reports/bench.md` (through `templates/bench.md.j2`, its tables the report's
@@ -40,6 +41,7 @@ from .floor import Floor, floor
 from .native_split import NATIVE_SPLIT_VOCABS, NativeSplit, native_split
 from .scale import Scale, scale
 from .server_split import SERVER_SPLIT_MODELS, ServerSplit, server_split
+from .tests_time import TestsTime, tests_time
 from .whatif_time import Whatif, whatif_time
 
 # tests/test_models compiles and reads the C census through this module
@@ -85,8 +87,9 @@ MEASUREMENTS: tuple[tuple[str, Callable[[Options, dict[str, BenchPart]], BenchPa
     ("native_split", lambda o, d: NativeSplit(native_split())),
     ("server_split", lambda o, d: ServerSplit(server_split())),
     ("whatif", lambda o, d: Whatif(whatif_time())),
+    ("tests", lambda o, d: TestsTime(tests_time())),
     # read back from what make report (and make whatif) left in data/results: nothing run
-    ("floor", lambda o, d: Floor(floor(native_rows=d["native_split"].rows()))),
+    ("floor", lambda o, d: Floor(floor(split_rows=d["native_split"].rows() + d["server_split"].rows()))),
     ("engines_cost", lambda o, d: EnginesCost(engines_cost())),
     ("scale", lambda o, d: Scale(scale())),
 )
@@ -108,6 +111,7 @@ CSV_ORDER = (
     "floor",
     "engines_cost",
     "scale",
+    "tests",
 )
 # --only: the parts run, their sections printed, nothing written
 ONLY: dict[str, Callable[[Options], list[BenchPart]]] = {
@@ -115,6 +119,7 @@ ONLY: dict[str, Callable[[Options], list[BenchPart]]] = {
     "native": lambda o: [NativeSplit(native_split(_names(o, NATIVE_SPLIT_VOCABS)))],
     "server": lambda o: [ServerSplit(server_split(_names(o, SERVER_SPLIT_MODELS)))],
     "whatif": lambda o: [Whatif(whatif_time())],
+    "tests": lambda o: [TestsTime(tests_time())],
     "floor": lambda o: [Floor(floor())],
     "engines": lambda o: [EnginesCost(engines_cost())],
     "scale": lambda o: [Scale(scale())],
@@ -163,8 +168,8 @@ def parser() -> argparse.ArgumentParser:
         choices=list(ONLY),
         help=(
             "run only this part and print its section of bench.md; writes nothing (census: Python vs C; native, "
-            "server: that analysis in parts; whatif: make whatif end to end; floor, engines, scale: read back from "
-            "data/results, nothing run)"
+            "server: that analysis in parts; whatif: make whatif end to end; tests: make test's pytest, timed; "
+            "floor, engines, scale: read back from data/results, nothing run)"
         ),
     )
     return ap

@@ -32,6 +32,7 @@ SECTIONS = (
     "native_split",
     "server_split",
     "whatif",
+    "tests",
     "regen",
     "floor",
     "engines_cost",

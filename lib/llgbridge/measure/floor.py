@@ -4,16 +4,19 @@ work beside the suite's share of the same runs, and the report's wall against th
 The code under review is llama.cpp, llguidance and llama-server. Its own work, per run, where a
 file left by `make report` (or bench's own CSV) records it:
 
-- server: llama-server's generation, by its own timings (each answer's tokens over its
-  `predicted_per_second`, both in the result); its starts (the model's load) and prompt
-  evaluation are its work too, but no file records them per run, so they count as the suite's;
+- native and server: no result records it all; the analysis's compute times the share that
+  `make bench`'s split of that analysis (bench.csv's `native_part`, `server_part` rows) found in
+  the compiled programs' and the server's own parts (those its table marks "(floor)": the
+  harness's starts and vocab loads, its samplers' tokenizer builds, llama.cpp's tests and the
+  walks; the servers' starts, with the model's load, and the requests), over the vocabs or models
+  it split. Where no split is recorded, the server counts only its generation, by its own
+  timings (each answer's tokens over its `predicted_per_second`, both in the result), and native
+  nothing;
 - matrix: llama.cpp's generation with the mask, each (model, case, bridge) as the analysis timed it;
 - corpus: llguidance's masks (each timing row's masks x its mean µs);
-- native: no result records it; the analysis's compute times the share that `make bench`'s
-  native split (bench.csv's `native_part` rows) found in llama.cpp's tests and the harness's
-  walks (the parts it calls the floor), over the vocabs it split;
 - every other analysis: its calls into llama.cpp and llguidance are made in the kernel's process
-  and timed by nothing, so all of it counts as the suite's.
+  and timed by nothing, so all of it counts as the suite's (so do the engines' analyses, whose
+  work is the other engines', not the code under review's).
 
 The suite's share is the rest of the run's wall: the analysis's own Python (its compute less the
 above) and the run's overhead (kernel start, vocab load, reset, HTML export). The floor is the
@@ -33,9 +36,14 @@ from .benchmd import BenchPart, csv_row, table
 from .native_split import NATIVE_PARTS
 from .recorded import WORKERS, Run, by_analysis, pool_runs, read_pool, read_runs, results_of
 from .scale import jobs, simulate
+from .server_split import SERVER_PARTS
 
 GOAL = 1.25  # issue 47: the report's wall at most 1.25 x its floor
-NATIVE_FLOOR = tuple(k for k, label in NATIVE_PARTS if label.endswith("(floor)"))
+# the parts each split marks as the code under review's own work
+SPLIT_FLOOR = {
+    "native": tuple(k for k, label in NATIVE_PARTS if label.endswith("(floor)")),
+    "server": tuple(k for k, label in SERVER_PARTS if label.endswith("(floor)")),
+}
 
 
 def server_own(r: dict[str, Any]) -> float:
@@ -68,28 +76,32 @@ def csv_rows(bench_csv: Path) -> list[dict[str, Any]]:
         return list(csv.DictReader(f))
 
 
-def native_share(bench_rows: list[dict[str, Any]]) -> float | None:
-    """The native split's floor parts over its wall, summed over its vocabs (bench.csv's rows, or
-    the same run's native split); None where it has none."""
-    rows = [r for r in bench_rows if r["benchmark"] == "native_part"]
-    wall = sum(float(r["seconds"]) for r in rows if r["variant"] == "wall")
-    own = sum(float(r["seconds"]) for r in rows if r["variant"] in NATIVE_FLOOR)
-    return own / wall if wall else None
+def split_shares(bench_rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Per split analysis (native, server), its floor parts over its wall, summed over the vocabs
+    or models it split (bench.csv's rows, or the same run's splits); an analysis with no split is
+    left out."""
+    got = {}
+    for analysis, parts in SPLIT_FLOOR.items():
+        rows = [r for r in bench_rows if r["benchmark"] == f"{analysis}_part"]
+        wall = sum(float(r["seconds"]) for r in rows if r["variant"] == "wall")
+        if wall:
+            got[analysis] = sum(float(r["seconds"]) for r in rows if r["variant"] in parts) / wall
+    return got
 
 
-def own_seconds(results: Path, share: float | None) -> tuple[Callable[[Run], float], dict[str, str]]:
+def own_seconds(results: Path, shares: dict[str, float]) -> tuple[Callable[[Run], float], dict[str, str]]:
     """Per run, the code under review's seconds; and per analysis, how they were found."""
-    got = {a: results_of(a, results) for a in RECORDED}
+    got = {a: results_of(a, results) for a in RECORDED if a not in shares}
     how = {a: label for a, (_, label) in RECORDED.items()}
-    if share is not None:
-        how["native"] = f"compute x {100 * share:.0f}%: the native split's floor share (bench.csv)"
+    for a, share in shares.items():
+        how[a] = f"compute x {100 * share:.0f}%: the {a} split's floor share (bench.csv)"
 
     def own(run: Run) -> float:
+        if run.analysis in shares:
+            return run.compute * shares[run.analysis]
         if run.analysis in RECORDED:
             r = got[run.analysis].get(run.input)
             return RECORDED[run.analysis][0](r) if r else 0.0
-        if run.analysis == "native" and share is not None:
-            return run.compute * share
         return 0.0
 
     return own, how
@@ -129,15 +141,16 @@ def walls(results: Path, runs: list[Run], own: Callable[[Run], float]) -> list[d
 
 
 def floor(
-    results: Path = RESULTS, bench_csv: Path = REPORTS / "bench.csv", native_rows: list[dict[str, Any]] | None = None
+    results: Path = RESULTS, bench_csv: Path = REPORTS / "bench.csv", split_rows: list[dict[str, Any]] | None = None
 ) -> dict[str, Any] | None:
     """Per analysis the code under review's own seconds and the suite's, and the report's walls
-    against the floor; None where no run is recorded. The native share is the same `make bench`
-    run's native split (`native_rows`) where there is one, else the last snapshot's (`bench_csv`)."""
+    against the floor; None where no run is recorded. The native and server shares are the same
+    `make bench` run's splits (`split_rows`) where there are any, else the last snapshot's
+    (`bench_csv`)."""
     runs = read_runs(results)
     if not runs:
         return None
-    own, how = own_seconds(results, native_share(csv_rows(bench_csv) if native_rows is None else native_rows))
+    own, how = own_seconds(results, split_shares(csv_rows(bench_csv) if split_rows is None else split_rows))
     return {"rows": per_analysis(runs, own), "how": how, "walls": walls(results, runs, own)}
 
 

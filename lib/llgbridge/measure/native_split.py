@@ -25,12 +25,12 @@ NATIVE_SPLIT_VOCABS = ("bert-bge", "llama-bpe", "gemma3-270m")  # 31k, 128k and 
 # (llguidance, sampler) from the harness run with no job (its start and vocab load) and with one
 # position-0 job (adding the sampler's tokenizer build and one grammar), medians of three
 NATIVE_PARTS = (
-    ("harness_setup", "harness: process starts and vocab loads"),
-    ("harness_tokenizer", "harness: tokenizer builds, one per sampler a process serves"),
+    ("harness_setup", "harness: process starts and vocab loads (floor)"),
+    ("harness_tokenizer", "harness: tokenizer builds, one per sampler a process serves (floor)"),
     ("test_work", "llama.cpp's tests, in the harness's children (floor)"),
     ("harness_work", "harness: the walks, and reading them back (floor)"),
-    ("test_own", "llama.cpp's tests in binaries of their own (where no harness serves them)"),
-    ("special", "bug C's walks in harness runs of their own"),
+    ("test_own", "llama.cpp's tests in binaries of their own, where no harness serves them (floor)"),
+    ("special", "bug C's walks in harness runs of their own (floor)"),
     ("bridges", "the port's bridge builds"),
     ("port", "the port's walks (port_trace, differential)"),
     ("other", "the rest: jobs, causes, bug D rows"),

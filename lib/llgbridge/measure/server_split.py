@@ -3,7 +3,7 @@ runs it (the notebook's defaults: every case on every build, the candidates besi
 split where the calls are made.
 
 - `start`: each build's server from its process start to `/health` answering and the check that
-  the server answering is ours (the model's load is most of it);
+  the server answering is ours (the model's load is most of it; llama-server's work, so the floor);
 - `requests`: the HTTP requests, the server's generation inside them (the floor);
 - `log`: after each answer, the wait for the server's log to hold that request's lines;
 - `judging`: each answer judged from its tokens and checked against the server's `content`;
@@ -32,7 +32,7 @@ from .benchmd import BenchPart, csv_row, table
 
 SERVER_SPLIT_MODELS = ("llama-spm", "smollm2-135m")  # a synthetic model on a 32k vocab, a real one
 SERVER_PARTS = (
-    ("start", "server starts: process, model load, /health"),
+    ("start", "server starts: process, model load, /health (floor)"),
     ("requests", "requests: the server's generation (floor)"),
     ("log", "waits for each request's log lines"),
     ("judging", "judging each answer"),
