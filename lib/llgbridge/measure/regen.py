@@ -51,9 +51,10 @@ CONTENTS: dict[str, dict[str, str]] = {
 GOALS = {"serial": 180.0, "j2": 120.0, "overhead_share": 0.25}  # issue 15, for `today`
 
 # what a regeneration writes that measures its own run, not a page of the report: the executed
-# notebooks (their cells' timestamps), the kernels' logs, and the matrix's and the corpus's pages
-# (each plots its own timings: tokens per second, µs per mask)
-NOT_COMPARED = ("notebooks/", "logs/", "html/matrix/", "html/corpus/", ".built")
+# notebooks (their cells' timestamps), the kernels' logs, and the matrix's, the server's and the
+# corpus's pages (each plots its own timings: tokens per second, llama-server's tokens per second,
+# µs per mask)
+NOT_COMPARED = ("notebooks/", "logs/", "html/matrix/", "html/server/", "html/corpus/", ".built")
 
 
 @dataclass
