@@ -165,6 +165,27 @@ def test_an_engine_that_fails_is_one_line(tmp_path: Path) -> None:
     assert res is None and err == "no answer within the 0.2 s limit: stopped"
 
 
+def test_an_engine_that_aborts_inside_llama_cpp_names_the_cause_and_keeps_its_output(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """lm-format-enforcer's integration on bert-bge (no EOS: its id is -1) hands llama.cpp token -1,
+    and llama.cpp's vocab throws std::out_of_range from `.at()`: the C++ runtime's own words, read
+    from the child's output, are the row's cause (it said only "signal 6" before). ggml's abort
+    handler runs gdb, whose backtrace names process ids; none of it reaches this process's output
+    (the notebook's), which was the one figure that moved between two runs of `make report`."""
+    v = vocab("bert-bge")
+    assert v.n_tokens == 30522
+    truth = engines.Truth(list(v.iter_pieces()), set(), frozenset(v.eog_tokens))
+    capfd.readouterr()
+    got, err = engines.run_engine(engines.ENGINES[0], str(v.path), v.overrides, truth)
+    said = capfd.readouterr()
+    assert got is None and err == (
+        "its process ended without an answer (exit -6, signal 6): uncaught std::out_of_range: "
+        "vector::_M_range_check: __n (which is 18446744073709551615) >= this->size() (which is 30522)"
+    ), err
+    assert "gdb" not in said.out + said.err and "Inferior" not in said.out + said.err, said
+
+
 def test_a_library_not_installed_is_one_line() -> None:
     ghost = engines.Engine("no-such-engine-library", "1.0", "lmfe", "", "")
     assert engines.installed_version(ghost) == "no-such-engine-library not installed"

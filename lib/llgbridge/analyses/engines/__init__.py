@@ -22,7 +22,8 @@ class EnginesPayload(TypedDict):
 
 ANALYSIS = Analysis(
     "engines",
-    (),
+    # why an engine's process died is read from its output as the native programs' is
+    ("analyses/native/logs.py", "analyses/native/builder.py"),
     EnginesPayload,
     runs_on="every",
     whatif=True,

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import importlib
 import multiprocessing
+import os
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -28,6 +30,7 @@ from typing import Any, cast
 from ...errors import InputError, first_line
 from ...grammars import FORCED_LITERAL
 from ...show import show
+from ..native.logs import crash_cause, says_crash
 from . import EnginesPayload
 
 # the leak grammar `start: /[.a-z]{2,6}/ "!"` (grammars.LEAK_GRAMMAR) in the engines' regex language
@@ -223,7 +226,12 @@ def load_llama(path: str, overrides: tuple[Any, ...]) -> Any:
     return llama_cpp.Llama(path, vocab_only=True, verbose=False, kv_overrides=kv or None)
 
 
-def _child(conn: Any, fn: Any, args: tuple[Any, ...]) -> None:
+def _child(conn: Any, log: int, fn: Any, args: tuple[Any, ...]) -> None:
+    # the process's own output (llama.cpp's log, an uncaught C++ exception, the gdb backtrace
+    # ggml's abort handler prints, with its process ids) goes to `log`, never to the kernel's
+    # output: the parent reads the cause from it, and the notebook stays the same from run to run
+    os.dup2(log, 1)
+    os.dup2(log, 2)
     try:
         conn.send(("ok", fn(*args)))
     except BaseException as e:  # noqa: BLE001 - whatever the library raises is its one line
@@ -234,33 +242,42 @@ def _child(conn: Any, fn: Any, args: tuple[Any, ...]) -> None:
         conn.close()
 
 
+def _died(exitcode: int | None, said: bytes) -> str:
+    """Why a child that sent no answer ended: its exit or signal, and the cause its own output
+    gives (`native.logs.crash_cause`: llama.cpp's assertion, an uncaught C++ exception, ...)."""
+    sig = -(exitcode or 0)
+    why = " (out of memory, or killed)" if sig == 9 else ""
+    text = said.decode("utf-8", "replace")
+    cause = crash_cause(text, 128 + sig if sig > 0 else exitcode) if says_crash(text) else ""
+    return f"its process ended without an answer (exit {exitcode}{f', signal {sig}' if sig > 0 else ''}{why})" + (
+        f": {cause}" if cause else ""
+    )
+
+
 def run_limited(fn: Any, args: tuple[Any, ...], path: str, limit_s: float = LIMIT_S) -> tuple[Any, str]:
     """`fn(*args)` in a forked process bounded by `limit_s`: (its result, "") or (None, the cause
-    in one line: what it raised, that it ran past the limit, or the signal that ended it), the
-    input's `path` written as its file name."""
+    in one line: what it raised, that it ran past the limit, or the signal that ended it with the
+    cause its output gives), the input's `path` written as its file name."""
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
-    p = ctx.Process(target=_child, args=(send, fn, args), daemon=True)
-    p.start()
-    send.close()
-    try:
-        if not recv.poll(limit_s):
-            p.kill()
-            return None, f"no answer within the {limit_s:g} s limit: stopped"
-        status, got = recv.recv()
-    except EOFError:
-        p.join(5)
-        sig = -(p.exitcode or 0)
-        why = " (out of memory, or killed)" if sig == 9 else ""
-        return (
-            None,
-            f"its process ended without an answer (exit {p.exitcode}{f', signal {sig}' if sig > 0 else ''}{why})",
-        )
-    finally:
-        p.join(5)
-        if p.is_alive():
-            p.kill()
-        recv.close()
+    with tempfile.TemporaryFile() as log:
+        p = ctx.Process(target=_child, args=(send, log.fileno(), fn, args), daemon=True)
+        p.start()
+        send.close()
+        try:
+            if not recv.poll(limit_s):
+                p.kill()
+                return None, f"no answer within the {limit_s:g} s limit: stopped"
+            status, got = recv.recv()
+        except EOFError:
+            p.join(5)
+            log.seek(0)
+            got, status = _died(p.exitcode, log.read()), "error"
+        finally:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+            recv.close()
     # the input is named by its file name: a result never holds a path of the machine it ran on
     return (got, "") if status == "ok" else (None, got.replace(path, Path(path).name))
 

@@ -27,7 +27,14 @@ class EnginesE2ePayload(TypedDict):
 
 ANALYSIS = Analysis(
     "engines_e2e",
-    ("generate.py", "synth.py", "analyses/engines/", "analyses/matrix/"),
+    (
+        "generate.py",
+        "synth.py",
+        "analyses/engines/",
+        "analyses/matrix/",
+        "analyses/native/logs.py",
+        "analyses/native/builder.py",
+    ),
     EnginesE2ePayload,
     runs_on="matrix",
     whatif=False,
