@@ -165,25 +165,45 @@ def test_an_engine_that_fails_is_one_line(tmp_path: Path) -> None:
     assert res is None and err == "no answer within the 0.2 s limit: stopped"
 
 
-def test_an_engine_that_aborts_inside_llama_cpp_names_the_cause_and_keeps_its_output(
+def _detokenize_minus_one(path: str) -> None:
+    engines.load_llama(path, ()).detokenize([-1])
+
+
+def test_a_child_that_dies_inside_llama_cpp_names_the_cause_and_keeps_its_output(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    """lm-format-enforcer's integration on bert-bge (no EOS: its id is -1) hands llama.cpp token -1,
-    and llama.cpp's vocab throws std::out_of_range from `.at()`: the C++ runtime's own words, read
-    from the child's output, are the row's cause (it said only "signal 6" before). ggml's abort
-    handler runs gdb, whose backtrace names process ids; none of it reaches this process's output
-    (the notebook's), which was the one figure that moved between two runs of `make report`."""
-    v = vocab("bert-bge")
-    assert v.n_tokens == 30522
-    truth = engines.Truth(list(v.iter_pieces()), set(), frozenset(v.eog_tokens))
+    """Token -1 handed to llama.cpp's detokenizer on bert-bge (30,522 tokens): its vocab throws
+    std::out_of_range from `.at()` and the process aborts. The C++ runtime's own words, read from the
+    child's output, are the cause (it said only "signal 6" before); ggml's abort handler runs gdb,
+    whose backtrace names process ids, and none of it reaches this process's output (a notebook's)."""
+    path = str(vocab_path("bert-bge"))
     capfd.readouterr()
-    got, err = engines.run_engine(engines.ENGINES[0], str(v.path), v.overrides, truth)
+    got, err = engines.run_limited(_detokenize_minus_one, (path,), path, limit_s=120)
     said = capfd.readouterr()
     assert got is None and err == (
         "its process ended without an answer (exit -6, signal 6): uncaught std::out_of_range: "
         "vector::_M_range_check: __n (which is 18446744073709551615) >= this->size() (which is 30522)"
     ), err
     assert "gdb" not in said.out + said.err and "Inferior" not in said.out + said.err, said
+
+
+def test_an_id_outside_the_vocab_is_said_and_never_walked() -> None:
+    """lm-format-enforcer's end-of-sequence id is llama.cpp's `token_eos()`, -1 on bert-bge, which
+    has none; its forced-literal mask allows it. The walk took it as a token (Python's -1 read the
+    last piece), handed it back to lm-format-enforcer, whose decoder passed it to llama.cpp, and the
+    process aborted: the row said only its signal. It is said in the row and never walked."""
+    v = vocab("bert-bge")
+    assert engines.load_llama(str(v.path), ()).token_eos() == -1
+    truth = engines.Truth(
+        list(v.iter_pieces()),
+        set(bridge("bert-bge", "truth").new_matcher(grammars.LEAK_GRAMMAR).allowed()),
+        frozenset(v.eog_tokens),
+    )
+    got, err = engines.run_engine(engines.ENGINES[0], str(v.path), v.overrides, truth)
+    assert err == "" and got is not None, err
+    row = engines.engine_row("bert-bge", engines.ENGINES[0], "x", got)
+    assert row["allowed_outside_vocab"] == "-1" and row["forced_error"] == ""
+    assert got["forced"]["steps"] > 0 and -1 in got["forced"]["outside"]
 
 
 def test_a_library_not_installed_is_one_line() -> None:

@@ -158,14 +158,23 @@ def regex_literal(s: str) -> str:
     return "".join("\\" + ch if ch in r"\.^$|?*+()[]{}" else ch for ch in s)
 
 
+def outside(allowed: list[int], truth: Truth) -> list[int]:
+    """The ids a mask allows that are no token of the vocab: lm-format-enforcer's end-of-sequence id
+    is llama.cpp's `llama_token_eos`, -1 on a vocab with none (bert-bge). Never walked, never read
+    as a piece (Python's -1 would read the last one), said in the row."""
+    return [t for t in allowed if not 0 <= t < len(truth.pieces)]
+
+
 def _leak(data: Any, truth: Truth) -> dict[str, Any]:
     allowed = data.walker(LEAK_REGEX).allowed()
-    aset = set(allowed)
+    beyond = outside(allowed, truth)
+    ids = [t for t in allowed if t not in beyond]
     return {
-        "allowed": len(allowed),
-        "with_space": [t for t in allowed if b" " in truth.pieces[t]],
-        "illegal": [t for t in allowed if t not in truth.legal],
-        "legal_masked": sorted(truth.legal - aset),
+        "allowed": len(ids),
+        "with_space": [t for t in ids if b" " in truth.pieces[t]],
+        "illegal": [t for t in ids if t not in truth.legal],
+        "legal_masked": sorted(truth.legal - set(ids)),
+        "outside": beyond,
     }
 
 
@@ -174,9 +183,12 @@ def _forced(data: Any, truth: Truth, literal: str) -> dict[str, Any]:
     w = data.walker(regex_literal(literal))
     out, steps, error = b"", 0, ""
     first: list[int] = []
+    beyond: list[int] = []
     try:
         for i in range(MAX_STEPS):
             allowed = w.allowed()
+            beyond += [t for t in outside(allowed, truth) if t not in beyond]
+            allowed = [t for t in allowed if t not in beyond]
             if i == 0:
                 first = allowed
             # a token with no real bytes would keep the walk where it is: taken only when nothing else is
@@ -189,7 +201,14 @@ def _forced(data: Any, truth: Truth, literal: str) -> dict[str, Any]:
     except Exception as e:  # the engine's own refusal, kept as its words
         error = f"step {steps}: {type(e).__name__}: {first_line(str(e))}"
     not_prefix = [t for t in first if not (truth.pieces[t] and target.startswith(truth.pieces[t]))]
-    return {"allowed": len(first), "not_prefix": not_prefix, "output": out, "steps": steps, "error": error}
+    return {
+        "allowed": len(first),
+        "not_prefix": not_prefix,
+        "output": out,
+        "steps": steps,
+        "error": error,
+        "outside": beyond,
+    }
 
 
 def examples(ids: list[int], table: dict[int, bytes], truth: Truth) -> list[dict[str, Any]]:
@@ -325,6 +344,8 @@ def engine_row(vocab: str, engine: Engine, version: str, got: dict[str, Any]) ->
         "forced_output": forced["output"].decode("utf-8", "backslashreplace"),
         "forced_output_ok": forced["output"] == FORCED_LITERAL.encode(),
         "forced_error": forced["error"],
+        # ids its masks allowed that are no token (its end-of-sequence id where the vocab has none)
+        "allowed_outside_vocab": " ".join(str(t) for t in sorted(set(leak["outside"]) | set(forced["outside"]))),
         "prefix_text": got["notes"].get("prefix_text", ""),
     }
 
