@@ -158,17 +158,16 @@ def regex_literal(s: str) -> str:
     return "".join("\\" + ch if ch in r"\.^$|?*+()[]{}" else ch for ch in s)
 
 
-def outside(allowed: list[int], truth: Truth) -> list[int]:
-    """The ids a mask allows that are no token of the vocab: lm-format-enforcer's end-of-sequence id
-    is llama.cpp's `llama_token_eos`, -1 on a vocab with none (bert-bge). Never walked, never read
-    as a piece (Python's -1 would read the last one), said in the row."""
-    return [t for t in allowed if not 0 <= t < len(truth.pieces)]
+def in_vocab(allowed: list[int], truth: Truth) -> tuple[list[int], list[int]]:
+    """The ids a mask allows, split: (tokens of the vocab, ids that are none). lm-format-enforcer's
+    end-of-sequence id is llama.cpp's `llama_token_eos`, -1 on a vocab with none (bert-bge): never
+    walked, never read as a piece (Python's -1 would read the last one), said in the row."""
+    n = len(truth.pieces)
+    return [t for t in allowed if 0 <= t < n], [t for t in allowed if not 0 <= t < n]
 
 
 def _leak(data: Any, truth: Truth) -> dict[str, Any]:
-    allowed = data.walker(LEAK_REGEX).allowed()
-    beyond = outside(allowed, truth)
-    ids = [t for t in allowed if t not in beyond]
+    ids, beyond = in_vocab(data.walker(LEAK_REGEX).allowed(), truth)
     return {
         "allowed": len(ids),
         "with_space": [t for t in ids if b" " in truth.pieces[t]],
@@ -183,12 +182,11 @@ def _forced(data: Any, truth: Truth, literal: str) -> dict[str, Any]:
     w = data.walker(regex_literal(literal))
     out, steps, error = b"", 0, ""
     first: list[int] = []
-    beyond: list[int] = []
+    beyond: set[int] = set()
     try:
         for i in range(MAX_STEPS):
-            allowed = w.allowed()
-            beyond += [t for t in outside(allowed, truth) if t not in beyond]
-            allowed = [t for t in allowed if t not in beyond]
+            allowed, none = in_vocab(w.allowed(), truth)
+            beyond |= set(none)
             if i == 0:
                 first = allowed
             # a token with no real bytes would keep the walk where it is: taken only when nothing else is
@@ -207,7 +205,7 @@ def _forced(data: Any, truth: Truth, literal: str) -> dict[str, Any]:
         "output": out,
         "steps": steps,
         "error": error,
-        "outside": beyond,
+        "outside": sorted(beyond),
     }
 
 
