@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from llgbridge.measure.benchmd import BenchPart, render, render_parts
 from llgbridge.measure.census_c import Census, CensusRun, Line
 from llgbridge.measure.corpus_time import CorpusTime
 from llgbridge.measure.decode_time import Decode, Generation, MaskPath
+from llgbridge.measure.inproc_split import InprocSplit
 from llgbridge.measure.server_split import ServerSplit
 from llgbridge.measure.whatif_time import Whatif, whatif_context
 from llgbridge.paths import ROOT, VOCABS
@@ -173,6 +175,7 @@ def _hand_written_parts() -> list[BenchPart]:
         "corpus_time": CorpusTime(None),
         "native_split": NS.NativeSplit([]),
         "server_split": ServerSplit([]),
+        "inproc_split": InprocSplit({"rows": [], "cost": {"inside_us": 0.1, "all_us": 0.5}}),
         "whatif": Whatif(
             [
                 {
@@ -333,11 +336,14 @@ def test_a_cut_string_array_names_the_element_and_byte_the_reader_sees(tmp_path:
         assert str(e.value) == f"{p}: {says}"
 
 
-def _timing(results: Path, analysis: str, name: str, wall: float, compute: float, mtime: float = 1e9) -> None:
+def _timing(
+    results: Path, analysis: str, name: str, wall: float, compute: float, mtime: float = 1e9, load: float = 0.0
+) -> None:
     """A run's timing file as run.Worker writes it, dated `mtime`."""
     p = results / ".timing" / analysis / f"{name}.json"
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps({"notebook": analysis, "vocab": name, "status": "ok", "wall": wall, "analysis": compute}))
+    timing = {"notebook": analysis, "vocab": name, "status": "ok", "wall": wall, "analysis": compute, "load": load}
+    p.write_text(json.dumps(timing))
     os.utime(p, (mtime, mtime))
 
 
@@ -408,10 +414,10 @@ def test_the_floor_is_the_code_under_reviews_recorded_work_over_two_workers(tmp_
     f = floor.floor(tmp_path, bench_csv)
     page = render_parts([floor.Floor(f)])
     for line in (
-        "| census | 1 | 2.0 | 0.0 | 1.5 | 0.5 | 100% | not recorded: counted as the suite's |",
-        "| native | 1 | 8.0 | 4.8 | 3.2 | 0.0 | 40% | compute x 60%: the native split's floor share (bench.csv) |",
-        "| server | 1 | 10.0 | 2.0 | 7.5 | 0.5 | 80% | llama-server's generation, its own timings (result) |",
-        "| **all** | 3 | 20.0 | 6.8 | 12.2 | 1.0 | 66% |  |",
+        "| census | 1 | 2.0 | 0.0 | 0.0 | 1.5 | 0.5 | 100% | its compute: not recorded, counted as the suite's |",
+        "| native | 1 | 8.0 | 4.8 | 0.0 | 3.2 | 0.0 | 40% | compute x 60%: the native split's floor share (bench.csv)",
+        "| server | 1 | 10.0 | 2.0 | 0.0 | 7.5 | 0.5 | 80% | llama-server's generation, its own timings (result) |",
+        "| **all** | 3 | 20.0 | 6.8 | 0.0 | 12.2 | 1.0 | 66% |  |",
         "| make report's pool, measured (pool.json; every run) | 3 | 12.0 | 3.4 | 3.53 | 9.5 | 1.26 |",
     ):
         assert line in page, line
@@ -432,8 +438,66 @@ def test_the_floor_is_the_code_under_reviews_recorded_work_over_two_workers(tmp_
         + "server_part,m,1,wall,100,,1\nserver_part,m,1,start,5,,1\nserver_part,m,1,requests,75,,1\n"
     )
     page = render_parts([floor.Floor(floor.floor(tmp_path, bench_csv))])
-    server_line = "| server | 1 | 10.0 | 7.6 | 1.9 | 0.5 | 24% | compute x 80%: the server split's floor share"
+    server_line = "| server | 1 | 10.0 | 7.6 | 0.0 | 1.9 | 0.5 | 24% | compute x 80%: the server split's floor share"
     assert server_line in page
+
+
+def test_an_in_process_analysis_takes_its_splits_native_share_and_its_vocab_load(tmp_path: Path) -> None:
+    """A hand-written record: leak's run, 3.0 s of wall, 2.0 of compute, 0.5 its vocab's load in the
+    kernel. With no split, only the load is the code under review's (0.5 s; the suite's compute
+    2.0, its overhead 3.0 - 2.0 - 0.5 = 0.5, share 83%). With the in-process split's llguidance 1 s
+    and llama.cpp 1 s of 4 s (50%; its Python's 2 s are not): 2.0 x 50% + 0.5 = 1.5 s, the suite's
+    compute 1.0, share 50%."""
+    _timing(tmp_path, "leak", "x", 3.0, 2.0, load=0.5)
+    bench_csv = tmp_path / "bench.csv"
+    bench_csv.write_text("benchmark,vocab,n_tokens,variant,seconds,ratio,us_per_token\n")
+    page = render_parts([floor.Floor(floor.floor(tmp_path, bench_csv))])
+    assert "| leak | 1 | 3.0 | 0.5 | 0.5 | 2.0 | 0.5 | 83% | its compute: not recorded, counted as the suite's" in page
+    bench_csv.write_text(
+        bench_csv.read_text()
+        + "leak_part,v,1,wall,4,,1\nleak_part,v,1,llguidance,1,,1\nleak_part,v,1,llama_cpp,1,,1\n"
+        + "leak_part,v,1,python,2,,1\n"
+    )
+    page = render_parts([floor.Floor(floor.floor(tmp_path, bench_csv))])
+    line = "| leak | 1 | 3.0 | 1.5 | 0.5 | 1.0 | 0.5 | 50% | compute x 50%: the in-process split's floor share"
+    assert line in page
+
+
+def test_a_call_inside_another_counts_as_its_own_not_the_outers() -> None:
+    """By hand: llguidance's call takes 0.2 s of its own and calls back into llama.cpp for 0.1 s
+    (as its tokenize callback does): llguidance 0.2, llama.cpp 0.1, never 0.3 for the outer."""
+    from llgbridge.measure.inproc_split import CallClock
+
+    clock = CallClock()
+    inner = clock.timed("llama_cpp", lambda: time.sleep(0.1))
+
+    def outer_work() -> None:
+        time.sleep(0.2)
+        inner()
+
+    clock.timed("llguidance", outer_work)()
+    assert abs(clock.seconds["llguidance"] - 0.2) < 0.05 and abs(clock.seconds["llama_cpp"] - 0.1) < 0.05
+    assert clock.calls == {"llguidance": 1, "llama_cpp": 1}
+
+
+def test_the_clock_times_a_real_bridge_builds_native_calls_and_puts_every_function_back() -> None:
+    """A bridge build on llama-spm under the clock: llguidance's tokenizer is built (at least one
+    llguidance call) from every token's piece, read through llama.cpp (at least one call per token
+    of the vocab); after the block, every function is the one it was before."""
+    import llama_cpp
+
+    from llgbridge import bridges, llg
+    from llgbridge.measure.inproc_split import CallClock, clocked
+    from llgbridge.vocab import _call
+
+    before = (llg.lib.llg_new_tokenizer, llama_cpp.llama_tokenize, _call.token_to_piece)
+    v = vocab("llama-spm")
+    clock = CallClock()
+    with clocked(clock):
+        bridges.make_bridge(v, "fixed")
+    assert clock.calls["llguidance"] >= 1 and clock.calls["llama_cpp"] >= v.n_tokens, clock.calls
+    assert clock.seconds["llguidance"] > 0 and clock.seconds["llama_cpp"] > 0
+    assert (llg.lib.llg_new_tokenizer, llama_cpp.llama_tokenize, _call.token_to_piece) == before
 
 
 def test_the_engines_cost_sums_each_engines_recorded_seconds(tmp_path: Path) -> None:

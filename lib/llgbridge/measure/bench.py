@@ -10,8 +10,9 @@ report's regeneration, the real `make report`, serial and -j2, from empty result
 content and on everything (`regen`), with its overhead split from the analyses' own compute; the
 real llama-server under concurrent requests (`loadtest`); the mask path in parts, the mask in
 generation on synthetic models and the real decode step on each real model (`decode_time`); the
-corpus sample's masks (`corpus_time`); the native and server analyses in parts (`native_split`,
-`server_split`), a what-if end to end (`whatif_time`) and `make test`'s pytest (`tests_time`).
+corpus sample's masks (`corpus_time`); the native, server and in-process analyses in parts
+(`native_split`, `server_split`, `inproc_split`), a what-if end to end (`whatif_time`) and `make
+test`'s pytest (`tests_time`).
 Last, read back from what `make report` left in data/results (its runs' timing files and
 results), nothing run: the report's floor (`floor`), the other engines' cost (`engines_cost`)
 and the report's scale (`scale`).
@@ -38,6 +39,7 @@ from .corpus_time import CorpusTime, corpus_mask_time, corpus_vocabs
 from .decode_time import Decode, Generation, MaskPath, generation_timing, mask_path_timing, real_decode_timing
 from .engines_cost import EnginesCost, engines_cost
 from .floor import Floor, floor
+from .inproc_split import InprocSplit, inproc_split
 from .native_split import NATIVE_SPLIT_VOCABS, NativeSplit, native_split
 from .scale import Scale, scale
 from .server_split import SERVER_SPLIT_MODELS, ServerSplit, server_split
@@ -74,6 +76,8 @@ def census_of(done: dict[str, BenchPart]) -> Census:
     return census
 
 
+# the splits whose floor shares the floor takes, from the same run
+SPLITS = ("native_split", "server_split", "inproc_split")
 # after the census, in the order they run; each gets the command line and the parts measured before it
 MEASUREMENTS: tuple[tuple[str, Callable[[Options, dict[str, BenchPart]], BenchPart]], ...] = (
     ("ablation", lambda o, d: measure_ablation(census_of(d))),
@@ -86,10 +90,11 @@ MEASUREMENTS: tuple[tuple[str, Callable[[Options, dict[str, BenchPart]], BenchPa
     ("corpus_time", lambda o, d: CorpusTime(corpus_mask_time(corpus_vocabs(o.corpus_vocabs)))),
     ("native_split", lambda o, d: NativeSplit(native_split())),
     ("server_split", lambda o, d: ServerSplit(server_split())),
+    ("inproc_split", lambda o, d: InprocSplit(inproc_split())),
     ("whatif", lambda o, d: Whatif(whatif_time())),
     ("tests", lambda o, d: TestsTime(tests_time())),
     # read back from what make report (and make whatif) left in data/results: nothing run
-    ("floor", lambda o, d: Floor(floor(split_rows=d["native_split"].rows() + d["server_split"].rows()))),
+    ("floor", lambda o, d: Floor(floor(split_rows=[r for k in SPLITS for r in d[k].rows()]))),
     ("engines_cost", lambda o, d: EnginesCost(engines_cost())),
     ("scale", lambda o, d: Scale(scale())),
 )
@@ -112,12 +117,14 @@ CSV_ORDER = (
     "engines_cost",
     "scale",
     "tests",
+    "inproc_split",
 )
 # --only: the parts run, their sections printed, nothing written
 ONLY: dict[str, Callable[[Options], list[BenchPart]]] = {
     "census": lambda o: [measure_census(o)],
     "native": lambda o: [NativeSplit(native_split(_names(o, NATIVE_SPLIT_VOCABS)))],
     "server": lambda o: [ServerSplit(server_split(_names(o, SERVER_SPLIT_MODELS)))],
+    "inproc": lambda o: [InprocSplit(inproc_split(tuple(o.vocabs.split(",")) if o.vocabs else None))],
     "whatif": lambda o: [Whatif(whatif_time())],
     "tests": lambda o: [TestsTime(tests_time())],
     "floor": lambda o: [Floor(floor())],
@@ -168,7 +175,8 @@ def parser() -> argparse.ArgumentParser:
         choices=list(ONLY),
         help=(
             "run only this part and print its section of bench.md; writes nothing (census: Python vs C; native, "
-            "server: that analysis in parts; whatif: make whatif end to end; tests: make test's pytest, timed; "
+            "server: that analysis in parts; inproc: the in-process analyses in parts; whatif: make whatif end to end; "
+            "tests: make test's pytest, timed; "
             "floor, engines, scale: read back from data/results, nothing run)"
         ),
     )

@@ -31,6 +31,7 @@ SECTIONS = (
     "corpus_time",
     "native_split",
     "server_split",
+    "inproc_split",
     "whatif",
     "tests",
     "regen",

@@ -14,12 +14,18 @@ file left by `make report` (or bench's own CSV) records it:
   nothing;
 - matrix: llama.cpp's generation with the mask, each (model, case, bridge) as the analysis timed it;
 - corpus: llguidance's masks (each timing row's masks x its mean µs);
-- every other analysis: its calls into llama.cpp and llguidance are made in the kernel's process
-  and timed by nothing, so all of it counts as the suite's (so do the engines' analyses, whose
-  work is the other engines', not the code under review's).
+- census, leak, forced, probe, exactness and soundness: their calls into llama.cpp and
+  llguidance are made in the kernel's process, where nothing the report leaves times them; the
+  analysis's compute times the share those calls are of it in `make bench`'s split of the same
+  analyses (bench.csv's `census_part`, ... rows, `inproc_split`), over the inputs it ran. Where no
+  split is recorded, all of it counts as the suite's;
+- the engines' analyses: the suite's, whose work is the other engines', not the code under review's.
+
+Every run's vocab load in its kernel (`llama_model_load_from_file`, timed by the run) is
+llama.cpp's work too, as the harness's and the server's loads are in their splits.
 
 The suite's share is the rest of the run's wall: the analysis's own Python (its compute less the
-above) and the run's overhead (kernel start, vocab load, reset, HTML export). The floor is the
+above) and the run's overhead (kernel start, reset, HTML export). The floor is the
 code under review's work over the 2 workers; the report's wall is pool.json's (`recorded`).
 """
 
@@ -33,16 +39,19 @@ from typing import Any
 
 from ..paths import REPORTS, RESULTS
 from .benchmd import BenchPart, csv_row, table
+from .inproc_split import INPROC, INPROC_PARTS
 from .native_split import NATIVE_PARTS
 from .recorded import WORKERS, Run, by_analysis, pool_runs, read_pool, read_runs, results_of
 from .scale import jobs, simulate
 from .server_split import SERVER_PARTS
 
+UNRECORDED = "its compute: not recorded, counted as the suite's"
 GOAL = 1.25  # issue 47: the report's wall at most 1.25 x its floor
 # the parts each split marks as the code under review's own work
 SPLIT_FLOOR = {
     "native": tuple(k for k, label in NATIVE_PARTS if label.endswith("(floor)")),
     "server": tuple(k for k, label in SERVER_PARTS if label.endswith("(floor)")),
+    **{a: tuple(k for k, label in INPROC_PARTS if label.endswith("(floor)")) for a in INPROC},
 }
 
 
@@ -77,9 +86,9 @@ def csv_rows(bench_csv: Path) -> list[dict[str, Any]]:
 
 
 def split_shares(bench_rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Per split analysis (native, server), its floor parts over its wall, summed over the vocabs
-    or models it split (bench.csv's rows, or the same run's splits); an analysis with no split is
-    left out."""
+    """Per split analysis (native, server, the in-process ones), its floor parts over its wall,
+    summed over the vocabs, models or inputs it split (bench.csv's rows, or the same run's
+    splits); an analysis with no split is left out."""
     got = {}
     for analysis, parts in SPLIT_FLOOR.items():
         rows = [r for r in bench_rows if r["benchmark"] == f"{analysis}_part"]
@@ -94,9 +103,10 @@ def own_seconds(results: Path, shares: dict[str, float]) -> tuple[Callable[[Run]
     got = {a: results_of(a, results) for a in RECORDED if a not in shares}
     how = {a: label for a, (_, label) in RECORDED.items()}
     for a, share in shares.items():
-        how[a] = f"compute x {100 * share:.0f}%: the {a} split's floor share (bench.csv)"
+        split = "the in-process" if a in INPROC else f"the {a}"
+        how[a] = f"compute x {100 * share:.0f}%: {split} split's floor share (bench.csv)"
 
-    def own(run: Run) -> float:
+    def computed(run: Run) -> float:
         if run.analysis in shares:
             return run.compute * shares[run.analysis]
         if run.analysis in RECORDED:
@@ -104,17 +114,22 @@ def own_seconds(results: Path, shares: dict[str, float]) -> tuple[Callable[[Run]
             return RECORDED[run.analysis][0](r) if r else 0.0
         return 0.0
 
+    def own(run: Run) -> float:
+        return computed(run) + run.load
+
     return own, how
 
 
 def per_analysis(runs: list[Run], own: Callable[[Run], float]) -> list[dict[str, Any]]:
-    """A row per analysis: runs, wall, the code under review's seconds, the analysis's compute."""
+    """A row per analysis: runs, wall, the code under review's seconds (the vocab loads among
+    them), the analysis's compute."""
     return [
         {
             "analysis": a,
             "runs": len(rs),
             "wall": sum(r.wall for r in rs),
             "own": sum(own(r) for r in rs),
+            "load": sum(r.load for r in rs),
             "compute": sum(r.compute for r in rs),
         }
         for a, rs in by_analysis(runs).items()
@@ -144,7 +159,7 @@ def floor(
     results: Path = RESULTS, bench_csv: Path = REPORTS / "bench.csv", split_rows: list[dict[str, Any]] | None = None
 ) -> dict[str, Any] | None:
     """Per analysis the code under review's own seconds and the suite's, and the report's walls
-    against the floor; None where no run is recorded. The native and server shares are the same
+    against the floor; None where no run is recorded. The splits' shares are the same
     `make bench` run's splits (`split_rows`) where there are any, else the last snapshot's
     (`bench_csv`)."""
     runs = read_runs(results)
@@ -162,17 +177,18 @@ def floor_context(f: dict[str, Any] | None) -> dict[str, Any] | None:
     if f is None:
         return None
     rows = f["rows"]
-    total = {k: sum(r[k] for r in rows) for k in ("runs", "wall", "own", "compute")}
+    total = {k: sum(r[k] for r in rows) for k in ("runs", "wall", "own", "load", "compute")}
     line = [
         [
             r["analysis"],
             r["runs"],
             f"{r['wall']:.1f}",
             f"{r['own']:.1f}",
-            f"{r['compute'] - r['own']:.1f}",
-            f"{r['wall'] - r['compute']:.1f}",
+            f"{r['load']:.1f}",
+            f"{r['compute'] - (r['own'] - r['load']):.1f}",
+            f"{r['wall'] - r['compute'] - r['load']:.1f}",
             f"{100 * (r['wall'] - r['own']) / r['wall']:.0f}%" if r["wall"] else "-",
-            "" if r["analysis"] == "**all**" else f["how"].get(r["analysis"], "not recorded: counted as the suite's"),
+            "" if r["analysis"] == "**all**" else f["how"].get(r["analysis"], UNRECORDED),
         ]
         for r in [*rows, {"analysis": "**all**", **total}]
     ]
@@ -185,6 +201,7 @@ def floor_context(f: dict[str, Any] | None) -> dict[str, Any] | None:
                 "runs",
                 "wall s",
                 "code under review s",
+                "of which vocab loads s",
                 "suite: compute s",
                 "suite: overhead s",
                 "suite's share",

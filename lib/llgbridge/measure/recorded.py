@@ -31,6 +31,7 @@ class Run:
     wall: float
     compute: float  # the analysis's own compute: its cells less the vocab's load
     mtime: float  # when its timing file was written
+    load: float = 0.0  # the vocab's load in the kernel (llama.cpp's `llama_model_load_from_file`, its checks before)
 
     @property
     def overhead(self) -> float:
@@ -59,6 +60,7 @@ def read_runs(results: Path = RESULTS) -> list[Run]:
                 float(r["wall"]),
                 float(r.get("analysis", r["wall"])),
                 f.stat().st_mtime,
+                float(r.get("load", 0.0)),
             )
         )
     return sorted(out, key=lambda r: (r.analysis, r.input))
