@@ -74,6 +74,7 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("analyses.corpus.job", "the corpus's jobs and their cache key"),
             ("analyses.corpus.cluster", "its engines: serial, the pool, Dask"),
             ("analyses.corpus.schemas", "the SchemaStore corpus, schemas.tsv"),
+            ("analyses.native.crashes", "why a native program died, in one line"),
             ("analyses.native.builder", "the compiled C++: sources extracted, patched and built"),
             ("analyses.native.logs", "what the compiled programs print, read back"),
             ("analyses.native.causes", "why llama.cpp's test exited non-zero"),

@@ -32,7 +32,7 @@ from typing import Any, Literal, TypedDict
 from urllib.parse import quote
 
 from . import params as P
-from .analyses.native.logs import crash_cause, says_crash
+from .analyses.native.crashes import crash_cause, says_crash
 from .catalogue import REAL_MODELS
 from .errors import InputError, Refused, cause_line, first_line
 from .fixtures import vocab_names
@@ -613,7 +613,7 @@ def _scrub(nb: object, prefixes: list[str]) -> None:
 
 
 def native_cause(log: bytes) -> str:
-    """Why native code died, from a kernel's output (`native.logs.crash_cause`: an out-of-memory
+    """Why native code died, from a kernel's output (`native.crashes.crash_cause`: an out-of-memory
     named as such, else the GGML_ASSERT or exception line, without directories or pids), or ""
     when the output says nothing about it."""
     text = log.decode("utf-8", "replace")

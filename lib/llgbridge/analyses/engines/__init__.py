@@ -23,7 +23,7 @@ class EnginesPayload(TypedDict):
 ANALYSIS = Analysis(
     "engines",
     # why an engine's process died is read from its output as the native programs' is
-    ("analyses/native/logs.py", "analyses/native/builder.py"),
+    ("analyses/native/crashes.py",),
     EnginesPayload,
     runs_on="every",
     whatif=True,

@@ -30,7 +30,7 @@ from typing import Any, cast
 from ...errors import InputError, first_line
 from ...grammars import FORCED_LITERAL
 from ...show import show
-from ..native.logs import crash_cause, says_crash
+from ..native.crashes import crash_cause, says_crash
 from . import EnginesPayload
 
 # the leak grammar `start: /[.a-z]{2,6}/ "!"` (grammars.LEAK_GRAMMAR) in the engines' regex language
@@ -261,7 +261,7 @@ def _child(conn: Any, log: int, fn: Any, args: tuple[Any, ...]) -> None:
 
 def _died(exitcode: int | None, said: bytes) -> str:
     """Why a child that sent no answer ended: its exit or signal, and the cause its own output
-    gives (`native.logs.crash_cause`: llama.cpp's assertion, an uncaught C++ exception, ...)."""
+    gives (`native.crashes.crash_cause`: llama.cpp's assertion, an uncaught C++ exception, ...)."""
     sig = -(exitcode or 0)
     why = " (out of memory, or killed)" if sig == 9 else ""
     text = said.decode("utf-8", "replace")

@@ -55,7 +55,8 @@ from .builder import (
     version_key,
 )
 from .causes import RULES, classified, classify
-from .logs import TestRun, crash_cause, parse_ranges, run_test
+from .crashes import crash_cause
+from .logs import TestRun, parse_ranges, run_test
 from .result import NativeResult, analyse, mask_error_rows, special_literal_rows
 from .trace import (
     Difference,

@@ -39,10 +39,10 @@ from ...errors import InputError, LlgError, first_line
 from ...grammars import literal_grammar
 from ...overrides import Override
 from .builder import TEST_TIMEOUT, bin_dir, venv_llguidance
+from .crashes import crash_cause
 from .logs import (
     TestRun,
     check_taken,
-    crash_cause,
     llg_errors,
     parse_ranges,
     program_env,
