@@ -169,7 +169,8 @@ def split_input(
         first, rest = _cells(analysis)
         _run_cell(shell, first)
         given = {"input": it.param(), "results_dir": str(out)}
-        _run_cell(shell, "\n".join(f"{k} = {json.dumps(val)}" for k, val in given.items()))
+        # as papermill injects them, after the notebook's own (Python literals: JSON's are not all)
+        _run_cell(shell, "\n".join(f"{k} = {val!r}" for k, val in given.items()))
         before, calls_before = clock.snapshot()
         nb.take_times()
         t0 = time.perf_counter()
