@@ -572,3 +572,22 @@ def test_the_tests_time_is_read_from_pytests_own_summary(tmp_path: Path) -> None
     assert "not measured: pytest printed no summary line (exit 4): x" in render_parts([stopped])
     with pytest.raises(ValueError, match="no summary line"):
         tests_time.parse("ImportError while loading conftest")
+
+
+def test_the_inproc_split_leaves_the_bench_process_as_it_was() -> None:
+    """The split runs the notebooks in an IPython shell, which puts its own module in place of
+    `__main__` (and its display hook): run in the bench's process, multiprocessing's spawn then
+    failed on `__main__.__spec__` in the what-if that follows. Its rows still come back."""
+    import multiprocessing
+
+    from llgbridge.measure.inproc_split import inproc_split
+
+    main, hook = sys.modules["__main__"], sys.displayhook
+    got = inproc_split(("llama-spm",))
+    assert sys.modules["__main__"] is main and sys.displayhook is hook
+    assert {r["analysis"] for r in got["rows"]} == {"census", "leak", "forced", "probe", "exactness", "soundness"}
+    assert all(not r["error"] for r in got["rows"]), got["rows"]
+    leak = next(r for r in got["rows"] if r["analysis"] == "leak")
+    assert leak["llguidance"] > 0 and leak["calls"] >= 32000  # llama-spm's 32,000 pieces, read for a bridge
+    with multiprocessing.get_context("spawn").Pool(1) as p:
+        assert p.apply(abs, (-3,)) == 3

@@ -21,6 +21,8 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -35,6 +37,7 @@ from .. import analyses, llg, nb, params
 from .. import vocab as V
 from ..inputs import Input
 from ..inputsets import input_sets
+from ..paths import ROOT
 from .benchmd import BenchPart, csv_row, table
 
 INPROC = ("census", "leak", "forced", "probe", "exactness", "soundness")
@@ -196,9 +199,11 @@ def split_input(
     return rows
 
 
-def inproc_split(names: tuple[str, ...] | None = None) -> dict[str, Any]:
+def measure_here(names: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Each INPROC analysis on each input (default: those the report runs it on), its compute split
-    into INPROC_PARTS: {"rows": a row per (analysis, input), "cost": the clock's cost per call}."""
+    into INPROC_PARTS: {"rows": a row per (analysis, input), "cost": the clock's cost per call}.
+    In this process, which the IPython shell changes for good (its own `__main__`, display hook,
+    matplotlib backend): `inproc_split` runs it in a process of its own."""
     order = tuple(a for a in analyses.names() if a in INPROC)
     inputs = names or tuple(input_sets()["every"])
     for a in order:
@@ -209,9 +214,26 @@ def inproc_split(names: tuple[str, ...] | None = None) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="inproc-") as tmp, clocked(clock):
         for i, name in enumerate(inputs, 1):
-            print(f"inproc split: {name} ({i} of {len(inputs)})", flush=True)
+            print(f"inproc split: {name} ({i} of {len(inputs)})", file=sys.stderr, flush=True)
             rows += split_input(shell, clock, name, Path(tmp), order, cost)
     return {"rows": rows, "cost": {"inside_us": 1e6 * cost[0], "all_us": 1e6 * cost[1]}}
+
+
+def inproc_split(names: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """`measure_here` in a process of its own (`python -m llgbridge.measure.inproc_split`), its
+    result read back from its stdout: the shell it runs the notebooks in replaces `__main__`, which
+    multiprocessing's spawn then cannot prepare a child from (`make bench`'s what-if, after it)."""
+    p = subprocess.run(
+        [sys.executable, "-m", "llgbridge.measure.inproc_split", *(names or ())],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
+    if p.returncode != 0:
+        raise RuntimeError(f"the in-process split exited {p.returncode}: {p.stdout[-500:]}")
+    got: dict[str, Any] = json.loads(p.stdout)
+    return got
 
 
 def per_analysis(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -275,3 +297,7 @@ class InprocSplit(BenchPart):
                 "all_us": f"{self.split['cost']['all_us']:.2f}",
             }
         }
+
+
+if __name__ == "__main__":
+    json.dump(measure_here(tuple(sys.argv[1:]) or None), sys.stdout)
