@@ -455,8 +455,8 @@ def test_an_in_process_analysis_takes_its_splits_native_share_and_its_vocab_load
     assert "| leak | 1 | 3.0 | 0.5 | 0.5 | 2.0 | 0.5 | 83% | its compute: not recorded, counted as the suite's" in page
     bench_csv.write_text(
         bench_csv.read_text()
-        + "leak_part,v,1,wall,4,,1\nleak_part,v,1,llguidance,1,,1\nleak_part,v,1,llama_cpp,1,,1\n"
-        + "leak_part,v,1,python,2,,1\n"
+        + "inproc_leak,v,1,wall,4,,1\ninproc_leak,v,1,llguidance,1,,1\ninproc_leak,v,1,llama_cpp,1,,1\n"
+        + "inproc_leak,v,1,python,2,,1\n"
     )
     page = render_parts([floor.Floor(floor.floor(tmp_path, bench_csv))])
     line = "| leak | 1 | 3.0 | 1.5 | 0.5 | 1.0 | 0.5 | 50% | compute x 50%: the in-process split's floor share"

@@ -17,7 +17,7 @@ file left by `make report` (or bench's own CSV) records it:
 - census, leak, forced, probe, exactness and soundness: their calls into llama.cpp and
   llguidance are made in the kernel's process, where nothing the report leaves times them; the
   analysis's compute times the share those calls are of it in `make bench`'s split of the same
-  analyses (bench.csv's `census_part`, ... rows, `inproc_split`), over the inputs it ran. Where no
+  analyses (bench.csv's `inproc_census`, ... rows, `inproc_split`), over the inputs it ran. Where no
   split is recorded, all of it counts as the suite's;
 - the engines' analyses: the suite's, whose work is the other engines', not the code under review's.
 
@@ -45,6 +45,8 @@ from .recorded import WORKERS, Run, by_analysis, pool_runs, read_pool, read_runs
 from .scale import jobs, simulate
 from .server_split import SERVER_PARTS
 
+# bench.csv's name for an in-process analysis's split rows (native's and server's: NAME_part)
+SPLIT_BENCH = {a: f"inproc_{a}" for a in INPROC}
 UNRECORDED = "its compute: not recorded, counted as the suite's"
 GOAL = 1.25  # issue 47: the report's wall at most 1.25 x its floor
 # the parts each split marks as the code under review's own work
@@ -91,7 +93,7 @@ def split_shares(bench_rows: list[dict[str, Any]]) -> dict[str, float]:
     splits); an analysis with no split is left out."""
     got = {}
     for analysis, parts in SPLIT_FLOOR.items():
-        rows = [r for r in bench_rows if r["benchmark"] == f"{analysis}_part"]
+        rows = [r for r in bench_rows if r["benchmark"] == SPLIT_BENCH.get(analysis, f"{analysis}_part")]
         wall = sum(float(r["seconds"]) for r in rows if r["variant"] == "wall")
         if wall:
             got[analysis] = sum(float(r["seconds"]) for r in rows if r["variant"] in parts) / wall

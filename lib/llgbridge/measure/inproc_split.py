@@ -274,7 +274,7 @@ class InprocSplit(BenchPart):
         for r in self.split["rows"]:
             if r["error"]:
                 continue
-            bench = f"{r['analysis']}_part"
+            bench = f"inproc_{r['analysis']}"  # census_part is the census's own Python-vs-C rows
             out.append(csv_row(bench, r["input"], r["n_tokens"], "wall", r["wall"]))
             for k, _ in INPROC_PARTS:
                 out.append(csv_row(bench, r["input"], r["n_tokens"], k, r[k], r[k] / r["wall"] if r["wall"] else None))
