@@ -158,6 +158,37 @@ def _run_cell(shell: Any, src: str) -> str:
     return "" if err is None else f"{type(err).__name__}: {err}"
 
 
+def split_one(
+    shell: Any, clock: CallClock, it: Input, analysis: str, out: Path, cost: tuple[float, float]
+) -> dict[str, Any]:
+    """One analysis's notebook on `it` in `shell`, its vocab loaded already: its compute (the load
+    and the clock's cost left out), each native kind's seconds, the rest, and its first error."""
+    first, rest = _cells(analysis)
+    _run_cell(shell, first)
+    given = {"input": it.param(), "results_dir": str(out)}
+    # as papermill injects them, after the notebook's own (Python literals: JSON's are not all)
+    _run_cell(shell, "\n".join(f"{k} = {val!r}" for k, val in given.items()))
+    before, calls_before = clock.snapshot()
+    nb.take_times()
+    t0 = time.perf_counter()
+    errors = [e for e in (_run_cell(shell, src) for src in rest) if e]
+    wall = time.perf_counter() - t0 - nb.take_times()["load"]
+    after, calls_after = clock.snapshot()
+    calls = calls_after - calls_before
+    own = {k: after[k] - before[k] - calls[k] * cost[0] for k in after}
+    compute = wall - sum(calls.values()) * cost[1]
+    _run_cell(shell, "from llgbridge import nb as _nb\n_nb.between_notebooks()")
+    return {
+        "analysis": analysis,
+        "input": it.name,
+        "wall": compute,
+        **own,
+        "python": compute - sum(own.values()),
+        "calls": sum(calls.values()),
+        "error": errors[0] if errors else "",
+    }
+
+
 def split_input(
     shell: Any, clock: CallClock, name: str, out: Path, order: tuple[str, ...], cost: tuple[float, float]
 ) -> list[dict[str, Any]]:
@@ -167,36 +198,7 @@ def split_input(
         v = nb.cached_vocab(it.path, it.name, it.load_overrides())
     except Exception as e:  # noqa: BLE001 - the input's rows say it
         return [{"analysis": a, "input": name, "n_tokens": 0, "error": f"load: {e}"} for a in order]
-    rows = []
-    for analysis in order:
-        first, rest = _cells(analysis)
-        _run_cell(shell, first)
-        given = {"input": it.param(), "results_dir": str(out)}
-        # as papermill injects them, after the notebook's own (Python literals: JSON's are not all)
-        _run_cell(shell, "\n".join(f"{k} = {val!r}" for k, val in given.items()))
-        before, calls_before = clock.snapshot()
-        nb.take_times()
-        t0 = time.perf_counter()
-        errors = [e for e in (_run_cell(shell, src) for src in rest) if e]
-        wall = time.perf_counter() - t0 - nb.take_times()["load"]
-        after, calls_after = clock.snapshot()
-        calls = calls_after - calls_before
-        own = {k: after[k] - before[k] - calls[k] * cost[0] for k in after}
-        compute = wall - sum(calls.values()) * cost[1]
-        _run_cell(shell, "from llgbridge import nb as _nb\n_nb.between_notebooks()")
-        rows.append(
-            {
-                "analysis": analysis,
-                "input": name,
-                "n_tokens": v.n_tokens,
-                "wall": compute,
-                **own,
-                "python": compute - sum(own.values()),
-                "calls": sum(calls.values()),
-                "error": errors[0] if errors else "",
-            }
-        )
-    return rows
+    return [{**split_one(shell, clock, it, a, out, cost), "n_tokens": v.n_tokens} for a in order]
 
 
 def measure_here(names: tuple[str, ...] | None = None) -> dict[str, Any]:
