@@ -39,14 +39,13 @@ from typing import Any
 
 from ..paths import REPORTS, RESULTS
 from .benchmd import BenchPart, csv_row, table
+from .inproc_split import BENCH as INPROC_BENCH
 from .inproc_split import INPROC, INPROC_PARTS
 from .native_split import NATIVE_PARTS
 from .recorded import WORKERS, Run, by_analysis, pool_runs, read_pool, read_runs, results_of
 from .scale import jobs, simulate
 from .server_split import SERVER_PARTS
 
-# bench.csv's name for an in-process analysis's split rows (native's and server's: NAME_part)
-SPLIT_BENCH = {a: f"inproc_{a}" for a in INPROC}
 UNRECORDED = "its compute: not recorded, counted as the suite's"
 GOAL = 1.25  # issue 47: the report's wall at most 1.25 x its floor
 # the parts each split marks as the code under review's own work
@@ -93,7 +92,7 @@ def split_shares(bench_rows: list[dict[str, Any]]) -> dict[str, float]:
     splits); an analysis with no split is left out."""
     got = {}
     for analysis, parts in SPLIT_FLOOR.items():
-        rows = [r for r in bench_rows if r["benchmark"] == SPLIT_BENCH.get(analysis, f"{analysis}_part")]
+        rows = [r for r in bench_rows if r["benchmark"] == INPROC_BENCH.get(analysis, f"{analysis}_part")]
         wall = sum(float(r["seconds"]) for r in rows if r["variant"] == "wall")
         if wall:
             got[analysis] = sum(float(r["seconds"]) for r in rows if r["variant"] in parts) / wall

@@ -46,6 +46,8 @@ INPROC_PARTS = (
     ("llama_cpp", "llama.cpp: its C API and the compiled binding (floor)"),
     ("python", "the suite's own Python around them"),
 )
+# bench.csv's name for each analysis's rows (census_part already names the census's own Python-vs-C rows)
+BENCH = {a: f"inproc_{a}" for a in INPROC}
 CALIBRATION_CALLS = 200_000
 
 
@@ -276,7 +278,7 @@ class InprocSplit(BenchPart):
         for r in self.split["rows"]:
             if r["error"]:
                 continue
-            bench = f"inproc_{r['analysis']}"  # census_part is the census's own Python-vs-C rows
+            bench = BENCH[r["analysis"]]
             out.append(csv_row(bench, r["input"], r["n_tokens"], "wall", r["wall"]))
             for k, _ in INPROC_PARTS:
                 out.append(csv_row(bench, r["input"], r["n_tokens"], k, r[k], r[k] / r["wall"] if r["wall"] else None))
