@@ -45,6 +45,8 @@ TOKEN_TABLE_FN = "llama_sampler_llg_new_tokenizer"
 TOKENIZE_FN = "llama_sampler_llg_tokenize_fn"
 # what a line of the token loop names: its two conversion calls and the arrays it fills
 TOKEN_LOOP = r"llama_detokenize|llama_token_to_piece|token_bytes|token_lens|\\xff"
+# common_sampler_init's refusal of a grammar that gave no sampler
+NULL_CHECK = r"if \(!grmr && !grammar_str\.empty\(\)\)"
 # the functions of llama-vocab.cpp the guide's bugs go through (guide 4.2, 5.1)
 VOCAB_PATHS = ("tokenize", "detokenize", "token_to_piece")
 
@@ -289,6 +291,11 @@ def vocab_changes(base_text: str, other_text: str) -> dict[str, Any]:
     return {"functions": sorted(functions), "path_hunks": paths}
 
 
+def lines_matching(text: str, pattern: str) -> list[list[Any]]:
+    """[line number, the line stripped] of every line of `text` that `pattern` matches."""
+    return [[i + 1, x.strip()] for i, x in enumerate(text.splitlines()) if re.search(pattern, x)]
+
+
 def returns_of(text: str, name: str) -> list[str]:
     """The `return` statements inside a function's definition, stripped."""
     r = function_lines(text, name)
@@ -378,6 +385,13 @@ def refresh(
         "llama_vocab_changed": {**changed, "paths": list(VOCAB_PATHS)},
         "llguidance_pin": pin,
         "init_llg_returns": returns_of(bridge_base, "llama_sampler_init_llg"),
+        # where common_sampler_init refuses a null grammar sampler (#24154's check): the line and its text
+        "null_check": {
+            "base": lines_matching(_git(git_dir, "show", f"{base_c}:common/sampling.cpp"), NULL_CHECK),
+            "vendored": lines_matching(
+                (vendored / "common/sampling.cpp").read_text(encoding="utf-8", errors="replace"), NULL_CHECK
+            ),
+        },
         # where llama_sampler_init_llg is defined at the base, and with the PR's 0001 applied there
         "init_llg_line": {"base": at_base[0] if at_base else 0, "with_0001": with_0001[0] if with_0001 else 0},
         "threads": old.get("threads", []),

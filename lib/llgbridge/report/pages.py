@@ -460,8 +460,10 @@ def write_pages(
         "tested": tested.section_markdown(),
         "subject": res.subject,
     }
+    found = claims(vt, res) if vt is not None else {}
+    # what was tested, the comment's own sentence, opens the page's verdict too
+    common["tested_said"] = found["tested"].text if "tested" in found and not res.subject else ""
     if vt is not None:
-        found = claims(vt, res)
         # the page says what the comment says of the guide: one sentence each, from the claims
         vt.disagreements = [*guide_notes(found), *vt.disagreements]
         w.write("pr-comment.md", comment(vt, found, res))
@@ -519,7 +521,8 @@ def index_page(
 def tables_markdown(shown: Verdict, rec: dict[str, str] | None, v: dict[str, str], common: dict[str, Any]) -> str:
     intro = (
         f"Every table of the review guide for the llguidance token-bytes / tokenize_fn fix, measured by this suite "
-        f"(`make report`) on the vocab fixtures vendored in llama-cpp-python {v['llama-cpp-python']}, through "
+        f"(`make report`) on the vocab fixtures vendored in llama-cpp-python {v['llama-cpp-python']}: the compiled "
+        f"code's tables name the llguidance each row links (llama.cpp's pin first), the Python port's run on "
         f"llguidance {v['llguidance']}. Section numbers are the guide's. The same tables, with plots and every raw "
         f"table: index.html; the review in two minutes: pr-comment.md."
     )
