@@ -79,6 +79,17 @@ def bar_values(df: pd.DataFrame, col: str, b: str, vocabs: list[str], steps: str
     return vals, labels, short
 
 
+def legend_below(ax: Any, gap_pt: float = 4) -> None:
+    """`ax`'s legend put just under its x label, left-aligned with the panel: a legend anchored at a
+    fixed fraction of the panel's height lies over the label wherever the ticks' height differs
+    from the guess. Needs a drawn figure (the label's extent is known only then)."""
+    fig = ax.figure
+    label = ax.xaxis.label.get_window_extent(fig.canvas.get_renderer())
+    left = ax.get_window_extent().x0
+    anchor = ax.transAxes.inverted().transform((left, label.y0 - gap_pt * fig.dpi / 72))
+    ax.get_legend().set_bbox_to_anchor((0, anchor[1]), transform=ax.transAxes)
+
+
 def x_axis(ax: Any, peak: float, xlabel: str) -> None:
     """A log scale needs a positive bar: with every bar at 0 (a what-if where the bug does not
     show) matplotlib warns and draws nothing, so the axis stays linear."""
@@ -93,10 +104,20 @@ def x_axis(ax: Any, peak: float, xlabel: str) -> None:
 def bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str, steps: str = "") -> str:
     """Grouped horizontal bars on a log axis, one group per vocab, every value printed at its bar's
     end (a zero has no bar on a log axis: it is printed at the axis). The legend runs in the bars'
-    order, top to bottom. With `steps`, a bar whose bridge covered fewer steps than another on
-    the same vocab (its matcher died) says how many it covered."""
+    order, under the axis' label. With `steps`, a bar whose bridge covered fewer steps
+    than another on the same vocab (its matcher died) says how many it covered."""
+    fig = bar_figure(df, col, title, xlabel, steps)
+    if fig is None:
+        return ""
+    out = svg(fig)
+    pyplot().close(fig)
+    return out
+
+
+def bar_figure(df: pd.DataFrame, col: str, title: str, xlabel: str, steps: str = "") -> Any:
+    """`bar_by_bridge`'s figure, or None where there is nothing to draw."""
     if col not in df or df[col].isna().all():
-        return ""  # every row is an error row (a bridge that could not be built or masked): nothing to draw
+        return None  # every row is an error row (a bridge that could not be built or masked): nothing to draw
     df = df[df[col].notna()]
     plt = pyplot()
     groups, vocabs, title = drawn(df, col, title)
@@ -117,8 +138,9 @@ def bar_by_bridge(df: pd.DataFrame, col: str, title: str, xlabel: str, steps: st
         title + ("\n(steps covered in brackets where a bridge's matcher died before the walk's end)" if short else ""),
         fontsize=10,
     )
-    ax.legend(loc="lower right", fontsize=8)
+    # under the axis, not in a corner of it: the longest bar's printed count reaches the corner
+    ax.legend(loc="upper left", fontsize=8, ncol=len(groups), frameon=False)
     plt.tight_layout()
-    out = svg(fig)
-    plt.close(fig)
-    return out
+    fig.canvas.draw()
+    legend_below(ax)
+    return fig
