@@ -33,6 +33,15 @@ from .table import PR_BASE, PR_BRANCH, PR_TITLE, Section, Table, guide_order, ht
 from .templating import environment
 from .verdict import Verdict, recommendation_md, verdict
 
+# sections about code other than the PR's: a page of their own (`APART_PAGE`), linked from the index,
+# so the review's page stays about the PR
+APART = ("engines", "engines_e2e")
+APART_PAGE = "engines.html"
+APART_TITLE = "Other engines on llama.cpp: their own bridges from the same vocabs"
+APART_INTRO = (
+    "Not the PR's code: the libraries that build their own token table from a llama.cpp vocab, audited like the "
+    "bridges of the review, each with its reproducer."
+)
 # the report's own sections, over the other analyses' results, by their place among the analyses'
 # (`Analysis.page`): "beyond" after the server's, "review" last
 OWN_SECTIONS = {"beyond": 75, "review": 10_000}
@@ -451,10 +460,17 @@ def write_pages(
         if shown.recommendation
         else None
     )
+    apart = [sec for sec in sections if sec.key in APART]
+    if apart:
+        w.write(
+            APART_PAGE,
+            environment().get_template("apart.html.j2").render(title=APART_TITLE, intro=APART_INTRO, sections=apart),
+        )
     common = {
         "failed": failed,
         "code": code_block(v),
-        "sections": sections,
+        "sections": [sec for sec in sections if sec.key not in APART],
+        "apart_page": APART_PAGE if apart else "",
         "glossary": GLOSSARY,
         "repro": repro.markdown(res),
         "tested": tested.section_markdown(),
@@ -468,7 +484,7 @@ def write_pages(
         vt.disagreements = [*guide_notes(found), *vt.disagreements]
         w.write("pr-comment.md", comment(vt, found, res))
         w.write("claims.json", claims_json(found))
-    w.write("pr-review-tables.md", tables_markdown(shown, rec, v, common))
+    w.write("pr-review-tables.md", tables_markdown(shown, rec, v, {**common, "sections": sections}))
     w.write("index.html", index_page(shown, rec, vocabs, committed, vt is not None, common))
     vocab_pages(w, sections, vocabs, vt, res, link_notebooks=not committed)
 
