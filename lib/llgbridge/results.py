@@ -476,11 +476,10 @@ def load(
                 {"notebook": analysis, "vocab": p.stem, "error": f"unreadable result: {type(e).__name__}: {e}"}
             )
             continue
-        lost = _gone(results, p.stem, r)
-        if lost:
-            if gone is not None:
-                gone.append(f"{analysis}/{p.stem}: left out, its input {lost} is gone")
-            continue
+        # a failed run is read as failed before its input is looked for: a run on a name no input
+        # holds fails because its file is not there, and taking that for "its input is gone" left
+        # every failure of a mistyped input out of the report, which then published nothing as
+        # complete
         if isinstance(r, dict) and r.get("status") not in (None, "ok"):
             failed.append(
                 {
@@ -490,6 +489,11 @@ def load(
                     **({"log": r["log"]} if "log" in r else {}),
                 }
             )
+            continue
+        lost = _gone(results, p.stem, r)
+        if lost:
+            if gone is not None:
+                gone.append(f"{analysis}/{p.stem}: left out, its input {lost} is gone")
             continue
         why = why_unusable(analysis, p.stem, r, _relative(p)) or _stale(results, analysis, r)
         if why:

@@ -1,0 +1,141 @@
+"""Issue 58, reliability round six: a result is the input it names and the bytes its run wrote, a
+fault is never a measurement, a render is all or nothing, and the command line's mistakes are one
+line before anything runs. One test (or more) per numbered break, named after it.
+
+Results are computed here from the real fixtures, as their notebooks compute them; a run by hand
+and llama-server are the real ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import vocab
+from helpers import SPM
+
+from llgbridge import batch, inputsets, nb, params, report, results, run
+from llgbridge.analyses.census import compute as census
+from llgbridge.errors import InputError
+from llgbridge.inputs import Input
+from llgbridge.paths import RESULTS, ROOT, vocab_path
+
+GPT2 = vocab_path("gpt-2")
+NO_GROUPS = "REAL_VOCABS= MATRIX_VOCABS= CORPUS_SAMPLE_VOCABS="
+
+
+def _env(**extra: str) -> dict[str, str]:
+    """This environment without the Make that may be running the tests, and with this library."""
+    drop = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "INPUTS", "ANALYSES", "CUDA"}
+    return {**{k: v for k, v in os.environ.items() if k not in drop}, "PYTHONPATH": str(ROOT / "lib"), **extra}
+
+
+def _py(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, env=env or _env(), timeout=300, check=False
+    )
+
+
+def _census(res: Path, name: str, it: Input | None = None) -> Path:
+    """`name`'s census result in `res`, as the census notebook writes it (its provenance, its
+    digest), computed on `it`'s file (default the name's own)."""
+    it = it or Input.make(name)
+    payload = census.run_census(vocab(name) if it.registered else _vocab_of(it)).to_json()
+    full = params.check("census", {"input": it.param(), "results_dir": str(res)})
+    return nb.write_result(str(res), "census", name, payload, full)
+
+
+def _vocab_of(it: Input) -> Any:
+    from llgbridge.vocab import Vocab
+
+    return Vocab(it.path, it.name)
+
+
+# -- 3. a mistyped input name deletes the committed report ------------------------------------------------
+MISTYPED = f"VOCABS=llama-spn {NO_GROUPS}"
+SAID = "INPUTS VOCABS: no such input: llama-spn (did you mean llama-spm?); nothing was run"
+
+
+def test_3_a_mistyped_input_is_refused_in_one_line_before_anything_runs(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as e:
+        inputsets.parse(MISTYPED)
+    assert str(e.value) == SAID
+    done = _py("-m", "llgbridge.batch", "--groups", MISTYPED, "--results", str(tmp_path / "res"))
+    assert (done.returncode, done.stderr.splitlines()) == (2, [SAID]), done.stdout
+    done = _py("-m", "llgbridge.inputsets", "--make-models", "--groups", MISTYPED)
+    assert (done.returncode, done.stderr.splitlines()) == (2, [SAID])
+    assert not (tmp_path / "res").exists()
+
+
+def test_3_make_report_with_a_mistyped_input_stops_naming_it() -> None:
+    """`make -n report` (what runs nothing but the plan) with the issue's INPUTS: the plan refuses."""
+    done = subprocess.run(
+        ["make", "-n", "report", f"INPUTS={MISTYPED}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert SAID in done.stderr.splitlines(), done.stderr
+
+
+def test_3_a_failed_result_is_failed_even_where_its_input_is_not_there(tmp_path: Path) -> None:
+    """`results.load` took a failed run on a name no input holds for "its input is gone" and left it
+    out: the report saw no failure, and published an empty report as complete."""
+    res = tmp_path / "res"
+    missing = "data/vocabs/ggml-vocab-llama-spn.gguf"
+    st: run.RunStatus = {
+        "notebook": "census",
+        "vocab": "llama-spn",
+        "status": "failed",
+        "error": f"InputError: {missing}: no such file",
+    }
+    run.write_failed(res / "census" / "llama-spn.json", st, {"inputs": [{"path": missing, "sha256": None}]})
+    ok, failed = results.load(res, "census")
+    assert ok == [] and [f["vocab"] for f in failed] == ["llama-spn"]
+    assert results.dropped(res) == []
+
+
+def _snapshot(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def test_3_a_render_that_cannot_write_a_file_leaves_the_report_as_it_was(tmp_path: Path) -> None:
+    """The rule "a render is all or nothing": the second render (one more input) cannot write its
+    last file; every table it wrote before that was in place, beside the old pages."""
+    res, out = tmp_path / "res", tmp_path / "out"
+    _census(res, "llama-spm")
+    report.write_report(res, out)
+    _census(res, "gpt-2")
+    blocked = out / "vocab" / "gpt-2.html"  # the last file the render writes, in the order it commits them
+    blocked.mkdir(parents=True)
+    (blocked / "keep").write_text("a folder where the render wants a file")
+    before = _snapshot(out)
+    code = report.main(["--results", str(res), "--out", str(out)])
+    assert code == 1
+    after = _snapshot(out)
+    assert after == before, sorted(k for k in {*before, *after} if before.get(k) != after.get(k))
+    assert not list(out.glob(".render-*"))  # nothing of the new render left behind either
+
+
+def test_3_the_render_names_the_file_it_could_not_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    res, out = tmp_path / "res", tmp_path / "out"
+    _census(res, "llama-spm")
+    (out / "tables" / "census.csv").mkdir(parents=True)
+    assert report.main(["--results", str(res), "--out", str(out)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert [ln for ln in err if ln.startswith("report: ")] == [
+        f"report: {out / 'tables' / 'census.csv'}: Is a directory; nothing in {out} was changed"
+    ], err
+    assert not (out / "index.html").exists()
+
+
