@@ -139,3 +139,13 @@ def test_3_the_render_names_the_file_it_could_not_write(tmp_path: Path, capsys: 
     assert not (out / "index.html").exists()
 
 
+# -- 10. INPUTS naming a group twice ----------------------------------------------------------------
+def test_10_a_group_given_twice_is_refused_in_one_line(tmp_path: Path) -> None:
+    twice = f"VOCABS=llama-spm VOCABS=gpt-2 {NO_GROUPS}"
+    with pytest.raises(InputError) as e:
+        inputsets.parse(twice)
+    assert str(e.value) == "INPUTS: VOCABS is given twice; give each group once; nothing was run"
+    done = _py("-m", "llgbridge.batch", "--groups", twice, "--results", str(tmp_path / "res"))
+    assert (done.returncode, len(done.stderr.splitlines())) == (2, 1), done.stderr
+
+

@@ -75,6 +75,9 @@ def parse(text: str) -> dict[str, list[str]]:
         group, eq, names = word.partition("=")
         if not eq or group not in GROUPS:
             raise InputError("INPUTS", f"{word!r}: expected GROUP=NAMES, a GROUP of {', '.join(GROUPS)}")
+        if group in out:
+            # the second silently replaced the first: which one the user meant is theirs to say
+            raise InputError("INPUTS", f"{group} is given twice; give each group once; nothing was run")
         out[group] = names.replace(",", " ").split()
         for name in out[group]:
             if why := name_problem(name):
