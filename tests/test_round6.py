@@ -57,6 +57,53 @@ def _vocab_of(it: Input) -> Any:
     return Vocab(it.path, it.name)
 
 
+# -- 1. a by-hand --file run lands in the main results under the name given ---------------------------
+def test_1_a_file_other_than_the_names_own_is_a_setting() -> None:
+    on_spm = params.check("census", {"input": Input.make("llama-spm", file=str(GPT2)).param()})
+    assert params.changed("census", on_spm) == {"file": str(GPT2)}
+    own = params.check("census", {"input": Input.make("llama-spm", file=str(SPM)).param()})
+    assert params.changed("census", own) == {}
+
+
+def test_1_a_result_of_another_file_is_stale_under_the_name_in_the_main_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gpt-2's census filed as llama-spm, its record agreeing with itself (the file it ran on, its
+    sha256): current before, since `why_stale` rebuilt the expected input from that record."""
+    res = tmp_path / "res"
+    monkeypatch.setattr(results, "RESULTS", res)
+    _census(res, "llama-spm", Input.make("llama-spm", file=str(GPT2)))
+    r = json.loads((res / "census" / "llama-spm.json").read_text())
+    assert r["summary"]["n_tokens"] == 50257  # gpt-2's figures under llama-spm's name
+    why = results.why_stale(res, "census", r)
+    assert why.startswith(
+        "it was made from data/vocabs/ggml-vocab-gpt-2.gguf, not from data/vocabs/ggml-vocab-llama-spm.gguf"
+    ), why
+    assert batch.out_of_date("census", "llama-spm", res) == why
+    ok, [f] = results.load(res, "census")
+    assert not ok and f["error"] == f"stale result: {why}; make report reruns it"
+
+
+@pytest.mark.slow
+def test_1_the_by_hand_file_run_goes_to_byhand_and_leaves_no_main_result(tmp_path: Path) -> None:
+    """`run census llama-spm --file …gpt-2.gguf` wrote data/results/census/llama-spm.json with
+    gpt-2's figures; `run census x --file a-fifo` left a failed main result every report named."""
+    main = RESULTS / "census" / "llama-spm.json"
+    before = main.read_bytes() if main.exists() else None
+    done = _py("-m", "llgbridge.run", "census", "llama-spm", "--file", str(GPT2.relative_to(ROOT)))
+    assert done.returncode == 0, done.stderr
+    assert "the result goes to data/byhand" in done.stdout, done.stdout
+    assert (main.read_bytes() if main.exists() else None) == before
+    byhand = json.loads((results.BYHAND / "census" / "llama-spm.json").read_text())
+    assert byhand["summary"]["n_tokens"] == 50257
+    fifo = tmp_path / "a-fifo.gguf"
+    os.mkfifo(fifo)
+    done = _py("-m", "llgbridge.run", "census", "x-round6", "--file", str(fifo))
+    assert done.returncode != 0
+    assert not (RESULTS / "census" / "x-round6.json").exists()
+    (results.BYHAND / "census" / "x-round6.json").unlink(missing_ok=True)
+
+
 # -- 3. a mistyped input name deletes the committed report ------------------------------------------------
 MISTYPED = f"VOCABS=llama-spn {NO_GROUPS}"
 SAID = "INPUTS VOCABS: no such input: llama-spn (did you mean llama-spm?); nothing was run"

@@ -403,25 +403,18 @@ def _gone(results: Path, stem: str, r: Any) -> str:
     return next((_relative(p) for p in paths if not p.exists()), "")
 
 
-def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
-    """Why an ok, well-formed result no longer stands for what `make report` would compute now, or
-    "" when it does: the one judge of "current", for the planner (`batch.out_of_date`) and the
-    report (`load`) alike. A result is current only when its recorded provenance says so: the code
-    version (notebook, modules, the binaries it ran), the versions it was computed with
-    (`run_versions`: llguidance, llama-cpp-python, gguf, llama.cpp, the patches), the input files
-    (this result's own, and their bytes, and the key overrides they were loaded with), and, in the
-    main results, the default parameters."""
-    prov = r.get("provenance")
-    if not isinstance(prov, dict):
-        return "records no provenance"
-    if prov.get("code") != code_version(analysis):
-        return "its code changed"
-    if why := versions_problem(prov.get("versions"), analysis):
-        return why
+def _input_problem(results: Path, prov: dict[str, Any], params: dict[str, Any], name: object) -> str:
+    """Why the input files and overrides a result's provenance `prov` records are not those of the
+    input it names (`name`), or "" when they are."""
     recorded = [resolve(str(i.get("path"))) for i in prov.get("inputs") or [] if isinstance(i, dict)]
-    params: dict[str, Any] = prov["params"] if isinstance(prov.get("params"), dict) else {}
     try:
-        it = run_input(params, r.get("vocab"))
+        it = run_input(params, name)
+        if _main(results) and not str(name).startswith("model-"):
+            # in the main results a result is the input it names: its name's own file and overrides,
+            # never what its own record says it ran on (that always agrees with itself: a run of
+            # gpt-2's file under the name llama-spm was current as llama-spm, issue 58, 1); a model
+            # file given to make matrix is named after its file, so it is its own record's
+            it = Input.from_param(name)
     except ValueError as e:  # an input this code refuses (an override among them): no result stands on it
         return f"its input cannot be used: {e}"
     expected = it.files()
@@ -433,7 +426,26 @@ def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
         )
     # the same file loaded with other key overrides is another input (the plain Gemma 3 and
     # gemma3-270m+space-prefix share one file)
-    if why := overrides_problem(prov.get("overrides", []), it.load_texts()):
+    return overrides_problem(prov.get("overrides", []), it.load_texts())
+
+
+def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
+    """Why an ok, well-formed result no longer stands for what `make report` would compute now, or
+    "" when it does: the one judge of "current", for the planner (`batch.out_of_date`) and the
+    report (`load`) alike. A result is current only when its recorded provenance says so: the code
+    version (notebook, modules, the binaries it ran), the versions it was computed with
+    (`run_versions`: llguidance, llama-cpp-python, gguf, llama.cpp, the patches), the input files
+    (in the main results its name's own, and their bytes, and the key overrides they were loaded
+    with), and, in the main results, the default parameters."""
+    prov = r.get("provenance")
+    if not isinstance(prov, dict):
+        return "records no provenance"
+    if prov.get("code") != code_version(analysis):
+        return "its code changed"
+    if why := versions_problem(prov.get("versions"), analysis):
+        return why
+    params: dict[str, Any] = prov["params"] if isinstance(prov.get("params"), dict) else {}
+    if why := _input_problem(results, prov, params, r.get("vocab")):
         return why
     for i in prov.get("inputs") or []:
         p = resolve(str(i.get("path")))
