@@ -196,3 +196,31 @@ def test_10_a_group_given_twice_is_refused_in_one_line(tmp_path: Path) -> None:
     assert (done.returncode, len(done.stderr.splitlines())) == (2, 1), done.stderr
 
 
+# -- 12. a hand-edited result is published ------------------------------------------------------------------
+def test_12_a_hand_edited_result_is_stale_and_the_plan_reruns_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    res = tmp_path / "res"
+    monkeypatch.setattr(results, "RESULTS", res)
+    p = _census(res, "gpt-2")
+    assert batch.out_of_date("census", "gpt-2", res) == ""
+    r = json.loads(p.read_text())
+    r["summary"]["differing"] = r["summary"]["lost_leading_space"] = 4242
+    p.write_text(json.dumps(r, indent=1))
+    why = batch.out_of_date("census", "gpt-2", res)
+    assert why.startswith("its content changed since its run wrote it"), why
+    ok, [f] = results.load(res, "census")
+    assert not ok and f["error"] == f"stale result: {why}; make report reruns it"
+    # what `make -n report` runs: the plan says it would run it again, and why
+    done = _py(
+        "-m", "llgbridge.batch", "--inputs", "every=gpt-2", "--analyses", "census", "--results", str(res),
+        env=_env(MAKEFLAGS="n"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"[gpt-2] census ({why})" in done.stdout.splitlines(), done.stdout
+    # the run's own values laid out otherwise (another indent, the keys in another order) are its content
+    fresh = json.loads(_census(tmp_path / "fresh", "gpt-2").read_text())
+    p.write_text(json.dumps(dict(reversed(fresh.items()))))
+    assert batch.out_of_date("census", "gpt-2", res) == ""
+
+

@@ -387,6 +387,30 @@ def overrides_problem(recorded: Any, expected: list[str]) -> str:
     return f"it was made with the overrides {', '.join(rec)}, and this input is loaded with {', '.join(expected)}"
 
 
+# the key each result carries its own digest under (`digest`): what its run wrote, so a value
+# edited by hand afterwards (a census's `differing` set to 4242, the rest left as it was) is told
+# from a run's result and never published (issue 58, 12)
+DIGEST = "digest"
+
+
+def digest(r: dict[str, Any]) -> str:
+    """The sha256 of result `r`'s content, its own digest left out: its keys sorted and written as
+    JSON in one spelling, so the same values give the same digest however the file was laid out."""
+    body = {k: v for k, v in r.items() if k != DIGEST}
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def digest_problem(r: dict[str, Any]) -> str:
+    """Why result `r`'s content is not what its run wrote (`digest`), or "" when it is."""
+    said = r.get(DIGEST)
+    if not isinstance(said, str):
+        return "it records no digest of its content (written before results did, or edited by hand)"
+    if said != digest(r):
+        return "its content changed since its run wrote it (it no longer matches its digest: edited by hand?)"
+    return ""
+
+
 def _main(results: Path) -> bool:
     return results.resolve() == RESULTS.resolve()
 
@@ -436,7 +460,7 @@ def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
     version (notebook, modules, the binaries it ran), the versions it was computed with
     (`run_versions`: llguidance, llama-cpp-python, gguf, llama.cpp, the patches), the input files
     (in the main results its name's own, and their bytes, and the key overrides they were loaded
-    with), and, in the main results, the default parameters."""
+    with), in the main results the default parameters, and its content (`digest`)."""
     prov = r.get("provenance")
     if not isinstance(prov, dict):
         return "records no provenance"
@@ -459,14 +483,18 @@ def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
         if changed:
             shown = ", ".join(f"{k}={v!r:.40}" for k, v in changed.items())
             return f"made with non-default parameters ({shown}), which the main report does not take"
-    return ""
+    # last: a result copied onto another input fails its digest too, and is better told by where it came from
+    return digest_problem(r)
 
 
 def _stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
     """`why_stale` as the report says it, or "" when the result is current."""
-    if not isinstance(r.get("provenance"), dict):
-        # written before results recorded provenance: `make report` reruns it; until then it stands
-        return ""
+    if not isinstance(r.get("provenance"), dict) and not _main(results):
+        # written before results recorded provenance (or by a test, with none): it stands, unless
+        # it carries a digest its content no longer matches. The main report takes none such: the
+        # pool reruns it
+        why = digest_problem(r) if DIGEST in r else ""
+        return f"stale result: {why}; make report reruns it" if why else ""
     why = why_stale(results, analysis, r)
     return f"stale result: {why}; make report reruns it" if why else ""
 
@@ -535,6 +563,8 @@ __all__ = [
     "Schema",
     "code_files",
     "code_version",
+    "digest",
+    "digest_problem",
     "dropped",
     "load",
     "port_llguidance",
