@@ -196,6 +196,59 @@ def test_10_a_group_given_twice_is_refused_in_one_line(tmp_path: Path) -> None:
     assert (done.returncode, len(done.stderr.splitlines())) == (2, 1), done.stderr
 
 
+# -- 11. NaN and Infinity, and an HTTP 500, as measurements ---------------------------------------------
+@pytest.mark.parametrize("typed", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_11_a_number_llama_cpps_json_cannot_read_is_refused(typed: str) -> None:
+    given = params.parse_value(typed)
+    with pytest.raises(InputError) as e:
+        params.check("server", {"temperature": given})
+    assert str(e.value).startswith("parameter temperature: "), e.value
+    assert "\n" not in str(e.value)
+    with pytest.raises(InputError, match="element 0 must be a finite number"):
+        params.check_value("x", [float("nan")], [0.0])
+
+
+def test_11_a_run_by_hand_with_nan_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    done = _py("-m", "llgbridge.run", "server", "llama-spm", "-p", "temperature", "NaN", "--results", str(tmp_path))
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("[server] llama-spm: parameter temperature: "), done.stderr
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def test_11_a_5xx_or_a_parse_error_of_the_request_is_a_fault_and_a_refusal_is_an_answer() -> None:
+    from llgbridge.analyses.server.causes import request_fault
+
+    said = "[json.exception.parse_error.101] parse error at line 1, column 80: syntax error"
+    assert request_fault(500, said).startswith("the server could not parse the request itself (HTTP 500")
+    assert request_fault(503, "busy").startswith("the server failed on the request (HTTP 503")
+    assert request_fault(400, "Failed to initialize samplers: std::exception") == ""
+    assert request_fault(200, "") == ""
+
+
+def test_11_a_server_that_answers_every_request_with_http_500_measured_nothing(tmp_path: Path) -> None:
+    """The real llama-server asked with `"temperature": NaN` (what params let through before):
+    every request answered HTTP 500, each an "error" row, and the page said none broke."""
+    from llgbridge import generate as G
+    from llgbridge import synth
+    from llgbridge.analyses.server import compute as server
+    from llgbridge.analyses.server import llama_server as S
+    from llgbridge.vocab import Vocab
+
+    if why := S.built()[1]:
+        pytest.skip(f"servers not built: {why}")
+    model = synth.make_model(SPM, tmp_path / "spm.gguf")
+    cases = ["forced_literal", "dots"]
+    run_ = server.ServerRun(
+        S.binary("fixed", S.LLG_PINNED), model, Vocab(model, model.stem), True, S.LLG_PINNED, "fixed", cases,
+        {c: G.PLAIN for c in cases}, tmp_path / "fixed.log", 16, 0, float("nan"),
+    )  # fmt: skip
+    with pytest.raises(server.ServerFault) as e:
+        server.run_cases(run_)
+    msg = str(e.value)
+    assert "\n" not in msg and "case 'forced_literal': the server could not parse the request itself" in msg, msg
+    assert "nothing was measured" in msg
+
+
 # -- 12. a hand-edited result is published ------------------------------------------------------------------
 def test_12_a_hand_edited_result_is_stale_and_the_plan_reruns_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
