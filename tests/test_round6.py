@@ -277,3 +277,30 @@ def test_12_a_hand_edited_result_is_stale_and_the_plan_reruns_it(
     assert batch.out_of_date("census", "gpt-2", res) == ""
 
 
+# -- 13. a checkout whose path has a space --------------------------------------------------------------------
+def test_13_the_venv_stamp_is_one_word_in_a_checkout_whose_path_has_a_space(tmp_path: Path) -> None:
+    """In `…/fresh co/llgbridge` the stamp was two targets, and `touch $@` left `co~llgbridge` in
+    the checkout (`git status`: `?? co~llgbridge`)."""
+    tree = tmp_path / "fresh co" / "llgbridge"
+    tree.mkdir(parents=True)
+    for name in ("Makefile", "pyproject.toml"):
+        shutil.copy2(ROOT / name, tree / name)
+    (tree / "lib").symlink_to(ROOT / "lib")
+    env = {k: v for k, v in _env().items() if k != "PYTHONPATH"}
+
+    def make(*args: str) -> str:
+        done = subprocess.run(
+            ["make", "--no-print-directory", "PYTHON=false", *args],
+            cwd=tree,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+        return done.stdout
+
+    said = make("--eval", 'print-stamp: ; @echo "[$(STAMP)]"', "print-stamp").strip()
+    assert said.startswith("[.venv/.installed-cuda0") and " " not in said, said
+    touched = [ln.split(" ", 1)[1] for ln in make("-n", "setup").splitlines() if ln.startswith("touch ")]
+    assert touched and all(t.startswith(".venv/") and " " not in t for t in touched), touched
