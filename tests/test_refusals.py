@@ -5,7 +5,9 @@ that writes where it should not or silently does nothing.
 - an outside analysis named in `LLGBRIDGE_ANALYSES` (tests/toy_analysis/ is a good one, copied and
   spoiled here one way at a time): a package that is not there, one that raises on import, one
   with no entry, one whose name another analysis has, one named `../..` (its results went outside
-  the results folder), one whose `runs_on` is misspelled (it silently never ran).
+  the results folder), one whose `runs_on` is misspelled (it silently never ran);
+- a Dask scheduler address (`--cluster`, `make report CLUSTER=`) without a port or of a scheme the
+  suite cannot reach a scheduler by.
 """
 
 from __future__ import annotations
@@ -138,3 +140,36 @@ def test_make_report_says_it_in_one_line(pkgs: Path, tmp_path: Path) -> None:
     line = _one_line(done)
     assert line.startswith(f"{ENTRY}: toy_twin: its analysis is named 'census'"), line
     assert not (tree / "data" / "results").exists()
+
+
+@pytest.mark.parametrize(
+    ("address", "cause"),
+    [
+        ("foo", "no port"),
+        ("http://127.0.0.1:8786", "the scheme 'http://' is not one"),
+        ("ucx://127.0.0.1:8786", "the scheme 'ucx://' is not one"),
+        ("tcp://127.0.0.1:port", "the port 'port' is no port number"),
+    ],
+)
+def test_a_cluster_address_dask_cannot_reach_is_one_line(
+    address: str, cause: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`make report CLUSTER=foo` (`batch --cluster`) was Dask's traceback (a missing port, an
+    unknown scheme, UCX's abstract connector); `make corpus CLUSTER=` the same. Each is refused in
+    one line naming the address and the cause, exit 2, before any plan or run."""
+    from llgbridge import batch
+    from llgbridge.analyses.corpus import compute as corpus
+
+    for main, argv, where in (
+        (batch.main, ["--inputs", "every=llama-spm", "--results", str(tmp_path / "r")], "make report"),
+        (
+            corpus.main,
+            ["--vocabs", "llama-spm", "--out", str(tmp_path / "c"), "--cache", str(tmp_path / "c")],
+            "make corpus",
+        ),
+    ):
+        assert main([*argv, "--cluster", address]) == 2
+        said = capsys.readouterr()
+        assert said.out == "" and said.err.startswith(f"--cluster {address!r} ({where} CLUSTER=...): {cause}"), said
+        assert said.err.count("\n") == 1, said.err
+        assert not (tmp_path / "r").exists() and not (tmp_path / "c").exists()
