@@ -7,7 +7,8 @@ that writes where it should not or silently does nothing.
   with no entry, one whose name another analysis has, one named `../..` (its results went outside
   the results folder), one whose `runs_on` is misspelled (it silently never ran);
 - a Dask scheduler address (`--cluster`, `make report CLUSTER=`) without a port or of a scheme the
-  suite cannot reach a scheduler by.
+  suite cannot reach a scheduler by;
+- a loop of symbolic links given to `make whatif`.
 """
 
 from __future__ import annotations
@@ -173,3 +174,21 @@ def test_a_cluster_address_dask_cannot_reach_is_one_line(
         assert said.out == "" and said.err.startswith(f"--cluster {address!r} ({where} CLUSTER=...): {cause}"), said
         assert said.err.count("\n") == 1, said.err
         assert not (tmp_path / "r").exists() and not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("links", [["loop.gguf"], ["a.gguf", "b.gguf"]])
+def test_a_loop_of_links_given_to_whatif_is_one_line(links: list[str], tmp_path: Path) -> None:
+    """A link to itself, and two links to each other: `make whatif VOCAB=` was a 38-line traceback
+    (pathlib's "Symlink loop" raised while the refusal named the file)."""
+    for here, there in zip(links, links[1:] + links[:1]):
+        (tmp_path / here).symlink_to(tmp_path / there)
+    given = tmp_path / links[0]
+    done = subprocess.run(
+        [sys.executable, "-m", "llgbridge.whatif", "--", str(given)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    line = _one_line(done)
+    assert done.returncode == 2 and line == f"whatif: {given}: a loop of symbolic links: it names no file", line
