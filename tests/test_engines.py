@@ -146,7 +146,7 @@ def test_forced_walks_along_the_literal() -> None:
     v = vocab("llama-spm")
     truth = engines.Truth(pieces("llama-spm"), set(), frozenset(v.eog_tokens))
     got = engines._forced(tokenizer_data("outlines", "llama-spm"), truth, grammars.FORCED_LITERAL)
-    assert got["output"] == b"hello world" and got["not_prefix"] == [] and not got["error"]
+    assert got["output"] == b"hello world" and got["not_prefix"] == []
     lm = engines._forced(tokenizer_data("lm-format-enforcer", "llama-spm"), truth, grammars.FORCED_LITERAL)
     assert lm["not_prefix"] == [0] and v.token_to_piece(0) == b""
 
@@ -202,8 +202,49 @@ def test_an_id_outside_the_vocab_is_said_and_never_walked() -> None:
     got, err = engines.run_engine(engines.ENGINES[0], str(v.path), v.overrides, truth)
     assert err == "" and got is not None, err
     row = engines.engine_row("bert-bge", engines.ENGINES[0], "x", got)
-    assert row["allowed_outside_vocab"] == "-1" and row["forced_error"] == ""
+    assert row["allowed_outside_vocab"] == "-1" and "error" not in row
     assert got["forced"]["steps"] > 0 and -1 in got["forced"]["outside"]
+
+
+def test_an_engine_that_raises_in_the_forced_walk_is_an_error_row_not_a_finding(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """lm-format-enforcer's mask raising at the walk's second step (a fault of the library, made
+    here by hand) was kept as `forced_error` beside figures, and the page showed the engine's
+    finding, a red "spells it: no". It is the row's one-line error, naming the step and the
+    cause, with nothing measured; the page shows that line and no verdict of the engine's."""
+    from lmformatenforcer import TokenEnforcer
+
+    from llgbridge import nb
+    from llgbridge.analyses.engines.section import engines_section
+
+    real = TokenEnforcer.get_allowed_tokens
+
+    def faulty(self: Any, token_sequence: list[int]) -> Any:
+        if len(token_sequence) == 1:
+            raise RuntimeError("simulated fault in the library")
+        return real(self, token_sequence)
+
+    # the engine runs in a forked child, which inherits the patched class
+    monkeypatch.setattr(TokenEnforcer, "get_allowed_tokens", faulty)
+    v = vocab("gpt-2")
+    truth = engines.Truth(
+        list(v.iter_pieces()),
+        set(bridge("gpt-2", "truth").new_matcher(grammars.LEAK_GRAMMAR).allowed()),
+        frozenset(v.eog_tokens),
+    )
+    payload = engines.run_engines("gpt-2", str(v.path), (), truth, ["lm-format-enforcer"])
+    (row,) = payload["rows"]
+    assert set(row) == {"vocab", "engine", "version", "error"}, row
+    err = row["error"]  # type: ignore[typeddict-item]
+    assert err.startswith("the forced walk, step 1: RuntimeError: simulated fault in the library (at test_engines.py:")
+    assert "\n" not in err and payload["examples"] == {}
+    nb.write_result(str(tmp_path / "results"), "engines", "gpt-2", payload)
+    sec = engines_section(tmp_path / "results")
+    assert sec is not None
+    assert f"Fault: gpt-2: {err}." in sec.text
+    shown = sec.views[0].df.iloc[0]
+    assert shown["error"].value == err and shown.get("forced: spells it", "") == ""
 
 
 def test_a_library_not_installed_is_one_line() -> None:

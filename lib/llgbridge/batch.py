@@ -410,6 +410,8 @@ def _run_remote(todo: dict[str, list[str]], a: argparse.Namespace, t0: float, pl
 def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     try:
+        if a.cluster and (why := remote.cluster_problem(a.cluster)):
+            raise Refused(f"--cluster {a.cluster!r} (make report CLUSTER=...): {why}")
         sets = _input_sets(a.inputs, a.groups)
         wanted = _wanted(sets, a.analyses)
     except Refused as e:

@@ -13,7 +13,7 @@ def _shown(what: str | os.PathLike[str]) -> str:
     if isinstance(what, os.PathLike) or str(what).startswith("/"):
         try:
             return str(Path(what).resolve().relative_to(ROOT))
-        except ValueError:
+        except (ValueError, OSError, RuntimeError):  # outside the repository, or a link loop: shown as given
             return str(what)
     return str(what)
 

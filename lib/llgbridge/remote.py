@@ -52,7 +52,7 @@ from typing import Any
 from . import params as P
 from . import pool
 from .analyses import BY_NAME
-from .analyses.corpus.cluster import NoWorkers, dask_client
+from .analyses.corpus.cluster import BadAddress, NoWorkers, cluster_problem, dask_client
 from .errors import InputError, first_line
 from .paths import write_atomic
 from .run import RunStatus, Worker, env_error, fast_imports, shown_results, status_line, write_failed
@@ -322,4 +322,4 @@ def run_cluster(
         return Client(client, results, out_root, say, stall).run(split(jobs, P.gpu_layers(0) != 0))
 
 
-__all__ = ["run_job", "run_cluster", "split", "NoWorkers"]
+__all__ = ["run_job", "run_cluster", "split", "NoWorkers", "BadAddress", "cluster_problem"]

@@ -10,6 +10,7 @@ Loading a vocab-only GGUF costs well under a second; every conversion is one C c
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import sys
 import weakref
@@ -94,6 +95,11 @@ GGUF_MAGIC = b"GGUF"
 
 def check_gguf_file(path: Path) -> None:
     """Refuse what is plainly not a GGUF file, before llama.cpp sees it."""
+    try:
+        path.stat()
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise InputError(path, "a loop of symbolic links: it names no file") from None
     if not path.exists():
         raise InputError(path, "no such file")
     if path.is_dir():

@@ -7,6 +7,7 @@ analysis's own code (numpy, llama.cpp) is imported.
 
 from __future__ import annotations
 
+import re
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,6 +125,16 @@ INPUT_SETS = {
 }
 
 
+# an analysis's name is a folder under the results (RESULTS/NAME/), a notebook's file name, a CSV's
+# and the prefix of its section's function (NAME_section): so an identifier, in lower case, that
+# no path can climb out of
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+class EntryError(ValueError):
+    """An analysis's entry that the registry cannot take; `str()` is one line."""
+
+
 @dataclass(frozen=True)
 class Analysis:
     name: str  # its notebook's and its results folder's name
@@ -155,6 +166,16 @@ class Analysis:
     schema: Schema = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+            raise EntryError(
+                f"name {self.name!r} is not an analysis name (a lower-case letter, then lower-case letters, digits "
+                "and '_', at most 64): it names its results folder and its notebook"
+            )
+        # a set the planner does not know would run it on no input, and nothing would say so
+        if self.runs_on not in INPUT_SETS:
+            raise EntryError(
+                f"{self.name}: runs_on {self.runs_on!r} is no input set; the registry's are {', '.join(INPUT_SETS)}"
+            )
         # derived at once, so a result type the check cannot hold fails where the registry loads
         object.__setattr__(self, "schema", Schema.of(self.result))
 

@@ -118,6 +118,28 @@ def _run_pool(fn: Callable[[Any], Any], jobs: Sequence[Any], workers: int, desc:
 
 
 # -- Dask ---------------------------------------------------------------------------------------
+def cluster_problem(address: str) -> str:
+    """Why `address` is no address of a Dask scheduler this suite can reach, or "" when it is one:
+    `tcp://HOST:PORT` (or `HOST:PORT`, which Dask reads as tcp). Dask's other schemes need what the
+    suite does not set up (tls: certificates; ucx: UCX-Py; ws: a scheduler serving websockets), and
+    an address without a port fails deep inside Dask, as a traceback."""
+    scheme, sep, rest = address.rpartition("://")
+    if sep and scheme != "tcp":
+        return f"the scheme {scheme + sep!r} is not one the suite reaches a Dask scheduler by; give tcp://HOST:PORT"
+    host, colon, port = rest.rpartition(":")
+    if not colon:
+        return "no port; a Dask scheduler's address is tcp://HOST:PORT"
+    if not host.strip("[]") or "/" in rest:
+        return "not HOST:PORT; a Dask scheduler's address is tcp://HOST:PORT"
+    if not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        return f"the port {port!r} is no port number (1 to 65535); give tcp://HOST:PORT"
+    return ""
+
+
+class BadAddress(ValueError):
+    """A scheduler address `cluster_problem` refuses; `str()` is one line naming it."""
+
+
 class NoWorkers(Exception):
     """The scheduler at `cluster` had no worker within the wait (`dask_client`'s `wait`)."""
 
@@ -136,6 +158,8 @@ def dask_client(workers: int, cluster: str | None = None, wait: float | None = N
     from distributed import Client, LocalCluster
 
     if cluster:
+        if why := cluster_problem(cluster):
+            raise BadAddress(f"{cluster!r}: {why}")
         try:
             client = Client(cluster, timeout=wait) if wait else Client(cluster)
         except OSError as e:

@@ -82,7 +82,7 @@ from ...inputs import Input
 from ...paths import DATA, REPORTS, ROOT, VOCABS, resolve, vocab_path, write_atomic, write_json
 from ...results import file_sha256
 from . import CorpusPayload
-from .cluster import run_jobs
+from .cluster import cluster_problem, run_jobs
 from .job import (
     ERROR_CHARS,
     BridgeJob,
@@ -488,6 +488,9 @@ def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     if a.workers and not (a.workers.isdigit() and int(a.workers) >= 1):
         print(f"--workers: expected a number of processes, got {a.workers!r}", file=sys.stderr)
+        return 2
+    if a.cluster and (why := cluster_problem(a.cluster)):
+        print(f"--cluster {a.cluster!r} (make corpus CLUSTER=...): {why}", file=sys.stderr)
         return 2
     workers = int(a.workers) if a.workers else None
     names = [x for x in a.vocabs.replace(",", " ").split() if x] or vocab_names(extra=VOCABS)

@@ -152,6 +152,18 @@ def census(table: dict[int, bytes], pieces: list[bytes]) -> Census:
     return c
 
 
+class EngineFault(Exception):
+    """The engine raised where the audit asked it for a mask; `str()` is the row's one-line error,
+    naming where."""
+
+
+def said(e: BaseException) -> str:
+    """What an engine raised, in one line: its type, message and the line of code that raised it."""
+    tb = traceback.extract_tb(e.__traceback__)
+    where = f" (at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
+    return f"{type(e).__name__}: {first_line(str(e)) or 'no message'}{where}"
+
+
 def regex_literal(s: str) -> str:
     """`s` as a regex both engines read: only the metacharacters escaped (outlines-core's regex
     refuses an escaped space, which `re.escape` writes)."""
@@ -180,7 +192,7 @@ def _leak(data: Any, truth: Truth) -> dict[str, Any]:
 def _forced(data: Any, truth: Truth, literal: str) -> dict[str, Any]:
     target = literal.encode()
     w = data.walker(regex_literal(literal))
-    out, steps, error = b"", 0, ""
+    out, steps = b"", 0
     first: list[int] = []
     beyond: set[int] = set()
     try:
@@ -196,15 +208,16 @@ def _forced(data: Any, truth: Truth, literal: str) -> dict[str, Any]:
             out += truth.pieces[choice[0]]
             steps = i + 1
             w.advance(choice[0])
-    except Exception as e:  # the engine's own refusal, kept as its words
-        error = f"step {steps}: {type(e).__name__}: {first_line(str(e))}"
+    except Exception as e:
+        # a mask the engine could not give is no finding of its: the walk so far measured nothing
+        # about the literal, so the engine's row is this one line and no figure
+        raise EngineFault(f"the forced walk, step {steps}: {said(e)}") from e
     not_prefix = [t for t in first if not (truth.pieces[t] and target.startswith(truth.pieces[t]))]
     return {
         "allowed": len(first),
         "not_prefix": not_prefix,
         "output": out,
         "steps": steps,
-        "error": error,
         "outside": sorted(beyond),
     }
 
@@ -252,9 +265,7 @@ def _child(conn: Any, log: int, fn: Any, args: tuple[Any, ...]) -> None:
     try:
         conn.send(("ok", fn(*args)))
     except BaseException as e:  # noqa: BLE001 - whatever the library raises is its one line
-        tb = traceback.extract_tb(e.__traceback__)
-        where = f" (at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
-        conn.send(("error", f"{type(e).__name__}: {first_line(str(e)) or 'no message'}{where}"))
+        conn.send(("error", str(e) if isinstance(e, EngineFault) else said(e)))
     finally:
         conn.close()
 
@@ -341,7 +352,6 @@ def engine_row(vocab: str, engine: Engine, version: str, got: dict[str, Any]) ->
         "forced_not_prefix": len(forced["not_prefix"]),
         "forced_output": forced["output"].decode("utf-8", "backslashreplace"),
         "forced_output_ok": forced["output"] == FORCED_LITERAL.encode(),
-        "forced_error": forced["error"],
         # ids its masks allowed that are no token (its end-of-sequence id where the vocab has none)
         "allowed_outside_vocab": " ".join(str(t) for t in sorted(set(leak["outside"]) | set(forced["outside"]))),
         "prefix_text": got["notes"].get("prefix_text", ""),
