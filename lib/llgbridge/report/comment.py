@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from .. import guide
 from . import gfm
 from .claims import Claim
 from .data import PageData
@@ -28,7 +29,7 @@ LIMIT = 10_000
 HEAD = ("tested", "call", "asks", "fixes")
 FINDINGS = ("server", "stand_in", "costs", "alternative")
 GUIDE = ("reproduced", "xff", "probe")
-BEYOND = ("bug_c", "bug_d", "ignored", "chat400", "engines")
+BEYOND = ("bug_c", "bug_d", "ignored", "engines")
 
 
 # what a non-zero exit of the PR's test is, by the rule the native analysis named (causes.RULES)
@@ -82,7 +83,6 @@ def affected_table(vt: Verdict, found: dict[str, Claim], res: PageData) -> str:
         rows.append(
             {
                 "input": v + (" (stand-in)" if v in stand else ""),
-                "type": vt.facts["census"][v].get("vocab_type", ""),
                 "tokens with wrong bytes": vt.facts["census"][v]["differing"],
                 # the compiled sampler on llguidance as llama.cpp pins it, as the paragraph above says
                 "illegal tokens admitted, without → with the fix": arrow(nat.get(v, {}), "no_space_bad"),
@@ -92,7 +92,47 @@ def affected_table(vt: Verdict, found: dict[str, Claim], res: PageData) -> str:
                 ),
             }
         )
-    return md_table(pd.DataFrame(rows))
+    return md_table(pd.DataFrame(grouped(rows, keep={*guide.CENSUS, *(v + " (stand-in)" for v in stand)})))
+
+
+ILLEGAL, WRONG = "illegal tokens admitted, without → with the fix", "tokens with wrong bytes"
+
+
+def _span(values: list[int]) -> str:
+    return f"{min(values)}" if min(values) == max(values) else f"{min(values)} to {max(values)}"
+
+
+def grouped(rows: list[dict[str, Any]], keep: set[str]) -> list[dict[str, Any]]:
+    """The rows, those outside `keep` that read alike (the same forced mask, test exits and count
+    with the fix) as one row where the first of them stood, naming them, their counts as ranges:
+    a comment is read, not scrolled."""
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...] | None:
+        left, _, after = str(r[ILLEGAL]).partition(" → ")
+        if r["input"] in keep or not (left.isdigit() and str(r[WRONG]).isdigit()):
+            return None
+        return (*(v for k, v in r.items() if k not in ("input", WRONG, ILLEGAL)), after)
+
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        if (k := key(r)) is not None:
+            groups.setdefault(k, []).append(r)
+    out: list[dict[str, Any]] = []
+    for r in rows:
+        members = groups.get(key(r) or (), [])
+        if len(members) < 3:
+            out.append(r)
+        elif r is members[0]:
+            after = str(r[ILLEGAL]).partition(" → ")[2]
+            out.append(
+                {
+                    **r,
+                    "input": f"{len(members)} more: {', '.join(m['input'] for m in members)}",
+                    WRONG: _span([int(m[WRONG]) for m in members]),
+                    ILLEGAL: f"{_span([int(str(m[ILLEGAL]).partition(' → ')[0]) for m in members])} → {after}",
+                }
+            )
+    return out
 
 
 def comment(vt: Verdict, found: dict[str, Claim], res: PageData) -> str:

@@ -53,9 +53,10 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
         "50000-item limit drops the grammar (D).",
     ),
     (
-        "nospecial, failclosed",
-        "candidate patches beside the PR (`patches/candidates/0004`, `0005`): `tokenize_fn` without special-token "
-        "parsing (C), and only end-of-generation tokens after a mask error (D).",
+        "nospecial, failclosed, ownbridge",
+        "candidate patches beside the PR (`patches/candidates/0004`, `0005`, `0007`): `tokenize_fn` without "
+        "special-token parsing (C), only end-of-generation tokens after a mask error (D), and llguidance's own "
+        "llama.cpp bridge in place of the PR's probe (the alternative design).",
     ),
     (
         "synthetic model",
