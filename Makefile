@@ -22,8 +22,12 @@ LLAMA_CMAKE_ARGS := $(if $(filter 1,$(CUDA)),-DGGML_CUDA=on,)
 # the venv is rebuilt when pyproject.toml changes (any edit, not only the pins), the CUDA switch does,
 # or the checkout moved: a venv copied with the tree (cp -a) is an editable install of the original's
 # lib/, and would run, and write into, the original. The stamp's name holds the switch and this
-# checkout's path (Make's own CURDIR: nothing runs while this file is read)
-STAMP := $(VENV)/.installed-cuda$(CUDA)$(subst /,~,$(CURDIR))
+# checkout's path (Make's own CURDIR: nothing runs while this file is read). One word whatever the
+# path: a space in it made two targets of the stamp, and `touch $@` left the second word (`co~llgbridge`
+# of `…/fresh co/llgbridge`) as a stray file in the checkout
+EMPTY :=
+SPACE := $(EMPTY) $(EMPTY)
+STAMP := $(VENV)/.installed-cuda$(CUDA)$(subst $(SPACE),+,$(subst /,~,$(CURDIR)))
 # the compiled binding of llama.h's per-token vocab calls (lib/llgbridge/_llamacall.c says why),
 # built against the venv's libllama: part of setup, rebuilt when its source or the venv changes
 LLAMACALL := lib/llgbridge/_llamacall.so

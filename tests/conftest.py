@@ -42,6 +42,7 @@ LONGEST_FIRST = (
     "test_native.py",  # 52
     "test_server.py",  # 46
     "test_dask_report.py",  # 48
+    "test_pages_layout.py",  # 44
     "test_bridges.py",  # 36
     "test_hostile.py",  # 32
     "test_whatif.py",  # 30

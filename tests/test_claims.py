@@ -64,35 +64,37 @@ def _bridge(df: pd.DataFrame, bridge: str, col: str) -> dict[str, Any]:
 
 
 def expected_fixes(t: Tables) -> dict[str, Any]:
-    leak, forced, native = t.leak, t.forced, t.native
-    differing = dict(zip(t.census.vocab, t.census.differing))
-    up_illegal = _bridge(leak, "upstream", "allowed_illegal")
-    up_np, up_ok = _bridge(forced, "upstream", "not_prefix"), _bridge(forced, "upstream", "output_ok")
-    hit_a = [v for v in t.shipped if differing[v] > 0 or (up_illegal.get(v) or 0) > 0]
-    hit_b = [v for v in t.shipped if (up_np.get(v) or 0) > 0 or str(up_ok.get(v)).lower() == "false"]
-    types = dict(zip(t.census.vocab, t.census.vocab_type))
-    fx_illegal, fx_np = _bridge(leak, "fixed", "allowed_illegal"), _bridge(forced, "fixed", "not_prefix")
-    fx_ok = _bridge(forced, "fixed", "output_ok")
-    repaired = [
-        v
-        for v in dict.fromkeys(hit_a + hit_b)
-        if not fx_illegal.get(v) and not fx_np.get(v) and str(fx_ok.get(v)).lower() != "false"
-    ]
+    """Bugs A and B through the compiled sampler on llama.cpp's pin (native.csv), the census's
+    differing tokens counting for A."""
+    native = t.native
     pinned = native[native.llguidance == PINNED]
+    differing = dict(zip(t.census.vocab, t.census.differing))
+
+    def col(sampler: str, name: str) -> dict[str, int]:
+        x = pinned[pinned.sampler == sampler]
+        return {v: int(n) if pd.notna(n) else 0 for v, n in zip(x.vocab, x[name])}
+
+    up_bad, up_forced = col("upstream", "no_space_bad"), col("upstream", "forced_bad")
+    fx_bad, fx_forced = col("fixed", "no_space_bad"), col("fixed", "forced_bad")
+    measured = [v for v in t.shipped if v in up_bad and v in fx_bad]
+    hit_a = [v for v in measured if differing[v] > 0 or up_bad[v] > 0]
+    hit_b = [v for v in measured if up_forced[v] > 0]
+    types = dict(zip(t.census.vocab, t.census.vocab_type))
+    repaired = [v for v in dict.fromkeys(hit_a + hit_b) if not fx_bad[v] and not fx_forced[v]]
     ctest = {
         v: [
             int(pinned[(pinned.vocab == v) & (pinned.sampler == s)].pr_test_exit.iloc[0]) for s in ("upstream", "fixed")
         ]
         for v in ("llama-bpe", "llama-spm")
     }
-    bpe = [int(up_illegal[v]) for v in hit_a if types[v] == "BPE"]
+    bpe = [up_bad[v] for v in hit_a if types[v] == "BPE"]
     return {
         "n": len(t.shipped),
         "hit_a": sorted(hit_a),
         "hit_b": sorted(hit_b),
         "b_types": {v: types[v] for v in hit_b},
         "bpe_range": [min(bpe), max(bpe)],
-        "spm_illegal": {v: int(up_illegal[v]) for v in hit_a if types[v] in ("SPM", "UGM")},
+        "spm_illegal": {v: up_bad[v] for v in hit_a if types[v] in ("SPM", "UGM")},
         "repaired": sorted(repaired),
         "broken": sorted(set(hit_a + hit_b) - set(repaired)),
         "ctest": ctest,
@@ -143,6 +145,7 @@ def expected_beyond(t: Tables) -> dict[str, dict[str, Any]]:
     }
     nat = t.native
     d = nat[(nat.llguidance == PINNED) & (nat.sampler == "fixed") & (nat.pr_test_rule == "llg_limit")]
+    d_before = nat[(nat.llguidance == PINNED) & (nat.sampler == "upstream") & (nat.pr_test_rule == "llg_limit")]
     s = t.server
     rej = s[s.case == "rejected_schema"]
     chat = s[(s.case == "json_enum_chat") & (s.http_status >= 400)]
@@ -157,6 +160,7 @@ def expected_beyond(t: Tables) -> dict[str, dict[str, Any]]:
         "bug_d": {
             "hit": sorted(set(d.vocab) & set(t.shipped)),
             "stand_ins": sorted(set(d.vocab) & set(t.stand_ins)),
+            "before": sorted(set(d_before.vocab) & set(d.vocab) & set(t.shipped)),
         },
         "ignored": {"n": int((rej.outcome == "ignored").sum()), "of": len(rej), "models": rej.model.nunique()},
         "chat400": {
@@ -191,7 +195,7 @@ def expected_engines(t: Tables) -> dict[str, Any]:
 
 
 def expected_other(t: Tables) -> dict[str, dict[str, Any]]:
-    probe, pvx = t.probe, t.probe_vs_exactness
+    probe, pvx, sound = t.probe, t.probe_vs_exactness, t.soundness
     pvx = pvx[pvx.vocab.isin(t.shipped)]
     misses = pvx[pvx.cell.astype(str).str.startswith("probe misses")]
     specials = misses[_truthy(misses.inexact_only_specials)]
@@ -203,14 +207,60 @@ def expected_other(t: Tables) -> dict[str, dict[str, Any]]:
             "stand_ins": t.stand_ins,
             "versions": sorted(set(nat.llguidance.astype(str))),
         },
-        "costs": {"costs": sorted(set(probe[_truthy(probe.greedy)].vocab) & set(t.shipped))},
+        "costs": {
+            "costs": sorted(set(probe[_truthy(probe.greedy)].vocab) & set(t.shipped)),
+            "greedy_under": int(
+                sound[
+                    (sound.bridge == "fixed")
+                    & sound.vocab.isin(set(probe[_truthy(probe.greedy)].vocab) & set(t.shipped))
+                ].under.sum()
+            ),
+        },
         "probe": {
             "exact": int(_truthy(pvx.probe_exact).sum()),
             "n": len(pvx),
             "misses": sorted(misses.vocab),
             "specials": sorted(specials.vocab),
+            # only inputs llguidance hands tokenize_fn as they are (valid UTF-8) count beyond bug C
+            "text": sorted(
+                misses[
+                    ~_truthy(misses.inexact_only_specials)
+                    & (misses.inexact_text.astype(str).str.split("/").str[0].astype(int) > 0)
+                ].vocab
+            ),
         },
     }
+
+
+def expected_alternative(t: Tables) -> dict[str, Any]:
+    """The PR beside the alternative's candidate, from the compiled tables on llama.cpp's pin."""
+    nat = pd.concat([t.native, t.native_candidates], ignore_index=True)
+    nat = nat[(nat.llguidance == PINNED) & nat.vocab.isin(t.shipped)]
+    alt = "ownbridge"
+    vs = sorted(set(nat[nat.sampler == "fixed"].vocab) & set(nat[nat.sampler == alt].vocab))
+    if not vs:
+        return {}
+    sp = t.beyond_special
+    sp = sp[(sp.llguidance == PINNED) & sp.vocab.isin(vs) & (sp.steps > 0)]
+    s = t.server
+    s = s[(s.llguidance == PINNED) & s.vocab.isin(vs) & s.case.isin(PR_CASES)]
+
+    def each(b: str) -> dict[str, Any]:
+        x = nat[(nat.sampler == b) & nat.vocab.isin(vs)]
+        walked = sp[sp.sampler == b]
+        served = s[s.sampler == b]
+        return {
+            "test_passes": int((x.pr_test_exit == 0).sum()),
+            "illegal": int(x.no_space_bad.fillna(0).sum()),
+            "not_prefix": int(x.forced_bad.fillna(0).sum()),
+            "forcing": sorted(x[~_truthy(x.greedy)].vocab),
+            "bug_c": sorted(walked[~_truthy(walked.complete)].vocab),
+            "bug_c_walked": len(walked),
+            "served": len(served),
+            "broken": int((served.outcome != "pass").sum()),
+        }
+
+    return {"compiled": {"n": len(vs), "pr": each("fixed"), "alt": each(alt)}}
 
 
 def expected_reproduced(t: Tables) -> dict[str, int]:
@@ -275,6 +325,7 @@ def disagreements(claims: dict[str, dict[str, Any]], tables: Path) -> list[str]:
         "stand_in": expected_stand_in(t),
         "reproduced": expected_reproduced(t),
         **({"engines": expected_engines(t)} if (tables / "engines.csv").exists() else {}),
+        **({"alternative": alt} if (alt := expected_alternative(t)) else {}),
         **expected_beyond(t),
         **expected_other(t),
     }
@@ -406,3 +457,181 @@ def _order(names: list[str], t: Tables) -> list[str]:
     from llgbridge.report.table import guide_order
 
     return [v for v in guide_order(list(t.census.vocab)) if v in names]
+
+
+# -- what the comment says about upstream, from the evidence record ------------------------------
+RECORD = Path(__file__).resolve().parents[1] / "lib" / "llgbridge" / "upstream.json"
+SERIES = ("0001", "0002", "0003")
+PR_FILES = ("common/llguidance.cpp", "tests/test-grammar-llguidance.cpp", "tests/CMakeLists.txt", "include/llama.h")
+
+
+def _blob(path: Path) -> str:
+    """git's blob id of a file, computed here (`git hash-object`'s definition)."""
+    import hashlib
+
+    data = path.read_bytes()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def expected_upstream(record: dict[str, Any], tree: Path) -> dict[str, Any]:
+    """The tested claim's and the asks' premises, from the record and the tested tree's own bytes."""
+    same = [f for f in PR_FILES if (tree / f).is_file() and _blob(tree / f) == record["files"][f]["base"]]
+    pr = [k for k in record["patches"] if k[:4] in SERIES]
+    at = {w: all(record["patches"][k][w]["applies"] for k in pr) for w in ("base", "master")}
+    cites = record["citations_at_base"]
+    returns = record["init_llg_returns"]
+    return {
+        "tested": {
+            "same": sorted(same),
+            "applies_base": at["base"],
+            "applies_master": at["master"],
+            "bridge_at_master": record["files"]["common/llguidance.cpp"]["base"]
+            == record["files"]["common/llguidance.cpp"]["master"],
+            "cited": sum(bool(c["holds"]) for c in cites),
+            "citations": len(cites),
+            "base": record["base"]["commit"][:8],
+            "master": record["history"]["master"]["commit"][:8],
+        },
+        "asks": {
+            "rebase": not at["master"],
+            "never_null": bool(returns) and all(r.startswith("return llama_sampler_init(") for r in returns),
+        },
+    }
+
+
+def upstream_disagreements(claims: dict[str, dict[str, Any]], record: dict[str, Any], tree: Path) -> list[str]:
+    want = expected_upstream(record, tree)
+    t = dict(claims["tested"]["values"])
+    t["same"] = sorted(f for f, _ in t["same"])
+    out = _subset(t, want["tested"], "tested")
+    asks = claims["asks"]["values"]
+    if ("rebase" in asks["asks"]) != want["asks"]["rebase"]:
+        out.append(f"asks: rebase {'asked' if 'rebase' in asks['asks'] else 'not asked'}, the record says otherwise")
+    if asks["never_null"] != want["asks"]["never_null"]:
+        out.append("asks.never_null: the record's returns of llama_sampler_init_llg say otherwise")
+    if "init_check" in asks["asks"] and not want["asks"]["never_null"]:
+        out.append("asks: init_check asked though llama_sampler_init_llg can return null")
+    return out
+
+
+def _tree() -> Path:
+    from llgbridge.analyses.native.builder import SHIPPED
+
+    if not (SHIPPED / "common" / "llguidance.cpp").is_file():
+        pytest.fail("the tested tree is not extracted: `make native` (a prerequisite of make test) extracts it")
+    return SHIPPED
+
+
+def test_what_the_comment_says_of_upstream_is_the_records() -> None:
+    record = json.loads(RECORD.read_text(encoding="utf-8"))
+    assert upstream_disagreements(_claims(), record, _tree()) == []
+
+
+def test_a_blob_id_changed_by_hand_in_the_record_is_caught() -> None:
+    """The record is evidence, not decoration: the base's blob of common/llguidance.cpp edited by
+    hand makes the comment's "the same blob at both" disagree with it."""
+    record = json.loads(RECORD.read_text(encoding="utf-8"))
+    record["files"]["common/llguidance.cpp"]["base"] = "0" * 40
+    found = upstream_disagreements(_claims(), record, _tree())
+    assert any(x.startswith("tested.same") for x in found), found
+
+
+def test_a_patch_failing_at_master_in_the_record_asks_for_a_rebase() -> None:
+    record = json.loads(RECORD.read_text(encoding="utf-8"))
+    first = next(k for k in record["patches"] if k.startswith("0001"))
+    record["patches"][first]["master"]["applies"] = False
+    found = upstream_disagreements(_claims(), record, _tree())
+    assert any("rebase" in x for x in found), found
+
+
+# -- every figure says the code and version that made it ----------------------------------------
+def _pinned_llguidance() -> str:
+    """The llguidance the port runs on: the venv's pin in pyproject.toml, which `make setup` installs."""
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(encoding="utf-8")
+    m = re.search(r'"llguidance==([\w.]+)"', text)
+    assert m, "pyproject.toml pins no llguidance"
+    return m[1]
+
+
+def _bench_llguidance() -> str:
+    m = re.search(r"^Versions: .*\bllguidance ([\w.]+?)\.?$", (REPORTS / "bench.md").read_text(encoding="utf-8"), re.M)
+    assert m, "bench.md names no llguidance version"
+    return m[1]
+
+
+def expected_made_by(claims: dict[str, dict[str, Any]], tables: Path) -> dict[str, dict[str, str]]:
+    """Which claims are not the compiled code on llama.cpp's pin, and what made them: the port's
+    figures on the venv's llguidance, bench's timing on bench's, the server's on its rows' versions."""
+    want: dict[str, dict[str, str]] = {}
+    if claims.get("costs", {}).get("values", {}).get("time"):
+        want["costs"] = {"code": "port", "llguidance": _bench_llguidance(), "models": "random-weight synthetic models"}
+    for key in ("probe", "alternative"):
+        if key in claims:
+            want[key] = {"code": "port", "llguidance": _pinned_llguidance()}
+    if "ignored" in claims:
+        s = _read(tables, "server.csv")
+        versions = sorted(set(s[s.case == "rejected_schema"].llguidance.astype(str)))
+        want["ignored"] = {"code": "server", "llguidance": " and ".join(versions)}
+    return want
+
+
+def made_by_disagreements(claims: dict[str, dict[str, Any]], tables: Path) -> list[str]:
+    want = expected_made_by(claims, tables)
+    out = []
+    for key, c in claims.items():
+        got = c.get("made_by") or {}
+        if got != want.get(key, {}):
+            out.append(f"{key}: made by {got!r}, the tables say {want.get(key, {})!r}")
+        elif got and (f"llguidance {got['llguidance']}" not in c["text"] or got["code"] not in c["text"].lower()):
+            out.append(f"{key}: its sentence does not say what made it ({got!r})")
+    return out
+
+
+def test_every_figure_says_the_code_and_version_that_made_it() -> None:
+    assert made_by_disagreements(_claims(), REPORTS / "tables") == []
+
+
+def test_a_version_label_changed_by_hand_is_caught() -> None:
+    """The mask-cost figure relabelled as llama.cpp's pin, as the comment once had it: caught."""
+    claims = _claims()
+    if "costs" not in claims or not claims["costs"]["made_by"]:
+        pytest.fail("the comment states no mask cost: make bench's snapshot is committed with the reports")
+    claims["costs"]["made_by"] = {**claims["costs"]["made_by"], "llguidance": PINNED}
+    assert any(x.startswith("costs:") for x in made_by_disagreements(claims, REPORTS / "tables"))
+
+
+# -- the recommendation, recomputed from the tables ------------------------------------------------
+def expected_rules(t: Tables) -> list[bool | None]:
+    """The three rules of the call, from the tables by this file's own reading: every vocab bug A
+    or B hits is repaired, none is worse with the fix (the compiled test, the forced mask, the
+    regex's position 0, the server's cases), the two ctest entries pass; none is measured on an
+    input set narrower than the full one (every fixture and real model)."""
+    from llgbridge.inputsets import input_sets
+
+    if sorted(t.census.vocab) != sorted(input_sets()["every"]):
+        return [None, None, None]
+    fx = expected_fixes(t)
+    nat = t.native[t.native.llguidance == PINNED]
+    up, fixed = nat[nat.sampler == "upstream"].set_index("vocab"), nat[nat.sampler == "fixed"].set_index("vocab")
+    worse = [
+        v
+        for v in fixed.index
+        if v in up.index
+        and (
+            (fixed.loc[v, "pr_test_exit"] != 0 and up.loc[v, "pr_test_exit"] == 0)
+            or fixed.loc[v, "no_space_bad"] > up.loc[v, "no_space_bad"]
+            or (fixed.loc[v, "forced_bad"] > 0 and up.loc[v, "forced_bad"] == 0)
+        )
+    ]
+    s = t.server
+    s = s[(s.llguidance == PINNED) & s.case.isin(PR_CASES)]
+    for v, g in s.groupby("vocab"):
+        fails = {b: set(g[(g.sampler == b) & (g.outcome != "pass")].case) for b in ("upstream", "fixed")}
+        if fails["fixed"] - fails["upstream"]:
+            worse.append(str(v))
+    return [not fx["broken"], not worse, all(b == 0 for _, b in fx["ctest"].values())]
+
+
+def test_the_recommendation_follows_from_the_tables() -> None:
+    rules = [r["holds"] for r in _claims()["call"]["values"]["rules"]]
+    assert rules == expected_rules(Tables(REPORTS / "tables"))

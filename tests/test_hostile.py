@@ -130,6 +130,7 @@ def _result(
     )
     for row in src.get("rows", []):
         row["vocab"] = stem
+    src["digest"] = results.digest(src)  # as a run writes it: what follows edits it by hand
     out = res / analysis / f"{stem}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(src))

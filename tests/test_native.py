@@ -265,6 +265,31 @@ def test_each_candidates_port_equals_its_compiled_sampler(name: str, sampler: st
     assert d.cells > len(jobs) and d.differences == []
 
 
+@pytest.mark.guards("bug B: the PR gives byte forcing up on SentencePiece")
+def test_the_ownbridge_candidate_forces_the_literal_on_llama_spm_and_passes_the_prs_test() -> None:
+    """llguidance's own bridge in the C++: behind the sentinel byte the forced literal's first mask
+    is its one canonical token, `hello` (12199), where the PR's greedy fallback allows six prefixes."""
+    s = variant("ownbridge")
+    _cand_built(s)
+    run = run_test("pr", s, vocab("llama-spm").path)
+    assert (run.exit_code, run.space_bad, run.forced_bad) == (0, 0, 0)
+    assert [vocab("llama-spm").token_to_piece(t) for t in run.forced_tokens] == [b"hello"]
+
+
+@pytest.mark.parametrize("name", ["llama-spm", "llama-bpe", "nomic-bert-moe"])
+def test_the_ownbridge_port_equals_its_compiled_sampler(name: str) -> None:
+    """The leak grammar, the forced literal, bug C's literal and bug D's grammar through the compiled
+    candidate and its port (bridges.OwnBridge): behind a sentinel on llama-spm, llama_tokenize as it is
+    on llama-bpe, the greedy fallback on nomic-bert-moe (no sentinel: the C++ logs "not byte exact")."""
+    _cand_built("ownbridge")
+    v = vocab(name)
+    jobs = native.jobs_for(bridge(name, "truth"), FORCED_LITERAL, LEAK_GRAMMAR, walks=0)
+    traces = native.harness("ownbridge", v.path, jobs)
+    d = native.differential(bridge(name, "ownbridge"), jobs, traces)
+    assert d.cells > len(jobs) and d.differences == []
+    assert d.greedy_cpp == (name == "nomic-bert-moe")
+
+
 # -- why a native program died: one stable line (issue 24, 17) -----------------------------------------
 def _dup_vocab(tmp_path: Path) -> Path:
     """A vocab with a duplicate token, which llama.cpp's loader stops on with a GGML_ASSERT."""

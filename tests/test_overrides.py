@@ -148,7 +148,8 @@ def test_the_input_takes_its_overrides_from_the_registry() -> None:
 # -- provenance: the same file with and without the override are two inputs -------------------------------
 def _result(made_for: str, filed_as: str) -> dict[str, object]:
     p = params.check("census", {"input": made_for})
-    return {"status": "ok", "notebook": "census", "vocab": filed_as, "provenance": results.provenance("census", p)}
+    r = {"status": "ok", "notebook": "census", "vocab": filed_as, "provenance": results.provenance("census", p)}
+    return {**r, "digest": results.digest(r)}  # as a run writes it
 
 
 def test_a_result_without_the_override_is_not_current_for_the_overridden_input(gemma: Path) -> None:
@@ -173,6 +174,7 @@ def test_the_report_refuses_a_plain_result_copied_onto_the_overridden_input(tmp_
         "summary": {"vocab": NAME, "differing": 0, "n_tokens": 262144, "lost_leading_space": 0},
         "diffs": [],
     }
+    r["digest"] = results.digest(r)
     (tmp_path / "census" / f"{NAME}.json").write_text(json.dumps(r))
     ok, failed = results.load(tmp_path, "census")
     assert ok == [] and [f["error"] for f in failed] == [

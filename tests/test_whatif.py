@@ -121,7 +121,12 @@ def test_the_override_summary_lists_the_moved_tables_when_none_is_one_sided(tmp_
         side.mkdir(parents=True)
         (side / "census.csv").write_text(f"vocab,differing\n{name},{differing}\n")
     sec = whatif.override_section(
-        tmp_path, "spm+x", "spm", tmp_path / "spm.gguf", (parse("tokenizer.ggml.add_space_prefix=bool:false"),)
+        tmp_path,
+        tmp_path / "tables",
+        "spm+x",
+        "spm",
+        tmp_path / "spm.gguf",
+        (parse("tokenizer.ggml.add_space_prefix=bool:false"),),
     )
     assert "All 1 tables moved" in sec.text, sec.text
     assert "- `census` (1 of 1 rows): differing 16410 → 0" in sec.text, sec.text

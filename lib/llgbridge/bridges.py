@@ -11,9 +11,11 @@ The bridges: `upstream` (as shipped), `fixed` (the PR), `sentinel` (llguidance's
 integration) and `truth` (real bytes, no forcing: the yardstick for "legal"). Beside the PR, the
 candidate patches of `patches/candidates/` (the registry: `candidates`), each the PR plus one
 change and named for it: `nospecial` (0004: `tokenize_fn` without special-token parsing, and a
-fourth probe) and `failclosed` (0005: on a mask error only end-of-generation is allowed, where the
-PR's sampler drops the grammar). A bridge says what the sampler does on a mask error
-(`after_mask_error`), since that is where `failclosed` differs. A *sampler* is the compiled
+fourth probe), `failclosed` (0005: on a mask error only end-of-generation is allowed, where the
+PR's sampler drops the grammar) and `ownbridge` (0007: `sentinel`'s design in the C++, in place of
+the PR's probe, falling back to the PR's greedy path where `sentinel` refuses the vocab). A bridge
+says what the sampler does on a mask error (`after_mask_error`), since that is where `failclosed`
+differs. A *sampler* is the compiled
 counterpart of a bridge of the same name: llama.cpp's own llguidance sampler, built from one tree
 (`native`, `llama_server`).
 
@@ -326,6 +328,7 @@ class Sentinel(Bridge):
 
     name = "sentinel"
     PIECE_BUFFER = 16 * 1024  # llamacpp.py's buffer_len
+    GROW = False  # llamacpp.py raises where a piece does not fit its buffer
 
     def __init__(self, vocab: Vocab) -> None:
         self.vocab = vocab
@@ -351,7 +354,7 @@ class Sentinel(Bridge):
         out: list[bytes] = []
         for t in range(vocab.n_tokens):
             try:
-                piece = vocab.token_to_piece(t, 0, True, cls.PIECE_BUFFER)
+                piece = vocab.token_to_piece(t, 0, True, cls.PIECE_BUFFER, grow=cls.GROW)
             except ValueError as e:  # llamacpp.py raises ValueError too
                 raise InputError(vocab.path, f"sentinel bridge: {e}") from None
             # llamacpp.py calls the deprecated alias llama_token_get_attr: same C function, but
@@ -426,6 +429,44 @@ class Sentinel(Bridge):
         return res[n:]
 
 
+class OwnBridge(Sentinel):
+    """Candidate 0007 on top of the PR (patches/candidates/0007-…): `Sentinel`, llguidance's own
+    llama.cpp bridge, written into common/llguidance.cpp against the C API in place of the PR's probe.
+
+    As `Sentinel`: the token table (`token_to_piece(special=true)`, the `\\xff` marker by token
+    attribute), `tokenize_fn` with `parse_special=false`, the sentinel's choice and its two checks
+    at build time, and a callback that gives no tokens where the sentinel's tokens are not at the
+    front at run time.
+
+    But, as the C++ has it:
+    - `tok_eos` is llama.cpp's (EOT, else EOS; -1 where the vocab has neither), not
+      `llama_vocab_eos`, and a vocab without one is not refused;
+    - where `Sentinel` refuses the vocab (no sentinel, a failed check or tokenize), no
+      `tokenize_fn` and llguidance's greedy tokenizer on the same table: the PR's fallback, said in
+      `refusal`;
+    - a piece longer than the buffer is asked for again at its size, where llamacpp.py raises.
+    """
+
+    name = "ownbridge"
+    PIECE_BUFFER = 256  # the C++'s first buffer; with GROW the table does not depend on it
+    GROW = True
+
+    def __init__(self, vocab: Vocab) -> None:
+        self.vocab = vocab
+        self.tok_eos = llama_tok_eos(vocab)
+        self.token_bytes = self._llg_table(vocab)
+        self.sentinel = None
+        self.sentinel_tokens = []
+        self.refusal = ""  # why llguidance's own bridge would refuse the vocab; "" where it builds
+        try:
+            self._choose_sentinel()
+        except ValueError as e:  # InputError from the choice, ValueError from a sentinel check
+            self.sentinel, self.sentinel_tokens = None, []
+            self.refusal = (e.cause if isinstance(e, InputError) else str(e)).removeprefix("sentinel bridge: ")
+        exact = not self.refusal
+        Bridge.__init__(self, vocab, self.token_bytes, forcing=exact, greedy=not exact, tok_eos=self.tok_eos)
+
+
 COMPARED: tuple[str, ...] = ("upstream", "fixed", "sentinel")  # the bridges a reviewer compares
 # patches/candidates/, beside the PR (the registry: candidates.py)
 CANDIDATE_BRIDGES: tuple[str, ...] = candidates.NAMES
@@ -440,6 +481,7 @@ def bridge_class(name: str) -> Callable[[Vocab], Bridge]:
         "sentinel": Sentinel,
         "nospecial": NoSpecial,
         "failclosed": FailClosed,
+        "ownbridge": OwnBridge,
         "truth": Truth,
     }
     if name not in classes:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 class Candidate:
     name: str  # the sampler's and the port's name: harness-NAME, test-pr-NAME, llama-server-NAME
     patch: str  # its file in patches/candidates/
-    bug: str  # the finding beyond the PR it addresses (the report's follow-up names it)
+    bug: str  # the finding it addresses (the report's follow-up names C and D; "A+B": another design for the PR's two)
     what: str  # one line: what it changes, as the report's tables say it
 
 
@@ -39,6 +39,14 @@ CANDIDATES: tuple[Candidate, ...] = (
         "0005-llguidance-fail-closed-on-a-mask-error.patch",
         "D",
         "on a mask error, only end-of-generation tokens from then on, instead of dropping the grammar",
+    ),
+    Candidate(
+        "ownbridge",
+        "0007-llguidance-its-own-llama-cpp-bridge.patch",
+        "A+B",
+        "llguidance's own llama.cpp bridge instead of the PR's probe: pieces with special text, \\xff by token "
+        "attribute, tokenize_fn without special parsing behind a sentinel byte; where no sentinel works (UGM, WPM) "
+        "the PR's greedy fallback; end token EOT else EOS as before",
     ),
 )
 NAMES: tuple[str, ...] = tuple(c.name for c in CANDIDATES)

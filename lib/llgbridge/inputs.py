@@ -119,11 +119,16 @@ class Input:
         return [o.text for o in self.load_overrides()]
 
     def settings(self) -> dict[str, Any]:
-        """What this input changes that the main report does not take for its name: given overrides
-        (but on model files, whose name `make matrix` makes from them), and model files run under
-        a name that is not a model file's (`model-NAME`): they would stand in for that input."""
+        """What this input changes that the main report does not take for its name: a file other
+        than the name's own, given overrides (but on model files, whose name `make matrix` makes
+        from them), and model files run under a name that is not a model file's (`model-NAME`):
+        each would stand in for that input."""
         out: dict[str, Any] = {}
         model_input = self.name.startswith("model-")
+        # a file given in place of the name's own: a run of gpt-2's file named llama-spm was
+        # published as llama-spm (issue 58, 1); the name's own file given again changes nothing
+        if self.file and not self.models and resolve(self.file).resolve() != vocab_path(self.name).resolve():
+            out["file"] = self.file
         if self.overrides and not model_input:
             out["overrides"] = self.given()
         if self.models and not model_input:

@@ -24,6 +24,7 @@ import shlex
 import sys
 import time
 from collections.abc import Mapping
+from difflib import get_close_matches
 
 from .analyses import INPUT_SETS
 from .catalogue import REAL_MODELS
@@ -69,14 +70,25 @@ def parse(text: str) -> dict[str, list[str]]:
     except ValueError as e:
         raise InputError("INPUTS", str(e)) from None
     out: dict[str, list[str]] = {}
+    known: list[str] = []
     for word in words:
         group, eq, names = word.partition("=")
         if not eq or group not in GROUPS:
             raise InputError("INPUTS", f"{word!r}: expected GROUP=NAMES, a GROUP of {', '.join(GROUPS)}")
+        if group in out:
+            # the second silently replaced the first: which one the user meant is theirs to say
+            raise InputError("INPUTS", f"{group} is given twice; give each group once; nothing was run")
         out[group] = names.replace(",", " ").split()
         for name in out[group]:
             if why := name_problem(name):
                 raise InputError(f"INPUTS {group}", why)
+            # a name no input holds ran every analysis on nothing, each run failing as "its input is
+            # gone", and the render then published a report of no inputs over the committed one
+            known = known or [*vocab_names(extra=VOCABS), *REAL_MODELS]
+            if name not in known:
+                close = get_close_matches(name, known, n=1)
+                hint = f"did you mean {close[0]}?" if close else f"the inputs: {', '.join(sorted(known))}"
+                raise InputError(f"INPUTS {group}", f"no such input: {name} ({hint}); nothing was run")
     return out
 
 

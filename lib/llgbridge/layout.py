@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("analyses.*", "each analysis's entry"),
             ("grammars", ""),
             ("guide", "the guide's own figures"),
+            ("upstream", "what the review says of llama.cpp upstream, as recorded evidence (upstream.json)"),
             ("palette", "colours only"),
             ("jobserver", "Make's job slots"),
             ("pool", "the one crash-isolating process pool"),

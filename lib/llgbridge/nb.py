@@ -15,7 +15,7 @@ from .errors import InputError, cause_line
 from .inputs import Input
 from .overrides import Override
 from .paths import RESULTS, ROOT, name_problem, resolve, write_json
-from .results import BYHAND, provenance, why_unusable
+from .results import BYHAND, DIGEST, digest, provenance, why_unusable
 from .show import show, shown_frame
 from .vocab import Vocab
 
@@ -152,6 +152,7 @@ def write_result(
         raise InputError(f"{analysis} result for {vocab}", f"does not match its schema: {why}")
     if params is not None:
         record["provenance"] = provenance(analysis, params, vocab)
+    record[DIGEST] = digest(record)
     out = result_path(results_dir, analysis, vocab)
     changed = P.changed(analysis, params) if params is not None else {}
     if changed and out.parent.parent.resolve() == RESULTS.resolve():

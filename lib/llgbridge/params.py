@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import os
 from functools import cache
 from pathlib import Path
@@ -128,6 +129,12 @@ def check_value(name: str, value: Any, default: Any) -> None:
                 )
             if isinstance(x, str) and _text_problem(x):
                 raise InputError(what, f"element {i} {_text_problem(x)}")
+    # NaN passed every bound (`nan < 0` is false) and reached llama-server as `"temperature": NaN`,
+    # which its JSON parser refuses: a number no JSON parser of the product reads is no parameter
+    for i, x in enumerate(value if isinstance(value, list) else [value]):
+        if isinstance(x, float) and not math.isfinite(x):
+            at = f"element {i} " if isinstance(value, list) else ""
+            raise InputError(what, f"{at}must be a finite number (llama.cpp's JSON reads no NaN or Infinity), got {x}")
     low = MINIMUM.get(name)
     if low is not None and isinstance(value, (int, float)) and value < low:
         raise InputError(what, f"must be at least {low}, got {value}")
@@ -159,11 +166,18 @@ def changed(notebook: str, params: dict[str, Any], notebooks_dir: Path = NOTEBOO
     return out
 
 
+def _no_constant(word: str) -> Any:
+    raise ValueError(f"{word} is not JSON")
+
+
 def parse_value(v: str) -> Any:
-    """A `-p` value: JSON when it parses (numbers, lists, quoted strings), else the plain string."""
+    """A `-p` value: JSON when it parses (numbers, lists, quoted strings), else the plain string.
+    JSON as llama.cpp's parser reads it: Python's also takes NaN and Infinity, which llama-server
+    answers with an HTTP 500 for every request (issue 58, 11), so those stay the text typed (and
+    a number parameter refuses it)."""
     v = from_argv(v)
     try:
-        return json.loads(v)
+        return json.loads(v, parse_constant=_no_constant)
     except ValueError:
         return v
 

@@ -387,6 +387,30 @@ def overrides_problem(recorded: Any, expected: list[str]) -> str:
     return f"it was made with the overrides {', '.join(rec)}, and this input is loaded with {', '.join(expected)}"
 
 
+# the key each result carries its own digest under (`digest`): what its run wrote, so a value
+# edited by hand afterwards (a census's `differing` set to 4242, the rest left as it was) is told
+# from a run's result and never published (issue 58, 12)
+DIGEST = "digest"
+
+
+def digest(r: dict[str, Any]) -> str:
+    """The sha256 of result `r`'s content, its own digest left out: its keys sorted and written as
+    JSON in one spelling, so the same values give the same digest however the file was laid out."""
+    body = {k: v for k, v in r.items() if k != DIGEST}
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def digest_problem(r: dict[str, Any]) -> str:
+    """Why result `r`'s content is not what its run wrote (`digest`), or "" when it is."""
+    said = r.get(DIGEST)
+    if not isinstance(said, str):
+        return "it records no digest of its content (written before results did, or edited by hand)"
+    if said != digest(r):
+        return "its content changed since its run wrote it (it no longer matches its digest: edited by hand?)"
+    return ""
+
+
 def _main(results: Path) -> bool:
     return results.resolve() == RESULTS.resolve()
 
@@ -403,25 +427,18 @@ def _gone(results: Path, stem: str, r: Any) -> str:
     return next((_relative(p) for p in paths if not p.exists()), "")
 
 
-def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
-    """Why an ok, well-formed result no longer stands for what `make report` would compute now, or
-    "" when it does: the one judge of "current", for the planner (`batch.out_of_date`) and the
-    report (`load`) alike. A result is current only when its recorded provenance says so: the code
-    version (notebook, modules, the binaries it ran), the versions it was computed with
-    (`run_versions`: llguidance, llama-cpp-python, gguf, llama.cpp, the patches), the input files
-    (this result's own, and their bytes, and the key overrides they were loaded with), and, in the
-    main results, the default parameters."""
-    prov = r.get("provenance")
-    if not isinstance(prov, dict):
-        return "records no provenance"
-    if prov.get("code") != code_version(analysis):
-        return "its code changed"
-    if why := versions_problem(prov.get("versions"), analysis):
-        return why
+def _input_problem(results: Path, prov: dict[str, Any], params: dict[str, Any], name: object) -> str:
+    """Why the input files and overrides a result's provenance `prov` records are not those of the
+    input it names (`name`), or "" when they are."""
     recorded = [resolve(str(i.get("path"))) for i in prov.get("inputs") or [] if isinstance(i, dict)]
-    params: dict[str, Any] = prov["params"] if isinstance(prov.get("params"), dict) else {}
     try:
-        it = run_input(params, r.get("vocab"))
+        it = run_input(params, name)
+        if _main(results) and not str(name).startswith("model-"):
+            # in the main results a result is the input it names: its name's own file and overrides,
+            # never what its own record says it ran on (that always agrees with itself: a run of
+            # gpt-2's file under the name llama-spm was current as llama-spm, issue 58, 1); a model
+            # file given to make matrix is named after its file, so it is its own record's
+            it = Input.from_param(name)
     except ValueError as e:  # an input this code refuses (an override among them): no result stands on it
         return f"its input cannot be used: {e}"
     expected = it.files()
@@ -433,7 +450,26 @@ def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
         )
     # the same file loaded with other key overrides is another input (the plain Gemma 3 and
     # gemma3-270m+space-prefix share one file)
-    if why := overrides_problem(prov.get("overrides", []), it.load_texts()):
+    return overrides_problem(prov.get("overrides", []), it.load_texts())
+
+
+def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
+    """Why an ok, well-formed result no longer stands for what `make report` would compute now, or
+    "" when it does: the one judge of "current", for the planner (`batch.out_of_date`) and the
+    report (`load`) alike. A result is current only when its recorded provenance says so: the code
+    version (notebook, modules, the binaries it ran), the versions it was computed with
+    (`run_versions`: llguidance, llama-cpp-python, gguf, llama.cpp, the patches), the input files
+    (in the main results its name's own, and their bytes, and the key overrides they were loaded
+    with), in the main results the default parameters, and its content (`digest`)."""
+    prov = r.get("provenance")
+    if not isinstance(prov, dict):
+        return "records no provenance"
+    if prov.get("code") != code_version(analysis):
+        return "its code changed"
+    if why := versions_problem(prov.get("versions"), analysis):
+        return why
+    params: dict[str, Any] = prov["params"] if isinstance(prov.get("params"), dict) else {}
+    if why := _input_problem(results, prov, params, r.get("vocab")):
         return why
     for i in prov.get("inputs") or []:
         p = resolve(str(i.get("path")))
@@ -447,14 +483,18 @@ def why_stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
         if changed:
             shown = ", ".join(f"{k}={v!r:.40}" for k, v in changed.items())
             return f"made with non-default parameters ({shown}), which the main report does not take"
-    return ""
+    # last: a result copied onto another input fails its digest too, and is better told by where it came from
+    return digest_problem(r)
 
 
 def _stale(results: Path, analysis: str, r: dict[str, Any]) -> str:
     """`why_stale` as the report says it, or "" when the result is current."""
-    if not isinstance(r.get("provenance"), dict):
-        # written before results recorded provenance: `make report` reruns it; until then it stands
-        return ""
+    if not isinstance(r.get("provenance"), dict) and not _main(results):
+        # written before results recorded provenance (or by a test, with none): it stands, unless
+        # it carries a digest its content no longer matches. The main report takes none such: the
+        # pool reruns it
+        why = digest_problem(r) if DIGEST in r else ""
+        return f"stale result: {why}; make report reruns it" if why else ""
     why = why_stale(results, analysis, r)
     return f"stale result: {why}; make report reruns it" if why else ""
 
@@ -476,11 +516,10 @@ def load(
                 {"notebook": analysis, "vocab": p.stem, "error": f"unreadable result: {type(e).__name__}: {e}"}
             )
             continue
-        lost = _gone(results, p.stem, r)
-        if lost:
-            if gone is not None:
-                gone.append(f"{analysis}/{p.stem}: left out, its input {lost} is gone")
-            continue
+        # a failed run is read as failed before its input is looked for: a run on a name no input
+        # holds fails because its file is not there, and taking that for "its input is gone" left
+        # every failure of a mistyped input out of the report, which then published nothing as
+        # complete
         if isinstance(r, dict) and r.get("status") not in (None, "ok"):
             failed.append(
                 {
@@ -490,6 +529,11 @@ def load(
                     **({"log": r["log"]} if "log" in r else {}),
                 }
             )
+            continue
+        lost = _gone(results, p.stem, r)
+        if lost:
+            if gone is not None:
+                gone.append(f"{analysis}/{p.stem}: left out, its input {lost} is gone")
             continue
         why = why_unusable(analysis, p.stem, r, _relative(p)) or _stale(results, analysis, r)
         if why:
@@ -519,6 +563,8 @@ __all__ = [
     "Schema",
     "code_files",
     "code_version",
+    "digest",
+    "digest_problem",
     "dropped",
     "load",
     "port_llguidance",

@@ -234,10 +234,17 @@ class Vocab:
     # several threads on one Vocab: with one buffer per object, a thread copied the piece out after
     # another thread's call had written its own piece there, and one byte of a judged output came
     # from another answer (tests/test_threads.py). A fresh 1 KiB buffer costs about 0.1 us.
-    def token_to_piece(self, token: int, lstrip: int = 0, special: bool = False, max_len: int = MAX_PIECE) -> bytes:
-        """`llama_token_to_piece`; a piece longer than `max_len` raises InputError."""
+    def token_to_piece(
+        self, token: int, lstrip: int = 0, special: bool = False, max_len: int = MAX_PIECE, grow: bool = False
+    ) -> bytes:
+        """`llama_token_to_piece`; a piece longer than `max_len` raises InputError, or with `grow` is
+        asked for again at the size llama.cpp says it needs (as a caller that resizes its buffer does)."""
         buf = bytearray(max_len)
         n = _call.token_to_piece(self.llama_vocab, token, buf, max_len, lstrip, special)
+        if n < 0 and grow:
+            max_len = -n
+            buf = bytearray(max_len)
+            n = _call.token_to_piece(self.llama_vocab, token, buf, max_len, lstrip, special)
         if n < 0:
             raise InputError(
                 self.path,

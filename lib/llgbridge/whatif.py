@@ -283,7 +283,7 @@ def _pages(it: _Input, out: Path, plain_statuses: list[run.RunStatus]) -> None:
             bench_csv=out / "without" / "bench.csv",
             subject={"file": it.path.name, "name": it.plain, "overrides": []},
         )
-        lead = lambda: [override_section(out, it.name, it.plain, it.path, it.ovs)]  # noqa: E731
+        lead = lambda tables: [override_section(out, tables, it.name, it.plain, it.path, it.ovs)]  # noqa: E731
     # a what-if quotes only what it computed: its own (absent) bench snapshot, never the main report's
     subject = {"file": it.path.name, "name": it.name, "overrides": [o.text for o in it.ovs]}
     report.write_report(out / "results", out, bench_csv=out / "bench.csv", lead=lead, subject=subject)
@@ -462,15 +462,16 @@ def moved_items(moved: list[dict[str, Any]], cells: list[dict[str, Any]]) -> lis
     return items
 
 
-def override_section(out: Path, name: str, plain: str, path: Path, ovs: tuple[Override, ...]) -> Any:
-    """The what-if's first section: what the overrides changed against the same file without them."""
+def override_section(out: Path, tables: Path, name: str, plain: str, path: Path, ovs: tuple[Override, ...]) -> Any:
+    """The what-if's first section: what the overrides changed (`tables`, this render's tables)
+    against the same file without them (`out/without/`)."""
     import pandas as pd
 
     from .report.table import Section, Table  # with pandas: not loaded for a refused what-if
 
     # the same row on both sides: the input's name, and the synthetic model's (its own file, loaded with the overrides)
     models = {f"synthetic-{plain}.gguf": model_label(f"synthetic-{name}+kv-{tag(ovs)}.gguf", ovs)}
-    summary, cells = table_changes(out / "tables", out / "without" / "tables", {plain: name, **models})
+    summary, cells = table_changes(tables, out / "without" / "tables", {plain: name, **models})
     moved = [r for r in summary if r["rows changed"] not in ("", 0)]
     # a table one side wrote and the other did not is not compared: it is said apart, never counted as moved
     one_side = [r for r in summary if r["rows"] == ""]

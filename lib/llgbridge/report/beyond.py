@@ -167,7 +167,8 @@ def beyond_section(res: PageData) -> Section | None:
     if not candidates.empty:
         sec.raw_table("native_candidates", candidates)
     refused = server_errors(server_ok, sec)
-    said = blocks("beyond", c=c, d=d, everywhere=everywhere, patches=res.patches_link, refused=refused)
+    docs = {"native": res.doc_link("native.md"), "server": res.doc_link("server.md")}
+    said = blocks("beyond", c=c, d=d, everywhere=everywhere, patches=res.patches_link, refused=refused, docs=docs)
     sec.claim, sec.text, sec.more = said["claim"], said["text"], said.get("more", "")
     return sec
 

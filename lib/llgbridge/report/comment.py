@@ -23,19 +23,38 @@ from .prose import blocks
 from .table import guide_order, md_table, pinned_rows
 from .verdict import Verdict
 
-LIMIT = 12_000
+LIMIT = 10_000
 # the order of the comment's parts, by claim key (a part without its claim is left out)
 HEAD = ("tested", "call", "asks", "fixes")
-FINDINGS = ("server", "stand_in", "costs")
+FINDINGS = ("server", "stand_in", "costs", "alternative")
 GUIDE = ("reproduced", "xff", "probe")
 BEYOND = ("bug_c", "bug_d", "ignored", "chat400", "engines")
 
 
-def _exit_cell(up: dict[str, Any], fx: dict[str, Any], aborts: dict[str, str]) -> str:
+# what a non-zero exit of the PR's test is, by the rule the native analysis named (causes.RULES)
+RULE_SHORT = {
+    "space_tokens": "bug A",
+    "forced_not_prefix": "bug B",
+    "llg_limit": "bug D",
+    "no_eos": "no end-of-sequence token",
+    "string_not_spelled": "guide 7.3",
+}
+
+
+def _exit_side(row: dict[str, Any]) -> str:
+    code = row.get("pr_test_exit", "?")
+    rule = str(row.get("pr_test_rule") or "")
+    if code in (0, "0") or not rule:
+        return str(code)
+    return f"{code} ({RULE_SHORT.get(rule, rule.replace('_', ' '))})"
+
+
+def _exit_cell(up: dict[str, Any], fx: dict[str, Any]) -> str:
+    """Each side's exit with the cause the native analysis named for it: without the fix the
+    first abort is the one the test met first, which is not always the one left after it."""
     if not up or not fx:
         return "not run"
-    cell = f"{up.get('pr_test_exit', '?')} → {fx.get('pr_test_exit', '?')}"
-    return cell + (f" ({aborts[up['vocab']]})" if up.get("vocab") in aborts else "")
+    return f"{_exit_side(up)} → {_exit_side(fx)}"
 
 
 def affected_table(vt: Verdict, found: dict[str, Claim], res: PageData) -> str:
@@ -47,11 +66,8 @@ def affected_table(vt: Verdict, found: dict[str, Claim], res: PageData) -> str:
     hit = [v for v in guide_order(list(vt.facts["census"])) if v in hit] + [
         v for v in stand if v in {*vt.facts["hit_a"], *vt.facts["hit_b"]}
     ]
-    leak = _by(res, "leak", "bridge")
-    forced = _by(res, "forced", "bridge")
     nat_ok, _ = res.load("native")
     nat = {r["vocab"]: {x["sampler"]: {**x, "vocab": r["vocab"]} for x in pinned_rows(r)} for r in nat_ok}
-    aborts = {x["vocab"]: x["short"] for x in vt.facts.get("aborts", [])}
 
     def arrow(rows: dict[str, dict[str, Any]], col: str, fmt: Any = str) -> str:
         if "upstream" not in rows or "fixed" not in rows:
@@ -68,19 +84,15 @@ def affected_table(vt: Verdict, found: dict[str, Claim], res: PageData) -> str:
                 "input": v + (" (stand-in)" if v in stand else ""),
                 "type": vt.facts["census"][v].get("vocab_type", ""),
                 "tokens with wrong bytes": vt.facts["census"][v]["differing"],
-                "illegal tokens admitted, without → with the fix": arrow(leak.get(v, {}), "allowed_illegal"),
-                "forced mask, without → with": arrow(forced.get(v, {}), "not_prefix", mask),
+                # the compiled sampler on llguidance as llama.cpp pins it, as the paragraph above says
+                "illegal tokens admitted, without → with the fix": arrow(nat.get(v, {}), "no_space_bad"),
+                "forced mask, without → with": arrow(nat.get(v, {}), "forced_bad", mask),
                 "the PR's test exit, without → with": _exit_cell(
-                    nat.get(v, {}).get("upstream", {}), nat.get(v, {}).get("fixed", {}), aborts
+                    nat.get(v, {}).get("upstream", {}), nat.get(v, {}).get("fixed", {})
                 ),
             }
         )
     return md_table(pd.DataFrame(rows))
-
-
-def _by(res: PageData, analysis: str, key: str) -> dict[str, dict[str, dict[str, Any]]]:
-    ok, _ = res.load(analysis)
-    return {r["vocab"]: {x[key]: x for x in r["rows"]} for r in ok}
 
 
 def comment(vt: Verdict, found: dict[str, Claim], res: PageData) -> str:

@@ -76,6 +76,11 @@ class PageData:
         """The PR's patches folder, as the pages name it."""
         return self.link(ROOT / "patches", "patches/")
 
+    def doc_link(self, name: str) -> str:
+        """`docs/NAME` as the pages name it: a fragment that wrote `../docs/` linked a folder that
+        is not there from a what-if's page, which sits deeper than the main report's."""
+        return self.link(ROOT / "docs" / name, f"docs/{name}")
+
     @cached_property
     def bench(self) -> pd.DataFrame:
         """The `make bench` snapshot (empty where there is none): the one source of every timing

@@ -7,7 +7,9 @@ import argparse
 import hashlib
 import importlib
 import json
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from functools import cache
@@ -33,6 +35,15 @@ from .table import PR_BASE, PR_BRANCH, PR_TITLE, Section, Table, guide_order, ht
 from .templating import environment
 from .verdict import Verdict, recommendation_md, verdict
 
+# sections about code other than the PR's: a page of their own (`APART_PAGE`), linked from the index,
+# so the review's page stays about the PR
+APART = ("engines", "engines_e2e")
+APART_PAGE = "engines.html"
+APART_TITLE = "Other engines on llama.cpp: their own bridges from the same vocabs"
+APART_INTRO = (
+    "Not the PR's code: the libraries that build their own token table from a llama.cpp vocab, audited like the "
+    "bridges of the review, each with its reproducer."
+)
 # the report's own sections, over the other analyses' results, by their place among the analyses'
 # (`Analysis.page`): "beyond" after the server's, "review" last
 OWN_SECTIONS = {"beyond": 75, "review": 10_000}
@@ -170,6 +181,9 @@ def vocab_pages(
 # there points to) is never removed (issue 48, break 15). Committed with the report, so a fresh
 # clone's first render knows what the committed one wrote.
 MANIFEST = ".written"
+# the folder a render writes into before it replaces the report's files (`Written`): a leftover
+# one (a render killed mid-way) is never read, and the next render removes it
+STAGE_PREFIX = ".render-"
 # the failure banner's place at the top of index.html: a run that keeps the last complete report
 # (`keep_parts`) rewrites only what lies between these
 BANNER_START, BANNER_END = "<!-- run-banner -->", "<!-- /run-banner -->"
@@ -181,7 +195,14 @@ def _sha256(raw: bytes) -> str:
 
 
 class Written:
-    """The files one render writes under `out`, and the previous render's (`MANIFEST`)."""
+    """The files one render writes under `out`, and the previous render's (`MANIFEST`).
+
+    A render is all or nothing: every file is written first into a new folder of its own
+    (`stage`, inside `out`), and only once all of them are there does `commit` put them in place,
+    each by an atomic rename, the ones already put back as they were if one cannot be: a render that
+    stops half-way (a full disk, a file it may not replace, a template that raises) leaves `out`
+    exactly as it was, where it had written the tables of the new render beside the pages of the
+    old one."""
 
     def __init__(self, out: Path) -> None:
         self.out = out
@@ -194,11 +215,46 @@ class Written:
         parts = before.get("parts") if isinstance(before, dict) else None
         self.before: dict[str, str] = {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else {}
         self.parts_before: list[str] = [str(x) for x in parts] if isinstance(parts, list) else []
+        out.mkdir(parents=True, exist_ok=True)
+        self.stage = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=out))
 
     def write(self, rel: str, text: str) -> None:
         raw = text.encode()
-        write_atomic(self.out / rel, raw)
+        write_atomic(self.stage / rel, raw)
         self.files[rel] = _sha256(raw)
+
+    def discard(self) -> None:
+        shutil.rmtree(self.stage, ignore_errors=True)
+
+    def commit(self, parts: list[str]) -> None:
+        """Every staged file, and the manifest, put in place; on the first that cannot be, those
+        already put back as they were and OSError raised naming it (`out` then holds what it held)."""
+        self.write(MANIFEST, json.dumps({"files": dict(sorted(self.files.items())), "parts": sorted(parts)}, indent=1))
+        self.files.pop(MANIFEST)
+        done: list[tuple[Path, bytes | None]] = []
+        try:
+            for rel in [*sorted(self.files), MANIFEST]:
+                target = self.out / rel
+                old = target.read_bytes() if target.is_file() else None
+                # a rename where both lie on one file system; a folder that is a symlink to another
+                # one (tables/ kept elsewhere) gets the bytes through a temporary name there
+                try:
+                    write_atomic(target, (self.stage / rel).read_bytes())
+                except OSError as e:  # named as the report's file, not as the temporary name beside it
+                    raise OSError(e.errno, e.strerror or str(e), str(target)) from None
+                done.append((target, old))
+        except OSError:
+            for target, old in reversed(done):
+                try:
+                    if old is None:
+                        target.unlink(missing_ok=True)
+                    else:
+                        write_atomic(target, old)
+                except OSError:
+                    pass
+            raise
+        finally:
+            self.discard()
 
     def remove_stale(self, under: str = "") -> list[str]:
         """Remove each file under `under` that the previous render wrote and this one did not,
@@ -219,9 +275,6 @@ class Written:
             except OSError:
                 left.append(rel)
         return left
-
-    def finish(self, parts: list[str]) -> None:
-        write_json(self.out / MANIFEST, {"files": dict(sorted(self.files.items())), "parts": sorted(parts)})
 
 
 def banner(failed: list[dict[str, Any]], kept: list[str] | None = None) -> dict[str, Any] | None:
@@ -338,16 +391,18 @@ def write_report(
     results: Path = RESULTS,
     out: Path = REPORTS,
     bench_csv: Path = REPORTS / "bench.csv",
-    lead: Callable[[], list[Section]] | None = None,
+    lead: Callable[[Path], list[Section]] | None = None,
     keep_parts: bool | None = None,
     subject: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Write the report; return the failed inputs. Every result is read once, into the one
     `PageData` the sections, the verdict and the vocab pages share; `bench_csv` is the `make bench`
     snapshot they quote (its files beside it); `lead` makes the sections that lead the page, once
-    this render's tables are written, since it may read them (a what-if's comparison with the file
-    without its overrides). `keep_parts` (default: when `out` is the main report) keeps the last
-    complete report where a part the last render had could not be made for any input (`keep_last`)."""
+    this render's tables are written, since it may read them: it is given their folder (a what-if's
+    comparison with the file without its overrides). Nothing in `out` changes until every file is
+    written (`Written.commit`): an OSError leaves it as it was, naming the file. `keep_parts`
+    (default: when `out` is the main report) keeps the last complete report where a part the last
+    render had could not be made for any input (`keep_last`)."""
     res = PageData(results, out, bench_csv, subject)
     sections, failed, broken = made_sections(res)
     # a file name Make cannot carry never became a target: it is a failed input all the same
@@ -369,21 +424,32 @@ def write_report(
     w = Written(out)
     lacking = parts_lacking(res, w.parts_before, broken)
     if lacking and (keep_parts if keep_parts is not None else out.resolve() == REPORTS.resolve()):
+        w.discard()
         return keep_last(out, res, failed, lacking)
-    sections = write_sections(w, res, sections, lead)
-    write_pages(w, res, sections, failed, vt)
+    try:
+        sections = write_sections(w, res, sections, lead)
+        write_pages(w, res, sections, failed, vt)
+    except BaseException:
+        w.discard()
+        raise
+    w.commit(parts_made(res, broken))
     for rel in w.remove_stale():
         print(f"report: {_shown(out / rel)} left as it is: it changed since a render wrote it", file=sys.stderr)
-    w.finish(parts_made(res, broken))
-    write_json(out / "run.json", {"versions": versions(res), "failed": failed})
+    for left in out.glob(STAGE_PREFIX + "*"):  # a render killed before it could remove its own
+        shutil.rmtree(left, ignore_errors=True)
+    try:  # run metadata, after the report is in place: its loss is said, and changes no page
+        write_json(out / "run.json", {"versions": versions(res), "failed": failed})
+    except OSError as e:
+        print(f"report: {_shown(out / 'run.json')}: {e.strerror or e}: not written", file=sys.stderr)
     return failed
 
 
 def write_sections(
-    w: Written, res: PageData, sections: list[Section], lead: Callable[[], list[Section]] | None
+    w: Written, res: PageData, sections: list[Section], lead: Callable[[Path], list[Section]] | None
 ) -> list[Section]:
-    """Every section's tables and assets, and `inputs.csv`; the stale tables of an earlier render
-    removed before `lead` reads the folder; returns the sections, `lead`'s first."""
+    """Every section's tables and assets, and `inputs.csv`, staged; then `lead`'s, given the folder
+    of this render's tables alone (no stale table of an earlier render among them); returns the
+    sections, `lead`'s first."""
     out = w.out
     inputs = inputs_table(res)
     if not inputs.empty:
@@ -415,12 +481,10 @@ def write_sections(
 
     for sec in sections:
         write(sec)
-    # a table this render did not write (its section failed, or has no results now) must not stay
-    # behind with an earlier render's rows, beside a page that says the section failed
-    w.remove_stale("tables/")
     if lead is None:
         return sections
-    first = lead()
+    # the folder holding this render's tables: only those, none an earlier render left behind
+    first = lead(w.stage / "tables")
     for sec in first:
         write(sec)
     return first + sections
@@ -451,22 +515,31 @@ def write_pages(
         if shown.recommendation
         else None
     )
+    apart = [sec for sec in sections if sec.key in APART]
+    if apart:
+        w.write(
+            APART_PAGE,
+            environment().get_template("apart.html.j2").render(title=APART_TITLE, intro=APART_INTRO, sections=apart),
+        )
     common = {
         "failed": failed,
         "code": code_block(v),
-        "sections": sections,
+        "sections": [sec for sec in sections if sec.key not in APART],
+        "apart_page": APART_PAGE if apart else "",
         "glossary": GLOSSARY,
         "repro": repro.markdown(res),
         "tested": tested.section_markdown(),
         "subject": res.subject,
     }
+    found = claims(vt, res) if vt is not None else {}
+    # what was tested, the comment's own sentence, opens the page's verdict too
+    common["tested_said"] = found["tested"].text if "tested" in found and not res.subject else ""
     if vt is not None:
-        found = claims(vt, res)
         # the page says what the comment says of the guide: one sentence each, from the claims
         vt.disagreements = [*guide_notes(found), *vt.disagreements]
         w.write("pr-comment.md", comment(vt, found, res))
         w.write("claims.json", claims_json(found))
-    w.write("pr-review-tables.md", tables_markdown(shown, rec, v, common))
+    w.write("pr-review-tables.md", tables_markdown(shown, rec, v, {**common, "sections": sections}))
     w.write("index.html", index_page(shown, rec, vocabs, committed, vt is not None, common))
     vocab_pages(w, sections, vocabs, vt, res, link_notebooks=not committed)
 
@@ -519,7 +592,8 @@ def index_page(
 def tables_markdown(shown: Verdict, rec: dict[str, str] | None, v: dict[str, str], common: dict[str, Any]) -> str:
     intro = (
         f"Every table of the review guide for the llguidance token-bytes / tokenize_fn fix, measured by this suite "
-        f"(`make report`) on the vocab fixtures vendored in llama-cpp-python {v['llama-cpp-python']}, through "
+        f"(`make report`) on the vocab fixtures vendored in llama-cpp-python {v['llama-cpp-python']}: the compiled "
+        f"code's tables name the llguidance each row links (llama.cpp's pin first), the Python port's run on "
         f"llguidance {v['llguidance']}. Section numbers are the guide's. The same tables, with plots and every raw "
         f"table: index.html; the review in two minutes: pr-comment.md."
     )
@@ -571,7 +645,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         failed = write_report(a.results, a.out)
     except OSError as e:  # a full disk or a read-only folder: one line naming the path
-        print(f"report: {e.filename or a.out}: {e.strerror or e}", file=sys.stderr)
+        where = _shown(Path(e.filename)) if e.filename else _shown(a.out)
+        print(f"report: {where}: {e.strerror or e}; nothing in {_shown(a.out)} was changed", file=sys.stderr)
         return 1
     try:  # run metadata for the benchmark (bench.report_regeneration), beside the runs' own
         write_json(a.results / ".timing" / "report.json", {"wall": round(time.monotonic() - t0, 4)})

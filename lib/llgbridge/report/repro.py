@@ -147,13 +147,19 @@ def unit_repros(res: PageData) -> list[UnitRepro]:
     ]
     if limit:
         r = rows[limit[0]]
+        # without the fix the test may abort first on another bug: say the one its own run named
+        first = str(r["upstream"].get("pr_test_rule") or "")
+        before = "bug A" if first == "space_tokens" else "bug D" if first == "llg_limit" else first.replace("_", " ")
         out.append(
             UnitRepro(
-                "bug D, beyond the PR (the item limit)",
+                "bug D, beyond the PR (the item limit)"
+                if before == "bug D"
+                else f"{before} without the PR, bug D with it",
                 limit[0],
                 int(r["upstream"]["pr_test_exit"]),
                 int(r["fixed"]["pr_test_exit"]),
-                'aborts either way: with the fix the log\'s `llg error` is "Too many items (limit 50000; mask)"',
+                'with the fix the log\'s `llg error` is "Too many items (limit 50000; mask)"'
+                + (f"; without it the test aborts first on {before}" if before != "bug D" else ""),
             )
         )
     return out

@@ -9,12 +9,12 @@ from typing import Any
 
 import pandas as pd
 
+from .. import upstream
 from ..analyses.server.section import SERVER_CONTROLS
 from ..show import show_text
 from .data import PageData, takes_page_data
 from .prose import blocks
 from .table import Section, Table, guide_order, pinned_rows
-from .tested import UPSTREAM
 
 GUIDE_10 = [  # (#, concern, the guide's answer in brief)
     (
@@ -135,6 +135,7 @@ def sentinel_cause(res: PageData) -> dict[str, Any] | None:
     }
 
 
+SERIES = ("0001", "0002", "0003")  # the PR's patches, by number
 REVIEWED = ("probe", "exactness", "soundness", "leak", "forced", "native", "server", "census")
 
 # evidence is linked only where this report holds the section or table it names
@@ -256,6 +257,16 @@ def census_facts(census_ok: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def later_commits(rec: dict[str, Any]) -> dict[str, Any]:
+    """The commits on master after the bridge's first, and those of them that touch bug A's or B's code."""
+    later = [c for c in rec["bridge_commits"] if not c["adds_file"]]
+    return {
+        "later": [f"#{c['pr']}" for c in later],
+        "later_touching": [f"#{c['pr']}" for c in later if c["token_table"] or c["tokenize_fn"]],
+        "applies_master": all(p["master"]["applies"] for k, p in rec["patches"].items() if k[:4] in SERIES),
+    }
+
+
 def review_facts(res: PageData, ok: Loaded, examples: list[dict[str, Any]]) -> dict[str, Any]:
     """Every value the review's fragment reads, from the loaded results `ok`."""
     greedy = sorted(r["vocab"] for r in ok["probe"] if r["probe"].get("greedy"))
@@ -282,7 +293,7 @@ def review_facts(res: PageData, ok: Loaded, examples: list[dict[str, Any]]) -> d
         "cardinality": cardinality(forced, census),
         "examples": bool(examples),
         "sentinel_cause": cause,
-        "upstream_llg": UPSTREAM[0][1],
+        **later_commits(upstream.load()),
         "sentinel_exact": sentinel_exact(ok["exactness"], cause),
     }
 

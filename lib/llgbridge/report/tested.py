@@ -1,106 +1,30 @@
 """What was tested against what the PR is: `patches/` against the guide's diffstat, and the tested
-llama.cpp tree against the PR's base and against upstream today, for the four files the PR touches.
+llama.cpp tree against the PR's base and master, for the four files the PR touches.
 
-The PR's own diff and its base tree are in no source this suite can read; what can be had is
-compared, the rest is said plainly:
+The PR's own diff is in no source this suite can read; what can be had is compared, the rest is
+said plainly:
 
 - the patches' line counts, per file, computed from `patches/` at every render;
 - the guide's line citations into those files, each checked against the tested (vendored) tree;
-- upstream's current versions of the four files, as the search tool's store holds them (one
-  version each, at the commit named): read by hand on the date below, and summed up in
-  `UPSTREAM` (what each shows, and whether the PR's hunks apply there); a maintainer repeats it
-  with `git diff` in a checkout.
+- the base and master as the evidence record holds them (`upstream.json`: blob ids, the commits
+  that change the bridge, where the patches apply), against the tested tree's own blobs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import upstream
 from ..analyses.native.builder import SHIPPED, patch_files
 from ..analyses.native.compute import vendored_commit
-from .table import PR_BASE
+from ..upstream import CITATIONS
 
 FILES = ("common/llguidance.cpp", "tests/test-grammar-llguidance.cpp", "tests/CMakeLists.txt", "include/llama.h")
 # the guide's first lines: "Diff: 4 files, 152 insertions, 13 deletions"
 GUIDE_DIFFSTAT = (4, 152, 13)
 # the comments the guide quotes from the fix, by section, in lines (4.5's, and 5.3's header of the probe)
 GUIDE_QUOTED_COMMENTS = {"4.5": 2, "5.3": 2}
-
-
-@dataclass(frozen=True)
-class Citation:
-    """One `file:line` the guide cites, and a string that line (or range) must hold there."""
-
-    file: str
-    lines: tuple[int, int]
-    names: str  # what the guide says is there
-    needle: str
-
-
-CITATIONS = (
-    Citation("common/llguidance.cpp", (17, 17), "llama_sampler_llg_new", "llama_sampler_llg_new("),
-    Citation("common/llguidance.cpp", (25, 30), "llg_new_matcher's error: logged, no matcher", "LOG_ERR"),
-    Citation("common/llguidance.cpp", (39, 39), "llama_sampler_llg_accept_impl", "llama_sampler_llg_accept_impl("),
-    Citation("common/llguidance.cpp", (46, 46), "llama_sampler_llg_apply", "llama_sampler_llg_apply("),
-    Citation(
-        "common/llguidance.cpp",
-        (53, 58),
-        "the silent drop: the matcher freed, the grammar set to null",
-        "ctx->grammar = nullptr",
-    ),
-    Citation(
-        "common/llguidance.cpp", (80, 80), "the clone's own llama_sampler_init_llg call", "llama_sampler_init_llg("
-    ),
-    Citation("common/llguidance.cpp", (123, 123), "llama_sampler_llg_tokenize_fn", "llama_sampler_llg_tokenize_fn("),
-    Citation(
-        "common/llguidance.cpp", (139, 139), "llama_sampler_llg_new_tokenizer", "llama_sampler_llg_new_tokenizer("
-    ),
-    Citation("common/llguidance.cpp", (141, 146), "the vocab and tokenizer caches", "vocab_cache"),
-    Citation("common/llguidance.cpp", (262, 262), "llama_sampler_init_llg", "llama_sampler_init_llg("),
-    Citation(
-        "tests/CMakeLists.txt", (148, 148), "the one llguidance ctest entry (llama-bpe)", "test-grammar-llguidance.cpp"
-    ),
-    Citation(
-        "include/llama.h",
-        (1156, 1158),
-        "llama_tokenize's parse_special doc, with the stale sentence",
-        "Does not insert a leading space",
-    ),
-)
-
-# Upstream's current version of each file as stored by the search tool, read on 2026-12-02 (one
-# version per file; the commits' order against 0c1e5709 is not known here): what it shows, and
-# whether the PR's hunks for it apply there (`patch --dry-run --fuzz=0` on that text).
-UPSTREAM = (
-    (
-        "common/llguidance.cpp",
-        "b2524ff5825f",
-        "still both bugs: the token table from single-token `llama_detokenize` (now `(…, false, true)`) and "
-        "`llama_tokenize` as `tokenize_fn`; its token loop marks special tokens by attribute (CONTROL or USER_DEFINED "
-        "get the `\\xff` marker), which is what PR #15837 proposes",
-        "0001's hunk 2 of 4 (the token loop) does not apply: a rebase conflict",
-    ),
-    (
-        "tests/test-grammar-llguidance.cpp",
-        "9af7a01a09a8",
-        "no byte-exactness test; `main` runs the five string tests, then `test_sampler_chain`, as the tested file does",
-        "the context of 0002's hunks is there (read by hand)",
-    ),
-    (
-        "tests/CMakeLists.txt",
-        "c62a495a02f2",
-        "one llguidance ctest entry (llama-bpe), as tested; the line after its block differs",
-        "0002's hunk applies with fuzz 1, not with --fuzz=0",
-    ),
-    (
-        "include/llama.h",
-        "3679b65db16e",
-        'the stale "Does not insert a leading space" is still there',
-        "0003's one line is there to delete",
-    ),
-)
 
 
 def _count(patch: Path) -> dict[str, dict[str, int]]:
@@ -227,49 +151,66 @@ def diffstat_paragraph(stat: dict[str, dict[str, int]]) -> str:
 
 
 def base_paragraph(commit: str) -> str:
-    """The tested tree against the PR's base: no diff is possible here, so the evidence that they agree."""
-    checks = check_citations()
-    held = [x for x in checks if x["holds"]]
-    missed = [x for x in checks if x["holds"] is False]
-    moved = "; ".join(
-        f"{x['citation'].file}:{'-'.join(map(str, sorted(set(x['citation'].lines))))} ({x['citation'].names}) "
-        f"is at {x['here']} here"
-        for x in missed
+    """The tested tree against the PR's base, from the evidence record (`upstream.json`) and the
+    tested tree's own blobs."""
+    rec = upstream.load()
+    here = {f: upstream.tree_blob(SHIPPED, f) for f in FILES}
+    at = rec["files"]
+    rows = [
+        f"| `{f}` | `{upstream.short(at[f]['base'])}` | `{upstream.short(at[f]['master'])}` | "
+        f"`{upstream.short(here[f]) or '?'}` | {'same as the base' if here[f] == at[f]['base'] else 'differs'} |"
+        for f in FILES
+    ]
+    cites = rec["citations_at_base"]
+    held = [c for c in cites if c["holds"]]
+    missed = "; ".join(
+        f"{c['file']}:{c['lines'][0]} (`{c['needle']}` is at :{c['at'][0]})" for c in cites if not c["holds"]
     )
-    return (
-        f"**The tested tree against the PR's base.** The code under test is llama.cpp at `{commit[:12] or '?'}` (the "
-        f"tree llama-cpp-python vendors); the PR is based on `{PR_BASE}`, of which no copy is stored here, so the two "
-        f"cannot be diffed. Evidence: the patches apply to the tested tree with `--fuzz=0` (every hunk's context is "
-        f"there); of the guide's {len(checks)} line citations into these files, {len(held)} land on the code it names "
-        f"in the tested tree"
-        + (": " + moved if missed else "")
-        + ". A maintainer checks it in a checkout: `git diff "
-        + PR_BASE
-        + " "
-        + (commit[:8] or "0c1e5709")
-        + " -- "
-        + " ".join(FILES)
-        + "`."
+    master = rec["history"]["master"]
+    return "\n".join(
+        [
+            f"**The tested tree against the PR's base and master**, from the evidence record "
+            f"(`lib/llgbridge/upstream.json`, read {rec['read']} in {rec['history']['repository']}, "
+            f"{rec['history']['what']}). The code under test is llama.cpp `{commit[:12] or '?'}` (the tree "
+            f"llama-cpp-python vendors); the PR's base is `{upstream.short(rec['base']['commit'])}` "
+            f"({rec['base']['date']}{', on master' if rec['base']['on_master'] else ''}); master's head is "
+            f"`{upstream.short(master['commit'])}` ({master['date']}). Blob ids:",
+            "",
+            "| file | at the base | at master | tested | tested against the base |",
+            "|---|---|---|---|---|",
+            *rows,
+            "",
+            f"Of the guide's {len(cites)} line citations into these files, {len(held)} land on the code it names at "
+            f"the base" + (f"; not {missed}" if missed else "") + ".",
+        ]
     )
 
 
-def upstream_lines(commit: str) -> list[str]:
-    """The tested tree against upstream today: the files' upstream versions as read by hand (`UPSTREAM`)."""
+def upstream_lines() -> list[str]:
+    """The commits on master that change the bridge, and whether each touches bug A's or bug B's code."""
+    rec = upstream.load()
+    rows = [
+        f"| `{c['commit'][:9]}` | {c['date']} | #{c['pr']} | {'yes' if c['token_table'] else 'no'} | "
+        f"{'yes' if c['tokenize_fn'] else 'no'} |"
+        for c in rec["bridge_commits"]
+    ]
+    patches = rec["patches"]
+    applies = "; ".join(
+        f"{p[:4]}: {', '.join(w for w in ('base', 'master') if patches[p][w]['applies']) or 'neither'}"
+        for p in sorted(patches)
+    )
     return [
-        "**Against upstream today.** Upstream's current version of each file, as far as this machine can see it (the "
-        "repository is too large to fetch; a search index stores one recent version of some files), read on "
-        "2026-12-02:",
+        "**`common/llguidance.cpp` on master**: every commit that changes it, and whether it changes a line of the "
+        "token loop (bug A) or of `tokenize_fn` (bug B):",
         "",
-        "| file | upstream commit | what it shows | the PR's patch there |",
-        "|---|---|---|---|",
-        *[f"| `{f}` | `{c}` | {what} | {applies} |" for f, c, what, applies in UPSTREAM],
+        "| commit | date | PR | token loop | tokenize_fn |",
+        "|---|---|---|---|---|",
+        *rows,
         "",
-        "The order of these commits against the tested one is not known here, and nothing else of upstream could be "
-        "compared. In a checkout: `git diff "
-        + (commit[:8] or "0c1e5709")
-        + " origin/master -- "
-        + " ".join(FILES)
-        + "`.",
+        f"Where each patch applies with no fuzz: {applies}. A copy of `common/llguidance.cpp` some stores keep under "
+        + "the upstream name is a pull request's branch, not master: "
+        + "; ".join(f"`{c['commit']}` is {c['is']} ({c['shows']})" for c in rec["copies"])
+        + ".",
     ]
 
 
@@ -284,9 +225,9 @@ def section_markdown() -> str:
         "",
         base_paragraph(commit),
         "",
-        *upstream_lines(commit),
+        *upstream_lines(),
     ]
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["FILES", "GUIDE_DIFFSTAT", "CITATIONS", "UPSTREAM", "diffstat", "check_citations", "section_markdown"]
+__all__ = ["FILES", "GUIDE_DIFFSTAT", "CITATIONS", "diffstat", "check_citations", "section_markdown"]

@@ -11,12 +11,14 @@ from typing import Any
 import pandas as pd
 
 from .. import guide
+from ..analyses import BY_NAME
 from ..analyses.native.compute import version_key
 from ..analyses.native.section import abort_cause, pr_test_cell
 from ..analyses.server.llama_server import LLG_PINNED
 from ..analyses.server.section import SERVER_CONTROLS
 from ..candidates import BY_BUG
 from ..catalogue import REAL_MODELS, overridden
+from ..inputsets import input_sets
 from ..results import port_llguidance
 from .data import PageData, takes_page_data
 from .prose import blocks
@@ -154,6 +156,7 @@ def recommend(
     ctest: dict[str, tuple[Any, Any]],
     follow_ups: list[dict[str, str]],
     have_ctest_vocabs: bool = True,
+    missing: str = "",
 ) -> dict[str, Any]:
     """The call, by rules a reader can check: the fix must repair every vocab bugs A and B hit,
     make none worse, and pass the PR's own ctest entries; then approve, each finding beyond the PR
@@ -174,6 +177,10 @@ def recommend(
             "why": "; ".join(f"{v}: exit {b} without, {a} with" for v, (b, a) in ctest.items()),
         },
     ]
+    if missing:
+        # a rule about "every vocab" holds only of the set it was measured on: a narrowed set, or an
+        # analysis without a result on some input, measures none of them
+        rules = [{**r, "holds": None, "why": missing} for r in rules]
     ok = all(r["holds"] for r in rules)
     call = (
         ("approve" if not follow_ups else f"approve, with {len(follow_ups)} follow-up{'s' * (len(follow_ups) != 1)}")
@@ -186,7 +193,9 @@ def recommend(
     # what-if on another vocab), or the compiled test has no result for them (its build or run failed)
     where = "has among its inputs" if have_ctest_vocabs else "does not have among its inputs: the main report has"
     unmeasured = (
-        ""
+        f" ({missing})"
+        if missing
+        else ""
         if passes is not None
         else f" (the native analysis has no result on {' and '.join(CTEST_VOCABS)}, which this report {where})"
     )
@@ -552,7 +561,11 @@ def follow_ups(
         out.append({"what": "bug D", "patch": CANDIDATE_PATCHES["D"]})
     if ignored and ignored["both"]:
         out.append(
-            {"what": "the ignored schema", "patch": "", "issues": ", ".join(f"#{n}" for n, _, _ in ignored["issues"])}
+            {
+                "what": "the ignored schema",
+                "patch": "",
+                "issues": ", ".join(f"[#{n}]({ISSUES_URL}{n})" for n, _, _ in ignored["issues"]),
+            }
         )
     return out
 
@@ -643,6 +656,28 @@ def verdict_sentences(d: Loaded, facts: dict[str, Any]) -> list[str]:
     return [line.removeprefix("- ") for line in said["sentences"].splitlines() if line.strip()]
 
 
+# the analyses the recommendation's rules read: each must have a result on every input of its set
+RULE_ANALYSES = ("census", "leak", "forced", "native", "server")
+
+
+def unmeasured_inputs(res: PageData, have: list[str]) -> str:
+    """Why the rules are not measured on the main report's full input set ("" when they are): the
+    inputs a narrowed set (`INPUTS=`) left out, or an analysis the rules read without a result on
+    some input of its set."""
+    sets = input_sets()
+    full = sets["every"]
+    left_out = [v for v in full if v not in have]
+    if left_out:
+        return f"measured on {len(have)} of the {len(full)} inputs; not on {', '.join(left_out)}"
+    for name in RULE_ANALYSES:
+        ok, _ = res.load(name)
+        done = {r["vocab"] for r in ok}
+        want = sets[BY_NAME[name].runs_on] if name in BY_NAME else full
+        if lacking := [v for v in want if v not in done]:
+            return f"the {name} analysis has no result on {', '.join(lacking)}"
+    return ""
+
+
 @takes_page_data
 def verdict(res: PageData) -> Verdict | None:
     """The reviewer's questions, answered from the results, and one row per input."""
@@ -662,6 +697,7 @@ def verdict(res: PageData) -> Verdict | None:
         facts["ctest"],
         fups,
         all(v in d.info for v in CTEST_VOCABS),
+        "" if res.subject else unmeasured_inputs(res, list(d.info)),
     )
     return Verdict(
         verdict_sentences(d, facts),

@@ -10,7 +10,7 @@ from ... import guide
 from ...catalogue import REAL_MODELS
 from ...palette import BRIDGES as PALETTE
 from ...report.data import PageData, takes_page_data
-from ...report.plots import pyplot, svg
+from ...report.plots import on_axis, pyplot, svg
 from ...report.prose import prose
 from ...report.table import (
     GUIDE_VOCABS,
@@ -24,6 +24,11 @@ from ...report.table import (
     shows,
     vocab_key,
 )
+
+
+def census_log(df: pd.DataFrame) -> bool:
+    """Whether the census figure's axis is a log one: only where some vocab has a wrong byte."""
+    return bool((df["differing"] > 0).any())
 
 
 def census_figure(df: pd.DataFrame) -> str:
@@ -43,14 +48,17 @@ def census_figure(df: pd.DataFrame) -> str:
         else:
             ax.text(max(p, lo), y, " " + label, va="center", fontsize=8)
     ax.set_yticks(ys, list(d["vocab"]), fontsize=8)
-    if (share > 0).any():
+    log = census_log(df)
+    if log:
         ax.set_xscale("log")
         ax.set_xlim(lo, 100)
         ax.set_xticks([0.01, 0.1, 1, 10, 100], ["0.01%", "0.1%", "1%", "10%", "100%"])
     else:  # no wrong byte anywhere (a what-if): nothing for a log axis, where matplotlib would warn
         ax.set_xlim(0, 100)
         ax.set_xticks([0, 50, 100], ["0%", "50%", "100%"])
-    ax.set_xlabel("share of the vocab's tokens with wrong bytes in upstream's table (log axis)", fontsize=9)
+    ax.set_xlabel(
+        on_axis("share of the vocab's tokens with wrong bytes in upstream's table (log axis)", log), fontsize=9
+    )
     ax.set_title("Bug A: wrong token bytes per vocab", fontsize=10)
     plt.tight_layout()
     out = svg(fig)
@@ -63,6 +71,11 @@ CENSUS_CAPTION = (
     "thousand (the space `clean_spaces` drops before `?!.,`) shows beside half of a vocab (the space `lstrip` "
     "drops); a vocab at 0 is unaffected."
 )
+# where no vocab has a wrong byte (a what-if), the axis is linear and there is no share to set apart
+CENSUS_CAPTION_NONE = (
+    "Read: the share of each vocab's tokens that upstream's table gets wrong: none here, every bar at 0."
+)
+
 T42_NOTE = (
     "The guide's 4.2 is per vocab type; `clean_spaces` is set per pre-tokenizer, so it is measured here per fixture."
 )
@@ -186,6 +199,6 @@ def census_section(res: PageData) -> Section | None:
         )
     )
     sec.figure = census_figure(df)
-    sec.figure_caption = CENSUS_CAPTION
+    sec.figure_caption = CENSUS_CAPTION if census_log(df) else CENSUS_CAPTION_NONE
     sec.raw_table("census", df)
     return sec

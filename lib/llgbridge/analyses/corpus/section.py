@@ -11,7 +11,7 @@ import pandas as pd
 from ...palette import ORDER as BRIDGE_ORDER
 from ...palette import REFERENCE
 from ...report.data import PageData, takes_page_data
-from ...report.plots import pyplot, svg
+from ...report.plots import legend_below, pyplot, svg
 from ...report.prose import blocks
 from ...report.table import Cell, Section, Table, guide_order, int_columns, result_rows, shows, vocab_key
 from .compute import MASKBENCH_NOTE, MASKBENCH_US
@@ -133,13 +133,23 @@ class MaskTimes:
 
 def mask_figure(times: MaskTimes, maskbench: dict[str, int]) -> str:
     """Mask time per step: one panel per bridge, one line per vocab, MaskBench's avg/p50/p99 marked."""
+    fig = mask_time_figure(times, maskbench)
+    if fig is None:
+        return ""
+    out = svg(fig)
+    pyplot().close(fig)
+    return out
+
+
+def mask_time_figure(times: MaskTimes, maskbench: dict[str, int]) -> Any:
+    """`mask_figure`'s figure, or None where no bridge was timed."""
     import numpy as np
 
     plt = pyplot()
     hist = times.hist
     bridges = [b for b in BRIDGE_ORDER if any(k.endswith("/" + b) for k in hist)]
     if not bridges:
-        return ""
+        return None
     fig, axes = plt.subplots(1, len(bridges), figsize=(4.4 * len(bridges), 3.9), sharey=True, squeeze=False)
     edges = np.array(times.edges)
     # the x range the data covers (the bins run to 1 s, most masks take microseconds)
@@ -150,9 +160,10 @@ def mask_figure(times: MaskTimes, maskbench: dict[str, int]) -> str:
     axes[0][0].set_ylabel("masks")
     fig.suptitle("llg_matcher_compute_mask time per step along the sample's walks (make bench's run)", fontsize=11)
     fig.subplots_adjust(top=0.86, bottom=0.55, left=0.06, right=0.99, wspace=0.06)
-    out = svg(fig)
-    plt.close(fig)
-    return out
+    fig.canvas.draw()
+    for ax in axes[0]:
+        legend_below(ax)
+    return fig
 
 
 def _mask_panel(ax: Any, b: str, times: MaskTimes, x: tuple[Any, float], maskbench: dict[str, int]) -> None:
@@ -176,8 +187,8 @@ def _mask_panel(ax: Any, b: str, times: MaskTimes, x: tuple[Any, float], maskben
     ax.set_xlim(edges[0] * 0.8, hi)
     ax.set_title(b, fontsize=11)
     ax.set_xlabel("µs per mask (log)", fontsize=10)
-    # below the panel, not over the curves: at 9 pt it would hide them
-    ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(0, -0.22), frameon=False)
+    # below the panel, not over the curves: at 9 pt it would hide them (`legend_below` puts it under the label)
+    ax.legend(fontsize=9, loc="upper left", frameon=False)
 
 
 def add_mask_figure(sec: Section, times: MaskTimes) -> None:

@@ -298,6 +298,10 @@ class ProbeVsExactness:
     special_failures: int  # of the inexact, those where a special token was parsed out of text
     witness: bytes | None  # where the verdicts disagree: the shortest input showing it
     witness_got: bytes | None
+    # inexact inputs that llguidance hands `tokenize_fn` as they are: valid UTF-8 (with
+    # tokenize_assumes_string it tokenizes invalid bytes greedily itself) and no special token parsed
+    text_failures: int = 0
+    text_witness: bytes | None = None
 
     @property
     def agree(self) -> bool:
@@ -326,7 +330,17 @@ class ProbeVsExactness:
             "cell": self.cell,
             "witness": "" if self.witness is None else repr(self.witness),
             "witness_got": "" if self.witness_got is None else repr(self.witness_got),
+            "inexact_text": f"{self.text_failures}/{self.n}",
+            "text_witness": "" if self.text_witness is None else repr(self.text_witness),
         }
+
+
+def text_failure(bridge: Bridge, data: bytes) -> bool:
+    """An input llguidance passes to `tokenize_fn` whole (valid UTF-8) that comes back with other
+    bytes, no special token among its tokens."""
+    if not valid_utf8(data) or is_exact(bridge, data):
+        return False
+    return all(bridge.vocab.token_to_piece(t) for t in bridge.tokenize(data))
 
 
 def probe_vs_exactness(
@@ -349,8 +363,20 @@ def probe_vs_exactness(
         witness, got = r.shortest[0].minimized, r.shortest[0].minimized_got
     elif not probe.exact and inputs_exact:
         witness, got = probe.failed_probe, probe.got
+    text = [d for d in r.failures if text_failure(up, d)]
+    shortest = min(text, key=lambda b: (len(b), b), default=None)
     return ProbeVsExactness(
-        vocab.name, vocab.vocab_type, probe, inputs_exact, r.n, len(r.failures), r.special_failures, witness, got
+        vocab.name,
+        vocab.vocab_type,
+        probe,
+        inputs_exact,
+        r.n,
+        len(r.failures),
+        r.special_failures,
+        witness,
+        got,
+        len(text),
+        None if shortest is None else minimize(lambda b: text_failure(up, b), shortest),
     )
 
 

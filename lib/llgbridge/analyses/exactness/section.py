@@ -96,7 +96,7 @@ def witnesses_shown(pvx: pd.DataFrame) -> pd.DataFrame:
     return pvx.assign(
         **{
             c: [witness_text(w) if isinstance(w, str) else w for w in pvx[c]]
-            for c in ("witness", "witness_got", "failed_probe")
+            for c in ("witness", "witness_got", "failed_probe", "text_witness")
             if c in pvx
         }
     )

@@ -6,7 +6,7 @@ import pandas as pd
 
 from ... import guide
 from ...report.data import PageData, takes_page_data
-from ...report.plots import bar_by_bridge
+from ...report.plots import bar_by_bridge, log_axis, on_axis
 from ...report.prose import prose
 from ...report.table import (
     GUIDE_VOCABS,
@@ -66,10 +66,11 @@ def leak_section(res: PageData) -> Section | None:
         "Tokens allowed at position 0 that the grammar forbids",
         "tokens (log axis; each count printed)",
     )
-    sec.figure_caption = (
+    sec.figure_caption = on_axis(
         "Read: each bar counts the tokens a bridge allows at the grammar's first position that the truth's mask does "
         "not (log axis, the count printed at the bar); a bridge at 0 on every vocab is named in the title instead of "
-        "drawn."
+        "drawn.",
+        log_axis(df, "allowed_illegal"),
     )
     sec.raw_table("leak", df)
     return sec

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ...errors import first_line
 from ...show import show
 
 # rule -> what it recognises (the report lists each with the rows it named)
@@ -69,6 +70,22 @@ def _prefill(vocab: Any, prompt: str) -> str | None:
     )
 
 
+# what llama-server's JSON parser (nlohmann::json) says when it cannot read the request itself
+REQUEST_PARSE_ERROR = "json.exception.parse_error"
+
+
+def request_fault(status: int, message: str) -> str:
+    """Why a reply is no answer of the build to the request but a fault (an HTTP 5xx: the server
+    failed, or it could not parse our own request's JSON), or "" when it is an answer (a 200, or a
+    4xx refusal such as the prefill's, which is the build's finding). Such a reply measured nothing:
+    counted as an error row it read as a build that broke no grammar (issue 58, 11)."""
+    if REQUEST_PARSE_ERROR in message:
+        return f"the server could not parse the request itself (HTTP {status}: {first_line(message)[:200]!r})"
+    if status >= 500:
+        return f"the server failed on the request (HTTP {status}: {first_line(message)[:200]!r})"
+    return ""
+
+
 def cause_of(status: int, message: str, log: str, vocab: Any) -> tuple[str, str]:
     """(rule, cause) of one server error; ("", "") for a reply that is no error. `status` is the
     HTTP status (0: no answer), `message` the body's error message (or the client's), `log` the
@@ -104,4 +121,4 @@ def cause_of(status: int, message: str, log: str, vocab: Any) -> tuple[str, str]
     )
 
 
-__all__ = ["RULES", "cause_of", "error_lines", "generation_prompt"]
+__all__ = ["RULES", "cause_of", "error_lines", "generation_prompt", "request_fault"]

@@ -47,7 +47,7 @@ from .cases import (
     special_case,
     special_pattern_schema,
 )
-from .causes import cause_of
+from .causes import cause_of, request_fault
 from .judge import DISAGREES, ServerRow, judged_row, reply_content, show_text_of
 
 LLG_ERROR = re.compile(r"llg error: (.*)")
@@ -379,6 +379,10 @@ def _attempt(run: ServerRun, log: Path, rows: list[ServerRow], unconstrained: bo
     with _serving(run, log) as srv:
         for c in asks:
             r = ask(srv, run, c)
+            if fault := request_fault(r.http_status, r.error):
+                # the same request gets the same fault from a fresh server: the run fails, naming it
+                said = f"case {c!r}" if c else "the unconstrained request"
+                raise ServerFault(_where(run), f"{said}: {fault}; nothing was measured; its log {_shown_log(log)}")
             if r.outcome == "no answer":
                 said = f"case {c!r}" if c else "the unconstrained request"
                 why = r.error.removeprefix("no answer: ")  # says the log's last lines where it exited

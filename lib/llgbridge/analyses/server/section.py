@@ -7,8 +7,10 @@ from typing import Any
 
 import pandas as pd
 
+from ... import generate as G
 from ... import guide
 from ...candidates import NAMES as CANDIDATE_NAMES
+from ...catalogue import overridden
 from ...report import gfm
 from ...report.data import PageData, takes_page_data
 from ...report.prose import blocks
@@ -57,8 +59,10 @@ def ignored_summary(df: pd.DataFrame, llg: str) -> str:
     if x.empty:
         return "not measured"
     ign = x[x.outcome == "ignored"]
-    return f"ignored on {len(ign)} of {len(x)} requests (HTTP 200, no error field, unconstrained text)" + (
-        ", on both builds" if set(ign.sampler) >= {"upstream", "fixed"} else ""
+    builds = list(dict.fromkeys(x.sampler))
+    return (
+        f"ignored on {len(ign)} of {len(x)} requests on llguidance {llg} (HTTP 200, no error field, unconstrained "
+        f"text), through {len(builds)} builds ({', '.join(builds)})"
     )
 
 
@@ -617,6 +621,14 @@ def settings_said(ok: list[dict[str, Any]]) -> str:
 
 def server_prose(res: PageData, s: Served, f: Findings) -> dict[str, str]:
     main, quotes = s.main, s.failing
+    # the PR's cases only, the stand-ins apart: the verdict and the PR comment count by this rule
+    pr = quotes[quotes.case.isin(list(G.CASES))]
+    stand = pr[pr.vocab.isin(list(overridden()))]
+    shipped = pr[~pr.vocab.isin(list(overridden()))]
+
+    def silent(x: pd.DataFrame) -> int:
+        return len(x[(x.http_status == 200) & ~x.error_field.astype(bool)])
+
     cands_said = (
         {"names": f.cands, "requests": int(s.df.sampler.isin(f.cands).sum()), "differ": len(f.cand_rows)}
         if f.cands
@@ -627,8 +639,10 @@ def server_prose(res: PageData, s: Served, f: Findings) -> dict[str, str]:
         patches=res.patches_link,
         versions=s.versions,
         pinned_llg=LLG_PINNED,
-        silent=len(quotes[(quotes.http_status == 200) & ~quotes.error_field.astype(bool)]),
-        failing=len(quotes),
+        silent=silent(shipped),
+        failing=len(shipped),
+        stand_silent=silent(stand),
+        stand_failing=len(stand),
         fixed_bad=len(main[(main.sampler == "fixed") & (main.outcome == "violation")]),
         agree=len(f.dd) - f.n_diff,
         n_cells=len(f.dd),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ...report.data import PageData, takes_page_data
-from ...report.plots import bar_by_bridge
+from ...report.plots import bar_by_bridge, log_axis, on_axis
 from ...report.prose import prose
 from ...report.table import Section, Table, names, vocab_key
 
@@ -56,10 +56,11 @@ def soundness_section(res: PageData) -> Section | None:
         "(step, token) pairs (log axis; each count printed)",
         steps="steps",
     )
-    sec.figure_caption = (
+    sec.figure_caption = on_axis(
         "Read: per vocab, the (step, token) pairs each bridge allows that the grammar forbids, along every walk of the "
         "battery (log axis); a bridge at 0 everywhere is named in the title, and a bar marked with its steps covered "
-        "is a walk the matcher died on (upstream's bug B), so its count is a floor."
+        "is a walk the matcher died on (upstream's bug B), so its count is a floor.",
+        log_axis(sound, "under"),
     )
     sec.raw_table("soundness", sound)
     return sec
