@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from llgbridge import synth
 from llgbridge.analyses.engines_e2e import compute as e2e
 from llgbridge.analyses.matrix import compute as matrix
 from llgbridge.generate import load_model
@@ -23,7 +24,14 @@ from llgbridge.paths import ROOT
 VOCAB = "llama-spm"
 MODEL = ROOT / "data/models" / f"synthetic-{VOCAB}.gguf"
 
-needs_model = pytest.mark.skipif(not MODEL.exists(), reason=f"{MODEL.name} not built (make models)")
+
+@pytest.fixture(scope="module", autouse=True)
+def model() -> Path:
+    """The synthetic model (`make test` makes it first, as `make report` does), or made here by the
+    same call where pytest runs alone: a test that skipped without it proved nothing."""
+    made = synth.ensure_model(VOCAB)
+    assert made == MODEL
+    return made
 
 
 @cache
@@ -43,7 +51,6 @@ def pieces(tokens: list[int]) -> bytes:
     return b"".join(llm().detokenize([t]) for t in tokens)
 
 
-@needs_model
 @pytest.mark.parametrize("case", list(e2e.CASES))
 def test_row_bytes_are_the_tokens_pieces(case: str) -> None:
     row = next(r for r in rows() if r["case"] == case)
@@ -57,7 +64,6 @@ def test_row_bytes_are_the_tokens_pieces(case: str) -> None:
         assert (row["matches"] == "full") == (re.fullmatch(want, got.decode("utf-8", "replace")) is not None)
 
 
-@needs_model
 def test_judgement_refuses_a_forbidden_token() -> None:
     """By hand on llama-spm: token 29871 is '▁', a lone space; token 8066 is 'your'. 'your' then
     '!' is a leak match; a space inside it is not, whether generation ended or stopped at the limit;

@@ -5,8 +5,8 @@ part is run against the binaries the suite builds: `./build/bin/test-grammar-llg
 PR's test compiled against the fixed or the upstream sampler (llguidance as llama.cpp pins it), the
 `llama-server` line runs the suite's server build with the same flags on the same model, and the
 `curl` line is run as printed, on the port the server got. What each must answer comes from the
-results (`data/results/`, what the page was rendered from), never from this file; without results
-or binaries the tests are skipped with the reason.
+results, never from this file: results the real analyses make for the session (`made_results`:
+llama-spm, bugs A and B), so a fresh clone runs every test here.
 """
 
 from __future__ import annotations
@@ -27,14 +27,33 @@ import pytest
 
 from llgbridge.analyses.native import compute as native
 from llgbridge.analyses.server import llama_server as S
-from llgbridge.paths import REPORTS, RESULTS, VOCABS
+from llgbridge.paths import REPORTS, VOCABS
 from llgbridge.report import PageData, repro
 
 _native_why = native.unavailable()
 _status, _server_why = S.built()
-RES = PageData(RESULTS)
-UNITS = repro.unit_repros(RES)
-SERVERS = repro.server_repros(RES)
+# the inputs of the page's repro lines (`repro.unit_repros`, `server_repros`) the session's results hold
+UNIT_VOCABS = ("llama-spm",)
+SERVER_VOCABS = ("llama-spm",)
+
+
+@pytest.fixture(scope="module")
+def res(made_results: Path) -> PageData:
+    return PageData(made_results)
+
+
+@pytest.fixture(scope="module")
+def units(res: PageData) -> list[repro.UnitRepro]:
+    got = repro.unit_repros(res)
+    assert {u.vocab for u in got} >= set(UNIT_VOCABS), got
+    return got
+
+
+@pytest.fixture(scope="module")
+def servers(res: PageData) -> list[repro.ServerRepro]:
+    got = repro.server_repros(res)
+    assert {s.vocab for s in got} == set(SERVER_VOCABS), got
+    return got
 
 
 @cache
@@ -50,13 +69,13 @@ def _run_unit(command: str, sampler: str) -> int:
 
 
 @pytest.mark.skipif(_native_why is not None, reason=f"native parts not built: {_native_why}")
-@pytest.mark.skipif(not UNITS, reason="no native results (make report)")
-@pytest.mark.parametrize("unit", UNITS, ids=lambda u: u.vocab)
-def test_the_unit_command_exits_as_the_page_says(unit: repro.UnitRepro) -> None:
+@pytest.mark.parametrize("vocab", UNIT_VOCABS)
+def test_the_unit_command_exits_as_the_page_says(vocab: str, units: list[repro.UnitRepro]) -> None:
     """Guide 8's unit level: the PR's test on the vocab, with the fix and with
     `common/llguidance.cpp` reverted."""
-    assert _run_unit(unit.command, "fixed") == unit.with_
-    assert _run_unit(unit.command, "upstream") == unit.without
+    for unit in (u for u in units if u.vocab == vocab):
+        assert _run_unit(unit.command, "fixed") == unit.with_
+        assert _run_unit(unit.command, "upstream") == unit.without
 
 
 def _start(s: repro.ServerRepro, sampler: str, log: Path) -> tuple[subprocess.Popen[bytes], int]:
@@ -109,14 +128,15 @@ def _curl(s: repro.ServerRepro, port: int) -> tuple[int, dict]:
 
 
 @pytest.mark.skipif(bool(_server_why), reason=f"servers not built: {_server_why}")
-@pytest.mark.skipif(not SERVERS, reason="no server results (make report)")
 @pytest.mark.parametrize("sampler", ["upstream", "fixed"])
-def test_the_server_commands_answer_as_the_page_says(sampler: str, tmp_path: Path) -> None:
+def test_the_server_commands_answer_as_the_page_says(
+    sampler: str, servers: list[repro.ServerRepro], tmp_path: Path
+) -> None:
     """Every server finding: its request answers, on the build without the fix and with it, the
     HTTP status, error field, content and stop type the page prints."""
     got = {}
-    for model in dict.fromkeys(s.model for s in SERVERS):
-        mine = [s for s in SERVERS if s.model == model]
+    for model in dict.fromkeys(s.model for s in servers):
+        mine = [s for s in servers if s.model == model]
         proc, port = _start(mine[0], sampler, tmp_path / f"{sampler}-{model}.log")
         try:
             for s in mine:
@@ -124,7 +144,7 @@ def test_the_server_commands_answer_as_the_page_says(sampler: str, tmp_path: Pat
         finally:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    for s in SERVERS:
+    for s in servers:
         want = s.without if sampler == "upstream" else s.with_
         status, body = got[s.case, s.vocab]
         assert (status, "error" in body, body.get("stop_type")) == (
@@ -135,15 +155,16 @@ def test_the_server_commands_answer_as_the_page_says(sampler: str, tmp_path: Pat
         assert body["content"].startswith(want.content), (s.finding, body["content"][:80])
 
 
-@pytest.mark.skipif(not (UNITS or SERVERS), reason="no results (make report)")
-def test_the_committed_page_prints_these_commands() -> None:
-    """The report's Markdown holds each command as `repro` writes it, so what the tests run is
-    what a maintainer reads."""
+def test_the_committed_page_prints_these_commands(
+    units: list[repro.UnitRepro], servers: list[repro.ServerRepro]
+) -> None:
+    """The report's Markdown holds each command as `repro` writes it from results made afresh, so
+    what the tests run is what a maintainer reads."""
     md = (REPORTS / "pr-review-tables.md").read_text(encoding="utf-8")
     comment = (REPORTS / "pr-comment.md").read_text(encoding="utf-8")
-    for u in UNITS:
+    for u in units:
         assert u.command in md and u.command in comment
-    for s in SERVERS:
+    for s in servers:
         assert s.server_command() in md and s.curl() in md
 
 
