@@ -240,6 +240,18 @@ def test_bug_c_by_a_json_schema_pattern_on_the_fixed_server_and_nospecial_repair
     assert (fixed.outcome, fixed.output) == ("pass", '"<|eot_id|>x"')
 
 
+@pytest.mark.guards("bug B: the PR gives byte forcing up on SentencePiece")
+def test_the_ownbridge_server_forces_the_literal_on_spm_and_spells_the_special_text_on_bpe(served: Served) -> None:
+    """Candidate 0007 (llguidance's own bridge in common/llguidance.cpp) on the server: on llama-spm
+    the forced literal comes out in two tokens with its tokenize_fn kept behind the sentinel byte (no
+    "not byte exact" fallback, where the PR's server takes greedy), and on llama-bpe bug C's literal is
+    spelled as text, as `nospecial` spells it."""
+    spm, _ = _ask(served, variant("ownbridge"), "llama-spm", "forced_literal")
+    assert (spm.outcome, spm.output, spm.greedy, len(spm.tokens)) == ("pass", "hello world", False, 2)
+    bpe, _ = _ask(served, "ownbridge", "llama-bpe", server.SPECIAL_CASE)
+    assert (bpe.outcome, bpe.output) == ("pass", "say <|eot_id|> now")
+
+
 # -- the product's own words: every judged answer against the server's `content` -----------------
 def test_every_judged_answer_is_the_servers_own_content(served: Served) -> None:
     """The judge decodes an answer from the tokens the server returns; the server says what it

@@ -44,9 +44,9 @@ CANDIDATES: tuple[Candidate, ...] = (
         "ownbridge",
         "0007-llguidance-its-own-llama-cpp-bridge.patch",
         "A+B",
-        "llguidance's own llama.cpp bridge instead of the PR's probe: pieces with special text, \\xff by token "
-        "attribute, tokenize_fn without special parsing behind a sentinel byte; where no sentinel works (UGM, WPM) "
-        "the PR's greedy fallback; end token EOT else EOS as before",
+        "llguidance's own llama.cpp bridge in place of the PR's probe: the \\xff marker by token attribute, "
+        "tokenize_fn without special parsing behind a sentinel byte; where no sentinel works (UGM, WPM) the PR's "
+        "greedy fallback; the end token as the PR picks it (EOT, else EOS), a vocab with neither not refused",
     ),
 )
 NAMES: tuple[str, ...] = tuple(c.name for c in CANDIDATES)
