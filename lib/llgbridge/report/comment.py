@@ -12,16 +12,10 @@ at most `LIMIT` characters (a GitHub comment holds 65,536; this one should be re
 
 from __future__ import annotations
 
-from typing import Any
-
-import pandas as pd
-
-from .. import guide
 from . import gfm
 from .claims import Claim
 from .data import PageData
 from .prose import blocks
-from .table import guide_order, md_table, pinned_rows
 from .verdict import Verdict
 
 LIMIT = 10_000
@@ -29,110 +23,7 @@ LIMIT = 10_000
 HEAD = ("tested", "call", "asks", "fixes")
 FINDINGS = ("server", "stand_in", "costs", "alternative")
 GUIDE = ("reproduced", "xff", "probe")
-BEYOND = ("bug_c", "bug_d", "ignored", "engines")
-
-
-# what a non-zero exit of the PR's test is, by the rule the native analysis named (causes.RULES)
-RULE_SHORT = {
-    "space_tokens": "bug A",
-    "forced_not_prefix": "bug B",
-    "llg_limit": "bug D",
-    "no_eos": "no end-of-sequence token",
-    "string_not_spelled": "guide 7.3",
-}
-
-
-def _exit_side(row: dict[str, Any]) -> str:
-    code = row.get("pr_test_exit", "?")
-    rule = str(row.get("pr_test_rule") or "")
-    if code in (0, "0") or not rule:
-        return str(code)
-    return f"{code} ({RULE_SHORT.get(rule, rule.replace('_', ' '))})"
-
-
-def _exit_cell(up: dict[str, Any], fx: dict[str, Any]) -> str:
-    """Each side's exit with the cause the native analysis named for it: without the fix the
-    first abort is the one the test met first, which is not always the one left after it."""
-    if not up or not fx:
-        return "not run"
-    return f"{_exit_side(up)} → {_exit_side(fx)}"
-
-
-def affected_table(vt: Verdict, found: dict[str, Claim], res: PageData) -> str:
-    """The vocabs bug A or B hits, one row each, then the stand-ins, labelled: each measure
-    without → with the fix in one column."""
-    fx = found["fixes"].values
-    stand = {s["input"]: s for s in found["stand_in"].values["stand_ins"]} if "stand_in" in found else {}
-    hit = list(dict.fromkeys([*fx["hit_a"], *fx["hit_b"]]))
-    hit = [v for v in guide_order(list(vt.facts["census"])) if v in hit] + [
-        v for v in stand if v in {*vt.facts["hit_a"], *vt.facts["hit_b"]}
-    ]
-    nat_ok, _ = res.load("native")
-    nat = {r["vocab"]: {x["sampler"]: {**x, "vocab": r["vocab"]} for x in pinned_rows(r)} for r in nat_ok}
-
-    def arrow(rows: dict[str, dict[str, Any]], col: str, fmt: Any = str) -> str:
-        if "upstream" not in rows or "fixed" not in rows:
-            return "not run"
-        return f"{fmt(rows['upstream'].get(col))} → {fmt(rows['fixed'].get(col))}"
-
-    def mask(n: Any) -> str:
-        return "ok" if not n else f"{n} not a prefix"
-
-    rows = []
-    for v in hit:
-        rows.append(
-            {
-                "input": v + (" (stand-in)" if v in stand else ""),
-                "tokens with wrong bytes": vt.facts["census"][v]["differing"],
-                # the compiled sampler on llguidance as llama.cpp pins it, as the paragraph above says
-                "illegal tokens admitted, without → with the fix": arrow(nat.get(v, {}), "no_space_bad"),
-                "forced mask, without → with": arrow(nat.get(v, {}), "forced_bad", mask),
-                "the PR's test exit, without → with": _exit_cell(
-                    nat.get(v, {}).get("upstream", {}), nat.get(v, {}).get("fixed", {})
-                ),
-            }
-        )
-    return md_table(pd.DataFrame(grouped(rows, keep={*guide.CENSUS, *(v + " (stand-in)" for v in stand)})))
-
-
-ILLEGAL, WRONG = "illegal tokens admitted, without → with the fix", "tokens with wrong bytes"
-
-
-def _span(values: list[int]) -> str:
-    return f"{min(values)}" if min(values) == max(values) else f"{min(values)} to {max(values)}"
-
-
-def grouped(rows: list[dict[str, Any]], keep: set[str]) -> list[dict[str, Any]]:
-    """The rows, those outside `keep` that read alike (the same forced mask, test exits and count
-    with the fix) as one row where the first of them stood, naming them, their counts as ranges:
-    a comment is read, not scrolled."""
-
-    def key(r: dict[str, Any]) -> tuple[Any, ...] | None:
-        left, _, after = str(r[ILLEGAL]).partition(" → ")
-        if r["input"] in keep or not (left.isdigit() and str(r[WRONG]).isdigit()):
-            return None
-        return (*(v for k, v in r.items() if k not in ("input", WRONG, ILLEGAL)), after)
-
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for r in rows:
-        if (k := key(r)) is not None:
-            groups.setdefault(k, []).append(r)
-    out: list[dict[str, Any]] = []
-    for r in rows:
-        members = groups.get(key(r) or (), [])
-        if len(members) < 3:
-            out.append(r)
-        elif r is members[0]:
-            after = str(r[ILLEGAL]).partition(" → ")[2]
-            out.append(
-                {
-                    **r,
-                    "input": f"{len(members)} more: {', '.join(m['input'] for m in members)}",
-                    WRONG: _span([int(m[WRONG]) for m in members]),
-                    ILLEGAL: f"{_span([int(str(m[ILLEGAL]).partition(' → ')[0]) for m in members])} → {after}",
-                }
-            )
-    return out
+BEYOND = ("bug_c", "bug_d", "ignored")
 
 
 def comment(vt: Verdict, found: dict[str, Claim], res: PageData) -> str:
@@ -142,9 +33,8 @@ def comment(vt: Verdict, found: dict[str, Claim], res: PageData) -> str:
     def part(keys: tuple[str, ...]) -> list[str]:
         return [found[k].text for k in keys if k in found and found[k].text.strip()]
 
+    # the vocabs' table is the page's (index.html, pr-review-tables.md): the comment says its counts
     parts = ["## llguidance bridge fix (bugs A and B): an independent measurement", *part(HEAD)]
-    if "fixes" in found and (found["fixes"].values["hit_a"] or found["fixes"].values["hit_b"]):
-        parts.append(affected_table(vt, found, res).rstrip())
     parts += part(FINDINGS)
     if guide := part(GUIDE):
         parts.append(said["guide"] + " " + guide[0] + "\n\n" + "\n".join(guide[1:]))
@@ -156,4 +46,4 @@ def comment(vt: Verdict, found: dict[str, Claim], res: PageData) -> str:
     return gfm.prose_blocks("\n\n".join(p for p in parts if p.strip())) + "\n"
 
 
-__all__ = ["comment", "LIMIT", "affected_table"]
+__all__ = ["comment", "LIMIT"]

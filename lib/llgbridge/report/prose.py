@@ -21,7 +21,8 @@ def unwrap(text: str) -> str:
         lines: list[str] = []
         for line in para.splitlines():
             line = line.strip()
-            if lines and not line.startswith("- "):
+            # an item and a table row start lines of their own (a table row, and the row before it)
+            if lines and not line.startswith(("- ", "|")) and not lines[-1].startswith("|"):
                 lines[-1] += " " + line
             else:
                 lines.append(line)

@@ -144,6 +144,31 @@ class NoWorkers(Exception):
     """The scheduler at `cluster` had no worker within the wait (`dask_client`'s `wait`)."""
 
 
+def _connect(client_class: Any, cluster: str, wait: float | None) -> Any:
+    """A client of the scheduler at `cluster`, or `NoWorkers` in one line. Something that accepts
+    the connection but is no Dask scheduler (an HTTP server) never answers Dask's handshake, and
+    the client's own timeout does not cover that wait: the connection is made in a thread given
+    `wait` seconds (and a few more), and abandoned (a daemon thread) when it takes longer."""
+    import threading
+
+    got: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            got["client"] = client_class(cluster, timeout=wait) if wait else client_class(cluster)
+        except Exception as e:  # noqa: BLE001 - said in one line below, whatever the client raised
+            got["error"] = e
+
+    t = threading.Thread(target=connect, name="dask-connect", daemon=True)
+    t.start()
+    t.join(wait + 5 if wait else None)
+    if "client" in got:
+        return got["client"]
+    if "error" in got:
+        raise NoWorkers(f"no scheduler at {cluster} ({first_line(str(got['error']))})")
+    raise NoWorkers(f"no Dask scheduler answered at {cluster} in {(wait or 0) + 5:.0f} s (is it one?)")
+
+
 @contextmanager
 def dask_client(workers: int, cluster: str | None = None, wait: float | None = None) -> Iterator[Any]:
     """A `distributed.Client`: to the scheduler at `cluster`, else to a fresh `LocalCluster` of
@@ -160,10 +185,7 @@ def dask_client(workers: int, cluster: str | None = None, wait: float | None = N
     if cluster:
         if why := cluster_problem(cluster):
             raise BadAddress(f"{cluster!r}: {why}")
-        try:
-            client = Client(cluster, timeout=wait) if wait else Client(cluster)
-        except OSError as e:
-            raise NoWorkers(f"no scheduler at {cluster} ({first_line(str(e))})") from None
+        client = _connect(Client, cluster, wait)
         with client:
             if wait:
                 try:
