@@ -92,7 +92,7 @@ def test_the_pr_comment_is_one_short_comment_that_stands_alone() -> None:
     md = (REPORTS / "pr-comment.md").read_text(encoding="utf-8")
     assert len(md) <= C.LIMIT
     first, second = [line for line in md.splitlines() if line and not line.startswith("#")][:2]
-    assert first.startswith("**What was tested.** Not the PR's branch")
+    assert first.startswith("**What was tested.** This suite's rebuild of the PR") and "not its branch" in first
     assert second.startswith("**Recommendation: ")
     if second.startswith("**Recommendation: approve"):
         assert "once the same checks pass on the PR's own branch" in second

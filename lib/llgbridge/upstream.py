@@ -318,6 +318,59 @@ def citations_at(tree: Path, citations: list[tuple[str, int, int, str]]) -> list
     return out
 
 
+def tree_facts(git_dir: Path, base_c: str, head: str, vendored: Path) -> dict[str, Any]:
+    """Blob ids at the base, master's head and the tested tree; how llama-vocab.cpp differs between
+    the base and the tested tree; the llguidance pin of each; where common_sampler_init refuses a
+    null grammar sampler (#24154's check)."""
+    files = {
+        rel: {
+            "base": _git(git_dir, "rev-parse", f"{base_c}:{rel}").strip(),
+            "master": _git(git_dir, "rev-parse", f"{head}:{rel}").strip(),
+            "vendored": tree_blob(vendored, rel),
+        }
+        for rel in (*PR_FILES, *CONTEXT_FILES)
+    }
+
+    def here(rel: str) -> str:
+        return (vendored / rel).read_text(encoding="utf-8", errors="replace")
+
+    changed = vocab_changes(_git(git_dir, "show", f"{base_c}:src/llama-vocab.cpp"), here("src/llama-vocab.cpp"))
+    return {
+        "files": files,
+        "llama_vocab_changed": {**changed, "paths": list(VOCAB_PATHS)},
+        "llguidance_pin": {
+            "base": _pin(_git(git_dir, "show", f"{base_c}:common/CMakeLists.txt")),
+            "vendored": _pin(here("common/CMakeLists.txt")),
+        },
+        "null_check": {
+            "base": lines_matching(_git(git_dir, "show", f"{base_c}:common/sampling.cpp"), NULL_CHECK),
+            "vendored": lines_matching(here("common/sampling.cpp"), NULL_CHECK),
+        },
+    }
+
+
+def base_facts(
+    git_dir: Path, base_c: str, patches: list[Path], citations: list[tuple[str, int, int, str]]
+) -> dict[str, Any]:
+    """At the base: the guide's line citations, every return of llama_sampler_init_llg, and where
+    that function is defined, alone and with the PR's 0001 applied."""
+    bridge_base = _git(git_dir, "show", f"{base_c}:{BRIDGE}")
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        _extract(git_dir, base_c, t, PR_FILES)
+        cited = citations_at(t, citations)
+        first = next((p for p in patches if p.name.startswith("0001")), None)
+        patched = _patch(t, first)[0] if first else False
+        text = (t / BRIDGE).read_text(encoding="utf-8")
+        with_0001 = function_lines(text, "llama_sampler_init_llg") if patched else None
+    at_base = function_lines(bridge_base, "llama_sampler_init_llg")
+    return {
+        "citations_at_base": cited,
+        "init_llg_returns": returns_of(bridge_base, "llama_sampler_init_llg"),
+        "init_llg_line": {"base": at_base[0] if at_base else 0, "with_0001": with_0001[0] if with_0001 else 0},
+    }
+
+
 def refresh(
     git_dir: Path,
     vendored: Path,
@@ -331,69 +384,24 @@ def refresh(
     old = load() if RECORD.exists() else {}
     base_c = _git(git_dir, "rev-parse", f"{base}^{{commit}}").strip()
     head = _git(git_dir, "rev-parse", f"{ref}^{{commit}}").strip()
-    on_master = (
-        subprocess.run(["git", "--git-dir", str(git_dir), "merge-base", "--is-ancestor", base_c, head]).returncode == 0
-    )
-    files: dict[str, dict[str, str]] = {}
-    for rel in (*PR_FILES, *CONTEXT_FILES):
-        files[rel] = {
-            "base": _git(git_dir, "rev-parse", f"{base_c}:{rel}").strip(),
-            "master": _git(git_dir, "rev-parse", f"{head}:{rel}").strip(),
-            "vendored": tree_blob(vendored, rel),
-        }
-    base_vocab = _git(git_dir, "show", f"{base_c}:src/llama-vocab.cpp")
-    vend_vocab = (vendored / "src/llama-vocab.cpp").read_text(encoding="utf-8", errors="replace")
-    changed = vocab_changes(base_vocab, vend_vocab)
-    pin = {
-        "base": _pin(_git(git_dir, "show", f"{base_c}:common/CMakeLists.txt")),
-        "vendored": _pin((vendored / "common/CMakeLists.txt").read_text(encoding="utf-8", errors="replace")),
-    }
-    with tempfile.TemporaryDirectory() as tmp:
-        t = Path(tmp)
-        _extract(git_dir, base_c, t, PR_FILES)
-        cited = citations_at(t, citations)
-    bridge_base = _git(git_dir, "show", f"{base_c}:{BRIDGE}")
-    with tempfile.TemporaryDirectory() as tmp:
-        t = Path(tmp)
-        _extract(git_dir, base_c, t, PR_FILES)
-        first = next((p for p in patches if p.name.startswith("0001")), None)
-        patched = _patch(t, first)[0] if first else False
-        with_0001 = (
-            function_lines((t / BRIDGE).read_text(encoding="utf-8"), "llama_sampler_init_llg") if patched else None
-        )
-    at_base = function_lines(bridge_base, "llama_sampler_init_llg")
+    ancestry = ["git", "--git-dir", str(git_dir), "merge-base", "--is-ancestor", base_c, head]
     return {
         "read": old.get("read", ""),
         "history": {
             **old.get("history", {}),
-            "master": {
-                "commit": head,
-                "date": _git(git_dir, "log", "-1", "--format=%cs", head).strip(),
-            },
+            "master": {"commit": head, "date": _git(git_dir, "log", "-1", "--format=%cs", head).strip()},
         },
         "base": {
             "commit": base_c,
             "date": _git(git_dir, "log", "-1", "--format=%cs", base_c).strip(),
             "subject": _git(git_dir, "log", "-1", "--format=%s", base_c).strip(),
-            "on_master": on_master,
+            "on_master": subprocess.run(ancestry).returncode == 0,
         },
         "vendored": {**old.get("vendored", {}), "commit": _vendored_commit(vendored, old)},
-        "files": files,
+        **tree_facts(git_dir, base_c, head, vendored),
+        **base_facts(git_dir, base_c, patches, citations),
         "bridge_commits": bridge_commits(git_dir, head),
         "patches": patch_results(git_dir, {"base": base_c, "master": head}, patches),
-        "citations_at_base": cited,
-        "llama_vocab_changed": {**changed, "paths": list(VOCAB_PATHS)},
-        "llguidance_pin": pin,
-        "init_llg_returns": returns_of(bridge_base, "llama_sampler_init_llg"),
-        # where common_sampler_init refuses a null grammar sampler (#24154's check): the line and its text
-        "null_check": {
-            "base": lines_matching(_git(git_dir, "show", f"{base_c}:common/sampling.cpp"), NULL_CHECK),
-            "vendored": lines_matching(
-                (vendored / "common/sampling.cpp").read_text(encoding="utf-8", errors="replace"), NULL_CHECK
-            ),
-        },
-        # where llama_sampler_init_llg is defined at the base, and with the PR's 0001 applied there
-        "init_llg_line": {"base": at_base[0] if at_base else 0, "with_0001": with_0001[0] if with_0001 else 0},
         "threads": old.get("threads", []),
         "copies": old.get("copies", []),
     }
