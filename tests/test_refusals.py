@@ -231,3 +231,39 @@ def test_a_port_that_is_no_dask_scheduler_is_one_line_within_the_wait(
     lines = [x for x in said.err.splitlines() if x.strip()]
     assert len(lines) == 1 and address in lines[0] and "Traceback" not in said.out, said.err
     assert not (tmp_path / "r").exists()
+
+
+def test_a_result_a_worker_made_with_other_code_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Workers started from another checkout (or before an edit): every run said "ok", then the
+    render failed "stale result: its code changed", and each rerun looped the same way, nothing
+    naming the cause. The client now refuses such a result in one line naming it, and writes a
+    failed result in its place (the next run runs it again); a result of its own code it writes as
+    before."""
+    import json as _json
+
+    from llgbridge import remote
+    from llgbridge.results import code_version
+
+    said: list[str] = []
+    client = remote.Client(None, tmp_path / "results", tmp_path / "out", said.append, 1.0)
+    mine, theirs = code_version("census"), "0" * 16
+    value = {
+        "statuses": [
+            {"notebook": "census", "vocab": "a", "status": "ok", "seconds": 1.0},
+            {"notebook": "leak", "vocab": "a", "status": "ok", "seconds": 1.0},
+        ],
+        "results": {
+            "census/a.json": _json.dumps({"provenance": {"code": mine}}).encode(),
+            "leak/a.json": _json.dumps({"provenance": {"code": theirs}}).encode(),
+        },
+        "reports": {},
+    }
+    client.write(value)
+    got = {st["notebook"]: st for st in client.outcome.statuses}
+    assert got["census"]["status"] == "ok", got["census"].get("error")
+    assert (tmp_path / "results" / "census" / "a.json").exists()
+    assert got["leak"]["status"] == "failed"
+    written = _json.loads((tmp_path / "results" / "leak" / "a.json").read_text())
+    assert written["status"] == "failed"
+    assert "other code" in got["leak"]["error"] and theirs in got["leak"]["error"]
+    assert "\n" not in got["leak"]["error"]

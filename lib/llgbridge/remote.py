@@ -39,6 +39,7 @@ name), and `N_GPU_LAYERS` travels with each job.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import tempfile
@@ -55,6 +56,7 @@ from .analyses import BY_NAME
 from .analyses.corpus.cluster import BadAddress, NoWorkers, cluster_problem, dask_client
 from .errors import InputError, first_line
 from .paths import write_atomic
+from .results import code_version
 from .run import RunStatus, Worker, env_error, fast_imports, shown_results, status_line, write_failed
 
 WORKER_WAIT = 30.0  # seconds the client waits for a first worker before it gives up
@@ -154,6 +156,25 @@ def split(jobs: list[tuple[str, list[str]]], gpu: bool) -> list[Job]:
     return out
 
 
+def other_code(results: dict[str, bytes]) -> dict[str, str]:
+    """The analyses whose results a worker computed with other code than this client's (another
+    checkout, or this one before an edit), each with its one line: written here, such a result would
+    be stale at once, and every rerun on the same workers would loop the same way."""
+    out: dict[str, str] = {}
+    for rel, data in results.items():
+        analysis = rel.split("/", 1)[0]
+        try:
+            recorded = json.loads(data).get("provenance", {}).get("code", "")
+        except (ValueError, AttributeError):
+            continue  # a result the worker could not write whole: its status says why
+        if recorded and recorded != code_version(analysis):
+            out[analysis] = (
+                f"the worker ran other code than this client ({analysis}: its code {recorded}, here "
+                f"{code_version(analysis)}): start the workers from this checkout, as it is now"
+            )
+    return out
+
+
 class Client:
     """One batch on one scheduler: submit each job, collect each one's files, retry a lost one once."""
 
@@ -245,18 +266,29 @@ class Client:
         """A job's files, as the worker wrote them, into the client's folders, then each run's line;
         a failed result dated 1970, as a local run dates it."""
         statuses: list[RunStatus] = value["statuses"]
+        other = other_code(value["results"])
         try:
             for folder, key in ((self.results, "results"), (self.out_root, "reports")):
                 for rel, data in value[key].items():
-                    write_atomic(folder / rel, data)
+                    # a result of other code is never written as this checkout's: a failed one is, below
+                    if key != "results" or rel.split("/", 1)[0] not in other:
+                        write_atomic(folder / rel, data)
             for st in statuses:
-                if st["status"] != "ok":
-                    os.utime(self.results / st["notebook"] / f"{st['vocab']}.json", (0, 0))
+                self._close(st, other.get(st["notebook"], ""))
         except OSError as e:
             for st in statuses:
                 st["status"], st["error"], st["unwritten"] = "failed", env_error(e), env_error(e)
         for st in statuses:
             self.said(st)
+
+    def _close(self, st: RunStatus, other: str) -> None:
+        """A run's result file as its status says: failed for other code (its line), dated 1970 if failed."""
+        path = self.results / st["notebook"] / f"{st['vocab']}.json"
+        if other:
+            st["status"], st["error"] = "failed", other
+            write_failed(path, st, None)
+        if st["status"] != "ok":
+            os.utime(path, (0, 0))
 
     def said(self, st: RunStatus) -> None:
         self.outcome.statuses.append(st)
