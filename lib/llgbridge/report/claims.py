@@ -41,7 +41,7 @@ from .data import PageData
 from .prose import blocks
 from .review import probe_robustness, xff_moved
 from .table import PR_BASE, first_clause, guide_order, pinned_rows, result_rows
-from .verdict import CTEST_VOCABS, ISSUES_URL, Verdict, guide_figures
+from .verdict import CTEST_VOCABS, ISSUES_URL, Verdict
 
 # the server cases that measure bugs A and B (the PR's subject): the matrix's cases less the controls
 PR_CASES = tuple(CASES)
@@ -595,14 +595,10 @@ def alternative_claim(ins: Inputs, res: PageData) -> Claim | None:
     )
 
 
-def reproduced_claim(vt: Verdict, res: PageData) -> Claim:
-    # which of the guide's figures, by its section, so a reader can check the count
-    sections: dict[str, int] = {}
-    for label, _ in guide_figures(res):
-        sections[label.split()[0]] = sections.get(label.split()[0], 0) + 1
+def reproduced_claim(vt: Verdict) -> Claim:
     return Claim(
         "reproduced",
-        {"matched": vt.reproduced[0], "of": vt.reproduced[1], "sections": dict(sorted(sections.items()))},
+        {"matched": vt.reproduced[0], "of": vt.reproduced[1], "sections": vt.facts["figure_sections"]},
         f"guide.py's figures of 4.3 (census, examples), 4.4 (leak), 7.2 (forced) and 7.1 (native, llguidance "
         f"{LLG_PINNED}), each compared with its table",
     )
@@ -798,7 +794,7 @@ def claims(vt: Verdict, res: PageData) -> dict[str, Claim]:
         stand_in_claim(vt, ins, res),
         costs_claim(vt, ins, res),
         alternative_claim(ins, res),
-        reproduced_claim(vt, res),
+        reproduced_claim(vt),
         *guide_claims(vt, ins, res),
         *beyond_claims(vt, ins, res),
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -593,6 +594,8 @@ def verdict_facts(res: PageData, d: Loaded, t: Tally, figs: list[tuple[str, bool
         "time": time_cost(res),
         "matched": sum(ok for _, ok in figs),
         "figures": len(figs),
+        # which of the guide's figures, by its section ("4.3 llama-spm" counts for 4.3)
+        "figure_sections": dict(sorted(Counter(label.split()[0] for label, _ in figs).items())),
         "port": port_agreement(d.native_ok),
         "aborts": t.aborts,
         "passing": passing,
