@@ -200,7 +200,8 @@ REPORT_SRC := $(wildcard lib/llgbridge/*.py lib/llgbridge/*/*.py lib/llgbridge/r
 report: reports/.built
 
 reports/.built: $(POOL_STAMP) $(REPORT_SRC) | $(SETUP)
-	$(BIN)/python -m llgbridge.report $$(test "$${KEEP_GOING:-0}" != 1 || echo --keep-going)
+	$(BIN)/python -m llgbridge.report $$(test "$${KEEP_GOING:-0}" != 1 || echo --keep-going) \
+	  $$(test "$${REPLACE_FULL:-0}" != 1 || echo --replace-full)
 	@touch $@
 
 # make whatif VOCAB=path/to/file.gguf [NAME=mine] [PARAMS="-p literal 'hi there'"] [OVERRIDE="KEY=TYPE:VALUE ..."]

@@ -37,6 +37,7 @@ from ..generate import CASES, ENCODER_ONLY
 from ..models import manifest
 from ..results import port_llguidance
 from . import repro, tested
+from .coverage import coverage
 from .data import PageData
 from .prose import blocks
 from .review import probe_robustness, xff_moved
@@ -236,6 +237,19 @@ def tested_claim(vt: Verdict, ins: Inputs, res: PageData) -> Claim:
         "patches/*.patch (diffstat); upstream.json (the base, master, blobs, where the patches apply, the guide's "
         "citations at the base) against the tested tree's blobs computed here; native.csv (llguidance versions); "
         "census.csv (inputs)",
+    )
+
+
+def partial_claim(res: PageData) -> Claim | None:
+    """What a report made from fewer inputs or analyses than the full set lacks (None when full)."""
+    cov = coverage(res)
+    if not cov.partial:
+        return None
+    return Claim(
+        "partial",
+        {"n_full": cov.n_full, "left_out": cov.left_out, "missing": cov.missing, "said": cov.said()},
+        "the result files of every analysis of the registry (usable or failed) against the full input "
+        "set of lib/llgbridge/inputsets.py",
     )
 
 
@@ -787,6 +801,7 @@ def claims(vt: Verdict, res: PageData) -> dict[str, Claim]:
     """Every claim of the comment, by key, its text rendered."""
     ins = inputs(vt)
     found: list[Claim | None] = [
+        partial_claim(res),
         tested_claim(vt, ins, res),
         call_claim(vt),
         fixes_claim(vt, ins, res),

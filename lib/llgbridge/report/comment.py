@@ -20,7 +20,7 @@ from .verdict import Verdict
 
 LIMIT = 10_000
 # the order of the comment's parts, by claim key (a part without its claim is left out)
-HEAD = ("tested", "call", "asks", "fixes")
+HEAD = ("partial", "tested", "call", "asks", "fixes")
 FINDINGS = ("server", "stand_in", "costs", "alternative")
 GUIDE = ("reproduced", "xff", "probe")
 BEYOND = ("bug_c", "bug_d", "ignored")

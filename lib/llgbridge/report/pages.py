@@ -28,6 +28,7 @@ from . import repro, tested
 from .claims import as_json as claims_json
 from .claims import claims, guide_notes
 from .comment import comment
+from .coverage import PARTIAL, coverage
 from .data import PageData
 from .glossary import GLOSSARY
 from .story import vocab_story
@@ -215,6 +216,8 @@ class Written:
         parts = before.get("parts") if isinstance(before, dict) else None
         self.before: dict[str, str] = {str(k): str(v) for k, v in files.items()} if isinstance(files, dict) else {}
         self.parts_before: list[str] = [str(x) for x in parts] if isinstance(parts, list) else []
+        # a manifest written before renders said whether they were full: its report is taken as full
+        self.full_before = bool(before.get("full", True) if self.before else False)
         out.mkdir(parents=True, exist_ok=True)
         self.stage = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=out))
 
@@ -226,10 +229,13 @@ class Written:
     def discard(self) -> None:
         shutil.rmtree(self.stage, ignore_errors=True)
 
-    def commit(self, parts: list[str]) -> None:
+    def commit(self, parts: list[str], full: bool = True) -> None:
         """Every staged file, and the manifest, put in place; on the first that cannot be, those
-        already put back as they were and OSError raised naming it (`out` then holds what it held)."""
-        self.write(MANIFEST, json.dumps({"files": dict(sorted(self.files.items())), "parts": sorted(parts)}, indent=1))
+        already put back as they were and OSError raised naming it (`out` then holds what it held).
+        `full`: whether the render covered the full input set (`coverage`), so that a partial one
+        never goes over it unasked."""
+        manifest = {"files": dict(sorted(self.files.items())), "parts": sorted(parts), "full": full}
+        self.write(MANIFEST, json.dumps(manifest, indent=1))
         self.files.pop(MANIFEST)
         done: list[tuple[Path, bytes | None]] = []
         try:
@@ -277,12 +283,13 @@ class Written:
         return left
 
 
-def banner(failed: list[dict[str, Any]], kept: list[str] | None = None) -> dict[str, Any] | None:
-    """The first screen's word on what this report lacks (None when nothing failed): one line
-    per cause, naming its inputs and analyses; `kept`, the parts this run could not make at all,
-    for which the last complete report was left as it was."""
+def banner(failed: list[dict[str, Any]], kept: list[str] | None = None, partial: str = "") -> dict[str, Any] | None:
+    """The first screen's word on what this report lacks (None when nothing failed and it is
+    full): one line per cause, naming its inputs and analyses; `kept`, the parts this run could not
+    make at all, for which the last complete report was left as it was; `partial`, what a report
+    made from fewer inputs or analyses than the full set lacks (`Coverage.said`)."""
     if not failed:
-        return None
+        return {"head": partial, "lines": [], "more": ""} if partial else None
     causes: dict[str, tuple[list[str], list[str]]] = {}
     for f in failed:
         notebooks, inputs = causes.setdefault(str(f.get("error") or "failed"), ([], []))
@@ -307,7 +314,7 @@ def banner(failed: list[dict[str, Any]], kept: list[str] | None = None) -> dict[
         )
     more = len(lines) - BANNER_LINES
     return {
-        "head": head,
+        "head": f"{partial} {head}" if partial else head,
         "lines": lines[:BANNER_LINES],
         "more": f"and {more} more cause{'' if more == 1 else 's'}, each under Failed inputs" if more > 0 else "",
     }
@@ -365,6 +372,14 @@ def parts_lacking(res: PageData, before: list[str], broken: set[str]) -> list[st
     return [a for a in before if a in broken or (a in SCHEMAS and not res.load(a)[0] and res.load(a)[1])]
 
 
+class Rendered(list[dict[str, Any]]):
+    """The failed inputs of a render, and the folder it wrote (`out/partial/` for a partial one)."""
+
+    def __init__(self, failed: list[dict[str, Any]], out: Path) -> None:
+        super().__init__(failed)
+        self.out = out
+
+
 class Kept(list[dict[str, Any]]):
     """The failed inputs of a render that kept the last complete report (`keep_last`), and why."""
 
@@ -394,6 +409,7 @@ def write_report(
     lead: Callable[[Path], list[Section]] | None = None,
     keep_parts: bool | None = None,
     subject: dict[str, Any] | None = None,
+    replace_full: bool = False,
 ) -> list[dict[str, Any]]:
     """Write the report; return the failed inputs. Every result is read once, into the one
     `PageData` the sections, the verdict and the vocab pages share; `bench_csv` is the `make bench`
@@ -402,7 +418,8 @@ def write_report(
     comparison with the file without its overrides). Nothing in `out` changes until every file is
     written (`Written.commit`): an OSError leaves it as it was, naming the file. `keep_parts`
     (default: when `out` is the main report) keeps the last complete report where a part the last
-    render had could not be made for any input (`keep_last`)."""
+    render had could not be made for any input (`keep_last`). A partial render (`coverage`) goes to
+    `out/partial/` where `out` holds a full report, unless `replace_full`."""
     res = PageData(results, out, bench_csv, subject)
     sections, failed, broken = made_sections(res)
     # a file name Make cannot carry never became a target: it is a failed input all the same
@@ -421,7 +438,20 @@ def write_report(
             }
         )
         vt = None
+    cov = coverage(res)
     w = Written(out)
+    if cov.partial and w.full_before and not replace_full:
+        # a narrowed render (INPUTS=, ANALYSES= on results that never held the rest) beside the
+        # committed full report, never over it: it deleted 31 of its files and recommended approval
+        w.discard()
+        out = res.out = out / PARTIAL
+        w = Written(out)
+        print(
+            f"report: a partial render ({cov.what()}) went to {_shown(out)}, and the full "
+            f"report in {_shown(out.parent)} was left as it is (REPLACE_FULL=1 writes a partial report over it)",
+            file=sys.stderr,
+            flush=True,
+        )
     lacking = parts_lacking(res, w.parts_before, broken)
     if lacking and (keep_parts if keep_parts is not None else out.resolve() == REPORTS.resolve()):
         w.discard()
@@ -432,7 +462,7 @@ def write_report(
     except BaseException:
         w.discard()
         raise
-    w.commit(parts_made(res, broken))
+    w.commit(parts_made(res, broken), full=not cov.partial)
     for rel in w.remove_stale():
         print(f"report: {_shown(out / rel)} left as it is: it changed since a render wrote it", file=sys.stderr)
     for left in out.glob(STAGE_PREFIX + "*"):  # a render killed before it could remove its own
@@ -441,7 +471,7 @@ def write_report(
         write_json(out / "run.json", {"versions": versions(res), "failed": failed})
     except OSError as e:
         print(f"report: {_shown(out / 'run.json')}: {e.strerror or e}: not written", file=sys.stderr)
-    return failed
+    return Rendered(failed, out)
 
 
 def write_sections(
@@ -530,6 +560,7 @@ def write_pages(
         "repro": repro.markdown(res),
         "tested": tested.section_markdown(),
         "subject": res.subject,
+        "partial": coverage(res).said(),
     }
     found = claims(vt, res) if vt is not None else {}
     # what was tested, the comment's own sentence, opens the page's verdict too
@@ -579,7 +610,7 @@ def index_page(
                 "disagreements": shown.disagreements,
                 "reproduced": shown.reproduced if shown.reproduced[1] else None,
             },
-            banner=banner(common["failed"]),
+            banner=banner(common["failed"], partial=common["partial"]),
             bridges_summary=BRIDGES_SUMMARY,
             vocabs=vocabs,
             notebooks_note=notebooks_note,
@@ -640,10 +671,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="exit 0 even when inputs failed (make report KEEP_GOING=1); the page still names each",
     )
+    ap.add_argument(
+        "--replace-full",
+        action="store_true",
+        help="write a partial report (fewer inputs or analyses than the full set) over the full one in --out "
+        "(make report REPLACE_FULL=1); without it, it goes to OUT/partial/",
+    )
     a = ap.parse_args(argv)
     t0 = time.monotonic()
     try:
-        failed = write_report(a.results, a.out)
+        failed = write_report(a.results, a.out, replace_full=a.replace_full)
     except OSError as e:  # a full disk or a read-only folder: one line naming the path
         where = _shown(Path(e.filename)) if e.filename else _shown(a.out)
         print(f"report: {where}: {e.strerror or e}; nothing in {_shown(a.out)} was changed", file=sys.stderr)
@@ -660,7 +697,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     else:
-        print(f"report written to {_shown(a.out)}", flush=True)
+        print(f"report written to {_shown(failed.out if isinstance(failed, Rendered) else a.out)}", flush=True)
     if failed:
         for line in failure_lines(failed):
             print(line, file=sys.stderr)

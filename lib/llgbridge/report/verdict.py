@@ -667,15 +667,17 @@ def unmeasured_inputs(res: PageData, have: list[str]) -> str:
     """Why the rules are not measured on the main report's full input set ("" when they are): the
     inputs a narrowed set (`INPUTS=`) left out, or an analysis the rules read without a result on
     some input of its set."""
-    sets = input_sets()
-    full = sets["every"]
+    # a what-if measures its own file: each rule's analysis must have a result on it (a server that
+    # answered every request with HTTP 500 has none, and its rule is not measured, never ✓)
+    sets = None if res.subject else input_sets()
+    full = sets["every"] if sets else have
     left_out = [v for v in full if v not in have]
     if left_out:
         return f"measured on {len(have)} of the {len(full)} inputs; not on {', '.join(left_out)}"
     for name in RULE_ANALYSES:
         ok, _ = res.load(name)
         done = {r["vocab"] for r in ok}
-        want = sets[BY_NAME[name].runs_on] if name in BY_NAME else full
+        want = (sets[BY_NAME[name].runs_on] if name in BY_NAME else full) if sets else have
         if lacking := [v for v in want if v not in done]:
             return f"the {name} analysis has no result on {', '.join(lacking)}"
     return ""
@@ -700,7 +702,7 @@ def verdict(res: PageData) -> Verdict | None:
         facts["ctest"],
         fups,
         all(v in d.info for v in CTEST_VOCABS),
-        "" if res.subject else unmeasured_inputs(res, list(d.info)),
+        unmeasured_inputs(res, list(d.info)),
     )
     return Verdict(
         verdict_sentences(d, facts),
