@@ -276,12 +276,13 @@ test-swapped: data/vocabs/.complete data/native/.built data/schemas/.complete | 
 
 # JupyterLab listens on this machine only (127.0.0.1), on LAB_PORT or not at all (no port of its
 # own choosing: the first line says where); as root (containers, CI images) Jupyter refuses to start
-# without --allow-root, so it is given that
+# without --allow-root, so it is given that. answer_yes: Ctrl-C stops it, as the first line says, where
+# Jupyter would ask "Shut down this Jupyter server (y/[n])?" and go on serving unless answered
 LAB_PORT ?= 8888
 export LAB_PORT
 lab: data/vocabs/.complete | $(SETUP)
 	@echo "== JupyterLab on http://127.0.0.1:$$LAB_PORT/lab (the address with its token follows); Ctrl-C stops it"
-	@$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --port="$$LAB_PORT" --ServerApp.port_retries=0 \
+	@$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --port="$$LAB_PORT" --ServerApp.port_retries=0 --ServerApp.answer_yes=True \
 	  $$(test "$$(id -u)" != 0 || echo --allow-root) notebooks/
 
 clean:

@@ -304,3 +304,49 @@ def test_13_the_venv_stamp_is_one_word_in_a_checkout_whose_path_has_a_space(tmp_
     assert said.startswith("[.venv/.installed-cuda0") and " " not in said, said
     touched = [ln.split(" ", 1)[1] for ln in make("-n", "setup").splitlines() if ln.startswith("touch ")]
     assert touched and all(t.startswith(".venv/") and " " not in t for t in touched), touched
+
+
+# -- met on the way: a misspelled analysis, a grammar llguidance refuses --------------------------------------
+def test_a_misspelled_analysis_is_one_line_with_the_name_it_is_close_to(tmp_path: Path) -> None:
+    done = _py("-m", "llgbridge.run", "laek", "llama-spm", "--results", str(tmp_path))
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    [line] = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()]
+    assert "no such notebook; did you mean leak?" in line, line
+
+
+def test_a_grammar_llguidance_refuses_is_refused_before_a_kernel_starts(tmp_path: Path) -> None:
+    """It passed the parameters' check and failed inside the notebook, a kernel's start later."""
+    done = _py("-m", "llgbridge.run", "leak", "llama-spm", "-p", "grammar", "start: /[a-z/", "--results", str(tmp_path))
+    said = done.stdout + done.stderr
+    assert done.returncode == 2 and "Traceback" not in said, said
+    assert said.strip() == (
+        '[leak] llama-spm: parameter grammar: llguidance rejects it: at 1(8): invalid regex "[a-z" (in regex): '
+        "regex parse error: error: unclosed character class"
+    ), said
+    assert not (tmp_path / "leak").exists()  # nothing ran, so no result, not even a failed one
+
+
+def test_a_run_from_empty_results_says_no_result_yet_once_not_once_per_input(tmp_path: Path) -> None:
+    args = ("-m", "llgbridge.batch", "--inputs", "every=llama-spm gpt-2", "--analyses", "census")
+    done = _py(*args, "--results", str(tmp_path / "res"), "--workers", "1")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "[2 inputs] no result yet, so each of their analyses runs: llama-spm, gpt-2", lines
+    assert not any(ln.endswith("(no result yet)") for ln in lines), lines
+    # `make -n report` asks what would run and why: it still gets every input's line
+    dry = _py(*args, "--results", str(tmp_path / "dry"), env=_env(MAKEFLAGS="n"))
+    assert dry.stdout.splitlines() == ["[llama-spm] census (no result yet)", "[gpt-2] census (no result yet)"]
+
+
+def test_a_mistyped_input_in_a_notebook_run_in_jupyter_is_one_line() -> None:
+    """The census notebook as JupyterLab runs it, its input mistyped: 41 lines of traceback were shown."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    book = nbformat.read(ROOT / "notebooks" / "census.ipynb", as_version=4)
+    cell = next(c for c in book.cells if "parameters" in c.metadata.get("tags", []))
+    cell.source += '\ninput = "llama-sppm"'
+    NotebookClient(book, kernel_name="python3", allow_errors=True, timeout=300, cwd=str(ROOT / "notebooks")).execute()
+    # the first error (allow_errors runs the later cells too, each failing on the first's absence)
+    error = next(o for c in book.cells for o in c.get("outputs", []) if o.get("output_type") == "error")
+    assert error["traceback"] == ["InputError: data/vocabs/ggml-vocab-llama-sppm.gguf: no such file"], error

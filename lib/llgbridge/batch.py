@@ -76,11 +76,14 @@ class Where(TypedDict):
     params: dict[str, dict[str, object]]
 
 
+NO_RESULT = "no result yet"
+
+
 def out_of_date(analysis: str, vocab: str, results: Path = RESULTS) -> str:
     """Why `analysis`'s result for `vocab` must be made again, or "" when it is current."""
     p = results / analysis / f"{vocab}.json"
     if not p.exists():
-        return "no result yet"
+        return NO_RESULT
     try:
         r = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as e:
@@ -422,8 +425,15 @@ def main(argv: list[str] | None = None) -> int:
     todo = {v: list(p) for v, p in plans.items()}
     plan_s = time.monotonic() - t0
     dry, jobs, flags = make_flags()
+    # a run from empty results said "(no result yet)" once per input, 22 lines before anything ran:
+    # those are one line; `make -n` (which asks what would run and why) still gets every input's
+    fresh = [v for v, reasons in plans.items() if set(reasons.values()) == {NO_RESULT}]
     for v, reasons in plans.items():
-        print(f"[{v}] " + ", ".join(f"{n} ({reason})" for n, reason in reasons.items()), flush=True)
+        if dry or len(fresh) < 2 or v not in fresh:
+            print(f"[{v}] " + ", ".join(f"{n} ({reason})" for n, reason in reasons.items()), flush=True)
+    if not dry and len(fresh) >= 2:
+        shown = ", ".join(fresh) if len(fresh) <= 4 else f"{', '.join(fresh[:3])} and {len(fresh) - 3} more"
+        print(f"[{len(fresh)} inputs] no result yet, so each of their analyses runs: {shown}", flush=True)
     if dry:
         if not plans:  # else Make's echo of this command would be all `make -n` says
             print("nothing to run: every result is current", flush=True)

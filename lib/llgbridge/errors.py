@@ -26,6 +26,11 @@ class InputError(ValueError):
         self.cause = cause
         super().__init__(f"{self.what}: {cause}")
 
+    def _render_traceback_(self) -> list[str]:
+        # IPython's hook for how an exception is shown: a notebook run in JupyterLab with a mistyped
+        # input showed a 41-line traceback where the README promises one line
+        return [f"InputError: {self}"]
+
 
 class Refused(Exception):
     """A command line refused before anything ran: the message goes to stderr, the exit is 2."""

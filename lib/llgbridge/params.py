@@ -9,7 +9,8 @@ one line naming the parameter.
 The declared defaults are read from the notebook's tagged `parameters` cell (its assignments,
 evaluated as literals), so the notebook stays the one place they are written.
 
-Standard library only: `run` checks parameters before any kernel starts.
+Standard library only (llguidance's own check of a grammar given as a parameter aside): `run`
+checks parameters before any kernel starts.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import ast
 import json
 import math
 import os
+from difflib import get_close_matches
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -74,8 +76,10 @@ def declared(notebook: str, notebooks_dir: Path = NOTEBOOK_DIR) -> dict[str, Any
     """The parameters `notebook` declares, with their defaults (a fresh copy)."""
     path = notebook_file(notebook, notebooks_dir)
     if not path.exists():
-        have = ", ".join(p.stem for p in sorted(notebooks_dir.glob("*.ipynb")))
-        raise InputError(path, f"no such notebook (have: {have})")
+        names = [p.stem for p in sorted(notebooks_dir.glob("*.ipynb"))]
+        close = get_close_matches(notebook, names, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise InputError(path, f"no such notebook; {hint}(have: {', '.join(names)})")
     return json.loads(json.dumps(_declared(path)))
 
 
@@ -138,6 +142,26 @@ def check_value(name: str, value: Any, default: Any) -> None:
     low = MINIMUM.get(name)
     if low is not None and isinstance(value, (int, float)) and value < low:
         raise InputError(what, f"must be at least {low}, got {value}")
+    if name in GRAMMARS and isinstance(value, str) and (why := grammar_problem(value)):
+        raise InputError(what, why)
+
+
+# the parameters that hold a Lark grammar: llguidance reads them, so llguidance checks them here,
+# before a kernel starts (a bad one failed a minute later, inside the notebook)
+GRAMMARS = frozenset({"grammar", "leak_grammar"})
+
+
+def grammar_problem(text: str) -> str:
+    """Why llguidance refuses the Lark grammar `text` (its first line), or ""."""
+    import llguidance  # only where a grammar is given: planning a run imports no extension
+
+    err = llguidance.LLMatcher.validate_grammar(llguidance.LLMatcher.grammar_from_lark(text))
+    if not err:
+        return ""
+    lines = [ln.strip() for ln in err.strip().splitlines()]
+    # its first line may end at "regex parse error:", the cause on a line of its own below
+    cause = next((ln for ln in lines[1:] if ln.startswith("error:")), "")
+    return f"llguidance rejects it: {lines[0]}{' ' + cause if cause else ''}"
 
 
 def check(notebook: str, given: dict[str, Any], notebooks_dir: Path = NOTEBOOK_DIR) -> dict[str, Any]:
