@@ -93,7 +93,8 @@ def test_gbnf_rows_are_the_servers_tokens_and_content() -> None:
     bytes are the returned tokens' pieces (llama-cpp-python's own `detokenize`, one token at a
     time), and the server's own `content` is those bytes; the literal is spelled exactly."""
     rows = gbnf_rows()
-    assert [r["case"] for r in rows] == ["leak", "forced_literal", "json_enum", "special_literal"], rows
+    cases = ["leak", "forced_literal", "json_enum", "special_literal", "control_literal"]
+    assert [r["case"] for r in rows] == cases, rows
     for row in rows:
         assert row["error"] == "" and row["content_match"] == "same", row
         got = pieces([int(t) for t in row["tokens"].split()])

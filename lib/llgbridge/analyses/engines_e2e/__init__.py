@@ -1,5 +1,6 @@
-"""The other engines end to end: each library's own llama.cpp logits processor generating on the
-matrix's models, judged by the real bytes of the tokens it let through."""
+"""The other engines end to end: each library's own llama.cpp logits processor (llama.cpp's GBNF
+sampler through the real llama-server) generating on the matrix's models, judged by the real bytes
+of the tokens it let through."""
 
 from __future__ import annotations
 

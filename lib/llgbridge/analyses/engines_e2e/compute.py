@@ -30,8 +30,9 @@ each case sent as a plain GBNF `grammar` to `/completion` (`common/sampling.cpp`
 without `%llguidance` to `llama_sampler_init_grammar`; llguidance is never reached). Its cases: the
 leak and the literal in GBNF (`engines.compute.LEAK_GBNF`, `gbnf_literal`), the matrix's JSON
 schema as llama.cpp's own `json_schema_to_grammar(force_gbnf)` writes it (`server.cases.gbnf_of`:
-what a server built without llguidance makes of a `json_schema`), and bug C's literal (the
-end-of-turn token's text inside text) where the vocab has one. Each answer is judged by the
+what a server built without llguidance makes of a `json_schema`), bug C's literal (the
+end-of-turn token's text inside text) and a control token's text inside text (`control_text`),
+where the vocab has them. Each answer is judged by the
 tokens the server returned (`return_tokens`), as real bytes, and cross-checked by the server's own
 `content` (`server.judge.content_match`): where the two disagree the row says `judge disagrees`,
 a bug of this suite's until shown otherwise.
@@ -49,7 +50,7 @@ from typing import Any, cast
 from ... import catalogue, synth
 from ... import generate as G
 from ...errors import first_line
-from ...grammars import FORCED_LITERAL, LEAK_GRAMMAR
+from ...grammars import FORCED_LITERAL, LEAK_GRAMMAR, literal_grammar
 from ...overrides import Override, model_label
 from ...vocab import Vocab
 from ..engines.compute import (
@@ -262,7 +263,42 @@ def gbnf_cases(v: Vocab) -> list[tuple[str, str, G.Case, str]]:
     spec = special_case(v)
     if spec is not None:
         out.append(("special_literal", gbnf_literal(special_literal(v)), spec, "forced_literal"))
+    control = control_text(v)
+    if control:
+        # the sampler admits such a token where its text is due (`engines`' control probe): does a
+        # model take it, whose bytes are then missing from the answer?
+        text = f"say {control} now"
+        out.append(
+            (
+                "control_literal",
+                gbnf_literal(text),
+                G.Case(
+                    "control_literal",
+                    literal_grammar(text),
+                    text.__eq__,
+                    "a literal spelling a control token's text",
+                    text.startswith,
+                ),
+                "forced_literal",
+            )
+        )
     return out
+
+
+def control_text(v: Vocab) -> str:
+    """The text (`special=true`) of the lowest control token that is no end token and has
+    printable text, as the engines' control probe picks it; "" where there is none."""
+    eog = set(v.eog_tokens)
+    for t, p in enumerate(v.iter_pieces()):
+        if p or t in eog:
+            continue
+        try:
+            text = v.token_to_piece(t, special=True).decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if text.strip() and text.isprintable():
+            return text
+    return ""
 
 
 def gbnf_answer(case: str, v: Vocab, body: dict[str, Any], prompt: G.Prompt) -> dict[str, Any]:
