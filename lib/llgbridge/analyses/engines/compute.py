@@ -69,7 +69,8 @@ ENGINES: tuple[Engine, ...] = (
         "lmfe",
         'llm.detokenize([token_0, t]).decode("utf-8")[1:] with token_0 = llm.tokenize(b"0")[-1]; '
         '"\ufffd" where that raises',
-        'llm.tokenize(b"0") once, for the prefix token of every table entry',
+        'llm.tokenize(b"0") once: its last token prefixes every table entry (on bert-bge and nomic-bert-moe '
+        "the end token tokenize appends, with no text)",
     ),
     Engine(
         "outlines",
@@ -480,7 +481,8 @@ def engine_row(vocab: str, engine: Engine, version: str, got: dict[str, Any]) ->
         "control_admitted_n": len(ctl["control"]),
         "special_literal": special["literal"] if special else "",
         "special_output_ok": special["output"] == special["literal"].encode() if special else "",
-        "special_control": " ".join(map(str, special["control"])) if special else "",
+        # a count: lm-format-enforcer admits 6246 control tokens there on gemma3-270m
+        "special_control": len(special["control"]) if special else "",
     }
 
 
