@@ -34,7 +34,7 @@ def engine_rows(ok: list[dict]) -> pd.DataFrame:
     df = pd.DataFrame([row for r in ok for row in r["rows"]])
     df["error"] = df["error"].fillna("") if "error" in df else ""
     # a column an engine's rows have and another's lack reads as "" in both
-    for col in ("bug_end", "control_admitted", "bug_b_mechanism"):
+    for col in ("bug_end", "control_admitted", "bug_b_mechanism", "control_error", "special_error"):
         df[col] = df[col].fillna("") if col in df else ""
     df["_e"] = df.engine.map(lambda n: order.get(n, len(order)))
     df = df.sort_values(["vocab", "_e"], kind="stable", key=vocab_key)
@@ -85,6 +85,15 @@ def summary(df: pd.DataFrame) -> list[dict]:
                 "b_why": sorted({f"{v}: {m}" for v, m in zip(ran.vocab, ran.bug_b_mechanism) if m}) if len(ran) else [],
                 "leaks": list(ran[ran.allowed_illegal > 0].vocab) if len(ran) else [],
                 "faults": [f"{v}: {err}" for v, err in zip(mine.vocab, mine.error) if err],
+                # a question the library refused, its other figures measured
+                "refused": [
+                    f"{v}: {what}: {err}"
+                    for what, col in (("bug C's literal", "special_error"), ("the control probe", "control_error"))
+                    for v, err in zip(ran.vocab, ran[col])
+                    if err
+                ]
+                if len(ran)
+                else [],
             }
         )
     return out
