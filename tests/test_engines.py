@@ -201,6 +201,16 @@ def test_lmfe_prefix_token_is_the_appended_end_token() -> None:
         assert "has no text: [1:] cuts each token's first character" in engines.prefix_mechanism(notes)
 
 
+def test_the_pages_reproducers_are_the_docs() -> None:
+    """Each reproducer the engines page shows is one of docs/engines.md, byte for byte."""
+    from llgbridge.analyses.engines.findings import FINDINGS
+
+    doc = (ROOT / "docs/engines.md").read_text()
+    assert len(FINDINGS) == 4
+    for f in FINDINGS:
+        assert f"```python\n{f.code}```" in doc, f.bugs
+
+
 def test_forced_walks_along_the_literal() -> None:
     """outlines spells 'hello world' on llama-spm; lm-format-enforcer admits '<unk>' (token 0, no
     bytes) beside h, he, hel, hell, hello at position 0."""

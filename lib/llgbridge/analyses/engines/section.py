@@ -7,6 +7,7 @@ import pandas as pd
 from ...report.data import PageData, takes_page_data
 from ...report.prose import prose
 from ...report.table import Cell, Section, Table, int_columns, vocab_key
+from . import findings
 from .compute import ENGINES, LEFT_OUT
 
 # the table's columns, in its order (engines.csv keeps every column the results hold)
@@ -108,6 +109,9 @@ def engines_section(res: PageData) -> Section | None:
     sec = Section("engines", "Other engines on llama.cpp: their own bridges from the same vocabs", notebook="engines")
     limits = sorted({r["limit_s"] for r in ok})
     sec.claim, sec.text = prose("engines", engines=summary(df), left_out=LEFT_OUT, limits=limits)
+    # the reproducers are code: Markdown of their own, not the prose's wrapped lines
+    sec.text += "\n\nThe findings, each with its reproducer (the library's own calls) and its upstream thread:\n\n"
+    sec.text += findings.markdown()
     sec.views.append(Table(view(df)))
     sec.raw_table("engines", df)
     return sec
