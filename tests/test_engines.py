@@ -19,10 +19,11 @@ from conftest import SWAP, bridge, vocab
 
 from llgbridge import grammars
 from llgbridge.analyses.engines import compute as engines
-from llgbridge.analyses.engines.adapters import lmfe, outlines_core
+from llgbridge.analyses.engines.adapters import gbnf, lmfe, outlines_core
 from llgbridge.paths import ROOT, vocab_path
 
-ADAPTERS = {"lm-format-enforcer": lmfe, "outlines": outlines_core}
+ADAPTERS = {"lm-format-enforcer": lmfe, "outlines": outlines_core, "llama.cpp GBNF": gbnf}
+GBNF = "llama.cpp GBNF"
 # the byte strings that can start a string of `[.a-z]{2,6}!`, by hand (as tests/test_masks.py)
 LEAK_PREFIX = re.compile(rb"[.a-z]{0,6}|[.a-z]{2,6}!")
 
@@ -41,7 +42,15 @@ def table(engine: str, name: str) -> dict[int, bytes]:
 def leak_allowed(engine: str, name: str) -> list[int]:
     if SWAP:
         return bridge(name, "truth").new_matcher(grammars.LEAK_GRAMMAR).allowed()
-    return tokenizer_data(engine, name).walker(engines.LEAK_REGEX).allowed()
+    return tokenizer_data(engine, name).walker(engines.LEAK).allowed()
+
+
+def gbnf_allowed(name: str, text: str) -> list[int]:
+    """llama.cpp's grammar sampler's mask at position 0 of the literal `text` (under the swap, the
+    truth bridge's mask for the same literal)."""
+    if SWAP:
+        return bridge(name, "truth").new_matcher(grammars.literal_grammar(text)).allowed()
+    return tokenizer_data(GBNF, name).walker(engines.literal(text)).allowed()
 
 
 @cache
@@ -61,7 +70,7 @@ def test_registry_matches_adapters_and_pins() -> None:
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     env = (ROOT / "environment.yml").read_text()
     for e in engines.ENGINES:
-        for name, version in ((e.name, e.version), *e.also):
+        for name, version in ((e.distribution, e.version), *e.also):
             assert f"{name}=={version}" in deps
             assert f"- {name}=={version}\n" in env
             assert f"{name} {version}" in engines.installed_version(e)
@@ -138,6 +147,68 @@ def test_outlines_leak_masks_collapsed_ids() -> None:
     assert sorted(legal - set(allowed)) == expected
     assert len(expected) == 27 and 49 in expected and p[49] == b"."
     assert set(allowed) <= legal
+
+
+@pytest.mark.guards("llama.cpp's GBNF sampler admits a control token where its text is due, but not an end token")
+def test_gbnf_admits_a_control_token_at_its_text() -> None:
+    """By hand with llama.cpp's own sampler (issue 59): on llama-bpe, `root ::= "<|start_header_id|>x"`
+    leaves two tokens at position 0, `<` (27) and the control token 128006, whose real piece is
+    empty: the sampler reads the piece cache (`special=true`), so the token is its text. EOT 128009
+    is held apart: with `root ::= "<|eot_id|>x"` only `<` is left, since the grammar cannot end."""
+    p = pieces("llama-bpe")
+    assert p[27] == b"<" and p[128006] == b"" and p[128009] == b""
+    assert gbnf_allowed("llama-bpe", "<|start_header_id|>x") == [27, 128006]
+    assert gbnf_allowed("llama-bpe", "<|eot_id|>x") == [27]
+
+
+@pytest.mark.guards("llama.cpp's GBNF sampler reads control tokens' text and never a NUL-led piece")
+def test_gbnf_table_is_the_piece_cache() -> None:
+    """llama-bpe: what the sampler reads is `llama_token_to_piece(t, 0, special=true)`: the control
+    tokens 128000..128255 but the end tokens 128001 and 128009 (254) with their text, every other
+    token its real piece; token 188 is the byte 0x00, which `llama_grammar_apply_impl` masks
+    (`piece[0] == 0`), so it has no entry."""
+    t = table(GBNF, "llama-bpe")
+    c = census(GBNF, "llama-bpe")
+    assert t.get(128006) == b"<|start_header_id|>" and 128009 not in t
+    assert c.special_text == [x for x in range(128000, 128256) if x not in (128001, 128009)]
+    assert pieces("llama-bpe")[188] == b"\x00" and c.missing == [188]
+    assert c.other_bytes == [] and c.fffd == [] and c.empty == []
+
+
+def test_gbnf_leak_admits_only_legal_pieces() -> None:
+    """At position 0 of `root ::= [.a-z]{2,6} "!"` llama.cpp's sampler leaves 15,335 tokens on
+    llama-bpe (the issue's hand count), and they are exactly the tokens whose real piece starts a
+    string of the regex (Python's `re` over the real bytes): none illegal, none legal masked."""
+    allowed = leak_allowed(GBNF, "llama-bpe")
+    p = pieces("llama-bpe")
+    assert len(allowed) == 15335
+    assert allowed == [t for t, x in enumerate(p) if x and LEAK_PREFIX.fullmatch(x)]
+
+
+@pytest.mark.guards("lm-format-enforcer's prefix token is the end token tokenize appends on bert-bge")
+def test_lmfe_prefix_token_is_the_appended_end_token() -> None:
+    """lm-format-enforcer prefixes `tokenize(b"0")[-1]` and strips one character. On bert-bge
+    `tokenize(b"0")` is [101, 1014, 102]: its last token is [SEP], whose text is empty, so the strip
+    cuts each token's own first character: 7592 ' hello' is held 'hello', 3989 'ization' 'zation'.
+    No space is added: the class is the prefix token's, named so (`prefix_mechanism`)."""
+    p = pieces("bert-bge")
+    assert p[102] == b"" and p[7592] == b" hello" and p[3989] == b"ization"
+    t = table("lm-format-enforcer", "bert-bge")
+    assert (t[7592], t[3989]) == (b"hello", b"zation")
+    if not SWAP:
+        notes = tokenizer_data("lm-format-enforcer", "bert-bge").notes
+        assert (notes["prefix_tokens"], notes["prefix_token"], notes["prefix_text"]) == ("101 1014 102", "102", "")
+        assert "has no text: [1:] cuts each token's first character" in engines.prefix_mechanism(notes)
+
+
+def test_the_pages_reproducers_are_the_docs() -> None:
+    """Each reproducer the engines page shows is one of docs/engines.md, byte for byte."""
+    from llgbridge.analyses.engines.findings import FINDINGS
+
+    doc = (ROOT / "docs/engines.md").read_text()
+    assert len(FINDINGS) == 4
+    for f in FINDINGS:
+        assert f"```python\n{f.code}```" in doc, f.bugs
 
 
 def test_forced_walks_along_the_literal() -> None:

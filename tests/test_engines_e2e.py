@@ -1,8 +1,8 @@
 """The other engines end to end (issue 46): a row's bytes are the recorded tokens' real bytes as
 llama-cpp-python itself gives them, and the judgement refuses a token the grammar forbids.
 
-Real parts only: the synthetic llama-spm model, the libraries' own logits processors, and
-llama-cpp-python's own `Llama.detokenize` for the bytes.
+Real parts only: the synthetic llama-spm model, the libraries' own logits processors, the real
+llama-server for llama.cpp's GBNF sampler, and llama-cpp-python's own `Llama.detokenize` for the bytes.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pytest
 from llgbridge import synth
 from llgbridge.analyses.engines_e2e import compute as e2e
 from llgbridge.analyses.matrix import compute as matrix
+from llgbridge.analyses.server import llama_server as S
 from llgbridge.generate import load_model
 from llgbridge.inputs import Input
 from llgbridge.paths import ROOT
@@ -78,3 +79,25 @@ def test_judgement_refuses_a_forbidden_token() -> None:
     assert e2e.judge("forced_literal", b"hel", "limit") == "prefix"
     assert e2e.judge("forced_literal", b" hel", "limit") == "no"
     assert e2e.judge("forced_literal", b"hello world", "eog") == "full"
+
+
+@cache
+def gbnf_rows() -> list[dict[str, Any]]:
+    paths = matrix.model_paths(Input.make(VOCAB), "data/models", 0)
+    return e2e.run(VOCAB, False, paths, (), [e2e.GBNF], e2e.Settings())["rows"]
+
+
+@pytest.mark.skipif(bool(S.built()[1]), reason=f"servers not built: {S.built()[1]}")
+def test_gbnf_rows_are_the_servers_tokens_and_content() -> None:
+    """llama.cpp's GBNF sampler through the real llama-server on synthetic llama-spm: each row's
+    bytes are the returned tokens' pieces (llama-cpp-python's own `detokenize`, one token at a
+    time), and the server's own `content` is those bytes; the literal is spelled exactly."""
+    rows = gbnf_rows()
+    cases = ["leak", "forced_literal", "json_enum", "special_literal", "control_literal"]
+    assert [r["case"] for r in rows] == cases, rows
+    for row in rows:
+        assert row["error"] == "" and row["content_match"] == "same", row
+        got = pieces([int(t) for t in row["tokens"].split()])
+        assert row["output"].encode() == got and row["text"].encode() == got, row
+    forced = next(r for r in rows if r["case"] == "forced_literal")
+    assert forced["output"] == "hello world" and forced["stop"].startswith("eog"), forced

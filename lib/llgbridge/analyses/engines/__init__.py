@@ -1,4 +1,5 @@
-"""The other engines on llama.cpp: each library's own integration, audited like the bridges."""
+"""The other engines on llama.cpp: each library's own integration, and llama.cpp's own GBNF sampler,
+audited like the bridges."""
 
 from __future__ import annotations
 

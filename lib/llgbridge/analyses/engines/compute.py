@@ -30,11 +30,15 @@ from typing import Any, cast
 from ...errors import InputError, first_line
 from ...grammars import FORCED_LITERAL
 from ...show import show
+from ..native.builder import vendored_commit
 from ..native.crashes import crash_cause, says_crash
 from . import EnginesPayload
+from .adapters import Pattern
 
 # the leak grammar `start: /[.a-z]{2,6}/ "!"` (grammars.LEAK_GRAMMAR) in the engines' regex language
 LEAK_REGEX = "[.a-z]{2,6}!"
+# the same in GBNF, as the issue wrote it for llama.cpp's grammar sampler
+LEAK_GBNF = 'root ::= [.a-z]{2,6} "!"'
 # seconds one engine may take on one vocab (load, table, three masks, the forced walk): the page
 # states it; lm-format-enforcer's table on a 262144-token vocab takes about 10 s here
 LIMIT_S = 300
@@ -51,6 +55,11 @@ class Engine:
     table: str  # one line: how its integration builds the token table
     tokenizes: str  # one line: whether it tokenizes text on the mask path (bug B's class)
     also: tuple[tuple[str, str], ...] = ()  # further distributions it runs on, pinned: (name, version)
+    dist: str = ""  # the distribution its version is read from, where that is not `name`
+
+    @property
+    def distribution(self) -> str:
+        return self.dist or self.name
 
 
 ENGINES: tuple[Engine, ...] = (
@@ -60,7 +69,8 @@ ENGINES: tuple[Engine, ...] = (
         "lmfe",
         'llm.detokenize([token_0, t]).decode("utf-8")[1:] with token_0 = llm.tokenize(b"0")[-1]; '
         '"\ufffd" where that raises',
-        'llm.tokenize(b"0") once, for the prefix token of every table entry',
+        'llm.tokenize(b"0") once: its last token prefixes every table entry (on bert-bge and nomic-bert-moe '
+        "the end token tokenize appends, with no text)",
     ),
     Engine(
         "outlines",
@@ -69,6 +79,15 @@ ENGINES: tuple[Engine, ...] = (
         'llama_token_to_piece(t, 0, special=True) decoded with errors="replace" into a dict text -> id',
         "never: outlines-core walks its own index of the table",
         also=(("outlines-core", "0.2.14"),),
+    ),
+    Engine(
+        "llama.cpp GBNF",
+        "0.3.36",
+        "gbnf",
+        "llama_token_to_piece(t, 0, special=True), the vocab's piece cache llama-grammar.cpp reads; "
+        "end-of-generation tokens apart (admitted only where the grammar can end), empty pieces never",
+        "never: the sampler decodes each piece's UTF-8 itself, partial sequences carried between tokens",
+        dist="llama-cpp-python",
     ),
 )
 BY_NAME = {e.name: e for e in ENGINES}
@@ -93,11 +112,14 @@ def check_names(names: list[str]) -> None:
 def installed_version(e: Engine) -> str:
     """The installed versions, as the table's `version` column shows them; `not installed` when not."""
     parts = []
-    for name, _ in ((e.name, e.version), *e.also):
+    for name, _ in ((e.distribution, e.version), *e.also):
         try:
             parts.append(f"{name} {metadata.version(name)}")
         except metadata.PackageNotFoundError:
             parts.append(f"{name} not installed")
+    if e.adapter == "gbnf" and (commit := vendored_commit()):
+        # the sampler is the vendored llama.cpp's, compiled into llama-cpp-python's libllama
+        parts.append(f"llama.cpp {commit[:7]}")
     return ", ".join(parts)
 
 
@@ -108,6 +130,8 @@ class Truth:
     pieces: list[bytes]  # llama_token_to_piece(t, 0, false)
     legal: set[int]  # the truth bridge's mask at position 0 of grammars.LEAK_GRAMMAR
     eog: frozenset[int]
+    # bug C's literal: the end-of-turn token's text inside plain text (`native.trace.special_literal`), or ""
+    special: str = ""
 
 
 @dataclass
@@ -170,6 +194,19 @@ def regex_literal(s: str) -> str:
     return "".join("\\" + ch if ch in r"\.^$|?*+()[]{}" else ch for ch in s)
 
 
+def gbnf_literal(s: str) -> str:
+    """`s` as a GBNF grammar of that one string (llama-grammar.cpp's escapes)."""
+    esc = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    return 'root ::= "' + "".join(esc.get(ch, ch) for ch in s) + '"'
+
+
+def literal(s: str) -> Pattern:
+    return Pattern(regex_literal(s), gbnf_literal(s))
+
+
+LEAK = Pattern(LEAK_REGEX, LEAK_GBNF)
+
+
 def in_vocab(allowed: list[int], truth: Truth) -> tuple[list[int], list[int]]:
     """The ids a mask allows, split: (tokens of the vocab, ids that are none). lm-format-enforcer's
     end-of-sequence id is llama.cpp's `llama_token_eos`, -1 on a vocab with none (bert-bge): never
@@ -179,26 +216,36 @@ def in_vocab(allowed: list[int], truth: Truth) -> tuple[list[int], list[int]]:
 
 
 def _leak(data: Any, truth: Truth) -> dict[str, Any]:
-    ids, beyond = in_vocab(data.walker(LEAK_REGEX).allowed(), truth)
+    ids, beyond = in_vocab(data.walker(LEAK).allowed(), truth)
     return {
         "allowed": len(ids),
         "with_space": [t for t in ids if b" " in truth.pieces[t]],
         "illegal": [t for t in ids if t not in truth.legal],
         "legal_masked": sorted(truth.legal - set(ids)),
+        # the grammar cannot end at position 0: an end token admitted here ends the output unfinished
+        "eog": [t for t in ids if t in truth.eog],
         "outside": beyond,
     }
 
 
-def _forced(data: Any, truth: Truth, literal: str) -> dict[str, Any]:
-    target = literal.encode()
-    w = data.walker(regex_literal(literal))
+def _forced(data: Any, truth: Truth, text: str) -> dict[str, Any]:
+    """The walk along the literal `text`: its mask at each step, following the lowest allowed id
+    with bytes; the end tokens admitted before the literal is complete (where the grammar cannot
+    end), and the control tokens (no real bytes, no end token) admitted at any step."""
+    target = text.encode()
+    w = data.walker(literal(text))
     out, steps = b"", 0
     first: list[int] = []
     beyond: set[int] = set()
+    eog: set[int] = set()
+    control: set[int] = set()
     try:
         for i in range(MAX_STEPS):
             allowed, none = in_vocab(w.allowed(), truth)
             beyond |= set(none)
+            if out != target:
+                eog |= {t for t in allowed if t in truth.eog}
+            control |= {t for t in allowed if not truth.pieces[t] and t not in truth.eog}
             if i == 0:
                 first = allowed
             # a token with no real bytes would keep the walk where it is: taken only when nothing else is
@@ -216,9 +263,48 @@ def _forced(data: Any, truth: Truth, literal: str) -> dict[str, Any]:
     return {
         "allowed": len(first),
         "not_prefix": not_prefix,
+        "literal": text,
         "output": out,
         "steps": steps,
         "outside": sorted(beyond),
+        "eog": sorted(eog),
+        "control": sorted(control),
+    }
+
+
+def control_probe(llm: Any, truth: Truth) -> tuple[int, str] | None:
+    """The lowest control token that is no end token and whose text (`llama_token_to_piece(t, 0,
+    special=True)`) is printable UTF-8: (id, text), or None. Its text as a literal asks an engine
+    whether it admits the control token where the text is due (llama-bpe: 128000 `<|begin_of_text|>`)."""
+    import llama_cpp
+
+    from .adapters.gbnf import piece
+
+    vocab = llama_cpp.llama_model_get_vocab(llm.model)
+    for t, p in enumerate(truth.pieces):
+        if p or t in truth.eog:
+            continue
+        try:
+            text = piece(vocab, t).decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if text.strip() and text.isprintable():
+            return t, text
+    return None
+
+
+def _control(data: Any, truth: Truth, probe: tuple[int, str] | None) -> dict[str, Any]:
+    """The mask at position 0 of the control token's text then `x`: whether the token is admitted
+    (as its text: what the text would be spelled by), and every control token admitted."""
+    if probe is None:
+        return {"token": None, "text": "", "admitted": False, "control": []}
+    token, text = probe
+    ids, _ = in_vocab(data.walker(literal(text + "x")).allowed(), truth)
+    return {
+        "token": token,
+        "text": text,
+        "admitted": token in ids,
+        "control": [t for t in ids if not truth.pieces[t] and t not in truth.eog],
     }
 
 
@@ -229,6 +315,17 @@ def examples(ids: list[int], table: dict[int, bytes], truth: Truth) -> list[dict
     ]
 
 
+def _asked(question: Any) -> dict[str, Any]:
+    """One of the questions issue 59 added, whose refusal is its own column's one line, not the
+    row's: outlines-core refuses to build bug C's literal on deepseek-coder (its table cannot spell
+    the byte 0xEF of the end token's full-width bar), and the census, leak and forced walk it
+    answered stay measured."""
+    try:
+        return dict(question())
+    except Exception as e:  # noqa: BLE001 - whatever the library raises is the question's one line
+        return {"error": str(e) if isinstance(e, EngineFault) else said(e)}
+
+
 def audit(engine: Engine, llm: Any, truth: Truth) -> dict[str, Any]:
     """One engine on one vocab, through its adapter: the row's figures and the examples."""
     adapter = importlib.import_module(f"{__package__}.adapters.{engine.adapter}")
@@ -237,11 +334,16 @@ def audit(engine: Engine, llm: Any, truth: Truth) -> dict[str, Any]:
     c = census(data.table, truth.pieces)
     leak = _leak(data, truth)
     forced = _forced(data, truth, FORCED_LITERAL)
+    special = _asked(lambda: _forced(data, truth, truth.special)) if truth.special else None
+    control = _asked(lambda: _control(data, truth, control_probe(llm, truth)))
     return {
         "census": {k: list(v) for k, v in vars(c).items()},
         "held": len(data.table),
         "leak": leak,
         "forced": forced,
+        "special": special,
+        "special_literal": truth.special,
+        "control": control,
         "notes": data.notes,
         "seconds": time.perf_counter() - t0,
         "table": {t: data.table[t] for k in vars(c).values() for t in k[:N_EXAMPLES] if t in data.table},
@@ -322,21 +424,49 @@ def run_engine(
     return got, err
 
 
+def prefix_mechanism(notes: dict[str, str]) -> str:
+    """What lm-format-enforcer's prefix token does to its table, from its own calls (the tokens of
+    `tokenize(b"0")`, the last one's text): "" where the text is `0` (the strip of one character
+    strips it), else the mechanism in a few words."""
+    token, text = notes["prefix_token"], notes["prefix_text"]
+    if text == "0":
+        return ""
+    if text == "":
+        probe = notes["prefix_tokens"]
+        return (
+            f"prefix token {token} (the last of tokenize(b'0') = [{probe}]) has no text: "
+            "[1:] cuts each token's first character"
+        )
+    if text.endswith("0") and not text[:-1].strip():
+        return f"prefix token {token} is {text!r}: tokenize added a space, and [1:] leaves it"
+    return f"prefix token {token} is {text!r}, not '0': [1:] leaves other text"
+
+
+def end_inside(got: dict[str, Any]) -> list[int]:
+    """The end-of-generation tokens a mask admitted where the grammar cannot end: at position 0 of
+    the leak regex, along the forced literal and bug C's literal before each is complete."""
+    walks = [got["forced"], got.get("special") or {}]
+    return sorted(set(got["leak"]["eog"]).union(*(w.get("eog", []) for w in walks)))
+
+
 def classes(got: dict[str, Any]) -> dict[str, str]:
-    """Bug A's, B's and C's class for one engine on one vocab, from its figures: A, a held token
-    with other bytes than its real piece (U+FFFD included); B, its tokenize of a probe gave text
-    with an added space (lm-format-enforcer's prefix token); C, a control token with text."""
+    """The classes for one engine on one vocab, from its figures: A, a held token with other bytes
+    than its real piece (U+FFFD included); B, text the library's own tokenize gave it that is not
+    the text it assumed (lm-format-enforcer's prefix token: `prefix_mechanism`); C, a control token
+    with text; end, an end token admitted where the grammar cannot end (inside a string)."""
     c = got["census"]
-    prefix = got["notes"].get("prefix_text")
+    notes = got["notes"]
     return {
         "bug_a": "yes" if c["other_bytes"] or c["fffd"] else "no",
-        "bug_b": "n/a" if prefix is None else ("yes" if prefix != "0" else "no"),
+        "bug_b": "n/a" if "prefix_text" not in notes else ("yes" if prefix_mechanism(notes) else "no"),
         "bug_c": "yes" if c["special_text"] else "no",
+        "bug_end": "yes" if end_inside(got) else "no",
     }
 
 
 def engine_row(vocab: str, engine: Engine, version: str, got: dict[str, Any]) -> dict[str, Any]:
     c, leak, forced = got["census"], got["leak"], got["forced"]
+    ctl, special = got["control"], got.get("special")
     return {
         "vocab": vocab,
         "engine": engine.name,
@@ -355,6 +485,20 @@ def engine_row(vocab: str, engine: Engine, version: str, got: dict[str, Any]) ->
         # ids its masks allowed that are no token (its end-of-sequence id where the vocab has none)
         "allowed_outside_vocab": " ".join(str(t) for t in sorted(set(leak["outside"]) | set(forced["outside"]))),
         "prefix_text": got["notes"].get("prefix_text", ""),
+        "prefix_token": got["notes"].get("prefix_token", ""),
+        "bug_b_mechanism": prefix_mechanism(got["notes"]) if "prefix_text" in got["notes"] else "",
+        "end_inside": " ".join(map(str, end_inside(got))),
+        "control_probe": f"{ctl['token']} {ctl['text']}" if ctl.get("token") is not None else "",
+        "control_admitted": ctl["admitted"] if ctl.get("token") is not None else "",
+        "control_admitted_n": len(ctl["control"]) if "control" in ctl else "",
+        "control_error": ctl.get("error", ""),
+        "special_literal": got.get("special_literal", ""),
+        "special_output_ok": special["output"] == special["literal"].encode()
+        if special and "output" in special
+        else "",
+        # a count: lm-format-enforcer admits 6246 control tokens there on gemma3-270m
+        "special_control": len(special["control"]) if special and "control" in special else "",
+        "special_error": special.get("error", "") if special else "",
     }
 
 
@@ -388,4 +532,5 @@ def _detail(got: dict[str, Any], truth: Truth) -> dict[str, Any]:
     out["leak_illegal"] = examples(got["leak"]["illegal"], table, truth)
     out["leak_legal_masked"] = examples(got["leak"]["legal_masked"], table, truth)
     out["forced_not_prefix"] = examples(got["forced"]["not_prefix"], table, truth)
+    out["end_inside"] = examples(end_inside(got), table, truth)
     return out

@@ -1,5 +1,6 @@
-"""The other engines end to end: each library's own llama.cpp logits processor generating on the
-matrix's models, judged by the real bytes of the tokens it let through."""
+"""The other engines end to end: each library's own llama.cpp logits processor (llama.cpp's GBNF
+sampler through the real llama-server) generating on the matrix's models, judged by the real bytes
+of the tokens it let through."""
 
 from __future__ import annotations
 
@@ -33,11 +34,19 @@ ANALYSIS = Analysis(
         "analyses/engines/",
         "analyses/matrix/",
         "analyses/native/crashes.py",
+        "analyses/native/trace.py",
+        # llama.cpp's GBNF sampler is asked through the server analysis's launcher, cases and judge
+        "analyses/server/llama_server.py",
+        "analyses/server/cases.py",
+        "analyses/server/judge.py",
+        "analyses/server/compute.py",
     ),
     EnginesE2ePayload,
     runs_on="matrix",
     whatif=False,
     packages=("lm-format-enforcer", "outlines", "outlines-core", "numba"),
+    # the server build that answers the GBNF cases, and the schema converter that writes one of them
+    built=(("data/native/server/bin", "llama-server-upstream-1.0.1"), ("data/native/server/bin", "schema-to-gbnf")),
     order=10,
     page=81,
 )

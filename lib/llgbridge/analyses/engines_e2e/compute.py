@@ -23,6 +23,19 @@ step goes on unconstrained): it is caught by `sys.unraisablehook` and makes the 
 Each engine runs per model in a process of its own bounded by `engines.compute.LIMIT_S`
 (`engines.compute.run_limited`): one that raises, hangs or dies is one line naming engine, model
 and cause, and the others go on.
+
+llama.cpp's GBNF sampler is asked as users meet it: through the real `llama-server`
+(`server.llama_server`: the upstream build, started per model as the server analysis starts it),
+each case sent as a plain GBNF `grammar` to `/completion` (`common/sampling.cpp` hands a grammar
+without `%llguidance` to `llama_sampler_init_grammar`; llguidance is never reached). Its cases: the
+leak and the literal in GBNF (`engines.compute.LEAK_GBNF`, `gbnf_literal`), the matrix's JSON
+schema as llama.cpp's own `json_schema_to_grammar(force_gbnf)` writes it (`server.cases.gbnf_of`:
+what a server built without llguidance makes of a `json_schema`), bug C's literal (the
+end-of-turn token's text inside text) and a control token's text inside text (`control_text`),
+where the vocab has them. Each answer is judged by the
+tokens the server returned (`return_tokens`), as real bytes, and cross-checked by the server's own
+`content` (`server.judge.content_match`): where the two disagree the row says `judge disagrees`,
+a bug of this suite's until shown otherwise.
 """
 
 from __future__ import annotations
@@ -37,10 +50,20 @@ from typing import Any, cast
 from ... import catalogue, synth
 from ... import generate as G
 from ...errors import first_line
-from ...grammars import FORCED_LITERAL, LEAK_GRAMMAR
+from ...grammars import FORCED_LITERAL, LEAK_GRAMMAR, literal_grammar
 from ...overrides import Override, model_label
 from ...vocab import Vocab
-from ..engines.compute import BY_NAME, LEAK_REGEX, LIMIT_S, check_names, installed_version, regex_literal, run_limited
+from ..engines.compute import (
+    BY_NAME,
+    LEAK_GBNF,
+    LEAK_REGEX,
+    LIMIT_S,
+    check_names,
+    gbnf_literal,
+    installed_version,
+    regex_literal,
+    run_limited,
+)
 from ..matrix.compute import model_vocab
 from . import EnginesE2ePayload
 
@@ -69,6 +92,7 @@ CASES: dict[str, E2eCase] = {
     ),
 }
 MATCHES = {"pass": "full", "truncated": "prefix", "violation": "no"}
+GBNF = "llama.cpp GBNF"  # asked through llama-server, not through llama-cpp-python's processor
 
 
 @dataclass(frozen=True)
@@ -187,16 +211,18 @@ def generate_all(
 # --- in the notebook's process ----------------------------------------------------------------
 
 
-def judge(case: str, real: bytes, stop: str) -> str:
+def judge(case: str | G.Case, real: bytes, stop: str) -> str:
     """The real bytes against the case's grammar, as the matrix judges: `full`, `prefix` (at the
     token limit, still a prefix of a match) or `no`."""
-    return MATCHES[G.judge(CASES[case].judge, G.Generation(output=real, stop=stop))]
+    spec = CASES[case].judge if isinstance(case, str) else case
+    return MATCHES[G.judge(spec, G.Generation(output=real, stop=stop))]
 
 
-def case_row(base: dict[str, Any], got: dict[str, Any], v: Vocab) -> dict[str, Any]:
-    """A case's row: the tokens, their real bytes, the library's text, the judgement."""
+def case_row(base: dict[str, Any], got: dict[str, Any], v: Vocab, spec: G.Case | None = None) -> dict[str, Any]:
+    """A case's row: the tokens, their real bytes, the library's text, the judgement (by `spec`
+    where the case is none of `CASES`)."""
     real = v.real_bytes(got["tokens"])
-    matches = judge(got["case"], real, got["stop"].split()[0])
+    matches = judge(spec or got["case"], real, got["stop"].split()[0])
     cause = got["error"] or (
         f"raised in llama-cpp-python's sampler callback, which ignores it (generation went on unconstrained): "
         f"{got['ignored'][0]}"
@@ -220,6 +246,129 @@ def case_row(base: dict[str, Any], got: dict[str, Any], v: Vocab) -> dict[str, A
     }
 
 
+# --- llama.cpp's GBNF sampler, through llama-server ------------------------------------------
+
+
+def gbnf_cases(v: Vocab) -> list[tuple[str, str, G.Case, str]]:
+    """(case, GBNF, its judge, the matrix case whose prompt it gets) for the server."""
+    from ..native.trace import special_literal
+    from ..server.cases import gbnf_of, special_case
+
+    out = [
+        ("leak", LEAK_GBNF, LEAK, "dots"),
+        ("forced_literal", gbnf_literal(FORCED_LITERAL), G.CASES["forced_literal"], "forced_literal"),
+        # what a server built without llguidance makes of the matrix's `json_schema`
+        ("json_enum", gbnf_of(G.JSON_SCHEMA), G.CASES["json_enum"], "json_enum"),
+    ]
+    spec = special_case(v)
+    if spec is not None:
+        out.append(("special_literal", gbnf_literal(special_literal(v)), spec, "forced_literal"))
+    control = control_text(v)
+    if control:
+        # the sampler admits such a token where its text is due (`engines`' control probe): does a
+        # model take it, whose bytes are then missing from the answer?
+        text = f"say {control} now"
+        out.append(
+            (
+                "control_literal",
+                gbnf_literal(text),
+                G.Case(
+                    "control_literal",
+                    literal_grammar(text),
+                    text.__eq__,
+                    "a literal spelling a control token's text",
+                    text.startswith,
+                ),
+                "forced_literal",
+            )
+        )
+    return out
+
+
+def control_text(v: Vocab) -> str:
+    """The text (`special=true`) of the lowest control token that is no end token and has
+    printable text, as the engines' control probe picks it; "" where there is none."""
+    eog = set(v.eog_tokens)
+    for t, p in enumerate(v.iter_pieces()):
+        if p or t in eog:
+            continue
+        try:
+            text = v.token_to_piece(t, special=True).decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if text.strip() and text.isprintable():
+            return text
+    return ""
+
+
+def gbnf_answer(case: str, v: Vocab, body: dict[str, Any], prompt: G.Prompt) -> dict[str, Any]:
+    """A `/completion` answer as `case_row` reads a case: the tokens before the end token, how it
+    stopped, the server's `content`, and `content_match` (its content against the tokens' bytes)."""
+    from ..server.judge import content_match, reply_content, strip_eog
+
+    text, tokens, stop, _ = reply_content(body, "/completion")
+    kept, ended = strip_eog(v, tokens or [])
+    how = f"eog {tokens[len(kept)]}" if ended and tokens else ("eog" if stop == "eos" else "limit")
+    return {
+        "case": case,
+        "prompt": prompt.kind,
+        "tokens": kept,
+        "stop": how,
+        "text": text,
+        "error": "" if tokens is not None else "the server returned no tokens",
+        "ignored": [],
+        "content_match": content_match(v, tokens, text),
+    }
+
+
+def gbnf_model(
+    base: dict[str, Any], v: Vocab, path: Path, overrides: tuple[Override, ...], style: Any, s: Settings
+) -> Any:
+    """Every GBNF case on one model through llama-server: (rows, seconds). A server that is not
+    built, cannot start or stops answering is one row naming the cause."""
+    from ..server import llama_server as S
+    from ..server.compute import server_extra, taken
+
+    _, why = S.built()
+    exe = S.binary("upstream", S.LLG_PINNED)
+    if why:
+        return [{**base, "case": "", "outcome": "error", "error": f"llama-server: {why}"}], None
+    synthetic, instruct = style
+    t0 = time.perf_counter()
+    llm = G.load_model(path, n_ctx=64, overrides=overrides)  # only for the prompts, as the server analysis
+    resolved = G.prompt_style(llm, "auto", synthetic, instruct)
+    rows: list[dict[str, Any]] = []
+    log = S.SERVER / "logs" / "engines_e2e" / f"{model_label(path.name, overrides)}.log"
+    try:
+        with S.serve(exe, path, log, threads=s.n_threads, extra=server_extra(overrides)) as srv:
+            taken(srv, overrides)
+            for case, gbnf, spec, prompt_case in gbnf_cases(v):
+                prompt = G.prompt_for(llm, G.CASES[prompt_case], resolved)
+                body = {
+                    "prompt": prompt.text,
+                    "n_predict": s.max_tokens,
+                    "temperature": s.temperature,
+                    "seed": s.seed,
+                    "return_tokens": True,
+                    "cache_prompt": False,
+                    "grammar": gbnf,
+                }
+                reply = S.post(srv, "/completion", body)
+                if reply.status != 200 or reply.body is None:
+                    why = reply.error or first_line(reply.text) or f"HTTP {reply.status}"
+                    rows.append({**base, "case": case, "outcome": "error", "error": f"llama-server: {why}"})
+                    continue
+                got = gbnf_answer(case, v, reply.body, prompt)
+                row = case_row(base, got, v, spec)
+                row["content_match"] = got["content_match"]
+                if got["content_match"].startswith("differs"):
+                    row["outcome"] = "judge disagrees"
+                rows.append(row)
+    except S.ServerError as e:
+        rows.append({**base, "case": "", "outcome": "error", "error": f"llama-server: {first_line(str(e))}"})
+    return rows, time.perf_counter() - t0
+
+
 def one_model(
     vocab: str, real: bool, path: Path, overrides: tuple[Override, ...], engines: list[str], s: Settings
 ) -> Any:
@@ -234,6 +383,12 @@ def one_model(
         base |= {"engine": name, "version": version}
         if "not installed" in version:
             rows.append({**base, "case": "", "outcome": "error", "error": f"{version}: not run"})
+            continue
+        if name == GBNF:
+            got_rows, secs = gbnf_model(base, v, path, overrides, style, s)
+            rows += got_rows
+            if secs is not None:
+                seconds[name] = round(secs, 3)
             continue
         got, err = run_limited(generate_all, (name, str(path), overrides, style, s), str(path), s.limit_s)
         if got is None:

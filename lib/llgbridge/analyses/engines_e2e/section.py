@@ -12,13 +12,16 @@ from ..engines.compute import ENGINES
 # a real model's text varies across CPUs of one kind (generate.MatrixRow.row): its tokens and texts
 # stay in the result files, not in the committed table
 TEXT_COLUMNS = ("tokens", "output", "text")
+# how an engine is asked, where it is not llama-cpp-python's logits_processor
+VIA = {"llama.cpp GBNF": "through llama-server (upstream build, a plain GBNF grammar to /completion)"}
 
 
 def e2e_rows(ok: list[dict]) -> pd.DataFrame:
     """Every row of every result: synthetic models first, then by vocab, model, engine, case."""
     order = {e.name: i for i, e in enumerate(ENGINES)}
     df = pd.DataFrame([row for r in ok for row in r["rows"]])
-    for col in ("error", *TEXT_COLUMNS):
+    # content_match: only llama-server's rows (the GBNF sampler's) have the server's own content
+    for col in ("error", "content_match", *TEXT_COLUMNS):
         df[col] = df[col].fillna("") if col in df else ""
     df["_e"] = df.engine.map(lambda n: order.get(n, len(order)))
     df["_s"] = ~df.synthetic.astype(bool)
@@ -41,6 +44,7 @@ def view(df: pd.DataFrame) -> pd.DataFrame:
                 "real bytes": r.output,
                 "library's text": r.text,
                 "same": "" if r.outcome == "error" and not r.tokens else ("yes" if r.agree else "no"),
+                "server's content": r.content_match,
                 "cause": r.error,
             }
         )
@@ -53,9 +57,19 @@ def summary(df: pd.DataFrame) -> list[dict]:
     for e in ENGINES:
         mine = df[df.engine == e.name]
         counts = {k: int((mine.outcome == k).sum()) for k in ("ok", "violates", "error")}
+        counts["disagrees"] = int((mine.outcome == "judge disagrees").sum())
         causes = sorted({c for c in mine.error if c})
         differ = mine[(mine.agree == False) & (mine.n_tokens.fillna(0) > 0)]  # noqa: E712 - a column
-        out.append({"engine": e.name, "n": len(mine), **counts, "causes": causes, "differ": len(differ)})
+        out.append(
+            {
+                "engine": e.name,
+                "n": len(mine),
+                **counts,
+                "causes": causes,
+                "differ": len(differ),
+                "via": VIA.get(e.name, ""),
+            }
+        )
     return out
 
 

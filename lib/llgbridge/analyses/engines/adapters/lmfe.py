@@ -13,6 +13,8 @@ from typing import Any
 from lmformatenforcer import RegexParser, TokenEnforcer
 from lmformatenforcer.integrations.llamacpp import build_token_enforcer_tokenizer_data
 
+from . import Pattern
+
 
 class LmfeWalker:
     def __init__(self, data: Any, regex: str) -> None:
@@ -32,12 +34,18 @@ class LmfeTokenizerData:
         self.data = build_token_enforcer_tokenizer_data(llm)
         self.table = {int(t): s.encode("utf-8") for t, s, _ in self.data.regular_tokens}
         # the token the integration prefixes to every token (its own expression): the strip of one
-        # character is right only when its text is the one character "0"
-        token_0 = llm.tokenize(b"0")[-1]
-        self.notes = {"prefix_token": str(token_0), "prefix_text": llm.detokenize([token_0]).decode("utf-8", "replace")}
+        # character is right only when that token's text is the one character "0". On a vocab whose
+        # tokenize appends an end token (bert-bge: [101, 1014, 102]) it is that token, with no text
+        probe = [int(t) for t in llm.tokenize(b"0")]
+        token_0 = probe[-1]
+        self.notes = {
+            "prefix_tokens": " ".join(map(str, probe)),
+            "prefix_token": str(token_0),
+            "prefix_text": llm.detokenize([token_0]).decode("utf-8", "replace"),
+        }
 
-    def walker(self, regex: str) -> LmfeWalker:
-        return LmfeWalker(self.data, regex)
+    def walker(self, pattern: Pattern) -> LmfeWalker:
+        return LmfeWalker(self.data, pattern.regex)
 
 
 def make_tokenizer_data(llm: Any) -> LmfeTokenizerData:

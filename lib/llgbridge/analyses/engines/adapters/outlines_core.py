@@ -14,6 +14,8 @@ import outlines
 from outlines.backends.outlines_core import OutlinesCoreBackend
 from outlines_core import Guide, Index
 
+from . import Pattern
+
 
 class OutlinesWalker:
     def __init__(self, vocabulary: Any, regex: str) -> None:
@@ -40,8 +42,8 @@ class OutlinesTokenizerData:
         }
         self.notes = {"eos": str(backend.eos_token_id)}
 
-    def walker(self, regex: str) -> OutlinesWalker:
-        return OutlinesWalker(self.vocabulary, regex)
+    def walker(self, pattern: Pattern) -> OutlinesWalker:
+        return OutlinesWalker(self.vocabulary, pattern.regex)
 
 
 def make_tokenizer_data(llm: Any) -> OutlinesTokenizerData:
