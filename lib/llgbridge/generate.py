@@ -43,13 +43,11 @@ import numpy as np
 from . import loaded, nb
 from .bridges import Bridge
 from .errors import InputError, LlgError, first_line
-from .gguf_meta import read_meta
 from .grammars import FORCED_LITERAL, json_grammar, literal_grammar
 from .llg import Matcher, apply_mask, mask_bits
+from .modelfile import ModelFile
 from .overrides import Override, check_log, llama_cpp_python, parse_all
 from .vocab import _LOAD_ERRORS, _OVERRIDE_LOG, Vocab, _load_failure
-
-ENCODER_ONLY = {"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "t5encoder", "neo-bert", "modern-bert"}
 
 
 @dataclass(frozen=True)
@@ -172,15 +170,6 @@ class Generation:
         return (len(t) - 1) / (t[-1] - t[0]) if len(t) >= 2 and t[-1] > t[0] else 0.0
 
 
-def check_generative(path: Path) -> None:
-    """Refuse, in one line, a file that cannot generate."""
-    meta = read_meta(path)
-    if not meta.has_tensors:
-        raise InputError(path, "vocab-only file: it has no weights to generate with (use its synthetic model instead)")
-    if meta.architecture in ENCODER_ONLY:
-        raise InputError(path, f"encoder-only architecture {meta.architecture!r}: it cannot generate text")
-
-
 @contextmanager
 def _no_extra_bufts() -> Iterator[None]:
     """`llama_model_default_params()` with `use_extra_bufts = false` while a model is loaded:
@@ -203,7 +192,7 @@ def _no_extra_bufts() -> Iterator[None]:
 
 
 def load_model(
-    path: Path,
+    model: Path | ModelFile,
     n_gpu_layers: int = 0,
     seed: int = 0,
     n_ctx: int = 512,
@@ -212,10 +201,13 @@ def load_model(
 ) -> Any:
     """A `llama_cpp.Llama` without ggml's extra buffer types (see the module's docstring), with
     llama.cpp's key `overrides` (`KEY=TYPE:VALUE`) through llama-cpp-python's `kv_overrides`; one
-    that llama.cpp did not take, or that stops the load, is refused in one line naming it."""
+    that llama.cpp did not take, or that stops the load, is refused in one line naming it. A
+    model given as its `ModelFile` is not read again; a path is read here."""
     import llama_cpp
 
-    check_generative(path)
+    m = model if isinstance(model, ModelFile) else ModelFile.read(model)
+    m.require_generative()
+    path = m.path
     ovs = parse_all(overrides)
     _LOAD_ERRORS.clear()
     _OVERRIDE_LOG.clear()

@@ -44,6 +44,7 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         (
             ("llg", "ctypes binding to llguidance, Matcher"),
             ("gguf_meta", ""),
+            ("modelfile", "a model file, its header read once where it enters, passed as one value"),
             ("overrides", "llama.cpp's key overrides: parsed, checked against its log"),
             ("inputs", "an input, parsed and checked once where it enters"),
             ("params", ""),

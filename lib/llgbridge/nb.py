@@ -13,6 +13,7 @@ from . import params as P
 from .bridges import failed_rows as _failed_rows
 from .errors import InputError, cause_line
 from .inputs import Input
+from .modelfile import ModelFile
 from .overrides import Override
 from .paths import RESULTS, ROOT, name_problem, resolve, write_json
 from .results import BYHAND, DIGEST, digest, provenance, why_unusable
@@ -53,11 +54,13 @@ def load_vocab(it: Input, needs_text: bool = True) -> Vocab:
     return v
 
 
-def cached_vocab(p: Path, name: str, overrides: Iterable[Override]) -> Vocab:
-    """`Vocab(p, name, kv)` loaded once per kernel, and the bridges `bridge` builds on it kept with
-    it: a kernel that runs several analyses of one input (run.execute_batch) loads it once, the
+def cached_vocab(file: Path | ModelFile, name: str, overrides: Iterable[Override]) -> Vocab:
+    """`Vocab(file, name, kv)` loaded once per kernel, and the bridges `bridge` builds on it kept
+    with it: a kernel that runs several analyses of one input (run.execute_batch) loads it once, the
     real model's matrix and server included. The key holds the file's size and date, so a changed
-    file is loaded again, and the overrides, so the same file without them is another vocab."""
+    file is loaded again, and the overrides, so the same file without them is another vocab. A model
+    file given as its value (`modelfile.ModelFile`) is not read again to be checked."""
+    p = file.path if isinstance(file, ModelFile) else file
     kv = tuple(overrides)
     st = p.stat() if p.exists() else None
     key = (str(p.resolve()), name, st.st_size if st else -1, st.st_mtime_ns if st else -1, tuple(kv))
@@ -65,7 +68,7 @@ def cached_vocab(p: Path, name: str, overrides: Iterable[Override]) -> Vocab:
         _VOCABS.clear()  # one vocab at a time: a batch never comes back to an earlier one
         _BRIDGES.clear()
         t0 = time.perf_counter()
-        _VOCABS[key] = Vocab(p, name=name, overrides=kv)
+        _VOCABS[key] = Vocab(file, name=name, overrides=kv)
         TIMES["load"] += time.perf_counter() - t0
     return _VOCABS[key]
 

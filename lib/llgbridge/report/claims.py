@@ -33,7 +33,8 @@ from ..analyses.server.section import server_frame
 from ..candidates import CANDIDATES
 from ..catalogue import REAL_MODELS, RealModel, overridden
 from ..fixtures import vocab_names
-from ..generate import CASES, ENCODER_ONLY
+from ..generate import CASES
+from ..modelfile import ENCODER_ONLY
 from ..models import manifest
 from ..results import port_llguidance
 from . import repro, tested

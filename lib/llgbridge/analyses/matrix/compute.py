@@ -1,12 +1,14 @@
 """The end-to-end model matrix (guide 8): every model x bridge x case through `generate`, and its result.
 
-The notebook checks its parameters and calls `model_paths` then `run`; everything between (the
+The notebook checks its parameters and calls `model_files` then `run`; everything between (the
 model loads, the prompts, the warm-up, the unconstrained baseline, the bridges, the cases and
 their timings) is here, so the notebook holds no loop and the result is built from one object.
+Each model enters as its `ModelFile`, its header read once (`model_files`), and goes on as that value.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -17,6 +19,7 @@ from ... import catalogue, models, nb, synth
 from ... import generate as G
 from ...errors import InputError
 from ...inputs import Input
+from ...modelfile import ModelFile
 from ...overrides import Override, model_label
 from ...paths import resolve
 from ...vocab import Vocab
@@ -83,48 +86,58 @@ def check_cases(cases: list[str]) -> None:
         raise InputError("parameter cases", f"unknown case(s) {unknown}; choose from {list(G.CASES)}")
 
 
-def model_paths(it: Input, models_dir: str, seed: int) -> list[Path]:
-    """The model files the matrix runs: the input's model files, a real model's (one line naming
-    its packages when its fetch failed), else the synthetic model around the input's tokenizer."""
+def model_files(it: Input, models_dir: str, seed: int) -> list[ModelFile]:
+    """The model files the matrix runs, each its header read once: the input's model files, a real
+    model's (one line naming its packages when its fetch failed), else the synthetic model around
+    the input's tokenizer."""
     if it.models:
-        return it.files()
+        return [ModelFile.read(p) for p in it.files()]
     if it.real:
-        return [models.model_path(it.name)]
+        return [ModelFile.read(models.model_path(it.name))]
     file = resolve(it.file) if it.file else None
-    return [synth.ensure_model(it.name, resolve(models_dir), seed, file, it.load_overrides())]
+    return [synth.model_file(it.name, resolve(models_dir), seed, file, it.load_overrides())]
+
+
+def model_paths(it: Input, models_dir: str, seed: int) -> list[Path]:
+    """`model_files`' paths."""
+    return [m.path for m in model_files(it, models_dir, seed)]
 
 
 def _device(n_gpu_layers: int) -> str:
     return "GPU" if n_gpu_layers and llama_cpp.llama_supports_gpu_offload() else "CPU"
 
 
-def run(vocab: str, real: bool, paths: list[Path], overrides: tuple[Override, ...], s: Settings) -> Matrix:
-    """Every model of `paths` x bridge x case; InputError when no bridge could be built at all."""
-    out = Matrix(paths, s, device=_device(s.n_gpu_layers))
-    for path in paths:
-        _one_model(out, vocab, real, path, overrides)
+def run(
+    vocab: str, real: bool, files: Sequence[ModelFile | Path], overrides: tuple[Override, ...], s: Settings
+) -> Matrix:
+    """Every model of `files` x bridge x case; InputError when no bridge could be built at all."""
+    models_ = [f if isinstance(f, ModelFile) else ModelFile.read(f) for f in files]
+    out = Matrix([m.path for m in models_], s, device=_device(s.n_gpu_layers))
+    for m in models_:
+        _one_model(out, vocab, real, m, overrides)
     if not out.rows:  # nothing to tabulate: say why rather than fail on an empty table
         why = "; ".join(f"{b}: {e}" for b, e in out.build_errors.items())
         raise InputError(f"matrix for {vocab}", "no bridge could be built: " + why)
     return out
 
 
-def model_vocab(path: Path, vocab: str, real: bool, overrides: tuple[Override, ...]) -> Vocab:
+def model_vocab(path: Path | ModelFile, vocab: str, real: bool, overrides: tuple[Override, ...]) -> Vocab:
     """A model's vocab, checked to have text. A real model is the input itself: its vocab and bridges
     are the ones this kernel's analyses of it loaded and built (`nb.cached_vocab`); a synthetic
     model is a file of its own."""
-    name = vocab if synth.is_synthetic(path) or real else path.stem
-    v = nb.cached_vocab(path, name, overrides) if real else Vocab(path, name, overrides)
+    model = path if isinstance(path, ModelFile) else ModelFile.read(path)
+    name = vocab if model.synthetic or real else model.path.stem
+    v = nb.cached_vocab(model, name, overrides) if real else Vocab(model, name, overrides)
     v.require_text()  # a vocab whose every token is control or unknown: one line, not a run of empty outputs
     return v
 
 
-def _one_model(out: Matrix, vocab: str, real: bool, path: Path, overrides: tuple[Override, ...]) -> None:
+def _one_model(out: Matrix, vocab: str, real: bool, model: ModelFile, overrides: tuple[Override, ...]) -> None:
     s = out.settings
-    synthetic = synth.is_synthetic(path)
-    name = model_label(path.name, overrides)  # the file, and the overrides it is loaded with
-    v = model_vocab(path, vocab, real, overrides)
-    llm = G.load_model(path, n_gpu_layers=s.n_gpu_layers, seed=s.seed, n_threads=s.n_threads, overrides=overrides)
+    synthetic = model.synthetic
+    name = model_label(model.path.name, overrides)  # the file, and the overrides it is loaded with
+    v = model_vocab(model, vocab, real, overrides)
+    llm = G.load_model(model, n_gpu_layers=s.n_gpu_layers, seed=s.seed, n_threads=s.n_threads, overrides=overrides)
     style = G.prompt_style(llm, s.prompt, synthetic, catalogue.REAL_MODELS[vocab].instruct if real else None)
     out.prompts = {c: G.prompt_for(llm, G.CASES[c], style) for c in s.cases}
     first = out.prompts[s.cases[0]]
