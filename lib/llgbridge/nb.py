@@ -66,10 +66,11 @@ def cached_vocab(file: Path | ModelFile, name: str, overrides: Iterable[Override
     key = (str(p.resolve()), name, st.st_size if st else -1, st.st_mtime_ns if st else -1, tuple(kv))
     if key not in _VOCABS:
         _VOCABS.clear()  # one vocab at a time: a batch never comes back to an earlier one
-        _BRIDGES.clear()
+        B.keep(None)
         t0 = time.perf_counter()
         _VOCABS[key] = Vocab(file, name=name, overrides=kv)
         TIMES["load"] += time.perf_counter() - t0
+        B.keep(_VOCABS[key])
     return _VOCABS[key]
 
 
@@ -108,27 +109,12 @@ def between_notebooks() -> None:
 
 
 _VOCABS: dict[tuple[str, str, int, int, tuple[Override, ...]], Vocab] = {}
-_BRIDGES: dict[tuple[int, str], Any] = {}  # (id of the cached vocab, bridge) -> the bridge or its InputError
 
 
 def bridge(v: Vocab, name: str) -> Any:
-    """`bridges.make_bridge(v, name)`, built once per kernel for a vocab that `load_vocab` cached.
-
-    Bridges are not changed by use (matchers are separate objects), so the analyses of one vocab
-    can share them; an InputError (a bridge that cannot be built) is remembered and raised again.
-    """
-    if not any(x is v for x in _VOCABS.values()):
-        return B.make_bridge(v, name)
-    key = (id(v), name)
-    if key not in _BRIDGES:
-        try:
-            _BRIDGES[key] = B.make_bridge(v, name)
-        except InputError as e:
-            _BRIDGES[key] = e
-    got = _BRIDGES[key]
-    if isinstance(got, InputError):
-        raise got
-    return got
+    """`bridges.make_bridge(v, name)`, built once per kernel for a vocab that `load_vocab` cached
+    (`bridges.shared`, which keeps them beside the judge that reads them too)."""
+    return B.shared(v, name)
 
 
 def result_path(results_dir: str, analysis: str, vocab: str) -> Path:
