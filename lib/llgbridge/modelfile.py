@@ -3,7 +3,7 @@
 An analysis that generates (the matrix, the server) is given its model as a `ModelFile`: the
 header's facts it asks (generative or not, and why; the architecture; the size; the chat template's
 presence and size; what this suite wrote into a synthetic model) and the tokenizer's check, made
-from one walk of the key-value section. The vocab (`vocab.Vocab`), the load (`generate.load_model`)
+from one walk of the key-value section. The vocab (`vocab.Vocab`), the load (`generation.load_model`)
 and the server are handed the value and read no header again. Before, the server's entry read a
 model's header three times (its own generative check, the vocab's tokenizer check, the load's
 generative check) and the notebook a fourth (`synth.is_synthetic`).

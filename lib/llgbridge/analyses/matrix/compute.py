@@ -15,8 +15,10 @@ from typing import Any, cast
 
 import llama_cpp
 
+from ... import cases as C
 from ... import catalogue, models, nb, synth
-from ... import generate as G
+from ... import generate as R
+from ... import generation as G
 from ...errors import InputError
 from ...inputs import Input
 from ...modelfile import ModelFile
@@ -32,7 +34,7 @@ class Settings:
 
     cases: list[str]
     bridges: list[str]
-    prompt: str = "auto"  # auto, plain, chat or completion (`generate.prompt_style`)
+    prompt: str = "auto"  # auto, plain, chat or completion (`generation.prompt_style`)
     temperature: float = 0.0
     seed: int = 0
     max_tokens: int = 64
@@ -48,7 +50,7 @@ class Matrix:
     settings: Settings
     device: str = "CPU"
     prompts: dict[str, G.Prompt] = field(default_factory=dict)  # the last model's, by case
-    rows: list[G.MatrixRow] = field(default_factory=list)
+    rows: list[R.MatrixRow] = field(default_factory=list)
     timing: list[dict[str, Any]] = field(default_factory=list)
     build_errors: dict[str, str] = field(default_factory=dict)  # the last model's bridges not built
 
@@ -66,8 +68,8 @@ class Matrix:
             "max_tokens": s.max_tokens,
             "cases": {
                 c: {
-                    "grammar": G.CASES[c].grammar,
-                    "description": G.CASES[c].description,
+                    "grammar": C.CASES[c].grammar,
+                    "description": C.CASES[c].description,
                     "prompt": self.prompts[c].text,
                 }
                 for c in s.cases
@@ -81,9 +83,9 @@ class Matrix:
 
 
 def check_cases(cases: list[str]) -> None:
-    unknown = [c for c in cases if c not in G.CASES]
+    unknown = [c for c in cases if c not in C.CASES]
     if unknown:
-        raise InputError("parameter cases", f"unknown case(s) {unknown}; choose from {list(G.CASES)}")
+        raise InputError("parameter cases", f"unknown case(s) {unknown}; choose from {list(C.CASES)}")
 
 
 def model_files(it: Input, models_dir: str, seed: int) -> list[ModelFile]:
@@ -139,7 +141,7 @@ def _one_model(out: Matrix, vocab: str, real: bool, model: ModelFile, overrides:
     v = model_vocab(model, vocab, real, overrides)
     llm = G.load_model(model, n_gpu_layers=s.n_gpu_layers, seed=s.seed, n_threads=s.n_threads, overrides=overrides)
     style = G.prompt_style(llm, s.prompt, synthetic, catalogue.REAL_MODELS[vocab].instruct if real else None)
-    out.prompts = {c: G.prompt_for(llm, G.CASES[c], style) for c in s.cases}
+    out.prompts = {c: G.prompt_for(llm, C.CASES[c], style) for c in s.cases}
     first = out.prompts[s.cases[0]]
     print(f"{name}: {'synthetic' if synthetic else 'real'}, prompts: {first.kind}")
     G.generate(llm, v, None, first, max_tokens=8, temperature=s.temperature, seed=s.seed)  # warm-up, not timed
@@ -150,7 +152,7 @@ def _one_model(out: Matrix, vocab: str, real: bool, model: ModelFile, overrides:
         print(f"{bname}: not built for {v.name}: {err}")
     for bname, b in built.items():
         for c in s.cases:
-            r = G.run_case(llm, name, v, synthetic, b, G.CASES[c], sampling, out.prompts[c])
+            r = R.run_case(llm, name, v, synthetic, b, C.CASES[c], sampling, out.prompts[c])
             out.rows.append(r)
             out.timing.append(
                 {

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
-from ... import generate as G
+from ... import cases as C
+from ... import generation as G
 from ... import nb
 from ... import params as P
 from ...errors import InputError, first_line
@@ -269,7 +270,7 @@ def payload(model: Path, run: ModelRun, settings: dict[str, Any]) -> ServerPaylo
     """The server notebook's result (`results.SCHEMAS["server"]`): the settings, each case's prompt
     and how it was sent, a row per (llguidance, sampler, case), the tokens, the load test, the
     builds' sha256 (so a rebuilt server makes the result stale), and the timings kept apart."""
-    cases = sorted({r.case for r in run.rows}, key=[*G.CASES, *EXTRA_CASES].index)
+    cases = sorted({r.case for r in run.rows}, key=[*C.CASES, *EXTRA_CASES].index)
     out = {
         "model": model.name,
         "llguidance": run.llguidance,
@@ -496,9 +497,9 @@ def run(
     if why:
         raise InputError(f"server for {name}", why)
     opts = replace(opts, n_gpu_layers=P.gpu_layers(opts.n_gpu_layers))
-    unknown = [c for c in cases if c not in G.CASES and c not in EXTRA_CASES]
+    unknown = [c for c in cases if c not in C.CASES and c not in EXTRA_CASES]
     if unknown:
-        raise InputError("parameter cases", f"unknown case(s) {unknown}; choose from {[*G.CASES, *EXTRA_CASES]}")
+        raise InputError("parameter cases", f"unknown case(s) {unknown}; choose from {[*C.CASES, *EXTRA_CASES]}")
     file = model if isinstance(model, ModelFile) else ModelFile.read(model)
     file.require_generative()
     model = file.path
