@@ -73,7 +73,7 @@ MAKEOVERRIDES :=
 endif
 
 FORCE:
-.PHONY: FORCE all setup data models corpus-data corpus native server report matrix whatif gguf-fuzz bench quotes lint test test-swapped lab clean distclean help
+.PHONY: FORCE all setup data models corpus-data corpus native server report matrix whatif gguf-fuzz bench quotes lint check test test-swapped lab clean distclean help
 .DELETE_ON_ERROR:
 
 all: report
@@ -81,6 +81,7 @@ all: report
 help:
 	@echo "make report [CLUSTER=tcp://host:port] [INPUTS=\"GROUP=NAMES ...\"]  set up, fetch fixtures, run every notebook per vocab (on a Dask scheduler with CLUSTER; some inputs only with INPUTS), write reports/ (make alone: the same)"
 	@echo "make test     set up, fetch fixtures, lint and type-check (make lint), run the test suite"
+	@echo "make check    the one-minute loop: make lint, then the tests marked unit (no kernel, no server, no compiled build)"
 	@echo "make setup    only the virtual environment (CUDA=1 for a GPU build of llama-cpp-python)"
 	@echo "make matrix MODELS=\"a.gguf b.gguf\" [N_GPU_LAYERS=99] [OVERRIDE=\"KEY=TYPE:VALUE\"]  the end-to-end matrix on your own GGUF models"
 	@echo "make whatif VOCAB=file.gguf [NAME=name] [PARAMS=\"-p NAME VALUE ...\"] [OVERRIDE=\"KEY=TYPE:VALUE ...\"] [ANALYSES=\"census leak\"]  every analysis (or those) on your own vocab or model, into reports/whatif/NAME-KEY/"
@@ -270,6 +271,14 @@ test: data/vocabs/.complete data/native/.built data/native/server/.built data/mo
       data/schemas/.complete | $(SETUP)
 	$(LINT)
 	$(BIN)/python -m pytest -n auto --dist loadfile --no-loadscope-reorder
+
+# the one-minute loop while changing code: the linter and the type checker, then the tests marked
+# `unit` (tests/conftest.py marks them by a rule: no kernel, no server, no compiled build, no process
+# of their own, not `slow`), which it refuses, as it happens, to let start a process or read the
+# compiled build. make test still runs everything, and is what CI runs
+check: data/vocabs/.complete data/models/.synthetic | $(SETUP)
+	$(LINT)
+	LLGBRIDGE_CHECK=1 $(BIN)/python -m pytest -q -m unit -n auto --dist loadfile --no-loadscope-reorder
 
 test-swapped: data/vocabs/.complete data/native/.built data/schemas/.complete | $(SETUP)
 	$(BIN)/python tools/swapped.py

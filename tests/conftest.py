@@ -10,12 +10,16 @@ such test must then fail on an assertion: that is how a test shows it catches th
 
 from __future__ import annotations
 
+import dis
 import fcntl
 import os
 import subprocess
 import sys
+import types
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,11 +63,150 @@ LONGEST_FIRST = (
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {f: i for i, f in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda it: rank.get(it.path.name, len(rank)))  # stable: the rest keep pytest's order
+    for it in items:
+        if isinstance(it, pytest.Function) and "slow" not in it.keywords and not large(it) and not reaches(it):
+            it.add_marker(pytest.mark.unit)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "guards(bug): the test must fail when run against the other bridge variant")
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
+    config.addinivalue_line(
+        "markers", "unit: needs no kernel, no server, no compiled build and no process of its own (make check); by rule"
+    )
+
+
+# `make check` runs the tests marked `unit`, and the mark is given by a rule, not by hand: a test is
+# a unit unless it is marked `slow`, or its code reaches one of these (its body, the fixtures it
+# asks for, and every function of tests/ those call, by the names their bytecode uses). A module
+# here starts a kernel, a server, a compiled program or a process of its own, or reads the
+# compiled build. The rule reads names, so a miss is possible: `make check` then refuses, at the
+# moment it happens, a unit test that starts a process (a kernel, a server and a compiled program
+# are each one), so a miss fails rather than slows the loop (`_guard`).
+REACHES = (
+    "subprocess",
+    "multiprocessing",
+    "concurrent.futures",
+    "papermill",
+    "nbclient",
+    "jupyter_client",
+    "llgbridge.run",
+    "llgbridge.batch",
+    "llgbridge.pool",
+    "llgbridge.remote",
+    "llgbridge.whatif",
+    "llgbridge.fetch",
+    "llgbridge.models",
+    "llgbridge.cbuild",
+    "llgbridge.gguf_fuzz",
+    "llgbridge.analyses.native",
+    "llgbridge.analyses.server",
+    "llgbridge.analyses.engines",
+    "llgbridge.analyses.engines_e2e",
+    "llgbridge.analyses.corpus",
+    "llgbridge.measure",
+    "llgbridge.report",
+)
+TESTS = Path(__file__).parent
+# a vocab larger than this (its fixture's file) takes seconds to load and to build a bridge on, in
+# every test parametrized over the fixtures: the unit loop runs those on the smaller ones only
+UNIT_MB = 2.0
+
+
+def _large_vocab(value: object) -> bool:
+    return isinstance(value, str) and value in ALL_VOCABS and vocab_path(value).stat().st_size > UNIT_MB * 1e6
+
+
+def large(item: pytest.Function) -> bool:
+    """Whether the test names a vocab fixture of more than `UNIT_MB` MB: in its parameters, or as a
+    string in its own code."""
+    params = getattr(item, "callspec", None)
+    named = [*(params.params.values() if params else ())]
+    named += [c for code in _codes(item.function.__code__) for c in code.co_consts]
+    return any(_large_vocab(v) for v in named)
+
+
+def _heavy(module: str) -> bool:
+    return any(module == r or module.startswith(r + ".") for r in REACHES)
+
+
+def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
+    """`code` and every function, lambda and class body written inside it."""
+    yield code
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            yield from _codes(c)
+
+
+def _imported(code: types.CodeType) -> Iterator[str]:
+    """The modules `code` imports itself: `import a.b` gives a.b, `from a import b` a and a.b."""
+    module = ""
+    for ins in dis.get_instructions(code):
+        if ins.opname == "IMPORT_NAME":
+            module = ins.argval
+            yield module
+        elif ins.opname == "IMPORT_FROM":
+            yield f"{module}.{ins.argval}"
+
+
+def _reaches(fn: Any, seen: set[int]) -> bool:
+    """Whether `fn` (a function of tests/), or a function of tests/ it names, names a module of
+    `REACHES` or something defined in one."""
+    fn = getattr(fn, "__wrapped__", fn)
+    if id(fn) in seen or not isinstance(fn, types.FunctionType) or Path(fn.__code__.co_filename).parent != TESTS:
+        return False
+    seen.add(id(fn))
+    g = fn.__globals__
+    for code in _codes(fn.__code__):
+        if any(_heavy(m) for m in _imported(code)):  # imported where it is used, inside the test
+            return True
+        for name in code.co_names:
+            obj = g.get(name)
+            if obj is None:
+                continue
+            if isinstance(obj, types.ModuleType):
+                if _heavy(obj.__name__):
+                    return True
+                continue
+            if _heavy(getattr(obj, "__module__", None) or ""):
+                return True
+            if _reaches(obj, seen):
+                return True
+    return False
+
+
+def reaches(item: pytest.Function) -> bool:
+    """Whether the test's code reaches a module of `REACHES` (`_reaches`)."""
+    seen: set[int] = set()
+    fns: list[Any] = [item.function]
+    for defs in item._fixtureinfo.name2fixturedefs.values():
+        fns += [d.func for d in defs]
+    return any(_reaches(f, seen) for f in fns)
+
+
+_GUARDED: list[str] = []  # the unit test running now, under `make check`
+
+
+def _guard(event: str, args: tuple[Any, ...]) -> None:
+    if not _GUARDED:
+        return
+    if event in ("subprocess.Popen", "os.posix_spawn", "os.fork", "os.system", "os.exec"):
+        raise RuntimeError(f"{_GUARDED[0]} is marked unit but starts a process ({event}): conftest.REACHES misses it")
+
+
+if os.environ.get("LLGBRIDGE_CHECK") == "1":
+    sys.addaudithook(_guard)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    guarded = os.environ.get("LLGBRIDGE_CHECK") == "1" and "unit" in item.keywords
+    if guarded:
+        _GUARDED.append(item.nodeid)
+    try:
+        return (yield)
+    finally:
+        _GUARDED.clear()
 
 
 @cache

@@ -22,7 +22,7 @@ from conftest import vocab
 from helpers import CENSUS_ONLY, census_needs_no_models
 
 from llgbridge import batch, nb, report, results, synth
-from llgbridge import generate as G
+from llgbridge import generation as G
 from llgbridge.analyses.census import compute as census
 from llgbridge.analyses.server import compute as server
 from llgbridge.analyses.server import llama_server as S

@@ -16,7 +16,7 @@ from pathlib import Path
 import gguf
 import pytest
 
-from llgbridge import generate as G
+from llgbridge import generation as G
 from llgbridge import nb, report, synth
 from llgbridge.analyses.server import compute as server
 from llgbridge.analyses.server import llama_server as S

@@ -14,7 +14,9 @@ import pytest
 from conftest import variant
 
 from llgbridge import bridges, grammars, synth
-from llgbridge import generate as G
+from llgbridge import cases as C
+from llgbridge import generate as R
+from llgbridge import generation as G
 from llgbridge.paths import ROOT
 from llgbridge.vocab import Vocab
 
@@ -26,9 +28,9 @@ def model(name: str) -> tuple[object, Vocab]:
 
 
 @cache
-def run(name: str, var: str, case: str) -> G.MatrixRow:
+def run(name: str, var: str, case: str) -> R.MatrixRow:
     llm, v = model(name)
-    return G.run_case(llm, f"synthetic-{name}", v, True, bridges.make_bridge(v, var), G.CASES[case])
+    return R.run_case(llm, f"synthetic-{name}", v, True, bridges.make_bridge(v, var), C.CASES[case])
 
 
 @pytest.mark.guards("documents bug B: upstream drops the constraint on SPM")

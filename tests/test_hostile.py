@@ -522,11 +522,11 @@ def test_a_real_models_text_stays_out_of_the_committed_table() -> None:
     on one machine and 'ellow,blue,andredarea' on another of the same kind (a venv built with
     -march=native picks its quantized kernels by CPU). The committed table keeps what the grammar
     decides; the text and its length stay in the result file."""
-    from llgbridge import generate as G
+    from llgbridge import generate as R
     from llgbridge.analyses.matrix import compute as matrix
 
-    def row(synthetic: bool, text: str) -> G.MatrixRow:
-        return G.MatrixRow(
+    def row(synthetic: bool, text: str) -> R.MatrixRow:
+        return R.MatrixRow(
             model="m.gguf",
             vocab="gemma3-270m",
             synthetic=synthetic,

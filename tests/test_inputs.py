@@ -12,7 +12,7 @@ from gguf import Keys
 from helpers import SPM, write_notebook, write_vocab
 
 from llgbridge import bridges, gguf_fuzz, run
-from llgbridge import generate as G
+from llgbridge import generation as G
 from llgbridge.errors import InputError
 from llgbridge.inputs import Input
 from llgbridge.paths import vocab_path

@@ -171,13 +171,14 @@ def test_census_of_the_real_models_agrees_with_the_c_loop() -> None:
 
 DECODE = """
 import json, sys
-from llgbridge import bridges, generate as G, models
+from llgbridge import bridges, models
+from llgbridge import cases as C, generate as R, generation as G
 from llgbridge.vocab import Vocab
 path = models.model_path("smollm2-135m")
 llm = G.load_model(path, n_threads=1)
 v = Vocab(path, "smollm2-135m")
-case = G.CASES["json_enum"]
-r = G.run_case(llm, path.name, v, False, bridges.make_bridge(v, "fixed"), case, G.Sampling(max_tokens=24),
+case = C.CASES["json_enum"]
+r = R.run_case(llm, path.name, v, False, bridges.make_bridge(v, "fixed"), case, G.Sampling(max_tokens=24),
                prompt=G.case_prompt(llm, case, instruct=True))
 # a real model's text is not in its row
 print(json.dumps({"extra_bufts": bool(llm.model_params.use_extra_bufts), **r.row(), "output": r.output}))
@@ -194,7 +195,7 @@ def test_smollm2_decodes_through_the_fixed_bridge_and_satisfies_its_grammar() ->
     # judged here, independently of the suite's own judge
     import jsonschema
 
-    from llgbridge.generate import JSON_SCHEMA
+    from llgbridge.cases import JSON_SCHEMA
 
     jsonschema.validate(json.loads(r["output"]), JSON_SCHEMA)
     assert (r["outcome"], r["llg_errors"], r["prompt"]) == ("pass", 0, "chat template")
@@ -235,7 +236,7 @@ def test_a_users_quantized_model_runs_through_make_matrix(tmp_path: Path) -> Non
 
 
 def test_an_architecture_llama_cpp_cannot_run_is_one_line_naming_it(tmp_path: Path) -> None:
-    from llgbridge import generate as G
+    from llgbridge import generation as G
     from llgbridge import synth
 
     # a runnable model whose general.architecture names one llama.cpp does not know

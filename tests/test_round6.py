@@ -228,7 +228,7 @@ def test_11_a_5xx_or_a_parse_error_of_the_request_is_a_fault_and_a_refusal_is_an
 def test_11_a_server_that_answers_every_request_with_http_500_measured_nothing(tmp_path: Path) -> None:
     """The real llama-server asked with `"temperature": NaN` (what params let through before):
     every request answered HTTP 500, each an "error" row, and the page said none broke."""
-    from llgbridge import generate as G
+    from llgbridge import generation as G
     from llgbridge import synth
     from llgbridge.analyses.server import compute as server
     from llgbridge.analyses.server import llama_server as S

@@ -25,7 +25,9 @@ from pathlib import Path
 import pytest
 from conftest import variant, vocab
 
-from llgbridge import generate as G
+from llgbridge import cases as C
+from llgbridge import generate as R
+from llgbridge import generation as G
 from llgbridge import guide, synth
 from llgbridge.analyses.native import compute as native
 from llgbridge.analyses.server import cases as server_cases
@@ -98,7 +100,7 @@ def test_fixed_server_keeps_the_literal_on_spm(served: Served) -> None:
     row, log = _ask(served, variant("fixed"), "llama-spm", "forced_literal")
     assert "tokenizer is not byte exact" in served(variant("fixed"), "llama-spm")[0].log()
     assert "llg error" not in log
-    assert (row.http_status, row.outcome, row.output) == (200, "pass", G.FORCED_LITERAL)
+    assert (row.http_status, row.outcome, row.output) == (200, "pass", C.FORCED_LITERAL)
 
 
 @pytest.mark.guards("bug A")
@@ -126,13 +128,13 @@ def test_the_port_and_the_server_agree(name: str, tmp_path: Path) -> None:
     on both samplers: the same outcome and the same tokens up to the first violation."""
     path, v = _model(name)
     llm = G.load_model(path, n_threads=1)
-    cases = list(G.CASES)
+    cases = list(C.CASES)
     rows, tokens = [], []
     from conftest import bridge
 
     for s in S.SAMPLERS:
         for c in cases:
-            r = G.run_case(llm, path.name, v, True, bridge(name, s), G.CASES[c])
+            r = R.run_case(llm, path.name, v, True, bridge(name, s), C.CASES[c])
             rows.append(r.row())
             tokens.append(r.tokens)
     matrix = {"rows": rows, "tokens": tokens}
@@ -260,7 +262,7 @@ def test_every_judged_answer_is_the_servers_own_content(served: Served) -> None:
     end-of-turn token that ended bug C's answer adds nothing)."""
     for name in ("llama-spm", "llama-bpe"):
         for sampler in S.SAMPLERS:
-            rows = [_ask(served, sampler, name, c)[0] for c in [*G.CASES, server.SPECIAL_CASE]]
+            rows = [_ask(served, sampler, name, c)[0] for c in [*C.CASES, server.SPECIAL_CASE]]
             assert [(r.case, r.content_match) for r in rows if r.content_match != "same"] == [], (name, sampler)
             assert all(r.outcome != server.DISAGREES for r in rows)
 
@@ -283,7 +285,7 @@ def test_replayed_answers_judged_from_threads_are_the_servers_content(served: Se
     from concurrent.futures import ThreadPoolExecutor
 
     srv, path, v = served("upstream", "llama-spm")
-    cases = [*G.CASES, server_cases.GBNF_CASE, ""]
+    cases = [*C.CASES, server_cases.GBNF_CASE, ""]
     replies = [
         (
             c,

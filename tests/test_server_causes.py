@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from llgbridge import generate as G
+from llgbridge import generation as G
 from llgbridge import synth
 from llgbridge.analyses.native import compute as native
 from llgbridge.analyses.server import compute as server

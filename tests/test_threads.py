@@ -24,7 +24,8 @@ from typing import Any, TypeVar
 import pytest
 from conftest import vocab
 
-from llgbridge import generate as G
+from llgbridge import cases as C
+from llgbridge import judge as J
 from llgbridge.analyses.server import cases as server_cases
 from llgbridge.analyses.server import judge as server_judge
 
@@ -100,14 +101,14 @@ def test_the_server_judge_from_threads_is_the_serial_answer() -> None:
 def test_first_violation_from_threads_is_the_serial_answer() -> None:
     """The truth bridge is built once and shared; each call walks a matcher of its own."""
     v = vocab("llama-bpe")
-    grammar = G.CASES["half_free"].grammar
+    grammar = C.CASES["half_free"].grammar
     legal = v.tokenize(b"BEGIN[abc] END", parse_special=False)
     seqs = (
         [legal] * 20
         + _sequences(v.n_tokens, 60, 12, seed=4)
         + [legal[:k] + [t] for k in range(len(legal)) for t in (220, 13)]
     )
-    assert _differ(lambda s: G.first_violation(v, grammar, s), seqs, rounds=1) == []
+    assert _differ(lambda s: J.first_violation(v, grammar, s), seqs, rounds=1) == []
 
 
 def test_the_servers_log_shows_a_line_only_once_its_file_has_it(tmp_path: Path) -> None:

@@ -494,6 +494,36 @@ def make_bridge(vocab: Vocab, name: str) -> Bridge:
     return bridge_class(name)(vocab)
 
 
+_KEPT: list[Vocab] = []  # the vocab whose bridges `shared` keeps: one at a time (`keep`)
+_BUILT: dict[str, Bridge | InputError] = {}  # its bridges by name, or why one could not be built
+
+
+def keep(vocab: Vocab | None) -> None:
+    """Keep the bridges `shared` builds on `vocab` from now on (a kernel's loaded input,
+    `nb.cached_vocab`); those of the vocab kept before are dropped. None: keep none."""
+    _KEPT[:] = [vocab] if vocab is not None else []
+    _BUILT.clear()
+
+
+def shared(vocab: Vocab, name: str) -> Bridge:
+    """`make_bridge(vocab, name)`, built once while `vocab` is the one kept (`keep`), else built.
+
+    Bridges are not changed by use (matchers are separate objects), so the analyses of one vocab,
+    and the judge of its generations, can share them; an InputError (a bridge that cannot be built)
+    is remembered and raised again."""
+    if not _KEPT or _KEPT[0] is not vocab:
+        return make_bridge(vocab, name)
+    if name not in _BUILT:
+        try:
+            _BUILT[name] = make_bridge(vocab, name)
+        except InputError as e:
+            _BUILT[name] = e
+    got = _BUILT[name]
+    if isinstance(got, InputError):
+        raise got
+    return got
+
+
 def failed_rows(vocab: str, build_errors: dict[str, str]) -> list[dict[str, Any]]:
     """A row per bridge that could not be built for the vocab, with its one-line reason."""
     return [{"vocab": vocab, "bridge": name, "build_error": msg} for name, msg in build_errors.items()]

@@ -13,6 +13,7 @@ from . import params as P
 from .bridges import failed_rows as _failed_rows
 from .errors import InputError, cause_line
 from .inputs import Input
+from .modelfile import ModelFile
 from .overrides import Override
 from .paths import RESULTS, ROOT, name_problem, resolve, write_json
 from .results import BYHAND, DIGEST, digest, provenance, why_unusable
@@ -53,20 +54,23 @@ def load_vocab(it: Input, needs_text: bool = True) -> Vocab:
     return v
 
 
-def cached_vocab(p: Path, name: str, overrides: Iterable[Override]) -> Vocab:
-    """`Vocab(p, name, kv)` loaded once per kernel, and the bridges `bridge` builds on it kept with
-    it: a kernel that runs several analyses of one input (run.execute_batch) loads it once, the
+def cached_vocab(file: Path | ModelFile, name: str, overrides: Iterable[Override]) -> Vocab:
+    """`Vocab(file, name, kv)` loaded once per kernel, and the bridges `bridge` builds on it kept
+    with it: a kernel that runs several analyses of one input (run.execute_batch) loads it once, the
     real model's matrix and server included. The key holds the file's size and date, so a changed
-    file is loaded again, and the overrides, so the same file without them is another vocab."""
+    file is loaded again, and the overrides, so the same file without them is another vocab. A model
+    file given as its value (`modelfile.ModelFile`) is not read again to be checked."""
+    p = file.path if isinstance(file, ModelFile) else file
     kv = tuple(overrides)
     st = p.stat() if p.exists() else None
     key = (str(p.resolve()), name, st.st_size if st else -1, st.st_mtime_ns if st else -1, tuple(kv))
     if key not in _VOCABS:
         _VOCABS.clear()  # one vocab at a time: a batch never comes back to an earlier one
-        _BRIDGES.clear()
+        B.keep(None)
         t0 = time.perf_counter()
-        _VOCABS[key] = Vocab(p, name=name, overrides=kv)
+        _VOCABS[key] = Vocab(file, name=name, overrides=kv)
         TIMES["load"] += time.perf_counter() - t0
+        B.keep(_VOCABS[key])
     return _VOCABS[key]
 
 
@@ -105,27 +109,12 @@ def between_notebooks() -> None:
 
 
 _VOCABS: dict[tuple[str, str, int, int, tuple[Override, ...]], Vocab] = {}
-_BRIDGES: dict[tuple[int, str], Any] = {}  # (id of the cached vocab, bridge) -> the bridge or its InputError
 
 
 def bridge(v: Vocab, name: str) -> Any:
-    """`bridges.make_bridge(v, name)`, built once per kernel for a vocab that `load_vocab` cached.
-
-    Bridges are not changed by use (matchers are separate objects), so the analyses of one vocab
-    can share them; an InputError (a bridge that cannot be built) is remembered and raised again.
-    """
-    if not any(x is v for x in _VOCABS.values()):
-        return B.make_bridge(v, name)
-    key = (id(v), name)
-    if key not in _BRIDGES:
-        try:
-            _BRIDGES[key] = B.make_bridge(v, name)
-        except InputError as e:
-            _BRIDGES[key] = e
-    got = _BRIDGES[key]
-    if isinstance(got, InputError):
-        raise got
-    return got
+    """`bridges.make_bridge(v, name)`, built once per kernel for a vocab that `load_vocab` cached
+    (`bridges.shared`, which keeps them beside the judge that reads them too)."""
+    return B.shared(v, name)
 
 
 def result_path(results_dir: str, analysis: str, vocab: str) -> Path:

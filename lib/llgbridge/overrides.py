@@ -11,7 +11,7 @@ and the value. It reaches every layer that loads a file, each the way llama.cpp 
 
 - `llama_model_params.kv_overrides`, a NULL-key-terminated array (`Vocab`, and the compiled
   harness and llama.cpp's own test through `native/kv_override.cpp`, which reads `ENV`);
-- llama-cpp-python's `Llama(kv_overrides={KEY: value})` (`generate.load_model`);
+- llama-cpp-python's `Llama(kv_overrides={KEY: value})` (`generation.load_model`);
 - `llama-server --override-kv KEY=TYPE:VALUE` (`server_args`).
 
 But:

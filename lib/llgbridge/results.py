@@ -44,6 +44,7 @@ SHARED_CODE = (
     "vocab.py",
     "_llamacall.c",
     "gguf_meta.py",
+    "modelfile.py",
     "errors.py",
     "paths.py",
     "bridges.py",

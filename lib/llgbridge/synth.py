@@ -42,10 +42,10 @@ from gguf import GGUFValueType, GGUFWriter, Keys, LlamaFileType
 from . import gguf_meta, loaded, paths
 from .errors import InputError
 from .gguf_meta import ArrayInfo, read_kv
+from .modelfile import SYNTHETIC_KEY, ModelFile
 from .overrides import Override, tag
 from .results import file_sha256
 
-SYNTHETIC_KEY = "llgbridge.synthetic"
 SOURCE_KEY = "llgbridge.source_vocab"
 SEED_KEY = "llgbridge.seed"
 # the sha256 of the file the tokenizer came from: the cache is keyed by content, not by name, so
@@ -150,6 +150,18 @@ def ensure_model(
     model for an input loaded with key `overrides` (`Input.load_overrides`) is its own file
     (`synthetic-<vocab_name>+kv-<tag>.gguf`), which records them; its loads apply them.
     """
+    return model_file(vocab_name, models_dir, seed, vocab_file, overrides).path
+
+
+def model_file(
+    vocab_name: str,
+    models_dir: Path = paths.DATA / "models",
+    seed: int = 0,
+    vocab_file: Path | None = None,
+    overrides: Iterable[Override] = (),
+) -> ModelFile:
+    """`ensure_model`'s file as its value (`modelfile.ModelFile`): the header that says whether
+    the file is current is the one read, so a model made before is read once."""
     ovs = tuple(overrides)
     kv_list = [o.text for o in ovs]
     stem = f"synthetic-{vocab_name}" + (f"+kv-{tag(ovs)}" if ovs else "")
@@ -161,19 +173,20 @@ def ensure_model(
     # run that asked for it loaded (`loaded`): its result records them, or refuses when they change
     source = loaded.note(vocab)
     if out.exists():
-        kv = read_kv(out)[0]
+        made = ModelFile.read(out)
         if (
-            kv.get(SEED_KEY) == seed
-            and kv.get(SOURCE_SHA_KEY) == source
-            and kv.get(OVERRIDES_KEY, "") == "\n".join(kv_list)
+            made.mark(SEED_KEY) == seed
+            and made.mark(SOURCE_SHA_KEY) == source
+            and (made.mark(OVERRIDES_KEY) or "") == "\n".join(kv_list)
         ):
-            return out
-    return make_model(vocab, out, seed=seed, overrides=kv_list)
+            return made
+    return ModelFile.read(make_model(vocab, out, seed=seed, overrides=kv_list))
 
 
 def is_synthetic(path: Path) -> bool:
-    """True for a file this module wrote. Walks only the key-value section; InputError if not GGUF."""
-    return read_kv(Path(path))[0].get(SYNTHETIC_KEY) is True
+    """True for a file this module wrote. Its header's value (`modelfile.ModelFile.read`, once per
+    process while the file is unchanged); InputError if not GGUF."""
+    return ModelFile.read(path).synthetic
 
 
 def _check_vocab(path: Path) -> int:

@@ -25,6 +25,7 @@ import llama_cpp
 from . import loaded
 from .errors import InputError
 from .gguf_meta import check_tokenizer, read_kv
+from .modelfile import ModelFile
 from .overrides import Override, check_log, parse_all
 from .paths import vocab_name
 
@@ -149,16 +150,20 @@ class Vocab:
     not take is refused in one line (`overrides.check_log`)."""
 
     def __init__(
-        self, path: str | os.PathLike[str], name: str | None = None, overrides: Iterable[str | Override] = ()
+        self,
+        path: str | os.PathLike[str] | ModelFile,
+        name: str | None = None,
+        overrides: Iterable[str | Override] = (),
     ) -> None:
-        self.path = Path(path)
+        self.path = path.path if isinstance(path, ModelFile) else Path(path)
         self.name = name or vocab_name(self.path)
         self.overrides = parse_all(overrides)
-        check_gguf_file(self.path)
         # before llama.cpp sees it: an out-of-range EOS id or a scores array longer than the token
-        # list loads there without complaint and then skews every analysis
-
-        check_tokenizer(self.path, read_kv(self.path)[0])
+        # list loads there without complaint and then skews every analysis. The header is read
+        # once a process (`modelfile`): a file given as its value, or read before, is not read again
+        if not isinstance(path, ModelFile):
+            check_gguf_file(self.path)
+        (path if isinstance(path, ModelFile) else ModelFile.read(self.path)).require_tokenizer()
         params = llama_cpp.llama_model_default_params()
         params.vocab_only = True
         kv = kv_override_array(self.overrides)

@@ -15,7 +15,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from .. import bridges, catalogue, generate, models, synth
+from .. import bridges, cases, catalogue, generation, models, synth
 from ..analyses.native import compute as native
 from ..errors import InputError
 from ..vocab import Vocab
@@ -102,8 +102,8 @@ def _generation_runs(name: str, repeat: int) -> tuple[int, dict[str, list[float]
     """The synthetic model `name`'s vocab size, and per bridge ("" unconstrained) each run's
     tokens per second and mask seconds per token, the runs interleaved."""
     path = synth.ensure_model(name)
-    llm, v = generate.load_model(path), Vocab(path, name)
-    generate.generate(llm, v, None, max_tokens=8)  # warm-up
+    llm, v = generation.load_model(path), Vocab(path, name)
+    generation.generate(llm, v, None, max_tokens=8)  # warm-up
     makers: dict[str, Callable[[], Any]] = {
         "": lambda: None,
         **{b: functools.partial(bridges.make_bridge(v, b).new_matcher, GRAMMAR) for b in TIMED_BRIDGES},
@@ -112,7 +112,7 @@ def _generation_runs(name: str, repeat: int) -> tuple[int, dict[str, list[float]
     masks: dict[str, list[float]] = {k: [] for k in makers}
     for _ in range(repeat):
         for k, make_matcher in makers.items():
-            g = generate.generate(llm, v, make_matcher(), max_tokens=GEN_TOKENS)
+            g = generation.generate(llm, v, make_matcher(), max_tokens=GEN_TOKENS)
             gaps = [b - a for a, b in zip(g.token_times[1:], g.token_times[2:])]
             rates[k].append(1 / statistics.median(gaps) if gaps else 0.0)
             masks[k].append(g.mask_seconds / g.n_masks if g.n_masks else 0.0)
@@ -201,7 +201,7 @@ class DecodeModel:
 
 
 def _decode_run(m: DecodeModel, matcher: Any) -> dict[str, float]:
-    g = generate.generate(m.llm, m.vocab, matcher, m.prompt, max_tokens=DECODE_TOKENS)
+    g = generation.generate(m.llm, m.vocab, matcher, m.prompt, max_tokens=DECODE_TOKENS)
     # the step: one token's arrival to the next, the first excluded (it pays for the
     # prompt); a mean, as the forward and mask figures are, so the share adds up
     t = g.token_times
@@ -228,10 +228,10 @@ def _decode_model(name: str, n_threads: int) -> DecodeModel | None:
     except InputError as e:
         print(f"bench: real decode step skipped: {e}", file=sys.stderr)
         return None
-    llm, v = generate.load_model(path, n_threads=n_threads, overrides=m.overrides), Vocab(path, name, m.overrides)
-    case = generate.Case("decode", GRAMMAR, lambda s: True, "", instruction=DECODE_ASK, completion=DECODE_COMPLETION)
-    prompt = generate.case_prompt(llm, case, m.instruct)
-    generate.generate(llm, v, None, prompt, max_tokens=8)  # warm-up
+    llm, v = generation.load_model(path, n_threads=n_threads, overrides=m.overrides), Vocab(path, name, m.overrides)
+    case = cases.Case("decode", GRAMMAR, lambda s: True, "", instruction=DECODE_ASK, completion=DECODE_COMPLETION)
+    prompt = generation.case_prompt(llm, case, m.instruct)
+    generation.generate(llm, v, None, prompt, max_tokens=8)  # warm-up
     return DecodeModel(path, llm, v, prompt)
 
 

@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import bridges, generate, synth
+from .. import bridges, generation, synth
 from ..analyses.native import compute as native
 from ..llg import (
-    apply_mask,  # the decode loop's (generate.py); timed here, and kept as maskpath.apply_mask
+    apply_mask,  # the decode loop's (generation.py); timed here, and kept as maskpath.apply_mask
     lib,
 )
 from ..paths import vocab_path
@@ -93,8 +93,8 @@ def _forward_ms(name: str) -> list[float]:
         path = synth.ensure_model(name)
     except Exception:  # noqa: BLE001 - no synthetic model for this vocab: the row says so
         return []
-    llm, v = generate.load_model(path), Vocab(path, name)
-    return generate.generate(llm, v, None, max_tokens=STEPS).forward_ms
+    llm, v = generation.load_model(path), Vocab(path, name)
+    return generation.generate(llm, v, None, max_tokens=STEPS).forward_ms
 
 
 def measure(name: str, steps: int = STEPS, grammar: str = GRAMMAR, forward: bool = True) -> MaskPath:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import catalogue, models
-from .. import generate as G
+from .. import generation as G
 from ..analyses.server import cases as server_cases
 from ..analyses.server import compute as server
 from ..analyses.server import judge as server_judge

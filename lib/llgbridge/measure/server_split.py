@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import catalogue, params
-from .. import generate as G
+from .. import generation as G
 from ..analyses.matrix import compute as matrix
 from ..analyses.server import compute as server
 from ..analyses.server import llama_server

@@ -31,9 +31,10 @@ from ..analyses.server.cases import REJECTED_CASE, SPECIAL_CASES
 from ..analyses.server.llama_server import LLG_PINNED
 from ..analyses.server.section import server_frame
 from ..candidates import CANDIDATES
+from ..cases import CASES
 from ..catalogue import REAL_MODELS, RealModel, overridden
 from ..fixtures import vocab_names
-from ..generate import CASES, ENCODER_ONLY
+from ..modelfile import ENCODER_ONLY
 from ..models import manifest
 from ..results import port_llguidance
 from . import repro, tested

@@ -22,7 +22,7 @@ import shlex
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .. import generate as G
+from .. import generation as G
 from ..analyses.native.compute import LLG_PINNED as NATIVE_PIN
 from ..analyses.server import compute as server
 from ..analyses.server.llama_server import LLG_PINNED
@@ -219,7 +219,7 @@ def server_repros(res: PageData) -> list[ServerRepro]:
 
 
 # the comment's server checks, on a public model: each case's grammar as the regex a reader checks the
-# server's `content` against (the grammars are `generate.CASES`' own)
+# server's `content` against (the grammars are `cases.CASES`' own)
 PASTE_CASES = (
     ("bug B: the forced literal", "forced_literal", FORCED_LITERAL),
     ("bug A: a space the grammar forbids", "dots", "[.]{2,6}!"),

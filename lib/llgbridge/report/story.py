@@ -7,8 +7,8 @@ from typing import Any
 from .. import guide
 from ..analyses.native.compute import LLG_PINNED as NATIVE_PIN
 from ..analyses.native.section import abort_cause, bad_tokens
+from ..cases import CASES
 from ..catalogue import overridden
-from ..generate import CASES
 from .data import PageData
 from .prose import prose
 from .table import first_words, pinned_rows

@@ -30,6 +30,9 @@ ANALYSIS = Analysis(
     "engines_e2e",
     (
         "generate.py",
+        "cases.py",
+        "generation.py",
+        "judge.py",
         "synth.py",
         "analyses/engines/",
         "analyses/matrix/",

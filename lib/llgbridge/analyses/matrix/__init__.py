@@ -28,7 +28,7 @@ class MatrixPayload(TypedDict):
 
 ANALYSIS = Analysis(
     "matrix",
-    ("generate.py", "synth.py"),
+    ("generate.py", "cases.py", "generation.py", "judge.py", "synth.py"),
     MatrixPayload,
     runs_on="matrix",
     whatif=True,

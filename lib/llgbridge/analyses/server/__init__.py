@@ -44,7 +44,16 @@ class ServerPayload(TypedDict):
 ANALYSIS = Analysis(
     "server",
     # the matrix's: the model it serves is the one the matrix runs (`matrix.model_paths`)
-    ("generate.py", "synth.py", "analyses/native/", "soundness.py", "analyses/matrix/"),
+    (
+        "generate.py",
+        "cases.py",
+        "generation.py",
+        "judge.py",
+        "synth.py",
+        "analyses/native/",
+        "soundness.py",
+        "analyses/matrix/",
+    ),
     ServerPayload,
     runs_on="server",
     whatif=True,

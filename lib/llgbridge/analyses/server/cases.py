@@ -1,6 +1,6 @@
 """The requests the server analysis sends: its cases, each as the body a client posts.
 
-The matrix's cases (`generate.CASES`) go to the real `llama-server` (`server`) as the port's matrix
+The matrix's cases (`cases.CASES`) go to the real `llama-server` (`server`) as the port's matrix
 runs them, on the same models with the same prompts, and a few cases beyond them:
 
 - the grammar cases go as `"grammar": "%llguidance {}\\n..."` to `/completion`;
@@ -17,7 +17,7 @@ runs them, on the same models with the same prompts, and a few cases beyond them
   spelling the end-of-turn token's text (`special_literal`), and a json_schema `pattern`
   spelling it (`special_pattern`).
 
-Each case's `generate.Case` (`case_spec`, `judge_case`) is what `judge` judges its answer by.
+Each case's `cases.Case` (`case_spec`, `judge_case`) is what `judge` judges its answer by.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from ... import generate as G
+from ... import cases as C
+from ... import generation as G
 from ...errors import InputError, first_line
 from ...grammars import json_grammar, literal_grammar
 from ...vocab import Vocab
@@ -69,7 +70,7 @@ def _gbnf(schema_json: str) -> str:
     return r.stdout.decode()
 
 
-def special_case(vocab: Vocab) -> G.Case | None:
+def special_case(vocab: Vocab) -> C.Case | None:
     """Beyond the PR (bug C): a literal that spells the end-of-turn token's text inside plain
     text. `tokenize_fn` passes parse_special=true, so where it is kept (upstream; the fixed bridge
     on vocabs its probe calls exact) the forced bytes become the control token itself, and a
@@ -78,7 +79,7 @@ def special_case(vocab: Vocab) -> G.Case | None:
     if not literal:
         return None
     text = special_text(vocab)
-    return G.Case(
+    return C.Case(
         SPECIAL_CASE,
         literal_grammar(literal),
         literal.__eq__,
@@ -96,7 +97,7 @@ def special_pattern_schema(vocab: Vocab) -> dict[str, Any] | None:
     return {"type": "string", "pattern": "^" + re.escape(text) + "x$"} if text else None
 
 
-def special_pattern_case(vocab: Vocab) -> G.Case | None:
+def special_pattern_case(vocab: Vocab) -> C.Case | None:
     schema = special_pattern_schema(vocab)
     if schema is None:
         return None
@@ -108,7 +109,7 @@ def special_pattern_case(vocab: Vocab) -> G.Case | None:
         except ValueError:
             return False
 
-    return G.Case(
+    return C.Case(
         SPECIAL_PATTERN_CASE,
         json_grammar(schema),
         check,
@@ -117,8 +118,8 @@ def special_pattern_case(vocab: Vocab) -> G.Case | None:
     )
 
 
-def case_spec(case: str, vocab: Vocab | None = None) -> G.Case:
-    """The `generate.Case` of a server case: the matrix's own, the JSON case for the extra JSON
+def case_spec(case: str, vocab: Vocab | None = None) -> C.Case:
+    """The `cases.Case` of a server case: the matrix's own, the JSON case for the extra JSON
     cases, the vocab's special literal or pattern for the two bug C cases."""
     if case in SPECIAL_CASES:
         spec = (special_case if case == SPECIAL_CASE else special_pattern_case)(vocab) if vocab is not None else None
@@ -128,21 +129,21 @@ def case_spec(case: str, vocab: Vocab | None = None) -> G.Case:
     return judge_case(case)
 
 
-def judge_case(case: str) -> G.Case:
-    """The `generate.Case` whose check judges `case` (the extra cases judge as the JSON case; the
+def judge_case(case: str) -> C.Case:
+    """The `cases.Case` whose check judges `case` (the extra cases judge as the JSON case; the
     rejected schema is judged by whether the server said so, in `ask`)."""
     if case == SPECIAL_CASE:
-        return G.CASES["forced_literal"]  # its prompt: the special literal is judged by `case_spec`
+        return C.CASES["forced_literal"]  # its prompt: the special literal is judged by `case_spec`
     if case == SPECIAL_PATTERN_CASE:
-        return G.CASES["json_enum"]  # its prompt: the pattern is judged by `case_spec`
-    return G.CASES["json_enum" if case in EXTRA_CASES else case]
+        return C.CASES["json_enum"]  # its prompt: the pattern is judged by `case_spec`
+    return C.CASES["json_enum" if case in EXTRA_CASES else case]
 
 
 def violation_grammar(case: str) -> str:
     """The llguidance grammar whose truth mask finds an output's first violation. The GBNF and
     chat cases are judged against the plain schema (llguidance's flexible whitespace), since the
     server's GBNF allows whitespace the JSON case's compact option would not."""
-    return json_grammar(G.JSON_SCHEMA) if case in EXTRA_CASES else G.CASES[case].grammar
+    return json_grammar(C.JSON_SCHEMA) if case in EXTRA_CASES else C.CASES[case].grammar
 
 
 def request_for(
@@ -157,7 +158,7 @@ def request_for(
         "cache_prompt": False,
     }
     if case == CHAT_CASE:
-        c = G.CASES["json_enum"]
+        c = C.CASES["json_enum"]
         return (
             "/v1/chat/completions",
             "response_format",
@@ -168,7 +169,7 @@ def request_for(
                 "seed": seed,
                 "response_format": {
                     "type": "json_schema",
-                    "json_schema": {"name": "answer", "schema": {**G.JSON_SCHEMA, **G.JSON_OPTIONS}},
+                    "json_schema": {"name": "answer", "schema": {**C.JSON_SCHEMA, **C.JSON_OPTIONS}},
                 },
                 # the chat endpoint returns its tokens only with their probabilities: they are the
                 # cross-check of its text (`content_match`)
@@ -180,24 +181,24 @@ def request_for(
     if case == REJECTED_CASE:
         return "/completion", "json_schema", {**body, "json_schema": REJECTED_SCHEMA}
     if case == "json_enum":
-        return "/completion", "json_schema", {**body, "json_schema": {**G.JSON_SCHEMA, **G.JSON_OPTIONS}}
+        return "/completion", "json_schema", {**body, "json_schema": {**C.JSON_SCHEMA, **C.JSON_OPTIONS}}
     if case == SPECIAL_PATTERN_CASE:
         schema = special_pattern_schema(vocab) if vocab is not None else None
         return "/completion", "json_schema", {**body, "json_schema": schema or {}}
     if case == GBNF_CASE:
-        return "/completion", "grammar (GBNF)", {**body, "grammar": gbnf_of(G.JSON_SCHEMA)}
+        return "/completion", "grammar (GBNF)", {**body, "grammar": gbnf_of(C.JSON_SCHEMA)}
     if case == "":
         return "/completion", "none", body
     grammar = (
         case_spec(case, vocab).grammar
         if case == SPECIAL_CASE and vocab is not None
-        else (G.CASES[case].grammar if case in G.CASES else "")
+        else (C.CASES[case].grammar if case in C.CASES else "")
     )
     return "/completion", "grammar (%llguidance)", {**body, "grammar": "%llguidance {}\n" + grammar}
 
 
 def prompts_for(llm: Any, cases: list[str], style: str) -> dict[str, G.Prompt]:
-    """The port's matrix prompts (`generate.prompt_for`), the extra cases taking the JSON case's."""
+    """The port's matrix prompts (`generation.prompt_for`), the extra cases taking the JSON case's."""
     return {c: G.prompt_for(llm, judge_case(c), style) for c in cases}
 
 

@@ -24,10 +24,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
-from ... import generate as G
+from ... import cases as C
+from ... import generation as G
 from ... import nb
 from ... import params as P
 from ...errors import InputError, first_line
+from ...modelfile import ModelFile
 from ...overrides import Override, check_log, model_label, server_args
 from ...paths import RESULTS, ROOT, resolve
 from ...results import file_sha256
@@ -268,7 +270,7 @@ def payload(model: Path, run: ModelRun, settings: dict[str, Any]) -> ServerPaylo
     """The server notebook's result (`results.SCHEMAS["server"]`): the settings, each case's prompt
     and how it was sent, a row per (llguidance, sampler, case), the tokens, the load test, the
     builds' sha256 (so a rebuilt server makes the result stale), and the timings kept apart."""
-    cases = sorted({r.case for r in run.rows}, key=[*G.CASES, *EXTRA_CASES].index)
+    cases = sorted({r.case for r in run.rows}, key=[*C.CASES, *EXTRA_CASES].index)
     out = {
         "model": model.name,
         "llguidance": run.llguidance,
@@ -471,7 +473,7 @@ class _Tally:
 
 def run(
     name: str,
-    model: Path,
+    model: ModelFile | Path,
     synthetic: bool,
     instruct: bool | None,
     cases: list[str],
@@ -487,23 +489,26 @@ def run(
     fresh server each time): an outcome that comes and goes shows as a spread. Each server's log goes
     to `log_dir`/NAME (default `LOG_DIR`). llama.cpp's key `overrides` go to every
     load: the vocab, the prompts' model and each server (`--override-kv`), all of them `opts`'
-    fields. Raises InputError with the build's reason when no server is built,
+    fields. `model` is its `ModelFile` (a path is read here, once): nothing below reads its header
+    again. Raises InputError with the build's reason when no server is built,
     and JudgeDisagrees, naming the request, when the judge's bytes and a server's own `content`
     disagree on any answer: a finding about the server is the server's own words."""
     status, why = S.built()
     if why:
         raise InputError(f"server for {name}", why)
     opts = replace(opts, n_gpu_layers=P.gpu_layers(opts.n_gpu_layers))
-    unknown = [c for c in cases if c not in G.CASES and c not in EXTRA_CASES]
+    unknown = [c for c in cases if c not in C.CASES and c not in EXTRA_CASES]
     if unknown:
-        raise InputError("parameter cases", f"unknown case(s) {unknown}; choose from {[*G.CASES, *EXTRA_CASES]}")
-    G.check_generative(model)
+        raise InputError("parameter cases", f"unknown case(s) {unknown}; choose from {[*C.CASES, *EXTRA_CASES]}")
+    file = model if isinstance(model, ModelFile) else ModelFile.read(model)
+    file.require_generative()
+    model = file.path
     # a real model is the input itself: the vocab this kernel's analyses of it loaded, and the truth
     # bridge they built (`nb.cached_vocab`); a synthetic model is a file of its own
-    vocab = nb.cached_vocab(model, name, opts.overrides) if not synthetic else Vocab(model, name, opts.overrides)
+    vocab = nb.cached_vocab(file, name, opts.overrides) if not synthetic else Vocab(file, name, opts.overrides)
     vocab.require_text()
     cases = _askable(name, vocab, cases, say)
-    prompts = _prompts(model, vocab, cases, opts.prompt, synthetic, instruct)
+    prompts = _prompts(file, vocab, cases, opts.prompt, synthetic, instruct)
     versions = list(status["llguidance"])
     tally = _Tally()
     logs = (opts.log_dir or LOG_DIR) / name
@@ -539,7 +544,7 @@ def _askable(name: str, vocab: Vocab, cases: list[str], say: Callable[[str], Any
 
 
 def _prompts(
-    model: Path, vocab: Vocab, cases: list[str], prompt: str, synthetic: bool, instruct: bool | None
+    model: ModelFile, vocab: Vocab, cases: list[str], prompt: str, synthetic: bool, instruct: bool | None
 ) -> dict[str, G.Prompt]:
     """Each case's prompt, as the port's matrix prompts the model (`prompts_for`)."""
     llm = G.load_model(

@@ -8,7 +8,7 @@ Every answer is judged with `generate`'s own independent checks (exact string, `
   rules of `CONTENT_RULES`), and where the two disagree the row says so (`judge disagrees`) and
   is counted neither as a pass nor as a violation: a finding about the server must be the
   server's own words, not only this suite's decoding of them;
-- the recorded text keeps a short tail after the first violation (`generate.recorded_output`).
+- the recorded text keeps a short tail after the first violation (`judge.recorded_output`).
 
 `differential()` compares a server result with the port's matrix on the same model: outcome, and
 tokens up to the first violation.
@@ -20,7 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ... import generate as G
+from ... import cases as C
+from ... import generation as G
+from ... import judge as J
 from ...vocab import Vocab
 from .cases import EXTRA_CASES, SPECIAL_CASES, case_spec, violation_grammar
 
@@ -143,7 +145,7 @@ class Judged:
     """One answer's tokens as the checks see them."""
 
     outcome: str  # pass, violation, truncated
-    shown: str  # the text recorded (`generate.recorded_output`)
+    shown: str  # the text recorded (`judge.recorded_output`)
     first_violation: int | None  # the first token the grammar does not allow there (truth bridge)
     output: bytes  # the real bytes of the tokens up to the end-of-generation token
 
@@ -160,8 +162,8 @@ def judge_tokens(vocab: Vocab, case: str, tokens: list[int], stop: str) -> Judge
         stop="eog" if eog or stop == "eos" else "limit" if stop == "limit" else stop,
     )
     judged_by = c.grammar if case in SPECIAL_CASES else violation_grammar(case)
-    shown = G.recorded_output(vocab, G.Case(case, judged_by, c.check, c.description), g)
-    return Judged(G.judge(c, g), shown, G.first_violation(vocab, judged_by, kept), g.output)
+    shown = J.recorded_output(vocab, C.Case(case, judged_by, c.check, c.description), g)
+    return Judged(J.judge(c, g), shown, J.first_violation(vocab, judged_by, kept), g.output)
 
 
 def judged_row(
@@ -180,7 +182,7 @@ def judged_row(
         r.first_violation = j.first_violation
     else:  # the chat endpoint: its message text is judged (its tokens, where given, are only the cross-check)
         g = G.Generation(output=text.encode(), stop="limit" if stop == "length" else "eog")
-        r = row(G.judge(case_spec(case, vocab), g), text, strip_eog(vocab, tokens)[0], stop, tps=tps)
+        r = row(J.judge(case_spec(case, vocab), g), text, strip_eog(vocab, tokens)[0], stop, tps=tps)
     r.content_match = match
     if match.startswith("differs"):
         r.outcome = DISAGREES

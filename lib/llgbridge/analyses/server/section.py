@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from ... import generate as G
+from ... import cases as C
 from ... import guide
 from ...candidates import NAMES as CANDIDATE_NAMES
 from ...catalogue import overridden
@@ -622,7 +622,7 @@ def settings_said(ok: list[dict[str, Any]]) -> str:
 def server_prose(res: PageData, s: Served, f: Findings) -> dict[str, str]:
     main, quotes = s.main, s.failing
     # the PR's cases only, the stand-ins apart: the verdict and the PR comment count by this rule
-    pr = quotes[quotes.case.isin(list(G.CASES))]
+    pr = quotes[quotes.case.isin(list(C.CASES))]
     stand = pr[pr.vocab.isin(list(overridden()))]
     shipped = pr[~pr.vocab.isin(list(overridden()))]
 
