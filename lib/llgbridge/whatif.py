@@ -32,6 +32,7 @@ from typing import IO, Any
 
 from . import analyses, run
 from . import params as P
+from .answer import answer, answer_section, changes
 from .errors import InputError
 from .gguf_meta import check_tokenizer, read_kv
 from .inputs import Input
@@ -273,7 +274,6 @@ def _pages(it: _Input, out: Path, plain_statuses: list[run.RunStatus]) -> None:
     the section that sets the two against each other leading the page."""
     from . import report  # here, once the runs are made: a refused what-if answers without it
 
-    lead = None
     if it.ovs:
         # the plain file's report first: its tables are what the overridden one's are set against,
         # once that render has written them
@@ -281,9 +281,24 @@ def _pages(it: _Input, out: Path, plain_statuses: list[run.RunStatus]) -> None:
             out / "without" / "results",
             out / "without",
             bench_csv=out / "without" / "bench.csv",
+            lead=lambda tables: [answer_section(tables, it.path.name)],
             subject={"file": it.path.name, "name": it.plain, "overrides": []},
         )
-        lead = lambda tables: [override_section(out, tables, it.name, it.plain, it.path, it.ovs)]  # noqa: E731
+
+    from .report.gfm import code_span
+
+    def lead(tables: Path) -> list[Any]:
+        # the answer first, from this render's own tables (the cells under it); then, with
+        # overrides, what they changed: in words, the cell-by-cell diff collapsed beneath
+        if not it.ovs:
+            return [answer_section(tables, it.path.name)]
+        flags = " ".join(code_span(f"--override-kv {o.text}") for o in it.ovs)
+        moved = changes(answer(tables), answer(out / "without" / "tables"), flags)
+        return [
+            answer_section(tables, it.path.name, flags),
+            override_section(out, tables, it.name, it.plain, it.path, it.ovs, moved),
+        ]
+
     # a what-if quotes only what it computed: its own (absent) bench snapshot, never the main report's
     subject = {"file": it.path.name, "name": it.name, "overrides": [o.text for o in it.ovs]}
     report.write_report(out / "results", out, bench_csv=out / "bench.csv", lead=lead, subject=subject)
@@ -462,11 +477,22 @@ def moved_items(moved: list[dict[str, Any]], cells: list[dict[str, Any]]) -> lis
     return items
 
 
-def override_section(out: Path, tables: Path, name: str, plain: str, path: Path, ovs: tuple[Override, ...]) -> Any:
-    """The what-if's first section: what the overrides changed (`tables`, this render's tables)
-    against the same file without them (`out/without/`)."""
+def override_section(
+    out: Path,
+    tables: Path,
+    name: str,
+    plain: str,
+    path: Path,
+    ovs: tuple[Override, ...],
+    words: list[str] | None = None,
+) -> Any:
+    """The what-if's section after the answer: what the overrides changed (`tables`, this render's
+    tables) against the same file without them (`out/without/`): in `words` first (`answer.changes`),
+    then how many tables moved; table by table and cell by cell in `more`, which the page shows
+    collapsed."""
     import pandas as pd
 
+    from .report.gfm import code_span
     from .report.table import Section, Table  # with pandas: not loaded for a refused what-if
 
     # the same row on both sides: the input's name, and the synthetic model's (its own file, loaded with the overrides)
@@ -479,9 +505,12 @@ def override_section(out: Path, tables: Path, name: str, plain: str, path: Path,
     flags = " ".join(f"`--override-kv {o.text}`" for o in ovs)
     sec = Section("override", "What the override changed")
     said = [
-        f"`{name}` is `{path.name}` loaded with {flags}; `{plain}` is the same file without "
-        f"{'it' if len(ovs) == 1 else 'them'} ([its own report](without/index.html)), every analysis run on both."
+        *(words or []),
+        f"{code_span(name)} is {code_span(path.name)} loaded with {flags}; {code_span(plain)} is the same file "
+        f"without {'it' if len(ovs) == 1 else 'them'} ([its own report](without/index.html)), every analysis run on "
+        "both.",
     ]
+    detail: list[str] = []
     if not summary:
         said.append("Neither run wrote a table to compare.")
     elif not moved:
@@ -493,17 +522,18 @@ def override_section(out: Path, tables: Path, name: str, plain: str, path: Path,
         n = len(compared)
         said.append(
             (f"{len(moved)} of the {n} tables both sides wrote moved" if len(moved) < n else f"All {n} tables moved")
-            + ", row by row against the plain file's (a row is the same input, bridge, case or build on both sides):"
+            + ", row by row against the plain file's (a row is the same input, bridge, case or build on both sides)."
         )
-        said.append("\n".join(f"- {x}" for x in moved_items(moved, cells)))
+        detail.append("\n".join(f"- {x}" for x in moved_items(moved, cells)))
     if one_side:
-        said.append(
+        detail.append(
             "Written on one side only, so not compared: "
             + ", ".join(f"`{r['table']}` ({r['how']})" for r in one_side)
             + "."
         )
     sec.text = "\n\n".join(said) + "\n"
-    sec.views.append(Table(pd.DataFrame(summary), "Every table, with the override against without"))
+    sec.more = "\n\n".join(detail) + "\n" if detail else ""
+    sec.views.append(Table(pd.DataFrame(summary), "Every table, with the override against without", collapsed=True))
     if cells:
         shown_cells = pd.DataFrame(cells)
         shown_cells = pd.concat([g.head(MAX_SHOWN) for _, g in shown_cells.groupby("table", sort=True)]).reset_index(
@@ -511,7 +541,9 @@ def override_section(out: Path, tables: Path, name: str, plain: str, path: Path,
         )
         sec.views.append(
             Table(
-                shown_cells, f"The cells that moved (at most {MAX_SHOWN} a table; tables/override_changes.csv has all)"
+                shown_cells,
+                f"The cells that moved (at most {MAX_SHOWN} a table; tables/override_changes.csv has all)",
+                collapsed=True,
             )
         )
         sec.raw_table("override_changes", pd.DataFrame(cells))
