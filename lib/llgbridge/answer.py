@@ -294,10 +294,11 @@ def changes(with_row: dict[str, str], without_row: dict[str, str], flags: str) -
 def answer_section(tables: Path, file: str, flags: str = "") -> Any:
     """The what-if's first section: the answer for the file (loaded with `flags`, the overrides as
     code spans), from this render's `tables`."""
+    # the page's types, with pandas: the audit's summary reads the answer without them
     import pandas as pd
 
-    from .report.gfm import code_span
-    from .report.table import Section, Table
+    from .report.gfm import code_span  # the report is loaded with pandas, above
+    from .report.table import Section, Table  # likewise
 
     row = answer(tables)
     sec = Section("answer", "The answer for this file")
