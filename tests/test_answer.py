@@ -192,3 +192,15 @@ def test_the_answer_is_on_the_first_screen(spm: Path, tmp_path: Path) -> None:
     verdict at screen 6.5, under a raw diff of table cells)."""
     box = answer_box(spm / "index.html", tmp_path)
     assert box and box["bottom"] <= SCREEN, box
+
+
+def test_a_dropped_grammar_is_bug_b_in_the_verdict_as_in_its_row() -> None:
+    """SmolLM2 with add_space_prefix on: the shipped bridge's matcher died along the forced literal
+    (forced.csv's error: the grammar dropped), every allowed token a prefix and the output right;
+    the verdict's row said "bug B: grammar dropped: yes" under "Bug B hits none of 1 vocab"."""
+    from llgbridge.report.verdict import Measured
+
+    died = 'Parser Error: token "world" doesn\'t satisfy the grammar; forced bytes: got \' \'; applying \'w\''
+    m = Measured(0, 0, 0, 0, True, True, died, {}, {}, {}, 0)
+    assert m.bug_b
+    assert not Measured(0, 0, 0, 0, True, True, "", {}, {}, {}, 0).bug_b
