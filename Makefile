@@ -84,7 +84,7 @@ help:
 	@echo "make setup    only the virtual environment (CUDA=1 for a GPU build of llama-cpp-python)"
 	@echo "make matrix MODELS=\"a.gguf b.gguf\" [N_GPU_LAYERS=99] [OVERRIDE=\"KEY=TYPE:VALUE\"]  the end-to-end matrix on your own GGUF models"
 	@echo "make whatif VOCAB=file.gguf [NAME=name] [PARAMS=\"-p NAME VALUE ...\"] [OVERRIDE=\"KEY=TYPE:VALUE ...\"] [ANALYSES=\"census leak\"]  every analysis (or those) on your own vocab or model, into reports/whatif/NAME-KEY/"
-	@echo "make audit MODELS=\"dir/ a.gguf ...\" [NAME=name] [OVERRIDE=...] [MAX_MB=200] [SERVER=1] [CLUSTER=tcp://host:port]  every GGUF file's what-if answer on one summary page, reports/audit/NAME/"
+	@echo "make audit MODELS=\"dir/ a.gguf ...\" [NAME=name] [OVERRIDE=...] [MAX_MB=100] [SERVER=1] [CLUSTER=tcp://host:port]  every GGUF file's what-if answer on one summary page, reports/audit/NAME/"
 	@echo "make gguf-fuzz N=300  mutated GGUF files through loading and every bridge, each isolated"
 	@echo "make bench [REGEN=\"today full\"]  census Python vs C, bridge builds, the mask path, make report's own time"
 	@echo "make quotes   the guide's two quotes on real weights, through llama-server: a dated snapshot the report quotes"
@@ -210,10 +210,10 @@ whatif: data/vocabs/.complete | $(SETUP)
 	$(BIN)/python -m llgbridge.whatif --name="$$NAME" --params="$$PARAMS" --override="$$OVERRIDE" \
 	  --analyses="$$ANALYSES" -- "$$VOCAB"
 
-# make audit MODELS="dir/ a.gguf" [NAME=audit] [OVERRIDE=...] [MAX_MB=200] [SERVER=1] [ANALYSES=...] [CLUSTER=tcp://...]:
+# make audit MODELS="dir/ a.gguf" [NAME=audit] [OVERRIDE=...] [MAX_MB=100] [SERVER=1] [ANALYSES=...] [CLUSTER=tcp://...]:
 # every file's what-if (a file already answered is not run again), and one summary page
 audit: data/vocabs/.complete | $(SETUP)
-	@test -n "$$MODELS" || { echo "usage: make audit MODELS=\"dir/ a.gguf ...\" [NAME=name] [OVERRIDE=\"KEY=TYPE:VALUE\"] [MAX_MB=200] [SERVER=1] [CLUSTER=tcp://host:port]"; exit 2; }
+	@test -n "$$MODELS" || { echo "usage: make audit MODELS=\"dir/ a.gguf ...\" [NAME=name] [OVERRIDE=\"KEY=TYPE:VALUE\"] [MAX_MB=100] [SERVER=1] [CLUSTER=tcp://host:port]"; exit 2; }
 	$(BIN)/python -m llgbridge.audit --models="$$MODELS" --name="$$NAME" --override="$$OVERRIDE" --max-mb="$$MAX_MB" \
 	  --server="$$SERVER" --analyses="$$ANALYSES" --cluster="$$CLUSTER"
 

@@ -54,10 +54,11 @@ from .paths import DATA, REPORTS, name_problem, write_atomic
 from .results import file_sha256
 from .whatif import ANALYSES, _input, chosen, safe_name
 
-# a file's weights are served (the matrix and llama-server on the file itself) below this size by
-# default: SmolLM2-135M at Q4_1 (94 MiB) serves the server's cases in about half a minute on 2 cores;
-# a model five times its size takes minutes, so it gets the stand-in unless asked (SERVER=1)
-MAX_MB = 200.0
+# a file's weights are served (the matrix and llama-server on the file itself) up to this size by
+# default, what a 2-core machine serves in about a minute: SmolLM2-135M at Q4_1 (94 MiB) took 74 s of
+# a worker's time in the server analysis on its own weights (22 s on the stand-in); serving grows with
+# the weights, so a larger file gets the stand-in unless asked (SERVER=1, or a larger MAX_MB)
+MAX_MB = 100.0
 ANSWER = "answer.json"
 
 
@@ -138,19 +139,6 @@ def job(f: File, out: Path, overrides: list[str], names: tuple[str, ...]) -> dic
     }
 
 
-def run_here(j: dict[str, Any]) -> dict[str, Any]:
-    """A file's what-if in this process, written in place; its failed analyses, one line each."""
-    statuses = whatif.whatif(
-        Path(j["path"]),
-        j["name"],
-        out=Path(j["out"]),
-        models_dir="weights" if j["weights"] else Path(j["models"]),
-        overrides=j["overrides"],
-        names=tuple(j["analyses"]),
-    )
-    return {"failed": [f"{s['notebook']}: {s['error']}" for s in statuses if s["status"] != "ok"]}
-
-
 def run_remote_job(j: dict[str, Any]) -> dict[str, Any]:
     """A file's what-if on a Dask worker: `python -m llgbridge.whatif` in a temporary folder (a
     process of its own: a Dask worker is a daemon, which may not start the what-if's pool), and
@@ -192,16 +180,70 @@ def _left(done: int, total: int, t0: float) -> str:
     return f"about {s / 60:.0f} min left" if s >= 90 else f"about {s:.0f} s left"
 
 
-def run_local(jobs: list[dict[str, Any]], say: Callable[[str], None]) -> dict[str, dict[str, Any]]:
-    """Each job in turn, in this process (each what-if runs its analyses on its own pool of workers)."""
-    got: dict[str, dict[str, Any]] = {}
-    t0 = time.monotonic()
-    for i, j in enumerate(jobs, 1):
+def _planned(jobs: list[dict[str, Any]], got: dict[str, dict[str, Any]]) -> tuple[list[Any], list[Any], dict[str, int]]:
+    """(each file's job, input, folder and lock; the pool's sides; each file's count of runs): every
+    file planned and locked as a what-if plans and locks it, a refusal its entry in `got`."""
+    plans, sides, left = [], [], {}
+    for j in jobs:
         try:
-            got[j["key"]] = run_here(j)
+            it = whatif._input(Path(j["path"]), j["name"], j["overrides"], j["weights"])
+            names = tuple(j["analyses"])
+            runs = whatif._plan(it.input, {}, Path(j["models"]), names)
+            base = whatif._plan(it.base, {}, Path(j["models"]) / "without", names) if it.ovs else []
+            out = Path(j["out"])
+            held = whatif._only_one(out)
         except InputError as e:
             got[j["key"]] = {"failed": [str(e)]}
-        say(f"[audit {i}/{len(jobs)}] {j['name']}: {_said(got[j['key']])}; {_left(i, len(jobs), t0)}")
+            continue
+        plans.append((j, it, out, held))
+        sides.append((it.input, runs, out))
+        if it.ovs:
+            sides.append((it.base, base, out / "without"))
+        left[j["key"]] = len(runs) + len(base)
+    return plans, sides, left
+
+
+def run_local(jobs: list[dict[str, Any]], say: Callable[[str], None]) -> dict[str, dict[str, Any]]:
+    """Every file's analyses on one pool of workers (`whatif._run_all`, as a what-if with overrides
+    runs its two sides): the workers and their kernels start once for the audit, not once a file, and
+    both stay busy across files. A line when a file's last analysis ends; then each file's page."""
+    got: dict[str, dict[str, Any]] = {}
+    plans, sides, left = _planned(jobs, got)
+    if not plans:
+        return got
+    owner = {n: j["key"] for j, it, _, _ in plans for n in {it.name, it.plain}}
+    t0, finished = time.monotonic(), [0]
+
+    def heard(line: str) -> None:
+        # a run's line is "[analysis] NAME ok in ..." (the audit's names hold no space): a file is done
+        # when its last analysis is
+        name = line.split("] ", 1)[1].split(" ", 1)[0] if line.startswith("[") and "] " in line else ""
+        k = owner.get(name)
+        if k is None or line.startswith("[whatif"):
+            return
+        left[k] -= 1
+        if not left[k]:
+            finished[0] += 1
+            say(f"[audit {finished[0]}/{len(plans)}] {name}: analyses done; {_left(finished[0], len(plans), t0)}")
+
+    whatif.run.fast_imports()
+    statuses = whatif._run_all(sides, heard)
+    # the floor: the analyses' own time on the pool's workers; the rest of the wall is the suite's
+    work = sum(float((st.get("timing") or {}).get("wall", 0.0)) for side in statuses for st in side)
+    workers = max(1, min(whatif.WORKERS, len(os.sched_getaffinity(0))))
+    say(
+        f"[audit] analyses: {work:.1f} s of the workers' time (a floor of {work / workers:.1f} s on {workers} "
+        f"workers); wall so far {time.monotonic() - t0:.1f} s"
+    )
+    i = 0
+    for j, it, out, held in plans:
+        mine, plain = statuses[i], (statuses[i + 1] if it.ovs else [])
+        i += 2 if it.ovs else 1
+        whatif._pages(it, out, plain)
+        held.close()
+        bad = [s for s in [*mine, *plain] if s["status"] != "ok"]
+        got[j["key"]] = {"failed": [f"{s['notebook']}: {s['error']}" for s in bad]}
+    say(f"[audit] pages written; wall {time.monotonic() - t0:.1f} s")
     return got
 
 
@@ -324,6 +366,14 @@ def audit(
     for f in files:
         if f.key and f.key not in todo and not (out / "files" / f.key / ANSWER).exists():
             todo[f.key] = job(f, out, overrides, names)
+    # the what-ifs share one pool, which tells their runs apart by input name: two files called
+    # model.gguf in two folders get their keys appended
+    seen: dict[str, int] = {}
+    for j in todo.values():
+        seen[j["name"]] = seen.get(j["name"], 0) + 1
+    for j in todo.values():
+        if seen[j["name"]] > 1:
+            j["name"] = f"{j['name']}-{j['key'][:8]}"
     keys = {f.key for f in files if f.key}
     say(
         f"[audit {name}] {len(files)} files, {len(keys)} distinct, {len(todo)} to run"

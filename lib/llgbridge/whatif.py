@@ -26,6 +26,7 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -134,7 +135,10 @@ def _groups(runs: list[tuple[str, dict[str, object]]]) -> list[list[str]]:
     return [g for g in ([n for n in names if n not in on_models], [n for n in names if n in on_models]) if g]
 
 
-def _run_all(sides: list[tuple[Input, list[tuple[str, dict[str, object]]], Path]]) -> list[list[run.RunStatus]]:
+def _run_all(
+    sides: list[tuple[Input, list[tuple[str, dict[str, object]]], Path]],
+    say: Callable[[str], None] = lambda line: print(line, flush=True),
+) -> list[list[run.RunStatus]]:
     """Every analysis of every side (its input, its runs, its report folder) on one pool
     (`batch.run_pool`), each side in two groups (`_groups`) run side by side where the machine has
     the cores: each worker loads a file and builds its bridges once per group (its kernel's output
@@ -150,16 +154,15 @@ def _run_all(sides: list[tuple[Input, list[tuple[str, dict[str, object]]], Path]
             jobs.append((it, g))
             where.append({"out": out, "results": out / "results", "params": dict(runs)})
     workers = max(1, min(WORKERS, len(jobs), len(os.sched_getaffinity(0))))
-    print(
+    say(
         f"[whatif {' and '.join(it.name for it, _, _ in sides)}] {sum(len(r) for _, r, _ in sides)} analyses "
-        f"on {workers} worker(s) ...",
-        flush=True,
+        f"on {workers} worker(s) ..."
     )
     statuses, _ = batch.run_pool(
         jobs,
         workers,
         places=batch.Places(results=sides[0][2] / "results", out_root=sides[0][2]),
-        say=lambda line: print(line, flush=True),
+        say=say,
         where=where,
     )
     got = []
