@@ -200,7 +200,7 @@ def test_a_dropped_grammar_is_bug_b_in_the_verdict_as_in_its_row() -> None:
     the verdict's row said "bug B: grammar dropped: yes" under "Bug B hits none of 1 vocab"."""
     from llgbridge.report.verdict import Measured
 
-    died = 'Parser Error: token "world" doesn\'t satisfy the grammar; forced bytes: got \' \'; applying \'w\''
+    died = "Parser Error: token \"world\" doesn't satisfy the grammar; forced bytes: got ' '; applying 'w'"
     m = Measured(0, 0, 0, 0, True, True, died, {}, {}, {}, 0)
     assert m.bug_b
     assert not Measured(0, 0, 0, 0, True, True, "", {}, {}, {}, 0).bug_b
