@@ -246,8 +246,9 @@ def said(row: dict[str, str], file: str, flags: str = "") -> list[str]:
     else:
         on = (
             "a **random-weight stand-in** around this file's tokenizer, not the file's weights "
-            "(`make matrix MODELS=file.gguf` runs them on the file's weights: not by default, as a "
-            "model's weights take minutes to serve where its vocab takes seconds)"
+            "(`make audit MODELS=file.gguf SERVER=1` serves the file's own weights, as `make matrix "
+            "MODELS=file.gguf` runs the matrix on them: not by default, as a model's weights take "
+            "minutes to serve where its vocab takes seconds)"
             if row["server_weights"] == "random-weight stand-in"
             else "the file's own weights"
         )
@@ -265,14 +266,14 @@ def changes(with_row: dict[str, str], without_row: dict[str, str], flags: str) -
     out = []
     if with_row["a_tokens"] != without_row["a_tokens"]:
         out.append(
-            f"bug A's shipped token table has {with_row['a_tokens']} tokens with wrong bytes "
-            f"(without it, {without_row['a_tokens']})"
+            f"bug A's shipped token table has {number(with_row['a_tokens'])} tokens with wrong bytes "
+            f"(without it, {number(without_row['a_tokens'])})"
         )
     for key, what in (("a", "bug A (illegal tokens admitted)"), ("b", "bug B"), ("c", "bug C"), ("d", "bug D")):
         for b in BRIDGES:
             x, y = with_row[f"{key}_{b}"], without_row[f"{key}_{b}"]
             if x != y:
-                out.append(f"{what} {SIDES[b]}: {x} (without it, {y})")
+                out.append(f"{what} {SIDES[b]}: {number(x)} (without it, {number(y)})")
     if with_row["server_dropped"] != without_row["server_dropped"]:
         out.append(
             f"the shipped server drops the grammar silently in {with_row['server_dropped']} requests "
