@@ -110,16 +110,19 @@ def test_a_rerun_runs_only_the_new_file_and_a_second_name_runs_nothing(
     first: tuple[audit.Audit, Path], folder: Path
 ) -> None:
     _, out = first
-    shutil.copy(VOCABS / "ggml-vocab-deepseek-coder.gguf", folder / "new.gguf")
+    # the new file's name is markup: the summary says it as text
+    shutil.copy(VOCABS / "ggml-vocab-deepseek-coder.gguf", folder / "new <b>&.gguf")
     shutil.copy(folder / "llama-spm.gguf", folder / "llama-spm-again.gguf")
     lines: list[str] = []
     try:
         again = audit.audit([str(folder)], "t", OPTS, out=out, say=lines.append)
     finally:
-        (folder / "new.gguf").unlink()
+        (folder / "new <b>&.gguf").unlink()
         (folder / "llama-spm-again.gguf").unlink()
     rows = {Path(r["file"]).name: r for r in again.rows}
-    assert again.ran == [rows["new.gguf"]["page"].split("/")[1]], again.ran
+    assert again.ran == [rows["new <b>&.gguf"]["page"].split("/")[1]], again.ran
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert "new &lt;b&gt;&amp;.gguf" in page and "<b>&" not in page
     assert rows["llama-spm-again.gguf"]["page"] == rows["llama-spm.gguf"]["page"]
     assert {k: v for k, v in rows["llama-spm-again.gguf"].items() if k != "file"} == {
         k: v for k, v in rows["llama-spm.gguf"].items() if k != "file"
