@@ -10,10 +10,18 @@ csv module; llama-spm's against the guide (4.3: 16410 tokens with wrong bytes)."
 from __future__ import annotations
 
 import csv
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from test_dask_report import ENV, _address, _cluster
 
 from llgbridge import audit
 from llgbridge.paths import VOCABS
@@ -144,3 +152,66 @@ def test_a_dask_scheduler_gives_the_same_summary_byte_for_byte(first: tuple[audi
     assert len(got.ran) == 4
     assert (other / "summary.csv").read_bytes() == (out / "summary.csv").read_bytes()
     assert (other / "index.html").read_bytes() == (out / "index.html").read_bytes()
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """The scheduler's and the workers' processes, each in a session of its own: ended after the test."""
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def _kill_a_busy_worker(client: Any, run: subprocess.Popen[str]) -> int:
+    """The pid of a worker running one of the audit's files, killed a second into it."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and run.poll() is None:
+        busy = [w for w, keys in client.processing().items() if any(str(k).startswith("audit-") for k in keys)]
+        if busy:
+            pid = int(client.run(os.getpid, workers=busy[:1])[busy[0]])
+            time.sleep(1.0)
+            os.kill(pid, signal.SIGKILL)
+            return pid
+        time.sleep(0.1)
+    raise AssertionError("no file of the audit was seen running")
+
+
+def test_on_a_real_scheduler_a_killed_worker_costs_its_file_one_retry(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """`make audit CLUSTER=tcp://...` on a `dask scheduler` with two `dask worker`s (real processes,
+    started as tests/test_dask_report.py starts them), one worker killed (SIGKILL) a second into a
+    file's what-if: that file runs once more, the audit ends ok, and its summary is the local run's
+    bytes."""
+    from distributed import Client
+
+    d = tmp_path / "models"
+    d.mkdir()
+    for v in ("llama-spm", "bert-bge"):
+        shutil.copy(VOCABS / f"ggml-vocab-{v}.gguf", d / f"{v}.gguf")
+    args = [sys.executable, "-m", "llgbridge.audit", "--analyses", "census probe", str(d)]
+    local = subprocess.run([*args, "--out", str(tmp_path / "local")], capture_output=True, text=True, env=ENV)
+    assert local.returncode == 0, local.stderr[-2000:]
+    file, _ = _cluster(processes, tmp_path)
+    with Client(_address(file), timeout=30) as client:
+        client.wait_for_workers(2, timeout=60)
+        run = subprocess.Popen(
+            [*args, "--out", str(tmp_path / "dask"), "--cluster", _address(file)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=ENV,
+        )
+        _kill_a_busy_worker(client, run)
+        out, err = run.communicate(timeout=600)
+    assert run.returncode == 0, out[-3000:] + err[-3000:]
+    assert "once more, on another" in out, out[-3000:]
+    assert (tmp_path / "dask" / "summary.csv").read_bytes() == (tmp_path / "local" / "summary.csv").read_bytes()

@@ -288,6 +288,7 @@ def run_remote(jobs: list[dict[str, Any]], cluster: str, say: Callable[[str], No
                 r = fut.result()
             except KilledWorker as e:
                 if tries[j["key"]] < ATTEMPTS:
+                    say(f"[audit] {j['name']}: its worker died ({first_line(str(e))[:120]}); once more, on another")
                     tries[j["key"]] += 1
                     nf = submit(j)
                     by_key[nf.key] = j
@@ -462,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--server", default="", help="1: serve every file's own weights (SERVER)")
     ap.add_argument("--analyses", default="", help="only these analyses (ANALYSES)")
     ap.add_argument("--cluster", default="", help="a Dask scheduler, tcp://host:port (CLUSTER)")
+    ap.add_argument("--out", type=Path, default=None, help="the audit's folder (default reports/audit/NAME)")
     a = ap.parse_args(argv)
     try:
         given = [*a.paths, *shlex.split(a.models)]
@@ -478,11 +480,11 @@ def main(argv: list[str] | None = None) -> int:
             chosen(a.analyses),
             a.cluster,
         )
-        got = audit(given, a.name or "audit", opts)
+        got = audit(given, a.name or "audit", opts, a.out)
     except ValueError as e:  # InputError, or shlex's unbalanced quote
         print(f"audit: {e}", file=sys.stderr)
         return 2
-    out = REPORTS / "audit" / (a.name or "audit")
+    out = a.out or REPORTS / "audit" / (a.name or "audit")
     print(f"audit: {len(got.rows)} files, {len(got.ran)} run; summary: {out / 'index.html'}")
     for r in got.failed:
         print(f"FAILED {r['file']}: {r['status']}", file=sys.stderr)
