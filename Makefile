@@ -8,7 +8,7 @@ SHELL := /bin/bash
 # simple variable, which Make never expands again; the recipes read them from the environment,
 # quoted ("$$VOCAB"), so no shell reads them as code either
 PARAMETERS := VOCAB NAME PARAMS MODELS N_GPU_LAYERS OVERRIDE ANALYSES INPUTS CUDA N SEED CORPUS_VOCABS ENGINE \
-              WORKERS CLUSTER REGEN LAB_PORT
+              WORKERS CLUSTER REGEN LAB_PORT MAX_MB SERVER
 $(foreach v,$(PARAMETERS),$(if $(filter command line environment%,$(origin $(v))),$(eval override $(v) := $$(value $(v)))))
 PYTHON ?= python3.11
 VENV := .venv
@@ -63,17 +63,17 @@ N_GPU_LAYERS ?= 0
 # OVERRIDE: llama.cpp's key overrides (KEY=TYPE:VALUE, several split as a shell would), for
 # make whatif and make matrix
 OVERRIDE ?=
-export VOCAB NAME PARAMS MODELS N_GPU_LAYERS OVERRIDE ANALYSES INPUTS
+export VOCAB NAME PARAMS MODELS N_GPU_LAYERS OVERRIDE ANALYSES INPUTS MAX_MB SERVER
 # Make repeats every command-line variable in MAKEFLAGS, each space escaped: a long PARAMS (a 99 KB
 # grammar of short words) took that past the kernel's 128 KiB per string, and no recipe's shell
 # could start ("/bin/bash: Argument list too long"). whatif's recipe reads PARAMS from the
 # environment (exported above), so its MAKEFLAGS need not repeat the variables (MAKEOVERRIDES)
-ifneq ($(filter whatif,$(MAKECMDGOALS)),)
+ifneq ($(filter whatif audit,$(MAKECMDGOALS)),)
 MAKEOVERRIDES :=
 endif
 
 FORCE:
-.PHONY: FORCE all setup data models corpus-data corpus native server report matrix whatif gguf-fuzz bench quotes lint check test test-swapped lab clean distclean help
+.PHONY: FORCE all setup data models corpus-data corpus native server report matrix whatif audit gguf-fuzz bench quotes lint check test test-swapped lab clean distclean help
 .DELETE_ON_ERROR:
 
 all: report
@@ -85,6 +85,7 @@ help:
 	@echo "make setup    only the virtual environment (CUDA=1 for a GPU build of llama-cpp-python)"
 	@echo "make matrix MODELS=\"a.gguf b.gguf\" [N_GPU_LAYERS=99] [OVERRIDE=\"KEY=TYPE:VALUE\"]  the end-to-end matrix on your own GGUF models"
 	@echo "make whatif VOCAB=file.gguf [NAME=name] [PARAMS=\"-p NAME VALUE ...\"] [OVERRIDE=\"KEY=TYPE:VALUE ...\"] [ANALYSES=\"census leak\"]  every analysis (or those) on your own vocab or model, into reports/whatif/NAME-KEY/"
+	@echo "make audit MODELS=\"dir/ a.gguf ...\" [NAME=name] [OVERRIDE=...] [MAX_MB=100] [SERVER=1] [CLUSTER=tcp://host:port]  every GGUF file's what-if answer on one summary page, reports/audit/NAME/"
 	@echo "make gguf-fuzz N=300  mutated GGUF files through loading and every bridge, each isolated"
 	@echo "make bench [REGEN=\"today full\"]  census Python vs C, bridge builds, the mask path, make report's own time"
 	@echo "make quotes   the guide's two quotes on real weights, through llama-server: a dated snapshot the report quotes"
@@ -210,6 +211,13 @@ whatif: data/vocabs/.complete | $(SETUP)
 	@test -n "$$VOCAB" || { echo "usage: make whatif VOCAB=path/to/file.gguf [NAME=name] [PARAMS=\"-p grammar 'start: /[a-z]+/'\"] [OVERRIDE=\"KEY=TYPE:VALUE ...\"]"; exit 2; }
 	$(BIN)/python -m llgbridge.whatif --name="$$NAME" --params="$$PARAMS" --override="$$OVERRIDE" \
 	  --analyses="$$ANALYSES" -- "$$VOCAB"
+
+# make audit MODELS="dir/ a.gguf" [NAME=audit] [OVERRIDE=...] [MAX_MB=100] [SERVER=1] [ANALYSES=...] [CLUSTER=tcp://...]:
+# every file's what-if (a file already answered is not run again), and one summary page
+audit: data/vocabs/.complete | $(SETUP)
+	@test -n "$$MODELS" || { echo "usage: make audit MODELS=\"dir/ a.gguf ...\" [NAME=name] [OVERRIDE=\"KEY=TYPE:VALUE\"] [MAX_MB=100] [SERVER=1] [CLUSTER=tcp://host:port]"; exit 2; }
+	$(BIN)/python -m llgbridge.audit --models="$$MODELS" --name="$$NAME" --override="$$OVERRIDE" --max-mb="$$MAX_MB" \
+	  --server="$$SERVER" --analyses="$$ANALYSES" --cluster="$$CLUSTER"
 
 # make gguf-fuzz N=300 [SEED=0]: mutated fixtures through vocab loading and every bridge, isolated
 N ?= 300

@@ -130,12 +130,14 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("report.comment", ""),
             ("report.pages", "the pages, the Markdown and the tables written"),
             ("report", "python -m llgbridge.report"),
+            ("answer", "a what-if's answer for its file, from its tables"),
         ),
     ),
     (
         "top",
         (
             ("whatif", "every analysis on one file, its own page"),
+            ("audit", "make audit: every file's what-if, one summary"),
             ("measure/", "make bench, the load test, make quotes"),
         ),
     ),

@@ -26,12 +26,14 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from . import analyses, run
 from . import params as P
+from .answer import answer, answer_section, changes
 from .errors import InputError
 from .gguf_meta import check_tokenizer, read_kv
 from .inputs import Input
@@ -133,7 +135,10 @@ def _groups(runs: list[tuple[str, dict[str, object]]]) -> list[list[str]]:
     return [g for g in ([n for n in names if n not in on_models], [n for n in names if n in on_models]) if g]
 
 
-def _run_all(sides: list[tuple[Input, list[tuple[str, dict[str, object]]], Path]]) -> list[list[run.RunStatus]]:
+def _run_all(
+    sides: list[tuple[Input, list[tuple[str, dict[str, object]]], Path]],
+    say: Callable[[str], None] = lambda line: print(line, flush=True),
+) -> list[list[run.RunStatus]]:
     """Every analysis of every side (its input, its runs, its report folder) on one pool
     (`batch.run_pool`), each side in two groups (`_groups`) run side by side where the machine has
     the cores: each worker loads a file and builds its bridges once per group (its kernel's output
@@ -149,16 +154,15 @@ def _run_all(sides: list[tuple[Input, list[tuple[str, dict[str, object]]], Path]
             jobs.append((it, g))
             where.append({"out": out, "results": out / "results", "params": dict(runs)})
     workers = max(1, min(WORKERS, len(jobs), len(os.sched_getaffinity(0))))
-    print(
+    say(
         f"[whatif {' and '.join(it.name for it, _, _ in sides)}] {sum(len(r) for _, r, _ in sides)} analyses "
-        f"on {workers} worker(s) ...",
-        flush=True,
+        f"on {workers} worker(s) ..."
     )
     statuses, _ = batch.run_pool(
         jobs,
         workers,
         places=batch.Places(results=sides[0][2] / "results", out_root=sides[0][2]),
-        say=lambda line: print(line, flush=True),
+        say=say,
         where=where,
     )
     got = []
@@ -196,10 +200,11 @@ class _Input:
         return self.input.overrides
 
 
-def _input(path: Path, name: str | None, overrides: list[str]) -> _Input:
+def _input(path: Path, name: str | None, overrides: list[str], weights: bool = False) -> _Input:
     """`path` checked (a GGUF file, its tokenizer's header), with its name and overrides: InputError
     for a file that is not GGUF, a NAME that could not name a folder, an override llama.cpp's
-    syntax refuses."""
+    syntax refuses. With `weights`, the matrix and the server run on the file itself (its own
+    weights) instead of a synthetic model around its tokenizer."""
     check_gguf_file(path)
     # the census's header check, before the pool starts: a truncated file is one line, not 18 failed runs
     check_tokenizer(path, read_kv(path)[0])
@@ -214,7 +219,8 @@ def _input(path: Path, name: str | None, overrides: list[str]) -> _Input:
     if ovs and plain == name:
         raise InputError("NAME", f"{name!r} is the plain file's name: an input loaded with overrides needs its own")
     # made once here, the overrides checked against the file's header; every run gets these values
-    return _Input(Input.make(name, str(path), overrides=ovs), Input.make(plain, str(path)))
+    models = (str(path),) if weights else ()
+    return _Input(Input.make(name, str(path), models, overrides=ovs), Input.make(plain, str(path), models))
 
 
 def whatif(
@@ -222,7 +228,7 @@ def whatif(
     name: str | None = None,
     params: dict[str, object] | None = None,
     out: Path | None = None,
-    models_dir: Path | None = None,
+    models_dir: Path | Literal["weights"] | None = None,
     overrides: list[str] | None = None,
     one_pool: bool = True,
     names: tuple[str, ...] = ANALYSES,
@@ -234,17 +240,20 @@ def whatif(
     run on the file without them too (`out/without/`), and the page says what they changed
     (`override_section`). The statuses returned are the overridden run's. Both sides share one
     pool of workers; `one_pool=False` runs them one after the other, each on a pool of its own, as
-    before (`make bench` times both).
+    before (`make bench` times both). `models_dir` is where the synthetic model the matrix and the
+    server run on goes, or "weights": they run on the file itself (its own weights).
 
     InputError, before anything runs, for a file that is not GGUF, a NAME that could not name a
     folder (`../..`), an override llama.cpp's syntax refuses, or a parameter no notebook takes or
     one that takes it refuses.
     """
-    it = _input(path, name, overrides or [])
+    # "weights": the matrix and the server run on the file itself, no synthetic model made (make audit)
+    weights = models_dir == "weights"
+    it = _input(path, name, overrides or [], weights)
     where = folder(it.path, it.name, it.ovs)
     out = out or REPORTS / "whatif" / where
     params = params or {}
-    models = models_dir or DATA / "whatif" / where / "models"
+    models = DATA / "whatif" / where / "models" if models_dir is None or weights else Path(models_dir)
     runs = _plan(it.input, params, models, names)
     base = _plan(it.base, params, models / "without", names) if it.ovs else []
     held = _only_one(out)  # noqa: F841 - the lock is held until this returns and its file closes
@@ -273,7 +282,6 @@ def _pages(it: _Input, out: Path, plain_statuses: list[run.RunStatus]) -> None:
     the section that sets the two against each other leading the page."""
     from . import report  # here, once the runs are made: a refused what-if answers without it
 
-    lead = None
     if it.ovs:
         # the plain file's report first: its tables are what the overridden one's are set against,
         # once that render has written them
@@ -281,9 +289,24 @@ def _pages(it: _Input, out: Path, plain_statuses: list[run.RunStatus]) -> None:
             out / "without" / "results",
             out / "without",
             bench_csv=out / "without" / "bench.csv",
+            lead=lambda tables: [answer_section(tables, it.path.name)],
             subject={"file": it.path.name, "name": it.plain, "overrides": []},
         )
-        lead = lambda tables: [override_section(out, tables, it.name, it.plain, it.path, it.ovs)]  # noqa: E731
+
+    from .report.gfm import code_span  # with the report, loaded once the runs are made
+
+    def lead(tables: Path) -> list[Any]:
+        # the answer first, from this render's own tables (the cells under it); then, with
+        # overrides, what they changed: in words, the cell-by-cell diff collapsed beneath
+        if not it.ovs:
+            return [answer_section(tables, it.path.name)]
+        flags = " ".join(code_span(f"--override-kv {o.text}") for o in it.ovs)
+        moved = changes(answer(tables), answer(out / "without" / "tables"), flags)
+        return [
+            answer_section(tables, it.path.name, flags),
+            override_section(out, tables, it.name, it.plain, it.path, it.ovs, moved),
+        ]
+
     # a what-if quotes only what it computed: its own (absent) bench snapshot, never the main report's
     subject = {"file": it.path.name, "name": it.name, "overrides": [o.text for o in it.ovs]}
     report.write_report(out / "results", out, bench_csv=out / "bench.csv", lead=lead, subject=subject)
@@ -462,12 +485,39 @@ def moved_items(moved: list[dict[str, Any]], cells: list[dict[str, Any]]) -> lis
     return items
 
 
-def override_section(out: Path, tables: Path, name: str, plain: str, path: Path, ovs: tuple[Override, ...]) -> Any:
-    """The what-if's first section: what the overrides changed (`tables`, this render's tables)
-    against the same file without them (`out/without/`)."""
+def _how_many(summary: list[dict[str, Any]], moved: list[dict[str, Any]], compared: list[dict[str, Any]]) -> str:
+    """How many of the tables both sides wrote moved, in a sentence."""
+    if not summary:
+        return "Neither run wrote a table to compare."
+    if not moved:
+        return (
+            f"None of the {len(compared)} tables both sides wrote moved: on this file the override changes nothing the "
+            f"suite measures there."
+        )
+    n = len(compared)
+    return (
+        f"{len(moved)} of the {n} tables both sides wrote moved" if len(moved) < n else f"All {n} tables moved"
+    ) + ", row by row against the plain file's (a row is the same input, bridge, case or build on both sides)."
+
+
+def override_section(
+    out: Path,
+    tables: Path,
+    name: str,
+    plain: str,
+    path: Path,
+    ovs: tuple[Override, ...],
+    words: list[str] | None = None,
+) -> Any:
+    """The what-if's section after the answer: what the overrides changed (`tables`, this render's
+    tables) against the same file without them (`out/without/`): in `words` first (`answer.changes`),
+    then how many tables moved; table by table and cell by cell in `more`, which the page shows
+    collapsed."""
+    # with pandas: not loaded for a refused what-if
     import pandas as pd
 
-    from .report.table import Section, Table  # with pandas: not loaded for a refused what-if
+    from .report.gfm import code_span  # the report, likewise
+    from .report.table import Section, Table  # likewise
 
     # the same row on both sides: the input's name, and the synthetic model's (its own file, loaded with the overrides)
     models = {f"synthetic-{plain}.gguf": model_label(f"synthetic-{name}+kv-{tag(ovs)}.gguf", ovs)}
@@ -479,31 +529,22 @@ def override_section(out: Path, tables: Path, name: str, plain: str, path: Path,
     flags = " ".join(f"`--override-kv {o.text}`" for o in ovs)
     sec = Section("override", "What the override changed")
     said = [
-        f"`{name}` is `{path.name}` loaded with {flags}; `{plain}` is the same file without "
-        f"{'it' if len(ovs) == 1 else 'them'} ([its own report](without/index.html)), every analysis run on both."
+        *(words or []),
+        f"{code_span(name)} is {code_span(path.name)} loaded with {flags}; {code_span(plain)} is the same file "
+        f"without {'it' if len(ovs) == 1 else 'them'} ([its own report](without/index.html)), every analysis run on "
+        "both.",
     ]
-    if not summary:
-        said.append("Neither run wrote a table to compare.")
-    elif not moved:
-        said.append(
-            f"None of the {len(compared)} tables both sides wrote moved: on this file the override changes nothing the "
-            f"suite measures there."
-        )
-    else:
-        n = len(compared)
-        said.append(
-            (f"{len(moved)} of the {n} tables both sides wrote moved" if len(moved) < n else f"All {n} tables moved")
-            + ", row by row against the plain file's (a row is the same input, bridge, case or build on both sides):"
-        )
-        said.append("\n".join(f"- {x}" for x in moved_items(moved, cells)))
+    said.append(_how_many(summary, moved, compared))
+    detail = ["\n".join(f"- {x}" for x in moved_items(moved, cells))] if moved else []
     if one_side:
-        said.append(
+        detail.append(
             "Written on one side only, so not compared: "
             + ", ".join(f"`{r['table']}` ({r['how']})" for r in one_side)
             + "."
         )
     sec.text = "\n\n".join(said) + "\n"
-    sec.views.append(Table(pd.DataFrame(summary), "Every table, with the override against without"))
+    sec.more = "\n\n".join(detail) + "\n" if detail else ""
+    sec.views.append(Table(pd.DataFrame(summary), "Every table, with the override against without", collapsed=True))
     if cells:
         shown_cells = pd.DataFrame(cells)
         shown_cells = pd.concat([g.head(MAX_SHOWN) for _, g in shown_cells.groupby("table", sort=True)]).reset_index(
@@ -511,7 +552,9 @@ def override_section(out: Path, tables: Path, name: str, plain: str, path: Path,
         )
         sec.views.append(
             Table(
-                shown_cells, f"The cells that moved (at most {MAX_SHOWN} a table; tables/override_changes.csv has all)"
+                shown_cells,
+                f"The cells that moved (at most {MAX_SHOWN} a table; tables/override_changes.csv has all)",
+                collapsed=True,
             )
         )
         sec.raw_table("override_changes", pd.DataFrame(cells))
@@ -532,6 +575,10 @@ def main(argv: list[str] | None = None) -> int:
         help="llama.cpp key overrides, KEY=TYPE:VALUE, as a shell would split them (make whatif OVERRIDE=...)",
     )
     ap.add_argument("--analyses", default="", help="only these analyses, split on spaces (make whatif ANALYSES=...)")
+    # make audit's: where the report and the synthetic models go, and the server on the file's weights
+    ap.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--models-dir", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--weights", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     try:
         # split here, never by a shell: PARAMS and OVERRIDE come from the user's command line
@@ -542,7 +589,15 @@ def main(argv: list[str] | None = None) -> int:
         kv = [P.from_argv(x) for x in shlex.split(a.override)]
         with stop_on_signals():
             given = {k: P.parse_value(v) for k, v in pairs}
-            statuses = whatif(a.path, a.name or None, given, overrides=kv, names=chosen(a.analyses))
+            statuses = whatif(
+                a.path,
+                a.name or None,
+                given,
+                out=a.out,
+                models_dir="weights" if a.weights else a.models_dir,
+                overrides=kv,
+                names=chosen(a.analyses),
+            )
     except ValueError as e:  # InputError, or shlex's unbalanced quote
         print(f"whatif: {e}", file=sys.stderr)
         return 2

@@ -29,7 +29,10 @@ def count(n: int, noun: str) -> str:
 
 
 def of(k: int, n: int, noun: str) -> str:
-    """`k of n nouns`, read naturally at the ends: "none of 1 vocab", "2 of 19 vocabs"."""
+    """`k of n nouns`, read naturally at the ends: "none of 3 vocabs", "2 of 19 vocabs"; of one, "no
+    vocab" or "the one vocab" (a what-if's page has one input: "none of 1 vocab" read as a slip)."""
+    if n == 1:
+        return f"no {noun}" if k == 0 else f"the one {noun}"
     return f"{'none' if k == 0 else k} of {count(n, noun)}"
 
 
