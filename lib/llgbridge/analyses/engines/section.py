@@ -27,13 +27,22 @@ SHOWN = {
 
 
 def engine_rows(ok: list[dict]) -> pd.DataFrame:
-    """Every engine row of every result, by vocab (the suite's order) then engine (the registry's)."""
+    """Every engine row of every result, by vocab (the suite's order) then engine (the registry's);
+    last, an engine whose table is a bridge the suite audits (`same_as`) that no result ran, as one
+    row for every vocab, from the registry: nothing of it is measured here."""
     order = {e.name: i for i, e in enumerate(ENGINES)}
     df = pd.DataFrame([row for r in ok for row in r["rows"]])
-    df["error"] = df["error"].fillna("") if "error" in df else ""
     df["_e"] = df.engine.map(lambda n: order.get(n, len(order)))
-    df = df.sort_values(["vocab", "_e"], kind="stable", key=vocab_key)
-    return int_columns(df.drop(columns="_e").reset_index(drop=True))
+    df = df.sort_values(["vocab", "_e"], kind="stable", key=vocab_key).drop(columns="_e")
+    same = [
+        {"vocab": "every vocab", "engine": e.name, "version": e.version, "same_as": e.same_as}
+        for e in ENGINES
+        if e.same_as and e.name not in set(df.engine)
+    ]
+    df = pd.concat([df, pd.DataFrame(same)])
+    for col in ("error", "same_as"):
+        df[col] = df[col].fillna("") if col in df else ""
+    return int_columns(df.reset_index(drop=True))
 
 
 def _cell(col: str, r: pd.Series) -> Cell:
@@ -50,7 +59,9 @@ def view(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for _, r in df.iterrows():
         row = {"vocab": r.vocab, "engine": r.engine}
-        if r["error"]:
+        if r["same_as"]:
+            row["error"] = Cell(f"token table: {r['same_as']}", "")
+        elif r["error"]:
             row["error"] = Cell(r["error"], "bad")
         else:
             row.update({name: _cell(col, r) for col, name in SHOWN.items()})
@@ -63,7 +74,7 @@ def summary(df: pd.DataFrame) -> list[dict]:
     out = []
     for e in ENGINES:
         mine = df[df.engine == e.name]
-        ran = mine[mine.error == ""]
+        ran = mine[(mine.error == "") & (mine.same_as == "")]
         out.append(
             {
                 "engine": e,
