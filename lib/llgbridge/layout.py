@@ -70,6 +70,7 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         (
             ("analyses.*.compute", "each analysis's computation"),
             ("analyses.engines.adapters/", "each library's own llama.cpp integration, called"),
+            ("analyses.engines_e2e.guidance_run", "guidance end to end, in a process with its own pins"),
             ("soundness", "the walk every bridge's mask is checked along"),
             ("generate", "one generation, judged"),
             ("analyses.corpus.job", "the corpus's jobs and their cache key"),

@@ -27,8 +27,12 @@ and cause, and the others go on.
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -40,7 +44,16 @@ from ...errors import first_line
 from ...grammars import FORCED_LITERAL, LEAK_GRAMMAR
 from ...overrides import Override, model_label
 from ...vocab import Vocab
-from ..engines.compute import BY_NAME, LEAK_REGEX, LIMIT_S, check_names, installed_version, regex_literal, run_limited
+from ..engines.compute import (
+    BY_NAME,
+    LEAK_REGEX,
+    LIMIT_S,
+    Engine,
+    check_names,
+    installed_version,
+    regex_literal,
+    run_limited,
+)
 from ..matrix.compute import model_vocab
 from . import EnginesE2ePayload
 
@@ -184,6 +197,41 @@ def generate_all(
     return {"cases": out, "seconds": time.perf_counter() - t0}
 
 
+def run_sidecar(
+    e: Engine, path: str, overrides: tuple[Override, ...], style: tuple[bool, bool | None], s: Settings
+) -> tuple[Any, str]:
+    """A sidecar engine's cases (`guidance_run`), in a fresh interpreter with its own pins first on
+    `sys.path` (PYTHONPATH): the venv's process has the suite's llguidance imported already. (its
+    result, "") or (None, the cause in one line), the input's `path` written as its file name."""
+    job = {
+        "path": path,
+        "sidecar": str(e.sidecar_dir()),
+        "overrides": [o.text for o in overrides],
+        "style": list(style),
+        "seed": s.seed,
+        "n_threads": s.n_threads,
+        "max_tokens": s.max_tokens,
+        "cases": [{"case": c.name, "regex": c.regex, "prompt_case": c.prompt_case} for c in CASES.values()],
+    }
+    env = {**os.environ, "PYTHONPATH": str(e.sidecar_dir())}
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "job.json").write_text(json.dumps(job))
+        argv = [sys.executable, "-m", f"{__package__}.guidance_run", f"{tmp}/job.json", f"{tmp}/out.json"]
+        try:
+            p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=s.limit_s)
+        except subprocess.TimeoutExpired:
+            return None, f"no answer within the {s.limit_s:g} s limit: stopped"
+        if p.returncode != 0:
+            said = [line for line in p.stderr.splitlines() if line.strip()]
+            why = said[-1].strip() if said else "no output"
+            return None, f"its process ended with exit {p.returncode}: {why}".replace(path, Path(path).name)
+        got = json.loads((Path(tmp) / "out.json").read_text())
+    if not got["llguidance_apart"]:
+        # the venv's llguidance in its place would be a run of other pins than the row names
+        return None, f"llguidance {got['versions']['llguidance']} was imported from outside {e.name}'s own folder"
+    return got, ""
+
+
 # --- in the notebook's process ----------------------------------------------------------------
 
 
@@ -193,15 +241,30 @@ def judge(case: str, real: bytes, stop: str) -> str:
     return MATCHES[G.judge(CASES[case].judge, G.Generation(output=real, stop=stop))]
 
 
+def healed(v: Vocab, got: dict[str, Any]) -> tuple[bytes, str]:
+    """The real bytes generated after the prompt, and why not where they do not read so. guidance
+    heals the prompt's last tokens (takes them back, then generates their bytes again as the
+    grammar's forced start): its tokens begin with those bytes, which are the prompt's, not output."""
+    real = v.real_bytes(got["tokens"])
+    front = v.real_bytes(got.get("healed", []))
+    if real.startswith(front):
+        return real[len(front) :], ""
+    return real, f"its tokens do not begin with the healed prompt tokens' bytes {front!r}"
+
+
 def case_row(base: dict[str, Any], got: dict[str, Any], v: Vocab) -> dict[str, Any]:
     """A case's row: the tokens, their real bytes, the library's text, the judgement."""
-    real = v.real_bytes(got["tokens"])
+    real, healed_off = healed(v, got)
     matches = judge(got["case"], real, got["stop"].split()[0])
-    cause = got["error"] or (
-        f"raised in llama-cpp-python's sampler callback, which ignores it (generation went on unconstrained): "
-        f"{got['ignored'][0]}"
-        if got["ignored"]
-        else ""
+    cause = (
+        got["error"]
+        or healed_off
+        or (
+            f"raised in llama-cpp-python's sampler callback, which ignores it (generation went on unconstrained): "
+            f"{got['ignored'][0]}"
+            if got["ignored"]
+            else ""
+        )
     )
     outcome = "error" if cause else ("violates" if matches == "no" else "ok")
     return {
@@ -235,7 +298,11 @@ def one_model(
         if "not installed" in version:
             rows.append({**base, "case": "", "outcome": "error", "error": f"{version}: not run"})
             continue
-        got, err = run_limited(generate_all, (name, str(path), overrides, style, s), str(path), s.limit_s)
+        e = BY_NAME[name]
+        if e.sidecar:
+            got, err = run_sidecar(e, str(path), overrides, style, s)
+        else:
+            got, err = run_limited(generate_all, (name, str(path), overrides, style, s), str(path), s.limit_s)
         if got is None:
             rows.append({**base, "case": "", "outcome": "error", "error": err})
             continue
