@@ -295,6 +295,14 @@ def test_section_names_a_fault_in_one_line(tmp_path: Path) -> None:
     assert str(tmp_path) not in sec.text
     assert "xgrammar** is not run" in sec.text and "2928 MiB" in sec.text
     assert list(sec.raw[0].df.columns[:3]) == ["vocab", "engine", "version"]
+    # guidance, which no result ran, is the page's last row, naming its line of code; engines.csv
+    # holds no row of a vocab that is none
+    last = sec.views[0].df.iloc[-1]
+    assert (last["vocab"], last["engine"]) == ("every vocab", "guidance")
+    assert last["error"].value == (
+        "token table: the sentinel bridge (guidance/models/_llama_cpp.py:68: llguidance.llamacpp.lltokenizer_from_vocab)"
+    )
+    assert list(sec.raw[0].df.vocab) == ["llama-spm"]
 
 
 def test_an_engines_result_records_its_libraries_and_another_version_replans_it(tmp_path: Path) -> None:
