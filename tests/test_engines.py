@@ -300,7 +300,8 @@ def test_section_names_a_fault_in_one_line(tmp_path: Path) -> None:
     last = sec.views[0].df.iloc[-1]
     assert (last["vocab"], last["engine"]) == ("every vocab", "guidance")
     assert last["error"].value == (
-        "token table: the sentinel bridge (guidance/models/_llama_cpp.py:68: llguidance.llamacpp.lltokenizer_from_vocab)"
+        "token table: the sentinel bridge "
+        "(guidance/models/_llama_cpp.py:68: llguidance.llamacpp.lltokenizer_from_vocab)"
     )
     assert list(sec.raw[0].df.vocab) == ["llama-spm"]
 
