@@ -203,7 +203,10 @@ matrix: data/vocabs/.complete | $(SETUP)
 # stamp, so the next `make report` draws and says them again. KEEP_GOING=1 (read by the recipe's
 # shell, never by Make): the page still names every failed input on its first screen, and make
 # report exits 0
+# an analysis's section and its prose (analyses/NAME/section.py, NAME.md.j2) are two levels down:
+# without them here an edit of a section left the page as it was until something else changed
 REPORT_SRC := $(wildcard lib/llgbridge/*.py lib/llgbridge/*/*.py lib/llgbridge/report/*.j2 lib/llgbridge/templates/*) \
+              $(wildcard lib/llgbridge/analyses/*/*.py lib/llgbridge/analyses/*/*.j2) \
               $(wildcard reports/bench.csv reports/bench-server-load.csv reports/bench-corpus-timing.json reports/bench-real-quotes.json)
 report: reports/.built
 
