@@ -277,6 +277,9 @@ def test_an_engine_that_raises_in_the_forced_walk_is_an_error_row_not_a_finding(
 def test_a_library_not_installed_is_one_line() -> None:
     ghost = engines.Engine("no-such-engine-library", "1.0", "lmfe", "", "")
     assert engines.installed_version(ghost) == "no-such-engine-library not installed"
+    # a sidecar engine's versions are its own folder's: llguidance, in the venv, is not counted
+    apart = engines.Engine("no-such-engine-library", "1.0", "", "", "", also=(("llguidance", "1.9.1"),), sidecar=True)
+    assert engines.installed_version(apart) == "no-such-engine-library not installed, llguidance not installed"
 
 
 def test_section_names_a_fault_in_one_line(tmp_path: Path) -> None:
