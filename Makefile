@@ -107,7 +107,11 @@ setup: $(SETUP)
 # CUDA=1 checks for the CUDA compiler before anything is installed, and says what it costs: the
 # whole of llama-cpp-python compiled again with ggml's CUDA kernels, reinstalled without pip's
 # cache (a cached CPU wheel would otherwise be taken for it)
-$(STAMP): pyproject.toml
+# an engine whose pins conflict with the suite's (guidance 0.3.1 requires llguidance 1.5.0) is
+# installed apart, one folder of .venv/sidecars each, from its pins file (analyses/engines/compute.py
+# says why and how it is run); without its dependencies, which are the venv's
+SIDECAR_PINS := $(wildcard lib/llgbridge/analyses/engines/sidecars/*.txt)
+$(STAMP): pyproject.toml $(SIDECAR_PINS)
 ifeq ($(CUDA),1)
 	@nvcc="$${CUDACXX:-$$(command -v nvcc)}"; test -x "$$nvcc" || { \
 	  echo "make setup CUDA=1: no nvcc (the CUDA toolkit's compiler) on PATH or in CUDACXX; nothing was installed" >&2; exit 2; }
@@ -120,6 +124,10 @@ endif
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
 	  $(BIN)/python -m pip install --disable-pip-version-check -q --no-binary llama-cpp-python \
 	  $(if $(filter 1,$(CUDA)),--no-cache-dir --force-reinstall,) -e .
+	@rm -rf $(VENV)/sidecars
+	@for pins in $(SIDECAR_PINS); do \
+	  $(BIN)/python -m pip install --disable-pip-version-check -q --no-deps \
+	    --target $(VENV)/sidecars/$$(basename $$pins .txt) -r $$pins || exit 1; done
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
@@ -197,7 +205,10 @@ matrix: data/vocabs/.complete | $(SETUP)
 # stamp, so the next `make report` draws and says them again. KEEP_GOING=1 (read by the recipe's
 # shell, never by Make): the page still names every failed input on its first screen, and make
 # report exits 0
+# an analysis's section and its prose (analyses/NAME/section.py, NAME.md.j2) are two levels down:
+# without them here an edit of a section left the page as it was until something else changed
 REPORT_SRC := $(wildcard lib/llgbridge/*.py lib/llgbridge/*/*.py lib/llgbridge/report/*.j2 lib/llgbridge/templates/*) \
+              $(wildcard lib/llgbridge/analyses/*/*.py lib/llgbridge/analyses/*/*.j2) \
               $(wildcard reports/bench.csv reports/bench-server-load.csv reports/bench-corpus-timing.json reports/bench-real-quotes.json)
 report: reports/.built
 

@@ -540,6 +540,44 @@ def test_the_engines_cost_sums_each_engines_recorded_seconds(tmp_path: Path) -> 
     ]
 
 
+def test_the_engines_parts_set_each_mask_beside_llguidances() -> None:
+    """Hand-written parts (no timing measured here): outlines' mask 4 ms against llguidance's 0.5 ms
+    on llama-bpe reads 8x, in the page and in bench.csv; an engine that failed is its one line."""
+    rows = (
+        {"vocab": "llama-bpe", "engine": "llguidance", "error": "", "import": 0.1, "load": 1.0, "table": 2.0}
+        | {"compile": 0.001, "mask": 0.0005, "step": 0.0004},
+        {"vocab": "llama-bpe", "engine": "outlines", "error": "", "import": 0.5, "load": 1.0, "table": 1.5}
+        | {"compile": 0.09, "mask": 0.004, "step": 0.003},
+        {"vocab": "gemma-4", "engine": "lm-format-enforcer", "error": "no answer within the 300 s limit: stopped"},
+    )
+    part = engines_cost.EnginesCost(None, rows)
+    page = render_parts([part])
+    assert "| llama-bpe | llguidance | 0.10 | 1.00 | 2.00 | 1.00 | 0.50 | 0.40 | 1x |  |" in page
+    assert "| llama-bpe | outlines | 0.50 | 1.00 | 1.50 | 90.00 | 4.00 | 3.00 | 8x |  |" in page
+    assert (
+        "| gemma-4 | lm-format-enforcer | - | - | - | - | - | - | - | no answer within the 300 s limit: stopped |"
+        in page
+    )
+    got = {(r["vocab"], r["variant"]): (r["seconds"], r["ratio"]) for r in part.rows()}
+    assert got[("llama-bpe", "outlines:mask")] == (0.004, 8.0)
+    assert got[("llama-bpe", "outlines:table")] == (1.5, 0.75)
+    assert part.failures() == [
+        "engines_parts: lm-format-enforcer on gemma-4: no answer within the 300 s limit: stopped"
+    ]
+
+
+def test_the_engines_step_token_is_two_lowercase_letters() -> None:
+    """By hand: llama-bpe (Llama 3's tokenizer) has the 256 byte tokens, then '  ' (256), '    '
+    (257) and 'in' (258); gemma-4's first two-letter piece is 'in' too."""
+    from llgbridge.analyses.engines.compute import load_llama
+    from llgbridge.paths import vocab_path
+
+    for name, want in (("llama-bpe", 258), ("gemma-4", 495)):
+        llm = load_llama(str(vocab_path(name)), ())
+        assert engines_cost.step_token(llm) == want
+        assert llm.detokenize([want]) == b"in"
+
+
 def test_the_tests_time_is_read_from_pytests_own_summary(tmp_path: Path) -> None:
     """A real pytest run of four hand-written tests (two pass, one is skipped, one fails after a
     0.3 s sleep): the counts, the seconds and the slowest test are pytest's own, and the part

@@ -64,17 +64,39 @@ def census(engine: str, name: str) -> engines.Census:
 
 def test_registry_matches_adapters_and_pins() -> None:
     """Adding an engine is its entry, its adapter module and a test: each entry's adapter exists,
-    no adapter is without an entry, and each version is pinned in both dependency files."""
+    no adapter is without an entry, and each version is pinned in both dependency files (a sidecar
+    engine's in its own pins file, installed apart, and read from there). An engine without an
+    adapter is one whose table is a bridge the suite audits already (`same_as`)."""
     mods = {p.stem for p in (ROOT / "lib/llgbridge/analyses/engines/adapters").glob("*.py")} - {"__init__"}
-    assert mods == {e.adapter for e in engines.ENGINES}
+    assert mods == {e.adapter for e in engines.ENGINES if e.adapter}
+    assert all(e.same_as for e in engines.ENGINES if not e.adapter)
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     env = (ROOT / "environment.yml").read_text()
     for e in engines.ENGINES:
+        pins = (engines.SIDECAR_PINS / f"{e.name}.txt").read_text().splitlines() if e.sidecar else None
         for name, version in ((e.distribution, e.version), *e.also):
-            assert f"{name}=={version}" in deps
-            assert f"- {name}=={version}\n" in env
+            if pins is not None:
+                assert f"{name}=={version}" in pins
+            else:
+                assert f"{name}=={version}" in deps
+                assert f"- {name}=={version}\n" in env
             assert f"{name} {version}" in engines.installed_version(e)
-    assert set(ADAPTERS) == set(engines.BY_NAME)
+    assert set(ADAPTERS) == {e.name for e in engines.ENGINES if e.adapter}
+
+
+def test_guidance_builds_its_table_with_the_sentinel_bridge() -> None:
+    """The registry's line of guidance's code is guidance's own, as installed: its `LlamaCppTokenizer`
+    makes its table with llguidance's llama.cpp builder, the suite's `sentinel` bridge; and the
+    llguidance it gets is the one it declares (1.5.0), not the venv's."""
+    e = engines.BY_NAME["guidance"]
+    where, _, call = e.same_as.partition("(")[2].rstrip(")").partition(": ")
+    path, line = where.split(":")
+    src = (e.sidecar_dir() / path).read_text().splitlines()
+    assert src[int(line) - 1].strip() == f"ll_tokenizer = {call}(vocab)"
+    assert src[int(line) - 8] == "class LlamaCppTokenizer(Tokenizer):"
+    requires = (e.sidecar_dir() / "guidance-0.3.1.dist-info" / "METADATA").read_text()
+    assert "Requires-Dist: llguidance==1.5.0\n" in requires
+    assert 'Requires-Dist: llama-cpp-python==0.3.16; extra == "llamacpp"\n' in requires
 
 
 @pytest.mark.guards("lm-format-enforcer holds every piece over 32 bytes as ''")
@@ -224,13 +246,18 @@ def test_forced_walks_along_the_literal() -> None:
 
 def test_an_engine_that_fails_is_one_line(tmp_path: Path) -> None:
     """A file llama-cpp-python cannot load: each engine's row is its one-line error and the run goes
-    on to the next; an engine past its limit is stopped and says so."""
+    on to the next (an engine whose table is the sentinel bridge is that one line instead); an
+    engine past its limit is stopped and says so."""
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\x00" * 8)
     truth = engines.Truth([b"a"], set(), frozenset())
     got = engines.run_engines("bad", str(bad), (), truth, [e.name for e in engines.ENGINES], limit_s=60)
     assert [r["engine"] for r in got["rows"]] == [e.name for e in engines.ENGINES]
     for r in got["rows"]:
+        if engines.BY_NAME[r["engine"]].same_as:
+            # its table is a bridge audited elsewhere: nothing of it runs here, on any file
+            assert r["same_as"] == engines.BY_NAME[r["engine"]].same_as and "error" not in r, r
+            continue
         assert r["error"] and "\n" not in r["error"], r
     res, err = engines.run_engine(engines.ENGINES[0], str(vocab_path("llama-bpe")), (), truth, limit_s=0.2)
     assert res is None and err == "no answer within the 0.2 s limit: stopped"
@@ -321,6 +348,9 @@ def test_an_engine_that_raises_in_the_forced_walk_is_an_error_row_not_a_finding(
 def test_a_library_not_installed_is_one_line() -> None:
     ghost = engines.Engine("no-such-engine-library", "1.0", "lmfe", "", "")
     assert engines.installed_version(ghost) == "no-such-engine-library not installed"
+    # a sidecar engine's versions are its own folder's: llguidance, in the venv, is not counted
+    apart = engines.Engine("no-such-engine-library", "1.0", "", "", "", also=(("llguidance", "1.9.1"),), sidecar=True)
+    assert engines.installed_version(apart) == "no-such-engine-library not installed, llguidance not installed"
 
 
 def test_section_names_a_fault_in_one_line(tmp_path: Path) -> None:
@@ -339,6 +369,15 @@ def test_section_names_a_fault_in_one_line(tmp_path: Path) -> None:
     assert str(tmp_path) not in sec.text
     assert "xgrammar** is not run" in sec.text and "2928 MiB" in sec.text
     assert list(sec.raw[0].df.columns[:3]) == ["vocab", "engine", "version"]
+    # guidance, which no result ran, is the page's last row, naming its line of code; engines.csv
+    # holds no row of a vocab that is none
+    last = sec.views[0].df.iloc[-1]
+    assert (last["vocab"], last["engine"]) == ("every vocab", "guidance")
+    assert last["error"].value == (
+        "token table: the sentinel bridge "
+        "(guidance/models/_llama_cpp.py:68: llguidance.llamacpp.lltokenizer_from_vocab)"
+    )
+    assert list(sec.raw[0].df.vocab) == ["llama-spm"]
 
 
 def test_an_engines_result_records_its_libraries_and_another_version_replans_it(tmp_path: Path) -> None:

@@ -101,3 +101,39 @@ def test_gbnf_rows_are_the_servers_tokens_and_content() -> None:
         assert row["output"].encode() == got and row["text"].encode() == got, row
     forced = next(r for r in rows if r["case"] == "forced_literal")
     assert forced["output"] == "hello world" and forced["stop"].startswith("eog"), forced
+
+
+def guidance_rows() -> list[dict[str, Any]]:
+    paths = matrix.model_paths(Input.make(VOCAB), "data/models", 0)
+    return e2e.run(VOCAB, False, paths, (), ["guidance"], e2e.Settings())["rows"]
+
+
+@pytest.mark.parametrize("case", list(e2e.CASES))
+def test_guidance_row_bytes_are_its_tokens_pieces(case: str) -> None:
+    """guidance's own engine on the synthetic model, in its own process with its own pins
+    (llguidance 1.5.0, installed apart): the row's bytes are the pieces of the tokens its engine
+    yielded, by llama-cpp-python's `detokenize`; the prompt `Output:` ends in ':' alone (by hand:
+    `tokenize(b"Output:")` is BOS, ' Output', ':'), which guidance's token healing takes back, so
+    its tokens' pieces begin with ':' where it does."""
+    row = next(r for r in guidance_rows() if r["case"] == case)
+    assert row["version"] == "guidance 0.3.1, llguidance 1.5.0, guidance-stitch 0.1.5", row
+    tokens = [int(t) for t in row["tokens"].split()]
+    got = pieces(tokens)
+    assert got in (row["output"].encode(), b":" + row["output"].encode()), (got, row)
+    if case == "forced_literal":
+        assert row["output"].encode() == b"hello world" and row["outcome"] == "ok"
+    else:
+        assert re.fullmatch(e2e.LEAK_REGEX, row["output"]) is not None and row["outcome"] == "ok"
+    assert row["text"] == row["output"]
+
+
+def test_healed_prompt_bytes_are_taken_off_the_front() -> None:
+    """By hand on llama-spm: 29901 is ':', 8066 'your'. guidance took ':' back from the prompt and
+    generated ':your': the output is 'your'; tokens that do not begin with the healed bytes are said."""
+    from conftest import vocab
+
+    v = vocab(VOCAB)
+    assert e2e.healed(v, {"tokens": [29901, 8066], "healed": [29901]}) == (b"your", "")
+    assert e2e.healed(v, {"tokens": [8066]}) == (b"your", "")
+    real, why = e2e.healed(v, {"tokens": [8066], "healed": [29901]})
+    assert (real, why) == (b"your", "its tokens do not begin with the healed prompt tokens' bytes b':'")

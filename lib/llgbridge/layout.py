@@ -74,6 +74,8 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         (
             ("analyses.*.compute", "each analysis's computation"),
             ("analyses.engines.adapters/", "each library's own llama.cpp integration, called"),
+            ("analyses.engines.findings", "each engine's findings: reproducer and upstream thread"),
+            ("analyses.engines_e2e.guidance_run", "guidance end to end, in a process with its own pins"),
             ("soundness", "the walk every bridge's mask is checked along"),
             ("generate", "one generation, judged: the matrix's row"),
             ("analyses.corpus.job", "the corpus's jobs and their cache key"),
@@ -97,6 +99,7 @@ LAYERS: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         "render",
         (
             ("report.data", "every result loaded once"),
+            ("report.coverage", "what a render lacks, said first: a partial report"),
             ("report.gfm", ""),
             ("report.glossary", ""),
             ("report.table", "Table, Cell, Section: HTML and Markdown from one description"),

@@ -14,8 +14,9 @@ corpus sample's masks (`corpus_time`); the native, server and in-process analyse
 (`native_split`, `server_split`, `inproc_split`), a what-if end to end (`whatif_time`) and `make
 test`'s pytest (`tests_time`).
 Last, read back from what `make report` left in data/results (its runs' timing files and
-results), nothing run: the report's floor (`floor`), the other engines' cost (`engines_cost`)
-and the report's scale (`scale`).
+results), nothing run: the report's floor (`floor`), the other engines' cost (`engines_cost`,
+which also times each engine's table and mask in parts against llguidance's) and the report's
+scale (`scale`).
 
 Each measurement returns a `benchmd.BenchPart` that knows its rows of `reports/bench.csv`, its
 sections of `reports/bench.md` (through `templates/bench.md.j2`, its tables the report's
@@ -37,7 +38,7 @@ from .benchmd import BenchPart, csv_text, render_parts
 from .census_c import Census, compile_c, parse
 from .corpus_time import CorpusTime, corpus_mask_time, corpus_vocabs
 from .decode_time import Decode, Generation, MaskPath, generation_timing, mask_path_timing, real_decode_timing
-from .engines_cost import EnginesCost, engines_cost
+from .engines_cost import PARTS_VOCABS, EnginesCost, engines_cost, parts
 from .floor import Floor, floor
 from .inproc_split import InprocSplit, inproc_split
 from .native_split import NATIVE_SPLIT_VOCABS, NativeSplit, native_split
@@ -95,7 +96,7 @@ MEASUREMENTS: tuple[tuple[str, Callable[[Options, dict[str, BenchPart]], BenchPa
     ("tests", lambda o, d: TestsTime(tests_time())),
     # read back from what make report (and make whatif) left in data/results: nothing run
     ("floor", lambda o, d: Floor(floor(split_rows=[r for k in SPLITS for r in d[k].rows()]))),
-    ("engines_cost", lambda o, d: EnginesCost(engines_cost())),
+    ("engines_cost", lambda o, d: EnginesCost(engines_cost(), tuple(parts(repeat=o.repeat)))),
     ("scale", lambda o, d: Scale(scale())),
 )
 # bench.csv's rows in the order of the snapshots made before the parts were split, so that a new
@@ -128,7 +129,7 @@ ONLY: dict[str, Callable[[Options], list[BenchPart]]] = {
     "whatif": lambda o: [Whatif(whatif_time())],
     "tests": lambda o: [TestsTime(tests_time())],
     "floor": lambda o: [Floor(floor())],
-    "engines": lambda o: [EnginesCost(engines_cost())],
+    "engines": lambda o: [EnginesCost(engines_cost(), tuple(parts(_names(o, PARTS_VOCABS), o.repeat)))],
     "scale": lambda o: [Scale(scale())],
 }
 
@@ -177,7 +178,8 @@ def parser() -> argparse.ArgumentParser:
             "run only this part and print its section of bench.md; writes nothing (census: Python vs C; native, "
             "server: that analysis in parts; inproc: the in-process analyses in parts; whatif: make whatif end to end; "
             "tests: make test's pytest, timed; "
-            "floor, engines, scale: read back from data/results, nothing run)"
+            "engines: each engine's table and mask in parts, run, and its cost read back from data/results; "
+            "floor, scale: read back from data/results, nothing run)"
         ),
     )
     return ap

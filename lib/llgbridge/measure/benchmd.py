@@ -37,6 +37,7 @@ SECTIONS = (
     "regen",
     "floor",
     "engines_cost",
+    "engines_parts",
     "scale",
 )
 

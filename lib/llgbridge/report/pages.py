@@ -28,7 +28,7 @@ from . import repro, tested
 from .claims import as_json as claims_json
 from .claims import claims, guide_notes
 from .comment import comment
-from .coverage import PARTIAL, coverage
+from .coverage import PARTIAL, Coverage, coverage
 from .data import PageData
 from .glossary import GLOSSARY
 from .story import vocab_story
@@ -402,6 +402,39 @@ def _shown(out: Path) -> str:
     return str(full.relative_to(ROOT)) if full.is_relative_to(ROOT) else str(out)
 
 
+def _verdict(res: PageData, failed: list[dict[str, Any]]) -> Any:
+    """The verdict, or None with a failed row saying why: the verdict must not cost the report."""
+    try:
+        return verdict(res)
+    except Exception as e:  # noqa: BLE001 - the verdict must not cost the report either
+        failed.append(
+            {
+                "notebook": "verdict",
+                "vocab": "(all)",
+                "error": f"the report could not build the verdict: {type(e).__name__}: {e}",
+            }
+        )
+        return None
+
+
+def _staging(res: PageData, cov: Coverage, replace_full: bool) -> Written:
+    """Where this render is staged: `res.out`, or its `partial/` (then `res.out` is moved there)."""
+    w = Written(res.out)
+    if cov.partial and w.full_before and not replace_full:
+        # a narrowed render (INPUTS=, ANALYSES= on results that never held the rest) beside the
+        # committed full report, never over it: it deleted 31 of its files and recommended approval
+        w.discard()
+        res.out = res.out / PARTIAL
+        w = Written(res.out)
+        print(
+            f"report: a partial render ({cov.what()}) went to {_shown(res.out)}, and the full "
+            f"report in {_shown(res.out.parent)} was left as it is (REPLACE_FULL=1 writes a partial report over it)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return w
+
+
 def write_report(
     results: Path = RESULTS,
     out: Path = REPORTS,
@@ -411,15 +444,16 @@ def write_report(
     subject: dict[str, Any] | None = None,
     replace_full: bool = False,
 ) -> list[dict[str, Any]]:
-    """Write the report; return the failed inputs. Every result is read once, into the one
-    `PageData` the sections, the verdict and the vocab pages share; `bench_csv` is the `make bench`
-    snapshot they quote (its files beside it); `lead` makes the sections that lead the page, once
-    this render's tables are written, since it may read them: it is given their folder (a what-if's
-    comparison with the file without its overrides). Nothing in `out` changes until every file is
-    written (`Written.commit`): an OSError leaves it as it was, naming the file. `keep_parts`
-    (default: when `out` is the main report) keeps the last complete report where a part the last
-    render had could not be made for any input (`keep_last`). A partial render (`coverage`) goes to
-    `out/partial/` where `out` holds a full report, unless `replace_full`."""
+    """Write the report; return the failed inputs (a `Rendered`: the folder written too). Every result
+    is read once, into the one `PageData` the sections, the verdict and the vocab pages share;
+    `bench_csv` is the `make bench` snapshot they quote (its files beside it); `lead` makes the
+    sections that lead the page, once this render's tables are written, since it may read them: it
+    is given their folder (a what-if's comparison with the file without its overrides). Nothing in
+    `out` changes until every file is written (`Written.commit`): an OSError leaves it as it was,
+    naming the file. `keep_parts` (default: when `out` is the main report) keeps the last complete
+    report where a part the last render had could not be made for any input (`keep_last`). A partial
+    render (`coverage`) goes to `out/partial/` where `out` holds a full report, unless
+    `replace_full`."""
     res = PageData(results, out, bench_csv, subject)
     sections, failed, broken = made_sections(res)
     # a file name Make cannot carry never became a target: it is a failed input all the same
@@ -427,31 +461,10 @@ def write_report(
         failed += refused_inputs()
     for line in res.dropped():  # a result whose input file is gone: left out, and said
         print(line, file=sys.stderr)
-    try:
-        vt = verdict(res)
-    except Exception as e:  # noqa: BLE001 - the verdict must not cost the report either
-        failed.append(
-            {
-                "notebook": "verdict",
-                "vocab": "(all)",
-                "error": f"the report could not build the verdict: {type(e).__name__}: {e}",
-            }
-        )
-        vt = None
+    vt = _verdict(res, failed)
     cov = coverage(res)
-    w = Written(out)
-    if cov.partial and w.full_before and not replace_full:
-        # a narrowed render (INPUTS=, ANALYSES= on results that never held the rest) beside the
-        # committed full report, never over it: it deleted 31 of its files and recommended approval
-        w.discard()
-        out = res.out = out / PARTIAL
-        w = Written(out)
-        print(
-            f"report: a partial render ({cov.what()}) went to {_shown(out)}, and the full "
-            f"report in {_shown(out.parent)} was left as it is (REPLACE_FULL=1 writes a partial report over it)",
-            file=sys.stderr,
-            flush=True,
-        )
+    w = _staging(res, cov, replace_full)
+    out = res.out
     lacking = parts_lacking(res, w.parts_before, broken)
     if lacking and (keep_parts if keep_parts is not None else out.resolve() == REPORTS.resolve()):
         w.discard()

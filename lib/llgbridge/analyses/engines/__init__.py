@@ -23,8 +23,15 @@ class EnginesPayload(TypedDict):
 
 ANALYSIS = Analysis(
     "engines",
-    # why an engine's process died is read from its output as the native programs' is
-    ("analyses/native/crashes.py",),
+    (
+        # why an engine's process died is read from its output as the native programs' is
+        "analyses/native/crashes.py",
+        # bug C's literal is the compiled trace's (`native.trace.special_literal`), and what it reads
+        "analyses/native/trace.py",
+        "analyses/native/builder.py",
+        "analyses/native/logs.py",
+        "soundness.py",
+    ),
     EnginesPayload,
     runs_on="every",
     whatif=True,

@@ -29,11 +29,13 @@ from typing import Any, cast
 
 from ...errors import InputError, first_line
 from ...grammars import FORCED_LITERAL
+from ...paths import ROOT
 from ...show import show
 from ..native.builder import vendored_commit
 from ..native.crashes import crash_cause, says_crash
 from . import EnginesPayload
 from .adapters import Pattern
+from .adapters.gbnf import piece
 
 # the leak grammar `start: /[.a-z]{2,6}/ "!"` (grammars.LEAK_GRAMMAR) in the engines' regex language
 LEAK_REGEX = "[.a-z]{2,6}!"
@@ -45,6 +47,10 @@ LIMIT_S = 300
 MAX_STEPS = 64
 N_EXAMPLES = 5
 FFFD = "\ufffd".encode()
+# an engine whose pins conflict with the suite's is installed apart by `make setup`, one folder each
+# (pip install --target), from its pins file in SIDECAR_PINS
+SIDECARS = ROOT / ".venv" / "sidecars"
+SIDECAR_PINS = Path(__file__).parent / "sidecars"
 
 
 @dataclass(frozen=True)
@@ -56,10 +62,19 @@ class Engine:
     tokenizes: str  # one line: whether it tokenizes text on the mask path (bug B's class)
     also: tuple[tuple[str, str], ...] = ()  # further distributions it runs on, pinned: (name, version)
     dist: str = ""  # the distribution its version is read from, where that is not `name`
+    # where its token table is a bridge the suite already audits: that bridge and the line of the
+    # library's code that builds it; the engines analysis does not measure it again
+    same_as: str = ""
+    # installed apart from the venv (SIDECARS / name, its pins in SIDECAR_PINS / name.txt): its
+    # pins conflict with the suite's
+    sidecar: bool = False
 
     @property
     def distribution(self) -> str:
         return self.dist or self.name
+
+    def sidecar_dir(self) -> Path:
+        return SIDECARS / self.name
 
 
 ENGINES: tuple[Engine, ...] = (
@@ -89,6 +104,17 @@ ENGINES: tuple[Engine, ...] = (
         "never: the sampler decodes each piece's UTF-8 itself, partial sequences carried between tokens",
         dist="llama-cpp-python",
     ),
+    Engine(
+        "guidance",
+        "0.3.1",
+        "",
+        "llguidance.llamacpp.lltokenizer_from_vocab(vocab): llama_token_to_piece(t, 0, special=True), "
+        "control tokens behind 0xFF",
+        "llguidance's tokenize_fn, llama_tokenize through the vocab (the sentinel bridge's)",
+        also=(("llguidance", "1.5.0"), ("guidance-stitch", "0.1.5")),
+        same_as="the sentinel bridge (guidance/models/_llama_cpp.py:68: llguidance.llamacpp.lltokenizer_from_vocab)",
+        sidecar=True,
+    ),
 )
 BY_NAME = {e.name: e for e in ENGINES}
 # engines issue 46 named that are not run, each with the reason the page gives (measured figures)
@@ -110,13 +136,18 @@ def check_names(names: list[str]) -> None:
 
 
 def installed_version(e: Engine) -> str:
-    """The installed versions, as the table's `version` column shows them; `not installed` when not."""
+    """The installed versions, as the table's `version` column shows them; `not installed` when
+    not. A sidecar engine's are read from its own folder, never from the venv's."""
+    found = {}
+    if e.sidecar:
+        found = {d.metadata["Name"].lower(): d.version for d in metadata.distributions(path=[str(e.sidecar_dir())])}
     parts = []
     for name, _ in ((e.distribution, e.version), *e.also):
         try:
-            parts.append(f"{name} {metadata.version(name)}")
+            got = found.get(name.lower()) if e.sidecar else metadata.version(name)
         except metadata.PackageNotFoundError:
-            parts.append(f"{name} not installed")
+            got = None
+        parts.append(f"{name} {got}" if got else f"{name} not installed")
     if e.adapter == "gbnf" and (commit := vendored_commit()):
         # the sampler is the vendored llama.cpp's, compiled into llama-cpp-python's libllama
         parts.append(f"llama.cpp {commit[:7]}")
@@ -277,8 +308,6 @@ def control_probe(llm: Any, truth: Truth) -> tuple[int, str] | None:
     special=True)`) is printable UTF-8: (id, text), or None. Its text as a literal asks an engine
     whether it admits the control token where the text is due (llama-bpe: 128000 `<|begin_of_text|>`)."""
     import llama_cpp
-
-    from .adapters.gbnf import piece
 
     vocab = llama_cpp.llama_model_get_vocab(llm.model)
     for t, p in enumerate(truth.pieces):
@@ -513,6 +542,10 @@ def run_engines(
     for name in names:
         e = BY_NAME[name]
         version = installed_version(e)
+        if e.same_as:
+            # its table is a bridge the suite audits already, with that bridge's figures
+            rows.append({"vocab": vocab, "engine": e.name, "version": version, "same_as": e.same_as})
+            continue
         if "not installed" in version:
             rows.append({"vocab": vocab, "engine": e.name, "version": version, "error": f"{version}: not run"})
             continue

@@ -37,9 +37,23 @@ def engine_rows(ok: list[dict]) -> pd.DataFrame:
     # a column an engine's rows have and another's lack reads as "" in both
     for col in ("bug_end", "control_admitted", "bug_b_mechanism", "control_error", "special_error"):
         df[col] = df[col].fillna("") if col in df else ""
+    if "same_as" in df:  # only where a run named such an engine: engines.csv gains no empty column
+        df["same_as"] = df["same_as"].fillna("")
     df["_e"] = df.engine.map(lambda n: order.get(n, len(order)))
     df = df.sort_values(["vocab", "_e"], kind="stable", key=vocab_key)
     return int_columns(df.drop(columns="_e").reset_index(drop=True))
+
+
+def with_same_as(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` and, last, one row for each engine whose table is a bridge the suite audits (`same_as`)
+    that no result ran, for every vocab, from the registry: nothing of it is measured. The page's
+    table only: a row of no vocab in engines.csv would be read as a vocab (a page of its own)."""
+    same = [
+        {"vocab": "every vocab", "engine": e.name, "version": e.version, "same_as": e.same_as}
+        for e in ENGINES
+        if e.same_as and e.name not in set(df.engine)
+    ]
+    return pd.concat([df, pd.DataFrame(same)]).fillna({"error": "", "same_as": ""}).reset_index(drop=True)
 
 
 def _cell(col: str, r: pd.Series) -> Cell:
@@ -59,7 +73,9 @@ def view(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for _, r in df.iterrows():
         row = {"vocab": r.vocab, "engine": r.engine}
-        if r["error"]:
+        if r.get("same_as"):
+            row["error"] = Cell(f"token table: {r['same_as']}", "")
+        elif r["error"]:
             row["error"] = Cell(r["error"], "bad")
         else:
             row.update({name: _cell(col, r) for col, name in SHOWN.items()})
@@ -112,6 +128,6 @@ def engines_section(res: PageData) -> Section | None:
     # the reproducers are code: Markdown of their own, not the prose's wrapped lines
     sec.text += "\n\nThe findings, each with its reproducer (the library's own calls) and its upstream thread:\n\n"
     sec.text += findings.markdown()
-    sec.views.append(Table(view(df)))
+    sec.views.append(Table(view(with_same_as(df))))
     sec.raw_table("engines", df)
     return sec

@@ -40,8 +40,12 @@ a bug of this suite's until shown otherwise.
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -49,6 +53,7 @@ from typing import Any, cast
 
 from ... import catalogue, synth
 from ... import generate as G
+from ...cases import JSON_SCHEMA
 from ...errors import first_line
 from ...grammars import FORCED_LITERAL, LEAK_GRAMMAR, literal_grammar
 from ...overrides import Override, model_label
@@ -58,6 +63,7 @@ from ..engines.compute import (
     LEAK_GBNF,
     LEAK_REGEX,
     LIMIT_S,
+    Engine,
     check_names,
     gbnf_literal,
     installed_version,
@@ -65,6 +71,11 @@ from ..engines.compute import (
     run_limited,
 )
 from ..matrix.compute import model_vocab
+from ..native.trace import special_literal
+from ..server import llama_server as S
+from ..server.cases import gbnf_of, special_case
+from ..server.compute import server_extra, taken
+from ..server.judge import content_match, reply_content, strip_eog
 from . import EnginesE2ePayload
 
 __all__ = ["CASES", "Settings", "check_names", "judge", "run"]
@@ -208,6 +219,41 @@ def generate_all(
     return {"cases": out, "seconds": time.perf_counter() - t0}
 
 
+def run_sidecar(
+    e: Engine, path: str, overrides: tuple[Override, ...], style: tuple[bool, bool | None], s: Settings
+) -> tuple[Any, str]:
+    """A sidecar engine's cases (`guidance_run`), in a fresh interpreter with its own pins first on
+    `sys.path` (PYTHONPATH): the venv's process has the suite's llguidance imported already. (its
+    result, "") or (None, the cause in one line), the input's `path` written as its file name."""
+    job = {
+        "path": path,
+        "sidecar": str(e.sidecar_dir()),
+        "overrides": [o.text for o in overrides],
+        "style": list(style),
+        "seed": s.seed,
+        "n_threads": s.n_threads,
+        "max_tokens": s.max_tokens,
+        "cases": [{"case": c.name, "regex": c.regex, "prompt_case": c.prompt_case} for c in CASES.values()],
+    }
+    env = {**os.environ, "PYTHONPATH": str(e.sidecar_dir())}
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "job.json").write_text(json.dumps(job))
+        argv = [sys.executable, "-m", f"{__package__}.guidance_run", f"{tmp}/job.json", f"{tmp}/out.json"]
+        try:
+            p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=s.limit_s)
+        except subprocess.TimeoutExpired:
+            return None, f"no answer within the {s.limit_s:g} s limit: stopped"
+        if p.returncode != 0:
+            said = [line for line in p.stderr.splitlines() if line.strip()]
+            why = said[-1].strip() if said else "no output"
+            return None, f"its process ended with exit {p.returncode}: {why}".replace(path, Path(path).name)
+        got = json.loads((Path(tmp) / "out.json").read_text())
+    if not got["llguidance_apart"]:
+        # the venv's llguidance in its place would be a run of other pins than the row names
+        return None, f"llguidance {got['versions']['llguidance']} was imported from outside {e.name}'s own folder"
+    return got, ""
+
+
 # --- in the notebook's process ----------------------------------------------------------------
 
 
@@ -218,16 +264,31 @@ def judge(case: str | G.Case, real: bytes, stop: str) -> str:
     return MATCHES[G.judge(spec, G.Generation(output=real, stop=stop))]
 
 
+def healed(v: Vocab, got: dict[str, Any]) -> tuple[bytes, str]:
+    """The real bytes generated after the prompt, and why not where they do not read so. guidance
+    heals the prompt's last tokens (takes them back, then generates their bytes again as the
+    grammar's forced start): its tokens begin with those bytes, which are the prompt's, not output."""
+    real = v.real_bytes(got["tokens"])
+    front = v.real_bytes(got.get("healed", []))
+    if real.startswith(front):
+        return real[len(front) :], ""
+    return real, f"its tokens do not begin with the healed prompt tokens' bytes {front!r}"
+
+
 def case_row(base: dict[str, Any], got: dict[str, Any], v: Vocab, spec: G.Case | None = None) -> dict[str, Any]:
     """A case's row: the tokens, their real bytes, the library's text, the judgement (by `spec`
     where the case is none of `CASES`)."""
-    real = v.real_bytes(got["tokens"])
+    real, healed_off = healed(v, got)
     matches = judge(spec or got["case"], real, got["stop"].split()[0])
-    cause = got["error"] or (
-        f"raised in llama-cpp-python's sampler callback, which ignores it (generation went on unconstrained): "
-        f"{got['ignored'][0]}"
-        if got["ignored"]
-        else ""
+    cause = (
+        got["error"]
+        or healed_off
+        or (
+            f"raised in llama-cpp-python's sampler callback, which ignores it (generation went on unconstrained): "
+            f"{got['ignored'][0]}"
+            if got["ignored"]
+            else ""
+        )
     )
     outcome = "error" if cause else ("violates" if matches == "no" else "ok")
     return {
@@ -251,14 +312,12 @@ def case_row(base: dict[str, Any], got: dict[str, Any], v: Vocab, spec: G.Case |
 
 def gbnf_cases(v: Vocab) -> list[tuple[str, str, G.Case, str]]:
     """(case, GBNF, its judge, the matrix case whose prompt it gets) for the server."""
-    from ..native.trace import special_literal
-    from ..server.cases import gbnf_of, special_case
 
     out = [
         ("leak", LEAK_GBNF, LEAK, "dots"),
         ("forced_literal", gbnf_literal(FORCED_LITERAL), G.CASES["forced_literal"], "forced_literal"),
         # what a server built without llguidance makes of the matrix's `json_schema`
-        ("json_enum", gbnf_of(G.JSON_SCHEMA), G.CASES["json_enum"], "json_enum"),
+        ("json_enum", gbnf_of(JSON_SCHEMA), G.CASES["json_enum"], "json_enum"),
     ]
     spec = special_case(v)
     if spec is not None:
@@ -304,7 +363,6 @@ def control_text(v: Vocab) -> str:
 def gbnf_answer(case: str, v: Vocab, body: dict[str, Any], prompt: G.Prompt) -> dict[str, Any]:
     """A `/completion` answer as `case_row` reads a case: the tokens before the end token, how it
     stopped, the server's `content`, and `content_match` (its content against the tokens' bytes)."""
-    from ..server.judge import content_match, reply_content, strip_eog
 
     text, tokens, stop, _ = reply_content(body, "/completion")
     kept, ended = strip_eog(v, tokens or [])
@@ -326,8 +384,6 @@ def gbnf_model(
 ) -> Any:
     """Every GBNF case on one model through llama-server: (rows, seconds). A server that is not
     built, cannot start or stops answering is one row naming the cause."""
-    from ..server import llama_server as S
-    from ..server.compute import server_extra, taken
 
     _, why = S.built()
     exe = S.binary("upstream", S.LLG_PINNED)
@@ -390,7 +446,11 @@ def one_model(
             if secs is not None:
                 seconds[name] = round(secs, 3)
             continue
-        got, err = run_limited(generate_all, (name, str(path), overrides, style, s), str(path), s.limit_s)
+        e = BY_NAME[name]
+        if e.sidecar:
+            got, err = run_sidecar(e, str(path), overrides, style, s)
+        else:
+            got, err = run_limited(generate_all, (name, str(path), overrides, style, s), str(path), s.limit_s)
         if got is None:
             rows.append({**base, "case": "", "outcome": "error", "error": err})
             continue
