@@ -350,3 +350,18 @@ def test_a_mistyped_input_in_a_notebook_run_in_jupyter_is_one_line() -> None:
     # the first error (allow_errors runs the later cells too, each failing on the first's absence)
     error = next(o for c in book.cells for o in c.get("outputs", []) if o.get("output_type") == "error")
     assert error["traceback"] == ["InputError: data/vocabs/ggml-vocab-llama-sppm.gguf: no such file"], error
+
+
+def test_a_worker_gives_back_the_memory_bound_it_set(tmp_path: Path) -> None:
+    """A Worker bounds its process's address space so that its kernels inherit the bound; the
+    process goes on after it (pytest's worker, a what-if's), so it gives the bound back: Chromium,
+    started later by the page tests in the same pytest worker, died of SIGTRAP under 16 GiB."""
+    import resource
+
+    from llgbridge.run import Worker
+
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    with Worker(tmp_path / "out", tmp_path / "res", progress=False):
+        inside = resource.getrlimit(resource.RLIMIT_AS)
+    assert inside[0] != resource.RLIM_INFINITY  # the kernels' bound was set
+    assert resource.getrlimit(resource.RLIMIT_AS) == before

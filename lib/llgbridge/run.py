@@ -66,9 +66,9 @@ MEMORY_GIB = int(os.environ.get("LLGBRIDGE_MEMORY_GIB") or 16)
 CELL_TIMEOUT = 1800  # seconds a notebook cell may run before its input fails
 
 
-def bound_memory(gib: int | None = None) -> None:
+def bound_memory(gib: int | None = None) -> tuple[int, int]:
     """Bound this process's address space (and so its kernels') to `gib` GiB (`MEMORY_GIB`), never
-    above a hard bound it already runs under (a container's)."""
+    above a hard bound it already runs under (a container's); the bound it ran under before."""
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
@@ -77,6 +77,13 @@ def bound_memory(gib: int | None = None) -> None:
         want = min(want, hard)
     if soft == resource.RLIM_INFINITY or soft > want:
         resource.setrlimit(resource.RLIMIT_AS, (want, hard))
+    return soft, hard
+
+
+def unbound_memory(before: tuple[int, int]) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, before)
 
 
 def _one_line(e: BaseException) -> str:
@@ -331,7 +338,9 @@ class Worker:
         self.progress = progress
 
     def __enter__(self) -> Worker:
-        bound_memory()  # before its kernel starts, which inherits it
+        # before its kernel starts, which inherits it; given back on exit, since the host process
+        # goes on: a browser a test starts after it died of SIGTRAP under the 16 GiB bound
+        self._memory = bound_memory()
         (self.out_root / "logs").mkdir(parents=True, exist_ok=True)
         sys.stdout.flush()
         self._progress = os.dup(1) if self.progress else None  # the terminal, while the kernel's output goes to a log
@@ -349,6 +358,7 @@ class Worker:
             self._tmp.cleanup()
             if self._progress is not None:
                 os.close(self._progress)
+            unbound_memory(self._memory)
 
     def say(self, line: str) -> None:
         if self._progress is not None:
