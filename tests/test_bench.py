@@ -480,6 +480,37 @@ def test_a_call_inside_another_counts_as_its_own_not_the_outers() -> None:
     assert clock.calls == {"llguidance": 1, "llama_cpp": 1}
 
 
+def test_the_native_split_keeps_each_calls_own_seconds_by_the_one_timer() -> None:
+    """By hand, as `native.analyse` nests them: bug C's rows take 0.1 s of their own and run the
+    harness for 0.2 s inside, which is counted as bug C's ("special"), its own 0.2 s; the native
+    split and the in-process clock share `calls.SelfTimer`, and a block that raises puts every
+    function back."""
+    from llgbridge.measure import calls
+    from llgbridge.measure.native_split import CallLog
+
+    log = CallLog()
+    harness = log.timed("harness", lambda sampler: time.sleep(0.2))
+
+    def rows() -> None:
+        time.sleep(0.1)
+        harness("upstream")
+
+    log.timed("special", rows)()
+    # the inner call ends first
+    assert [(c.part, c.samplers, round(c.seconds, 1)) for c in log.calls] == [
+        ("special", ("upstream",), 0.2),
+        ("special", (), 0.1),
+    ], log.calls
+
+    class Target:
+        f = staticmethod(abs)
+
+    with pytest.raises(ZeroDivisionError), calls.timing(calls.SelfTimer(lambda *a: None), [(Target, "f", "x")]):
+        assert Target.f is not abs
+        _ = 1 / 0
+    assert Target.f is abs
+
+
 def test_the_clock_times_a_real_bridge_builds_native_calls_and_puts_every_function_back() -> None:
     """A bridge build on llama-spm under the clock: llguidance's tokenizer is built (at least one
     llguidance call) from every token's piece, read through llama.cpp (at least one call per token

@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from ..inputs import Input
 from ..inputsets import input_sets
 from ..paths import ROOT
 from .benchmd import BenchPart, csv_row, table
+from .calls import SelfTimer, timing
 
 INPROC = ("census", "leak", "forced", "probe", "exactness", "soundness")
 INPROC_PARTS = (
@@ -53,28 +54,21 @@ CALIBRATION_CALLS = 200_000
 
 @dataclass
 class CallClock:
-    """Seconds and calls per kind (INPROC_PARTS' native ones), each call's own seconds only."""
+    """Seconds and calls per kind (INPROC_PARTS' native ones), each call's own seconds only (the
+    one timer, `calls.SelfTimer`)."""
 
     seconds: dict[str, float] = field(default_factory=lambda: {"llguidance": 0.0, "llama_cpp": 0.0})
     calls: Counter[str] = field(default_factory=Counter)
-    # the seconds of the timed calls made inside the one running now, innermost last
-    _inner: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._timer = SelfTimer(self._add)
+
+    def _add(self, kind: str, _under: str, own: float, *_: Any) -> None:
+        self.seconds[kind] += own
+        self.calls[kind] += 1
 
     def timed(self, kind: str, f: Callable[..., Any]) -> Callable[..., Any]:
-        def g(*a: Any, **k: Any) -> Any:
-            self._inner.append(0.0)
-            t0 = time.perf_counter()
-            try:
-                return f(*a, **k)
-            finally:
-                dt = time.perf_counter() - t0
-                inner = self._inner.pop()
-                if self._inner:
-                    self._inner[-1] += dt
-                self.seconds[kind] += dt - inner
-                self.calls[kind] += 1
-
-        return g
+        return self._timer.wrap(kind, f)
 
     def snapshot(self) -> tuple[dict[str, float], Counter[str]]:
         return dict(self.seconds), Counter(self.calls)
@@ -96,18 +90,9 @@ def _targets() -> list[tuple[object, str, str]]:
     return got
 
 
-@contextlib.contextmanager
-def clocked(clock: CallClock) -> Iterator[None]:
+def clocked(clock: CallClock) -> contextlib.AbstractContextManager[None]:
     """Every native call of `_targets` timed into `clock` while inside; as they were after."""
-    targets = _targets()
-    saved = [(obj, name, getattr(obj, name)) for obj, name, _ in targets]
-    try:
-        for (obj, name, kind), (_, _, f) in zip(targets, saved):
-            setattr(obj, name, clock.timed(kind, f))
-        yield
-    finally:
-        for obj, name, f in saved:
-            setattr(obj, name, f)
+    return timing(clock._timer, _targets())
 
 
 def calibrate(n: int = CALIBRATION_CALLS) -> tuple[float, float]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import statistics
 import subprocess
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +19,8 @@ from ..analyses.native.logs import program_env
 from ..inputs import Input
 from ..vocab import Vocab
 from .benchmd import BenchPart, csv_row, table
+from .calls import SelfTimer
+from .calls import timing as timed_calls
 
 NATIVE_SPLIT_VOCABS = ("bert-bge", "llama-bpe", "gemma3-270m")  # 31k, 128k and 262k tokens
 # native.analyse's wall in parts (key, label); a compiled process's setup is estimated per
@@ -74,43 +76,26 @@ def served(part: str, a: tuple[Any, ...]) -> tuple[str, ...]:
 @dataclass
 class CallLog:
     """The timed calls of one `analyse`; a call inside another counts as its own, not the outer's
-    (a harness run inside bug C's rows counts there, not as the differential's)."""
+    (a harness run inside bug C's rows counts there, not as the differential's): the one timer,
+    `calls.SelfTimer`."""
 
     calls: list[Call] = field(default_factory=list)
-    stack: list[list[Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._timer = SelfTimer(self._add)
+
+    def _add(self, part: str, under: str, own: float, a: tuple[Any, ...], k: dict[str, Any], got: Any) -> None:
+        tag = "special" if part == "harness" and under == "special" else part.removesuffix("_serve")
+        tests = sum(got.test_seconds.values()) if isinstance(got, native.Served) else 0.0
+        self.calls.append(Call(tag, served(part, a), str(k.get("llg") or ""), own, tests))
 
     def timed(self, part: str, f: Callable[..., Any]) -> Callable[..., Any]:
-        def g(*a: Any, **k: Any) -> Any:
-            under = self.stack[-1][0] if self.stack else ""
-            self.stack.append([part, 0.0])
-            t0 = time.perf_counter()
-            got = None
-            try:
-                got = f(*a, **k)
-                return got
-            finally:
-                dt = time.perf_counter() - t0
-                inner = self.stack.pop()[1]
-                if self.stack:
-                    self.stack[-1][1] += dt
-                tag = "special" if part == "harness" and under == "special" else part.removesuffix("_serve")
-                tests = sum(got.test_seconds.values()) if isinstance(got, native.Served) else 0.0
-                self.calls.append(Call(tag, served(part, a), str(k.get("llg") or ""), dt - inner, tests))
-
-        return g
+        return self._timer.wrap(part, f)
 
 
-@contextmanager
-def timing(log: CallLog) -> Iterator[None]:
+def timing(log: CallLog) -> AbstractContextManager[None]:
     """WRAPPED timed into `log` while inside, as they were after."""
-    saved = {key: getattr(*key) for key in WRAPPED}
-    try:
-        for (mod, name), part in WRAPPED.items():
-            setattr(mod, name, log.timed(part, saved[mod, name]))
-        yield
-    finally:
-        for (mod, name), f in saved.items():
-            setattr(mod, name, f)
+    return timed_calls(log._timer, [(mod, name, part) for (mod, name), part in WRAPPED.items()])
 
 
 def probe(v: Vocab, sampler: str, llg: str, jobs: str) -> float:

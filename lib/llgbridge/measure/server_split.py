@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,8 @@ from ..analyses.server import llama_server
 from ..candidates import NAMES as CANDIDATE_NAMES
 from ..inputs import Input
 from .benchmd import BenchPart, csv_row, table
+from .calls import SelfTimer
+from .calls import timing as timed_calls
 
 SERVER_SPLIT_MODELS = ("llama-spm", "smollm2-135m")  # a synthetic model on a 32k vocab, a real one
 SERVER_PARTS = (
@@ -54,16 +56,15 @@ class Clock:
         self.parts.update(dict.fromkeys((k for k, _ in SERVER_PARTS), 0.0))
         self.calls.clear()
 
-    def timed(self, part: str, f: Callable[..., Any]) -> Callable[..., Any]:
-        def g(*a: Any, **k: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return f(*a, **k)
-            finally:
-                self.parts[part] += time.perf_counter() - t0
-                self.calls[part] += 1
+    def __post_init__(self) -> None:
+        self.timer = SelfTimer(self._add)  # the one timer: a call's own seconds
 
-        return g
+    def _add(self, part: str, _under: str, own: float, *_: Any) -> None:
+        self.parts[part] += own
+        self.calls[part] += 1
+
+    def timed(self, part: str, f: Callable[..., Any]) -> Callable[..., Any]:
+        return self.timer.wrap(part, f)
 
     def serving(self, real_serve: Callable[..., Any]) -> Callable[..., Any]:
         """`llama_server.serve` with its start (to the server answering) and its stop timed apart."""
@@ -85,25 +86,19 @@ class Clock:
         return serve
 
 
-@contextmanager
-def timing(clock: Clock) -> Iterator[None]:
+def timing(clock: Clock) -> AbstractContextManager[None]:
     """The calls `server.run` makes timed into `clock` while inside, as they were after."""
-    patched = [
-        (llama_server, "serve", clock.serving(llama_server.serve)),
-        (llama_server, "post", clock.timed("requests", llama_server.post)),
-        (llama_server.Server, "settled_log", clock.timed("log", llama_server.Server.settled_log)),
-        (server, "answered", clock.timed("judging", server.answered)),
-        (G, "load_model", clock.timed("prompts", G.load_model)),
-        (server, "prompts_for", clock.timed("prompts", server.prompts_for)),
-    ]
-    saved = [(obj, name, getattr(obj, name)) for obj, name, _ in patched]
-    try:
-        for obj, name, f in patched:
-            setattr(obj, name, f)
-        yield
-    finally:
-        for obj, name, f in saved:
-            setattr(obj, name, f)
+    return timed_calls(
+        clock.timer,
+        [
+            (llama_server, "post", "requests"),
+            (llama_server.Server, "settled_log", "log"),
+            (server, "answered", "judging"),
+            (G, "load_model", "prompts"),
+            (server, "prompts_for", "prompts"),
+        ],
+        also=[(llama_server, "serve", clock.serving(llama_server.serve))],
+    )
 
 
 def split_one(name: str, p: dict[str, Any], cases: list[str] | None, clock: Clock) -> dict[str, Any]:
