@@ -660,3 +660,22 @@ def test_the_inproc_split_leaves_the_bench_process_as_it_was() -> None:
     assert leak["llguidance"] > 0 and leak["calls"] >= 32000  # llama-spm's 32,000 pieces, read for a bridge
     with multiprocessing.get_context("spawn").Pool(1) as p:
         assert p.apply(abs, (-3,)) == 3
+
+
+def test_the_floor_counts_the_other_engines_own_seconds_as_code_under_review(tmp_path: Path) -> None:
+    """Issue 60: the engines' own work is in the floor. By hand: an engines run of 3.5 s wall, 3.0 s
+    compute, whose result records lm-format-enforcer 1.5 s and outlines 0.5 s: 2.0 s theirs, the
+    suite's compute 1.0, overhead 0.5, share 1.5 / 3.5 = 43%; an engines_e2e run of 4.0 s wall,
+    3.5 s compute, outlines 1.0 s and llama.cpp GBNF 2.0 s on one model: 3.0 s, share 1.0 / 4.0 = 25%."""
+    _timing(tmp_path, "engines", "x", 3.5, 3.0)
+    _result(tmp_path, "engines", "x", {"rows": [], "seconds": {"lm-format-enforcer": 1.5, "outlines": 0.5}})
+    _timing(tmp_path, "engines_e2e", "x", 4.0, 3.5)
+    _result(tmp_path, "engines_e2e", "x", {"rows": [], "seconds": {"m.gguf": {"outlines": 1.0, "llama.cpp GBNF": 2.0}}})
+    bench_csv = tmp_path / "bench.csv"
+    bench_csv.write_text("benchmark,vocab,n_tokens,variant,seconds,ratio,us_per_token\n")
+    page = render_parts([floor.Floor(floor.floor(tmp_path, bench_csv))])
+    assert "| engines | 1 | 3.5 | 2.0 | 0.0 | 1.0 | 0.5 | 43% | each engine's own seconds (result) |" in page
+    assert (
+        "| engines_e2e | 1 | 4.0 | 3.0 | 0.0 | 0.5 | 0.5 | 25% | each engine's own generation seconds (result) |"
+        in page
+    )

@@ -71,7 +71,20 @@ def corpus_own(r: dict[str, Any]) -> float:
     return sum(int(t["masks"]) * float(t["mask_us_avg"]) for t in rows if t.get("mask_us_avg") is not None) / 1e6
 
 
+def engines_own(r: dict[str, Any]) -> float:
+    """The engines' own seconds (each library's table, masks and walks, in its process), per engine."""
+    return sum(float(x) for x in r.get("seconds", {}).values())
+
+
+def engines_e2e_own(r: dict[str, Any]) -> float:
+    """The engines' own generation seconds (llama-server's for GBNF), per model and engine."""
+    return sum(float(x) for per_model in r.get("seconds", {}).values() for x in per_model.values())
+
+
 RECORDED: dict[str, tuple[Callable[[dict[str, Any]], float], str]] = {
+    # issue 60: the other engines are code under review too (their own work, not the suite's)
+    "engines": (engines_own, "each engine's own seconds (result)"),
+    "engines_e2e": (engines_e2e_own, "each engine's own generation seconds (result)"),
     "server": (server_own, "llama-server's generation, its own timings (result)"),
     "matrix": (matrix_own, "llama.cpp's generation with the mask (result's timing)"),
     "corpus": (corpus_own, "llguidance's masks: masks x mean µs (result's timing)"),
