@@ -679,3 +679,46 @@ def test_the_floor_counts_the_other_engines_own_seconds_as_code_under_review(tmp
         "| engines_e2e | 1 | 4.0 | 3.0 | 0.0 | 0.5 | 0.5 | 25% | each engine's own generation seconds (result) |"
         in page
     )
+
+
+def test_the_audits_cost_is_its_wall_against_its_analyses_own_time_by_hand() -> None:
+    """By hand: 3 files whose analyses took 4, 2 and 6 s on 2 workers: a floor of 6 s; a wall of
+    7.5 s is 1.25 x it (issue 60's goal, met) and (7.5 - 6) / 3 = 0.50 s a file beyond it."""
+    from llgbridge.measure.audit_cost import AuditCost
+
+    files = [
+        {"file": "a.gguf", "n_tokens": 1000, "seconds": 4.0},
+        {"file": "b.gguf", "n_tokens": 2000, "seconds": 2.0},
+        {"file": "c.gguf", "n_tokens": 3000, "seconds": 6.0},
+    ]
+    page = render_parts([AuditCost({"wall": 7.5, "workers": 2, "n": 3, "files": files, "failed": []})])
+    assert "the wall, 7.5 s, is 1.25 x the floor, 0.50 s a file beyond it" in page
+    assert "wall within 1.25 x the floor, met (1.25 against 1.25)" in page
+    assert "at most 1 s a file beyond it, met (0.50 s against 1.0 s)" in page
+    assert "| c.gguf | 3,000 | 6.0 | 2000 |" in page
+
+
+def test_a_flipped_copy_differs_from_its_fixture_in_add_space_prefix_alone(tmp_path: Path) -> None:
+    """The audit's variants, read back with gguf-py's own reader: llama-spm's copy has
+    add_space_prefix the other way round, the same tokens, and a sha256 of its own."""
+    import hashlib
+
+    import gguf
+
+    from llgbridge.measure.audit_cost import flipped
+    from llgbridge.paths import VOCABS
+
+    src = VOCABS / "ggml-vocab-llama-spm.gguf"
+    dest = flipped(src, tmp_path / "spm-flipped.gguf")
+    a, b = gguf.GGUFReader(str(src)), gguf.GGUFReader(str(dest))
+
+    def prefix(r: gguf.GGUFReader) -> bool | None:
+        f = r.fields.get("tokenizer.ggml.add_space_prefix")
+        return bool(f.parts[f.data[0]][0]) if f else None
+
+    assert prefix(b) is (not prefix(a) if prefix(a) is not None else True)
+    tokens = "tokenizer.ggml.tokens"
+    assert [bytes(a.fields[tokens].parts[i]) for i in a.fields[tokens].data] == [
+        bytes(b.fields[tokens].parts[i]) for i in b.fields[tokens].data
+    ]
+    assert hashlib.sha256(src.read_bytes()).digest() != hashlib.sha256(dest.read_bytes()).digest()

@@ -11,8 +11,8 @@ content and on everything (`regen`), with its overhead split from the analyses' 
 real llama-server under concurrent requests (`loadtest`); the mask path in parts, the mask in
 generation on synthetic models and the real decode step on each real model (`decode_time`); the
 corpus sample's masks (`corpus_time`); the native, server and in-process analyses in parts
-(`native_split`, `server_split`, `inproc_split`), a what-if end to end (`whatif_time`) and `make
-test`'s pytest (`tests_time`).
+(`native_split`, `server_split`, `inproc_split`), a what-if end to end (`whatif_time`), a 30-file
+`make audit` (`audit_cost`) and `make test`'s pytest (`tests_time`).
 Last, read back from what `make report` left in data/results (its runs' timing files and
 results), nothing run: the report's floor (`floor`), the other engines' cost (`engines_cost`,
 which also times each engine's table and mask in parts against llguidance's) and the report's
@@ -34,6 +34,7 @@ from pathlib import Path
 from ..paths import REPORTS, write_atomic, write_json
 from . import census_c, loadtest, quotes, regen
 from .ablation import measure_ablation, measure_builds
+from .audit_cost import AuditCost, audit_cost
 from .benchmd import BenchPart, csv_text, render_parts
 from .census_c import Census, compile_c, parse
 from .corpus_time import CorpusTime, corpus_mask_time, corpus_vocabs
@@ -93,6 +94,7 @@ MEASUREMENTS: tuple[tuple[str, Callable[[Options, dict[str, BenchPart]], BenchPa
     ("server_split", lambda o, d: ServerSplit(server_split())),
     ("inproc_split", lambda o, d: InprocSplit(inproc_split())),
     ("whatif", lambda o, d: Whatif(whatif_time())),
+    ("audit", lambda o, d: AuditCost(audit_cost())),
     ("tests", lambda o, d: TestsTime(tests_time())),
     # read back from what make report (and make whatif) left in data/results: nothing run
     ("floor", lambda o, d: Floor(floor(split_rows=[r for k in SPLITS for r in d[k].rows()]))),
@@ -119,6 +121,7 @@ CSV_ORDER = (
     "scale",
     "tests",
     "inproc_split",
+    "audit",
 )
 # --only: the parts run, their sections printed, nothing written
 ONLY: dict[str, Callable[[Options], list[BenchPart]]] = {
@@ -127,6 +130,7 @@ ONLY: dict[str, Callable[[Options], list[BenchPart]]] = {
     "server": lambda o: [ServerSplit(server_split(_names(o, SERVER_SPLIT_MODELS)))],
     "inproc": lambda o: [InprocSplit(inproc_split(tuple(o.vocabs.split(",")) if o.vocabs else None))],
     "whatif": lambda o: [Whatif(whatif_time())],
+    "audit": lambda o: [AuditCost(audit_cost())],
     "tests": lambda o: [TestsTime(tests_time())],
     "floor": lambda o: [Floor(floor())],
     "engines": lambda o: [EnginesCost(engines_cost(), tuple(parts(_names(o, PARTS_VOCABS), o.repeat)))],
@@ -177,7 +181,7 @@ def parser() -> argparse.ArgumentParser:
         help=(
             "run only this part and print its section of bench.md; writes nothing (census: Python vs C; native, "
             "server: that analysis in parts; inproc: the in-process analyses in parts; whatif: make whatif end to end; "
-            "tests: make test's pytest, timed; "
+            "audit: make audit on 30 files; tests: make test's pytest, timed; "
             "engines: each engine's table and mask in parts, run, and its cost read back from data/results; "
             "floor, scale: read back from data/results, nothing run)"
         ),
