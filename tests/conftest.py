@@ -13,6 +13,7 @@ from __future__ import annotations
 import dis
 import fcntl
 import os
+import signal
 import subprocess
 import sys
 import types
@@ -275,3 +276,19 @@ def made_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
             done.touch()
     return results
+
+
+@pytest.fixture
+def started() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """The processes a test starts, each in a session of its own: all of them ended after it."""
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()

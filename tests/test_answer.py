@@ -14,7 +14,6 @@ import html
 import json
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -160,7 +159,7 @@ f.src = %s;
 
 def answer_box(page: Path, tmp: Path) -> dict[str, float]:
     """Where the answer block lies on `page` as Chromium lays it out at WIDTH px (CSS px from the top)."""
-    from test_pages_layout import chromium
+    from test_pages_layout import dump_dom
 
     probe = tmp / "probe.html"
     probe.write_text(
@@ -168,20 +167,7 @@ def answer_box(page: Path, tmp: Path) -> dict[str, float]:
         f"border:0'></iframe><script>{PROBE % json.dumps(page.resolve().as_uri())}</script></body></html>",
         encoding="utf-8",
     )
-    cmd = [
-        chromium(),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--allow-file-access-from-files",
-        f"--user-data-dir={tmp / 'profile'}",
-        f"--window-size={WIDTH + 100},{SCREEN + 100}",
-        "--virtual-time-budget=60000",
-        "--dump-dom",
-        probe.as_uri(),
-    ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    done = dump_dom(probe, tmp, SCREEN, 300)
     m = re.search(r'data-out="([^"]*)"', done.stdout)
     assert m, done.stderr[-2000:]
     return dict(json.loads(base64.b64decode(m[1])))

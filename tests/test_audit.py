@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -154,22 +153,6 @@ def test_a_dask_scheduler_gives_the_same_summary_byte_for_byte(first: tuple[audi
     assert (other / "index.html").read_bytes() == (out / "index.html").read_bytes()
 
 
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    """The scheduler's and the workers' processes, each in a session of its own: ended after the test."""
-    procs: list[subprocess.Popen[bytes]] = []
-    yield procs
-    for p in procs:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-
-
 def _kill_a_busy_worker(client: Any, run: subprocess.Popen[str]) -> int:
     """The pid of a worker running one of the audit's files, killed a second into it."""
     deadline = time.monotonic() + 120
@@ -185,7 +168,7 @@ def _kill_a_busy_worker(client: Any, run: subprocess.Popen[str]) -> int:
 
 
 def test_on_a_real_scheduler_a_killed_worker_costs_its_file_one_retry(
-    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+    tmp_path: Path, started: list[subprocess.Popen[bytes]]
 ) -> None:
     """`make audit CLUSTER=tcp://...` on a `dask scheduler` with two `dask worker`s (real processes,
     started as tests/test_dask_report.py starts them), one worker killed (SIGKILL) a second into a
@@ -200,7 +183,7 @@ def test_on_a_real_scheduler_a_killed_worker_costs_its_file_one_retry(
     args = [sys.executable, "-m", "llgbridge.audit", "--analyses", "census probe", str(d)]
     local = subprocess.run([*args, "--out", str(tmp_path / "local")], capture_output=True, text=True, env=ENV)
     assert local.returncode == 0, local.stderr[-2000:]
-    file, _ = _cluster(processes, tmp_path)
+    file, _ = _cluster(started, tmp_path)
     with Client(_address(file), timeout=30) as client:
         client.wait_for_workers(2, timeout=60)
         run = subprocess.Popen(

@@ -12,10 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from llgbridge.paths import ROOT
 
@@ -39,22 +36,6 @@ BATCH = [
     "forced",
     "probe",
 ]
-
-
-@pytest.fixture
-def started() -> Iterator[list[subprocess.Popen[bytes]]]:
-    """The processes a test starts, each in a session of its own: all of them ended after it."""
-    procs: list[subprocess.Popen[bytes]] = []
-    yield procs
-    for p in procs:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
 
 
 def _start(started: list[subprocess.Popen[bytes]], args: list[str], log: Path) -> None:

@@ -111,19 +111,11 @@ def chromium() -> str:
     pytest.skip(why)
 
 
-def layout(pages: list[Path], tmp: Path) -> dict[Path, dict[str, Any]]:
-    """Each page's layout as Chromium reads it at WIDTH × HEIGHT: its height, cells checked, the
-    problems found (one line each) and its relative links (as written, and resolved)."""
-    browser = chromium()
-    urls = [p.resolve().as_uri() for p in pages]
-    probe = tmp / "probe.html"
-    probe.write_text(
-        f"<!doctype html><html><body><iframe id=f style='width:{WIDTH}px;height:{HEIGHT}px'></iframe>"
-        f"<script>{PROBE_JS % json.dumps(urls)}</script></body></html>",
-        encoding="utf-8",
-    )
+def dump_dom(probe: Path, tmp: Path, height: int, seconds: int) -> subprocess.CompletedProcess[str]:
+    """Headless Chromium's DOM of `probe` after its scripts ran, in a window WIDTH px wide (plus the
+    frame's margin): the one command every page test lays a page out with."""
     cmd = [
-        browser,
+        chromium(),
         "--headless",
         "--no-sandbox",
         "--disable-gpu",
@@ -133,13 +125,26 @@ def layout(pages: list[Path], tmp: Path) -> dict[Path, dict[str, Any]]:
         "--no-first-run",
         "--allow-file-access-from-files",
         f"--user-data-dir={tmp / 'profile'}",
-        f"--window-size={WIDTH + 100},{HEIGHT + 100}",
+        f"--window-size={WIDTH + 100},{height + 100}",
         # virtual time runs ahead while the pages are idle: the budget only bounds a page that never loads
-        "--virtual-time-budget=600000",
+        f"--virtual-time-budget={seconds * 1000}",
         "--dump-dom",
         probe.as_uri(),
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=seconds)
+
+
+def layout(pages: list[Path], tmp: Path) -> dict[Path, dict[str, Any]]:
+    """Each page's layout as Chromium reads it at WIDTH × HEIGHT: its height, cells checked, the
+    problems found (one line each) and its relative links (as written, and resolved)."""
+    urls = [p.resolve().as_uri() for p in pages]
+    probe = tmp / "probe.html"
+    probe.write_text(
+        f"<!doctype html><html><body><iframe id=f style='width:{WIDTH}px;height:{HEIGHT}px'></iframe>"
+        f"<script>{PROBE_JS % json.dumps(urls)}</script></body></html>",
+        encoding="utf-8",
+    )
+    done = dump_dom(probe, tmp, HEIGHT, 600)
     m = re.search(r'data-out="([^"]*)"', done.stdout)
     assert m, f"the probe page did not finish (exit {done.returncode}): {done.stderr[-2000:]}"
     found = json.loads(base64.b64decode(m.group(1)).decode("utf-8"))
