@@ -22,6 +22,7 @@ from llgbridge.gguf_meta import read_kv
 from llgbridge.measure import bench, census_c, engines_cost, floor, loadtest, regen, scale, tests_time
 from llgbridge.measure import native_split as NS
 from llgbridge.measure.ablation import Ablation, Builds
+from llgbridge.measure.audit_cost import AuditCost
 from llgbridge.measure.benchmd import BenchPart, render, render_parts
 from llgbridge.measure.census_c import Census, CensusRun, Line
 from llgbridge.measure.corpus_time import CorpusTime
@@ -193,6 +194,7 @@ def _hand_written_parts() -> list[BenchPart]:
         "engines_cost": engines_cost.EnginesCost(None),
         "scale": scale.Scale(None),
         "tests": tests_time.TestsTime(None),
+        "audit": AuditCost(None),
     }
     return [done[k] for k in bench.CSV_ORDER]
 
@@ -684,8 +686,6 @@ def test_the_floor_counts_the_other_engines_own_seconds_as_code_under_review(tmp
 def test_the_audits_cost_is_its_wall_against_its_analyses_own_time_by_hand() -> None:
     """By hand: 3 files whose analyses took 4, 2 and 6 s on 2 workers: a floor of 6 s; a wall of
     7.5 s is 1.25 x it (issue 60's goal, met) and (7.5 - 6) / 3 = 0.50 s a file beyond it."""
-    from llgbridge.measure.audit_cost import AuditCost
-
     files = [
         {"file": "a.gguf", "n_tokens": 1000, "seconds": 4.0},
         {"file": "b.gguf", "n_tokens": 2000, "seconds": 2.0},

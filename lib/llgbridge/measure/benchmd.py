@@ -33,6 +33,7 @@ SECTIONS = (
     "server_split",
     "inproc_split",
     "whatif",
+    "audit",
     "tests",
     "regen",
     "floor",
