@@ -365,3 +365,9 @@ def test_a_worker_gives_back_the_memory_bound_it_set(tmp_path: Path) -> None:
         inside = resource.getrlimit(resource.RLIMIT_AS)
     assert inside[0] != resource.RLIM_INFINITY  # the kernels' bound was set
     assert resource.getrlimit(resource.RLIMIT_AS) == before
+    # one that cannot start (its output folder under a file), as test_hostile's test_7 makes one
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where a folder should be")
+    with pytest.raises(NotADirectoryError), Worker(blocked / "out", tmp_path / "res", progress=False):
+        pass
+    assert resource.getrlimit(resource.RLIMIT_AS) == before

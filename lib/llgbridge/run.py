@@ -340,25 +340,31 @@ class Worker:
     def __enter__(self) -> Worker:
         # before its kernel starts, which inherits it; given back on exit, since the host process
         # goes on: a browser a test starts after it died of SIGTRAP under the 16 GiB bound
-        self._memory = bound_memory()
+        # (also where the Worker cannot start: an unwritable output folder left pytest's worker bound)
         (self.out_root / "logs").mkdir(parents=True, exist_ok=True)
-        sys.stdout.flush()
-        self._progress = os.dup(1) if self.progress else None  # the terminal, while the kernel's output goes to a log
-        self._tmp = tempfile.TemporaryDirectory(dir=self.out_root / "logs")
-        self.log = Path(self._tmp.name) / "kernel.log"
-        self._redirect = _output_to(self.log)
-        self._redirect.__enter__()
+        self._memory = bound_memory()
+        try:
+            sys.stdout.flush()
+            # the terminal, while the kernel's output goes to a log
+            self._progress = os.dup(1) if self.progress else None
+            self._tmp = tempfile.TemporaryDirectory(dir=self.out_root / "logs")
+            self.log = Path(self._tmp.name) / "kernel.log"
+            self._redirect = _output_to(self.log)
+            self._redirect.__enter__()
+        except BaseException:
+            unbound_memory(self._memory)
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
         try:
             self.kernel.shutdown()
         finally:
+            unbound_memory(self._memory)
             self._redirect.__exit__(None, None, None)
             self._tmp.cleanup()
             if self._progress is not None:
                 os.close(self._progress)
-            unbound_memory(self._memory)
 
     def say(self, line: str) -> None:
         if self._progress is not None:
