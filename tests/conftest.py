@@ -292,3 +292,17 @@ def started() -> Iterator[list[subprocess.Popen[bytes]]]:
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+
+
+@pytest.fixture(autouse=True)
+def _address_space_given_back() -> Iterator[None]:
+    """No test leaves its pytest worker under another address-space bound: a later test's Chromium
+    dies of SIGTRAP under one (a Worker that could not start left 16 GiB behind)."""
+    import resource
+
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    yield
+    after = resource.getrlimit(resource.RLIMIT_AS)
+    if after != before:
+        resource.setrlimit(resource.RLIMIT_AS, before)
+        pytest.fail(f"the test left RLIMIT_AS at {after}, not {before}", pytrace=False)
