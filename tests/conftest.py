@@ -96,6 +96,7 @@ REACHES = (
     "llgbridge.pool",
     "llgbridge.remote",
     "llgbridge.whatif",
+    "llgbridge.audit",
     "llgbridge.fetch",
     "llgbridge.models",
     "llgbridge.cbuild",
@@ -199,15 +200,25 @@ if os.environ.get("LLGBRIDGE_CHECK") == "1":
     sys.addaudithook(_guard)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    guarded = os.environ.get("LLGBRIDGE_CHECK") == "1" and "unit" in item.keywords
-    if guarded:
+def _guarded(item: pytest.Item) -> Iterator[None]:
+    if os.environ.get("LLGBRIDGE_CHECK") == "1" and "unit" in item.keywords:
         _GUARDED.append(item.nodeid)
     try:
         return (yield)
     finally:
         _GUARDED.clear()
+
+
+# a fixture's setup too: a program a fixture starts is its test's (a pool's spawned workers raise no
+# audit event: REACHES must name what starts them)
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    return (yield from _guarded(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    return (yield from _guarded(item))
 
 
 @cache
