@@ -12,6 +12,7 @@ row; where it has none the cell says "not measured", never "no".
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -263,30 +264,23 @@ def said(row: dict[str, str], file: str, flags: str = "") -> list[str]:
 def changes(with_row: dict[str, str], without_row: dict[str, str], flags: str) -> list[str]:
     """What an override changed, in words: each of the answer's cells that moved, said as a sentence
     (the cell-by-cell diff of every table is under it, collapsed)."""
-    out = []
-    if with_row["a_tokens"] != without_row["a_tokens"]:
-        out.append(
-            f"bug A's shipped token table has {number(with_row['a_tokens'])} tokens with wrong bytes "
-            f"(without it, {number(without_row['a_tokens'])})"
-        )
-    for key, what in (("a", "bug A (illegal tokens admitted)"), ("b", "bug B"), ("c", "bug C"), ("d", "bug D")):
-        for b in BRIDGES:
-            x, y = with_row[f"{key}_{b}"], without_row[f"{key}_{b}"]
-            if x != y:
-                out.append(f"{what} {SIDES[b]}: {number(x)} (without it, {number(y)})")
-    if with_row["server_dropped"] != without_row["server_dropped"]:
-        out.append(
-            f"the shipped server drops the grammar silently in {with_row['server_dropped']} requests "
-            f"(without it, {without_row['server_dropped']})"
-        )
-    for b in BRIDGES:
-        x, y = with_row[f"server_{b}"], without_row[f"server_{b}"]
-        if x != y:
-            out.append(f"the server {SIDES[b]} passes {x} cases (without it, {y})")
-    if with_row["b_tokenize_exact"] != without_row["b_tokenize_exact"]:
-        out.append(
-            f"llama_tokenize exact: {with_row['b_tokenize_exact']} (without it, {without_row['b_tokenize_exact']})"
-        )
+    # (column, its sentence with the overridden value in {}, how a value is written)
+    said: list[tuple[str, str, Callable[[str], str]]] = [
+        ("a_tokens", "bug A's shipped token table has {} tokens with wrong bytes", number),
+        *[
+            (f"{key}_{b}", f"{what} {SIDES[b]}: {{}}", number)
+            for key, what in (("a", "bug A (illegal tokens admitted)"), ("b", "bug B"), ("c", "bug C"), ("d", "bug D"))
+            for b in BRIDGES
+        ],
+        ("server_dropped", "the shipped server drops the grammar silently in {} requests", str),
+        *[(f"server_{b}", f"the server {SIDES[b]} passes {{}} cases", str) for b in BRIDGES],
+        ("b_tokenize_exact", "llama_tokenize exact: {}", str),
+    ]
+    out = [
+        f"{text.format(fmt(with_row[col]))} (without it, {fmt(without_row[col])})"
+        for col, text, fmt in said
+        if with_row[col] != without_row[col]
+    ]
     if not out:
         return [f"With {flags}, none of the answer's cells moved."]
     return [f"With {flags}: " + "; ".join(out) + "."]
