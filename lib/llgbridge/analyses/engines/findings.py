@@ -113,12 +113,17 @@ print(allowed('root ::= "<|start_header_id|>x"'), allowed('root ::= "<|eot_id|>x
 )
 
 
+# when the upstream threads' states (open, merged) were read, in stored copies of the GitHub threads
+UPSTREAM_READ = "2026-12-07"
+
+
 def markdown() -> str:
     """The findings as Markdown: a line each, its reproducer under it."""
     parts = []
     for f in FINDINGS:
         parts.append(
-            f"**{f.engine}** (docs/engines.md, {f.bugs}): {f.what}. Upstream: {f.upstream}. "
+            f"**{f.engine}** (docs/engines.md, {f.bugs}): {f.what}. "
+            f"Upstream (as read on {UPSTREAM_READ}): {f.upstream}. "
             f"Run on `{f.vocab}`:\n\n```python\n{f.code}```"
         )
     return "\n\n".join(parts)
