@@ -197,6 +197,11 @@ def _guard(event: str, args: tuple[Any, ...]) -> None:
 
 
 if os.environ.get("LLGBRIDGE_CHECK") == "1":
+    # here, before the guard: on a machine where it has none yet, matplotlib makes its font cache
+    # by running fc-list the first time a plot asks for a font, and a unit test that plots would
+    # then fail, and leave no cache, on every `make check` until a `make test` made one
+    import matplotlib.font_manager  # noqa: F401
+
     sys.addaudithook(_guard)
 
 
