@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import vocab
@@ -683,19 +684,46 @@ def test_the_floor_counts_the_other_engines_own_seconds_as_code_under_review(tmp
     )
 
 
-def test_the_audits_cost_is_its_wall_against_its_analyses_own_time_by_hand() -> None:
-    """By hand: 3 files whose analyses took 4, 2 and 6 s on 2 workers: a floor of 6 s; a wall of
-    7.5 s is 1.25 x it (issue 60's goal, met) and (7.5 - 6) / 3 = 0.50 s a file beyond it."""
+def test_the_audits_cost_is_its_wall_against_the_code_under_reviews_work_by_hand() -> None:
+    """By hand: 3 files whose analyses' runs took 4, 2 and 6 s on 2 workers (6 s over them), in
+    which the code under review worked 10 s (5 s over them): a wall of 7.5 s is 1.50 x the floor
+    (issue 60's 1.25: not met) and (7.5 - 6) / 3 = 0.50 s a file beyond its analyses (met)."""
     files = [
         {"file": "a.gguf", "n_tokens": 1000, "seconds": 4.0},
         {"file": "b.gguf", "n_tokens": 2000, "seconds": 2.0},
         {"file": "c.gguf", "n_tokens": 3000, "seconds": 6.0},
     ]
-    page = render_parts([AuditCost({"wall": 7.5, "workers": 2, "n": 3, "files": files, "failed": []})])
-    assert "the wall, 7.5 s, is 1.25 x the floor, 0.50 s a file beyond it" in page
-    assert "wall within 1.25 x the floor, met (1.25 against 1.25)" in page
-    assert "at most 1 s a file beyond it, met (0.50 s against 1.0 s)" in page
+    page = render_parts([AuditCost({"wall": 7.5, "workers": 2, "n": 3, "files": files, "review": 10.0, "failed": []})])
+    assert "10.0 s over the workers, 5.0 s; the wall is 1.50 x that floor" in page
+    assert "took 12.0 s on the workers, 6.0 s over them (the wall is 1.25 x that)" in page
+    assert "the wall within 1.25 x the floor, not met (1.50 against 1.25)" in page
+    assert "at most 1 s a file beyond its analyses, met (0.50 s against 1.0 s)" in page
     assert "| c.gguf | 3,000 | 6.0 | 2000 |" in page
+
+
+def test_the_audits_floor_counts_a_run_as_the_reports_floor_does(tmp_path: Path) -> None:
+    """By hand, two what-ifs' results under one audit: a matrix run whose generation took 1.5 s and
+    whose vocab load 0.25 s (1.75 s of the code under review's), and a leak run whose compute of
+    2 s the in-process split found 40% llama.cpp's and llguidance's, with a load of 0.5 s (1.3 s)."""
+    from llgbridge.measure.audit_cost import under_review
+
+    def put(path: Path, body: dict[str, Any]) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(body), encoding="utf-8")
+
+    a, b = tmp_path / "files" / "k1" / "results", tmp_path / "files" / "k2" / "results"
+    put(
+        a / ".timing" / "matrix" / "m.json",
+        {"notebook": "matrix", "vocab": "m", "wall": 4, "analysis": 3, "load": 0.25},
+    )
+    put(a / "matrix" / "m.json", {"status": "ok", "timing": [{"seconds": 1.0}, {"seconds": 0.5}]})
+    put(b / ".timing" / "leak" / "l.json", {"notebook": "leak", "vocab": "l", "wall": 3, "analysis": 2, "load": 0.5})
+    split = [
+        {"benchmark": "inproc_leak", "variant": "wall", "seconds": "10"},
+        *({"benchmark": "inproc_leak", "variant": k, "seconds": "2"} for k in floor.SPLIT_FLOOR["leak"][:2]),
+    ]
+    assert len(floor.SPLIT_FLOOR["leak"]) >= 2
+    assert under_review(tmp_path, split) == pytest.approx(1.75 + 0.4 * 2 + 0.5)
 
 
 def test_a_flipped_copy_differs_from_its_fixture_in_add_space_prefix_alone(tmp_path: Path) -> None:

@@ -94,7 +94,7 @@ MEASUREMENTS: tuple[tuple[str, Callable[[Options, dict[str, BenchPart]], BenchPa
     ("server_split", lambda o, d: ServerSplit(server_split())),
     ("inproc_split", lambda o, d: InprocSplit(inproc_split())),
     ("whatif", lambda o, d: Whatif(whatif_time())),
-    ("audit", lambda o, d: AuditCost(audit_cost())),
+    ("audit", lambda o, d: AuditCost(audit_cost(split_rows=[r for k in SPLITS for r in d[k].rows()]))),
     ("tests", lambda o, d: TestsTime(tests_time())),
     # read back from what make report (and make whatif) left in data/results: nothing run
     ("floor", lambda o, d: Floor(floor(split_rows=[r for k in SPLITS for r in d[k].rows()]))),
