@@ -20,6 +20,7 @@ from llgbridge.analyses.matrix import compute as matrix
 from llgbridge.analyses.server import llama_server as S
 from llgbridge.generate import load_model
 from llgbridge.inputs import Input
+from llgbridge.modelfile import ModelFile
 from llgbridge.paths import ROOT
 
 VOCAB = "llama-spm"
@@ -43,7 +44,7 @@ def rows() -> list[dict[str, Any]]:
 
 @cache
 def llm() -> Any:
-    return load_model(Path(MODEL), n_threads=1)
+    return load_model(ModelFile.read(MODEL), n_threads=1)
 
 
 def pieces(tokens: list[int]) -> bytes:

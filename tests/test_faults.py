@@ -27,6 +27,7 @@ from llgbridge.analyses.census import compute as census
 from llgbridge.analyses.server import compute as server
 from llgbridge.analyses.server import llama_server as S
 from llgbridge.measure import regen
+from llgbridge.modelfile import ModelFile
 from llgbridge.paths import VOCABS, vocab_path
 from llgbridge.report.pages import BANNER_END
 from llgbridge.vocab import Vocab
@@ -289,7 +290,7 @@ def test_14_the_server_section_says_the_temperature_and_seed_its_results_record(
     settings = {"temperature": 0.8, "seed": 3, "max_tokens": 16, "n_gpu_layers": 0, "parallel": 4}
     run = server.run(
         "llama-spm",
-        path,
+        ModelFile.read(path),
         True,
         None,
         ["forced_literal"],

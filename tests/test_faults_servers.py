@@ -20,6 +20,7 @@ from llgbridge import generation as G
 from llgbridge import nb, report, synth
 from llgbridge.analyses.server import compute as server
 from llgbridge.analyses.server import llama_server as S
+from llgbridge.modelfile import ModelFile
 from llgbridge.paths import vocab_path
 from llgbridge.vocab import Vocab
 
@@ -78,7 +79,7 @@ def test_4_the_page_says_the_server_part_could_not_be_made(tmp_path: Path) -> No
     model = templated_model(tmp_path, "tmpl4", RAISES)
     opts = server.RunOptions(candidates=(), log_dir=tmp_path / "logs")
     with pytest.raises(server.ServerFault) as e:
-        server.run("tmpl4", model, True, None, CASES, opts, say=lambda s: None)
+        server.run("tmpl4", ModelFile.read(model), True, None, CASES, opts, say=lambda s: None)
     res = tmp_path / "results"
     (res / "server").mkdir(parents=True)
     failed = {"status": "failed", "notebook": "server", "vocab": "tmpl4", "error": f"ServerFault: {e.value}"}
@@ -118,7 +119,7 @@ def test_13_a_chat_template_that_takes_all_memory_stops_its_server_in_one_line(t
 def test_13_the_page_states_the_servers_memory_bound_and_start_timeout(tmp_path: Path) -> None:
     path = synth.ensure_model("llama-spm")
     run = server.run(
-        "llama-spm", path, True, None, ["forced_literal"],
+        "llama-spm", ModelFile.read(path), True, None, ["forced_literal"],
         server.RunOptions(samplers=("fixed",), candidates=(), log_dir=tmp_path / "logs"), say=lambda s: None,
     )  # fmt: skip
     settings = {"temperature": 0.0, "seed": 0, "max_tokens": 64, "n_gpu_layers": 0, "parallel": 4}

@@ -17,6 +17,7 @@ from llgbridge import bridges, grammars, synth
 from llgbridge import cases as C
 from llgbridge import generate as R
 from llgbridge import generation as G
+from llgbridge.modelfile import ModelFile
 from llgbridge.paths import ROOT
 from llgbridge.vocab import Vocab
 
@@ -24,7 +25,7 @@ from llgbridge.vocab import Vocab
 @cache
 def model(name: str) -> tuple[object, Vocab]:
     path = synth.ensure_model(name)
-    return G.load_model(path), Vocab(path, name)
+    return G.load_model(ModelFile.read(path)), Vocab(path, name)
 
 
 @cache

@@ -15,6 +15,7 @@ from llgbridge import bridges, gguf_fuzz, run
 from llgbridge import generation as G
 from llgbridge.errors import InputError
 from llgbridge.inputs import Input
+from llgbridge.modelfile import ModelFile
 from llgbridge.paths import vocab_path
 from llgbridge.vocab import Vocab
 
@@ -95,7 +96,7 @@ def test_a_piece_longer_than_the_bridge_buffer(tmp_path: Path) -> None:
 
 def test_vocab_only_file_given_to_generation() -> None:
     with pytest.raises(InputError, match=r"ggml-vocab-bert-bge.gguf: vocab-only file"):
-        G.load_model(vocab_path("bert-bge"))
+        G.load_model(ModelFile.read(vocab_path("bert-bge")))
 
 
 def test_encoder_only_model_given_to_generation(tmp_path: Path) -> None:
@@ -109,7 +110,7 @@ def test_encoder_only_model_given_to_generation(tmp_path: Path) -> None:
     w.write_tensors_to_file()
     w.close()
     with pytest.raises(InputError, match=r"bert-model.gguf: encoder-only architecture 'bert'"):
-        G.load_model(p)
+        G.load_model(ModelFile.read(p))
 
 
 def test_json_schema_llguidance_rejects() -> None:

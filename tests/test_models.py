@@ -23,6 +23,7 @@ from llgbridge.analyses.census.compute import run_census
 from llgbridge.errors import InputError
 from llgbridge.gguf_meta import read_kv
 from llgbridge.measure import bench
+from llgbridge.modelfile import ModelFile
 from llgbridge.paths import ROOT
 from llgbridge.vocab import Vocab
 
@@ -157,6 +158,23 @@ def test_loading_a_real_model_for_its_vocab_skips_the_weights(model: catalogue.R
     assert "vocab only - skipping tensors" in p.stderr
 
 
+@pytest.mark.parametrize("model", [SMOL, GEMMA], ids=lambda m: m.name)
+def test_a_real_models_prompts_are_made_from_its_header_as_llama_cpp_python_makes_them(
+    model: catalogue.RealModel,
+) -> None:
+    """The server renders a real model's prompts without loading its weights (`Chat.of`: the chat
+    template from the header read once, the BOS and EOS texts from the vocab). llama-cpp-python's
+    reading of the loaded model (its `metadata` and `detokenize`, `Chat.of_llm`) must give the same
+    template and texts, or the server's prompts would no longer be the matrix's."""
+    from llgbridge import generation as G
+
+    path = fetched(model)
+    llm = G.load_model(ModelFile.read(path), n_ctx=64, overrides=model.overrides)
+    by_header = G.Chat.of(ModelFile.read(path), Vocab(path, model.name, model.overrides))
+    assert by_header == G.Chat.of_llm(llm)
+    assert bool(by_header.template) is model.instruct  # SmolLM2's template is compared, Gemma has none
+
+
 def test_census_of_the_real_models_agrees_with_the_c_loop() -> None:
     paths = [fetched(m) for m in catalogue.REAL_MODELS.values()]
     exe = bench.compile_c()
@@ -173,13 +191,14 @@ DECODE = """
 import json, sys
 from llgbridge import bridges, models
 from llgbridge import cases as C, generate as R, generation as G
+from llgbridge.modelfile import ModelFile
 from llgbridge.vocab import Vocab
 path = models.model_path("smollm2-135m")
-llm = G.load_model(path, n_threads=1)
+llm = G.load_model(ModelFile.read(path), n_threads=1)
 v = Vocab(path, "smollm2-135m")
 case = C.CASES["json_enum"]
 r = R.run_case(llm, path.name, v, False, bridges.make_bridge(v, "fixed"), case, G.Sampling(max_tokens=24),
-               prompt=G.case_prompt(llm, case, instruct=True))
+               prompt=G.case_prompt(G.Chat.of_llm(llm), case, instruct=True))
 # a real model's text is not in its row
 print(json.dumps({"extra_bufts": bool(llm.model_params.use_extra_bufts), **r.row(), "output": r.output}))
 """
@@ -246,5 +265,5 @@ def test_an_architecture_llama_cpp_cannot_run_is_one_line_naming_it(tmp_path: Pa
     alien = tmp_path / "alien.gguf"
     alien.write_bytes(data[: key + 12] + b"llamz" + data[key + 12 + length :])
     with pytest.raises(InputError) as e:
-        G.load_model(alien)
+        G.load_model(ModelFile.read(alien))
     assert str(e.value) == f"{alien}: llama.cpp cannot load it: unknown model architecture: 'llamz'"

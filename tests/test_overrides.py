@@ -23,7 +23,9 @@ from llgbridge.analyses.native import compute as native
 from llgbridge.analyses.server import compute as server
 from llgbridge.analyses.server import llama_server as S
 from llgbridge.errors import InputError
+from llgbridge.generation import Chat
 from llgbridge.inputs import Input
+from llgbridge.modelfile import ModelFile
 from llgbridge.vocab import Vocab
 
 NAME = "gemma3-270m+space-prefix"
@@ -103,7 +105,10 @@ def test_an_override_llama_cpp_never_reads_or_reads_as_another_type_is_refused(g
 
 def test_an_override_llama_cpp_cannot_load_with_names_it_and_llama_cpps_reason(gemma: Path) -> None:
     bad = "general.architecture=str:nonesuch"
-    for load in (lambda: Vocab(gemma, "x", [bad]), lambda: generate.load_model(gemma, n_ctx=64, overrides=[bad])):
+    for load in (
+        lambda: Vocab(gemma, "x", [bad]),
+        lambda: generate.load_model(ModelFile.read(gemma), n_ctx=64, overrides=[bad]),
+    ):
         with pytest.raises(InputError) as e:
             load()
         assert (
@@ -120,8 +125,8 @@ def test_llama_tokenize_prepends_the_space_with_the_override(spaced: Vocab, plai
 
 
 def test_llama_cpp_pythons_model_takes_the_override_too(gemma: Path) -> None:
-    with_it = generate.load_model(gemma, n_ctx=64, overrides=[SPACE])
-    without = generate.load_model(gemma, n_ctx=64)
+    with_it = generate.load_model(ModelFile.read(gemma), n_ctx=64, overrides=[SPACE])
+    without = generate.load_model(ModelFile.read(gemma), n_ctx=64)
     assert with_it.tokenize(b"hello world", add_bos=False) == [29104, 1902]
     assert without.tokenize(b"hello world", add_bos=False) == [23391, 1902]
 
@@ -223,9 +228,7 @@ def test_the_upstream_server_breaks_the_forced_literal_on_real_weights(
     _, why = S.built()
     if why:
         pytest.skip(why)
-    llm = generate.load_model(spaced.path, n_ctx=64, overrides=spaced.overrides)
-    prompts = server.prompts_for(llm, ["forced_literal"], "completion")
-    del llm
+    prompts = server.prompts_for(Chat.of(ModelFile.read(spaced.path), spaced), ["forced_literal"], "completion")
     got = {}
     # the three builds the assertions read (the fixed build without the override says nothing here)
     for v, sampler in ((spaced, "upstream"), (spaced, "fixed"), (plain, "upstream")):

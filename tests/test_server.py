@@ -34,6 +34,7 @@ from llgbridge.analyses.server import cases as server_cases
 from llgbridge.analyses.server import compute as server
 from llgbridge.analyses.server import judge as server_judge
 from llgbridge.analyses.server import llama_server as S
+from llgbridge.modelfile import ModelFile
 from llgbridge.vocab import Vocab
 
 _status, _why = S.built()
@@ -127,7 +128,7 @@ def test_the_port_and_the_server_agree(name: str, tmp_path: Path) -> None:
     """The port's matrix (generate, in llama-cpp-python's own loop) and the server, case by case
     on both samplers: the same outcome and the same tokens up to the first violation."""
     path, v = _model(name)
-    llm = G.load_model(path, n_threads=1)
+    llm = G.load_model(ModelFile.read(path), n_threads=1)
     cases = list(C.CASES)
     rows, tokens = [], []
     from conftest import bridge
@@ -286,19 +287,11 @@ def test_replayed_answers_judged_from_threads_are_the_servers_content(served: Se
 
     srv, path, v = served("upstream", "llama-spm")
     cases = [*C.CASES, server_cases.GBNF_CASE, ""]
-    replies = [
-        (
-            c,
-            *server.request_for(c, G.PLAIN, 64, 0, 0.0, v)[:2],
-            S.post(srv, *server.request_for(c, G.PLAIN, 64, 0, 0.0, v)[::2]),
-        )
-        for c in cases
-    ]
+    run = _run(srv, path, v, "upstream", [c for c in cases if c])
+    replies = [(run.asks[c], S.post(srv, run.asks[c].endpoint, run.asks[c].body)) for c in cases]
 
-    run = _run(srv, path, v, "upstream", cases)
-
-    def judged(a: tuple[str, str, str, S.Reply]) -> str:
-        return server.answered(srv, run, a[0], a[1], a[2], a[3], [], False).content_match
+    def judged(a: tuple[server_cases.Ask, S.Reply]) -> str:
+        return server.answered(srv, run, a[0], a[1], [], False).content_match
 
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
@@ -316,13 +309,13 @@ def test_a_judge_that_reads_other_bytes_disagrees_with_the_server(served: Served
     is counted neither as a pass nor as a violation; invalid UTF-8 the server replaced is not."""
     srv, path, v = served("fixed", "llama-spm")
     run = _run(srv, path, v, "fixed", ["forced_literal"])
-    endpoint, sent_as, body = server.request_for("forced_literal", G.PLAIN, 64, 0, 0.0, v)
-    reply = S.post(srv, endpoint, body)
-    good = server.answered(srv, run, "forced_literal", endpoint, sent_as, reply, [], False)
+    asked = run.asks["forced_literal"]
+    reply = S.post(srv, asked.endpoint, asked.body)
+    good = server.answered(srv, run, asked, reply, [], False)
     assert (good.outcome, good.output, good.content_match) == ("pass", "hello world", "same")
     assert reply.body is not None
     reply.body["content"] = "hello workd"  # one byte of another piece, as the shared buffer gave it
-    bad = server.answered(srv, run, "forced_literal", endpoint, sent_as, reply, [], False)
+    bad = server.answered(srv, run, asked, reply, [], False)
     assert bad.outcome == server.DISAGREES
     assert bad.content_match == "differs at byte 9: judge 'ld', server 'kd'"
     # <0xE4> alone is not UTF-8: the server's JSON carries U+FFFD for it (nlohmann's replace)

@@ -25,6 +25,7 @@ import pytest
 from conftest import vocab
 
 from llgbridge import cases as C
+from llgbridge import generation as G
 from llgbridge import judge as J
 from llgbridge.analyses.server import cases as server_cases
 from llgbridge.analyses.server import judge as server_judge
@@ -90,9 +91,11 @@ def test_the_server_judge_from_threads_is_the_serial_answer() -> None:
         (cases[i % len(cases)], toks) for i, toks in enumerate(_sequences(v.n_tokens, 150, 24, seed=3) + [hello] * 10)
     ]
 
+    asks = server_cases.asks_for(cases, {c: G.PLAIN for c in cases}, 64, 0, 0.0, v)
+
     def judged(a: tuple[str, list[int]]) -> tuple[Any, ...]:
         case, toks = a
-        j = server_judge.judge_tokens(v, case, toks, "limit")
+        j = server_judge.judge_tokens(v, asks[case], toks, "limit")
         return (j.outcome, j.shown, j.first_violation, j.output)
 
     assert _differ(judged, answers, rounds=1) == []

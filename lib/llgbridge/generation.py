@@ -16,7 +16,9 @@ Prompts: a synthetic model gets plain text (`Output:`) with its BOS; a real inst
 each case's instruction rendered through the chat template in its own GGUF by llama-cpp-python's
 Jinja2 chat formatter, tokenized as its chat handler does (special tokens parsed, BOS only when
 the template did not add one); a real pretrained model (Gemma 3 270M) gets a plain completion
-prompt, since its template is absent and it answers nothing through one. No server.
+prompt, since its template is absent and it answers nothing through one. No server. A prompt is
+rendered from the model's `Chat` (the template in its header, its BOS and EOS texts), so whoever
+only asks (the server) never loads the weights for it.
 
 Loading: every model is loaded with `use_extra_bufts = false`. llama-cpp-python built from source
 on a CPU that reports AMX compiles ggml's AMX kernels in (`-march=native`), and decoding a
@@ -32,7 +34,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -89,7 +90,7 @@ def _no_extra_bufts() -> Iterator[None]:
 
 
 def load_model(
-    model: Path | ModelFile,
+    model: ModelFile,
     n_gpu_layers: int = 0,
     seed: int = 0,
     n_ctx: int = 512,
@@ -98,13 +99,12 @@ def load_model(
 ) -> Any:
     """A `llama_cpp.Llama` without ggml's extra buffer types (see the module's docstring), with
     llama.cpp's key `overrides` (`KEY=TYPE:VALUE`) through llama-cpp-python's `kv_overrides`; one
-    that llama.cpp did not take, or that stops the load, is refused in one line naming it. A
-    model given as its `ModelFile` is not read again; a path is read here."""
+    that llama.cpp did not take, or that stops the load, is refused in one line naming it. The
+    model is given as its `ModelFile`, its header read where it entered."""
     import llama_cpp
 
-    m = model if isinstance(model, ModelFile) else ModelFile.read(model)
-    m.require_generative()
-    path = m.path
+    model.require_generative()
+    path = model.path
     ovs = parse_all(overrides)
     _LOAD_ERRORS.clear()
     _OVERRIDE_LOG.clear()
@@ -152,10 +152,45 @@ class Prompt:
 PLAIN = Prompt("Output:", "plain")
 
 
+@dataclass(frozen=True)
+class Chat:
+    """What a model's prompts are rendered with: the chat template in its file ("": none) and the
+    texts of its BOS and EOS tokens, as llama-cpp-python's chat handler gives them to the template."""
+
+    template: str
+    bos: str
+    eos: str
+    model: str  # the file, as a refusal names it
+
+    @classmethod
+    def of(cls, model: ModelFile, vocab: Vocab) -> Chat:
+        """From the header read once (`ModelFile.template`) and the model's vocab, no weights loaded."""
+        return cls(model.template, _token_text(vocab, vocab.bos), _token_text(vocab, vocab.eos), str(model.path))
+
+    @classmethod
+    def of_llm(cls, llm: Any) -> Chat:
+        """From a loaded `llama_cpp.Llama`, for whoever holds one and no `Vocab` (guidance's process)."""
+
+        def text(token: int) -> str:
+            return llm.detokenize([token], special=True).decode("utf-8", "replace") if token >= 0 else ""
+
+        template = llm.metadata.get("tokenizer.chat_template") or ""
+        return cls(template, text(llm.token_bos()), text(llm.token_eos()), str(llm.model_path))
+
+
+def _token_text(vocab: Vocab, token: int) -> str:
+    """A special token's text as `Llama.detokenize([token], special=True)` spells it: its piece,
+    less a leading space where it is the BOS token; "" for no token (-1)."""
+    if token < 0:
+        return ""
+    piece = vocab.token_to_piece(token, 0, True, grow=True)
+    return (piece[1:] if token == vocab.bos and piece[:1] == b" " else piece).decode("utf-8", "replace")
+
+
 PROMPT_STYLES = ("auto", "plain", "chat", "completion")
 
 
-def prompt_style(llm: Any, style: str, synthetic: bool, instruct: bool | None) -> str:
+def prompt_style(chat: Chat, style: str, synthetic: bool, instruct: bool | None) -> str:
     """What `auto` means for a model: plain text for a synthetic model (random weights: a chat
     template would change nothing but the prompt's length); for a real model of `models`, the
     chat template if it is an instruct model, else completion; for a user's model (`instruct`
@@ -167,16 +202,16 @@ def prompt_style(llm: Any, style: str, synthetic: bool, instruct: bool | None) -
     if synthetic:
         return "plain"
     if instruct is None:
-        return "chat" if llm.metadata.get("tokenizer.chat_template") else "plain"
+        return "chat" if chat.template else "plain"
     return "chat" if instruct else "completion"
 
 
-def prompt_for(llm: Any, case: Case, style: str) -> Prompt:
+def prompt_for(chat: Chat, case: Case, style: str) -> Prompt:
     """The prompt of `case` in a resolved style (`prompt_style`)."""
-    return PLAIN if style == "plain" else case_prompt(llm, case, instruct=style == "chat")
+    return PLAIN if style == "plain" else case_prompt(chat, case, instruct=style == "chat")
 
 
-def case_prompt(llm: Any, case: Case, instruct: bool) -> Prompt:
+def case_prompt(chat: Chat, case: Case, instruct: bool) -> Prompt:
     """A real model's prompt for `case`: the instruction through the chat template in the
     model's GGUF (rendered by llama-cpp-python's Jinja2 chat formatter), or the plain
     completion prompt for a pretrained model."""
@@ -184,14 +219,9 @@ def case_prompt(llm: Any, case: Case, instruct: bool) -> Prompt:
 
     if not instruct:
         return Prompt(case.completion, "completion")
-    template = llm.metadata.get("tokenizer.chat_template")
-    if not template:
-        raise InputError(llm.model_path, "an instruct model without tokenizer.chat_template: cannot render its prompts")
-
-    def text(token: int) -> str:
-        return llm.detokenize([token], special=True).decode("utf-8", "replace") if token >= 0 else ""
-
-    fmt = Jinja2ChatFormatter(template=template, eos_token=text(llm.token_eos()), bos_token=text(llm.token_bos()))
+    if not chat.template:
+        raise InputError(chat.model, "an instruct model without tokenizer.chat_template: cannot render its prompts")
+    fmt = Jinja2ChatFormatter(template=chat.template, eos_token=chat.eos, bos_token=chat.bos)
     r = fmt(messages=[{"role": "user", "content": case.instruction}])
     # as llama-cpp-python's chat handler tokenizes it (chat_formatter_to_chat_completion_handler)
     return Prompt(r.prompt, "chat template", parse_special=True, add_bos=not r.added_special)

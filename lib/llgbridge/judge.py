@@ -9,6 +9,7 @@ it (`recorded_output`).
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 from .bridges import Bridge, shared
 from .cases import Case
@@ -68,12 +69,32 @@ def recorded_output(vocab: Vocab, case: Case, g: Generation) -> str:
     After a violation the text is whatever the model writes unconstrained; on random weights its
     near-ties break differently on another CPU, so the full text would not reproduce elsewhere.
     """
-    text = g.output.decode("utf-8", "backslashreplace")
     if len(g.tokens) <= TAIL_TOKENS:
-        return text  # a violation anywhere leaves at most TAIL_TOKENS after it: all of the text is kept
-    at = first_violation(vocab, case.grammar, g.tokens)
+        return _recorded(vocab, g, None)  # a violation leaves at most TAIL_TOKENS after it: all of the text is kept
+    return _recorded(vocab, g, first_violation(vocab, case.grammar, g.tokens))
+
+
+def _recorded(vocab: Vocab, g: Generation, at: int | None) -> str:
+    """`g`'s text as recorded, its first violation at token `at` (None: none)."""
+    text = g.output.decode("utf-8", "backslashreplace")
     if at is None or len(g.tokens) - at <= TAIL_TOKENS:
         return text
     head = vocab.real_bytes(g.tokens[:at]).decode("utf-8", "backslashreplace")
     tail = vocab.real_bytes(g.tokens[at : at + TAIL_TOKENS]).decode("utf-8", "backslashreplace")
     return f"{head}{tail}…[{len(g.tokens) - at - TAIL_TOKENS} more tokens after the first violation at token {at}]"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One output judged: the case's outcome, the text recorded, the first violation."""
+
+    outcome: str  # pass, violation, truncated (`judge`)
+    shown: str  # the text recorded (`recorded_output`)
+    first_violation: int | None  # the first token `grammar` does not allow there (truth bridge); None: none
+
+
+def verdict(vocab: Vocab, case: Case, g: Generation, grammar: str) -> Verdict:
+    """`g` judged by `case`'s check, its first violation of `grammar` found once, by the truth
+    bridge, and its text recorded up to it. Shares nothing mutable between calls."""
+    at = first_violation(vocab, grammar, g.tokens)
+    return Verdict(judge(case, g), _recorded(vocab, g, at), at)

@@ -39,6 +39,7 @@ class ModelFile:
     chat_template: int  # bytes of tokenizer.chat_template; 0: the file has none
     tokenizer_problem: str  # `gguf_meta.check_tokenizer`'s refusal, "" when the tokenizer is consistent
     marks: tuple[tuple[str, Any], ...] = ()  # the suite's own keys (`SUITE_PREFIX`), as written
+    template: str = ""  # tokenizer.chat_template, which a real model's prompts are rendered with
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> ModelFile:
@@ -68,6 +69,7 @@ class ModelFile:
             len(template.encode()) if isinstance(template, str) else 0,
             problem,
             tuple(sorted((k, v) for k, v in kv.items() if k.startswith(SUITE_PREFIX))),
+            template if isinstance(template, str) else "",
         )
         if key:
             _READ[str(p.resolve())] = (key, out)

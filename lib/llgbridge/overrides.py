@@ -12,7 +12,7 @@ and the value. It reaches every layer that loads a file, each the way llama.cpp 
 - `llama_model_params.kv_overrides`, a NULL-key-terminated array (`Vocab`, and the compiled
   harness and llama.cpp's own test through `native/kv_override.cpp`, which reads `ENV`);
 - llama-cpp-python's `Llama(kv_overrides={KEY: value})` (`generation.load_model`);
-- `llama-server --override-kv KEY=TYPE:VALUE` (`server_args`).
+- `llama-server --override-kv KEY=TYPE:VALUE` (`analyses.server.llama_server.override_args`).
 
 But:
 - stricter than llama.cpp where it guesses: `int:abc` is 0 to `std::atol` and `float:1x` is 1.0
@@ -169,11 +169,6 @@ def llama_cpp_python(ovs: Iterable[Override]) -> dict[str, bool | int | float | 
     (a bool before an int, as its own loop does), so each value keeps its Python type."""
     d = {o.key: o.value for o in ovs}
     return d or None
-
-
-def server_args(ovs: Iterable[Override]) -> list[str]:
-    """llama-server's arguments: one `--override-kv` each."""
-    return [a for o in ovs for a in ("--override-kv", o.text)]
 
 
 def env(ovs: Iterable[Override]) -> dict[str, str]:
@@ -352,7 +347,6 @@ __all__ = [
     "model_label",
     "parse",
     "parse_all",
-    "server_args",
     "suffix",
     "tag",
 ]

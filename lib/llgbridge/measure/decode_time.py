@@ -18,6 +18,7 @@ from tqdm import tqdm
 from .. import bridges, cases, catalogue, generation, models, synth
 from ..analyses.native import compute as native
 from ..errors import InputError
+from ..modelfile import ModelFile
 from ..vocab import Vocab
 from . import maskpath
 from .ablation import TIMED_BRIDGES
@@ -102,7 +103,7 @@ def _generation_runs(name: str, repeat: int) -> tuple[int, dict[str, list[float]
     """The synthetic model `name`'s vocab size, and per bridge ("" unconstrained) each run's
     tokens per second and mask seconds per token, the runs interleaved."""
     path = synth.ensure_model(name)
-    llm, v = generation.load_model(path), Vocab(path, name)
+    llm, v = generation.load_model(ModelFile.read(path)), Vocab(path, name)
     generation.generate(llm, v, None, max_tokens=8)  # warm-up
     makers: dict[str, Callable[[], Any]] = {
         "": lambda: None,
@@ -228,9 +229,12 @@ def _decode_model(name: str, n_threads: int) -> DecodeModel | None:
     except InputError as e:
         print(f"bench: real decode step skipped: {e}", file=sys.stderr)
         return None
-    llm, v = generation.load_model(path, n_threads=n_threads, overrides=m.overrides), Vocab(path, name, m.overrides)
+    llm, v = (
+        generation.load_model(ModelFile.read(path), n_threads=n_threads, overrides=m.overrides),
+        Vocab(path, name, m.overrides),
+    )
     case = cases.Case("decode", GRAMMAR, lambda s: True, "", instruction=DECODE_ASK, completion=DECODE_COMPLETION)
-    prompt = generation.case_prompt(llm, case, m.instruct)
+    prompt = generation.case_prompt(generation.Chat.of_llm(llm), case, m.instruct)
     generation.generate(llm, v, None, prompt, max_tokens=8)  # warm-up
     return DecodeModel(path, llm, v, prompt)
 

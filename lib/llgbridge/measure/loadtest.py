@@ -36,6 +36,7 @@ from ..analyses.server import compute as server
 from ..analyses.server import llama_server
 from ..errors import first_line
 from ..gguf_meta import read_kv
+from ..modelfile import ModelFile
 from ..paths import DATA, REPORTS, write_atomic
 from ..report import Table
 from ..report.data import SERVER_LOAD_CSV
@@ -133,7 +134,7 @@ def run(models_dir: Path = DATA / "models", rounds: int = LOAD_ROUNDS, say: Any 
         name = path.stem.removeprefix("synthetic-")
         lines: list[str] = []
         try:
-            got = server.run(name, path, True, None, list(p["cases"]), opts, say=lines.append)
+            got = server.run(name, ModelFile.read(path), True, None, list(p["cases"]), opts, say=lines.append)
         except Exception as e:  # noqa: BLE001 - one model's failure is one line; the others still run
             result.failures.append(f"{name}: {first_line(str(e)) or type(e).__name__}")
             continue

@@ -31,6 +31,7 @@ from ..llg import (
     apply_mask,  # the decode loop's (generation.py); timed here, and kept as maskpath.apply_mask
     lib,
 )
+from ..modelfile import ModelFile
 from ..paths import vocab_path
 from ..vocab import Vocab
 
@@ -93,7 +94,7 @@ def _forward_ms(name: str) -> list[float]:
         path = synth.ensure_model(name)
     except Exception:  # noqa: BLE001 - no synthetic model for this vocab: the row says so
         return []
-    llm, v = generation.load_model(path), Vocab(path, name)
+    llm, v = generation.load_model(ModelFile.read(path)), Vocab(path, name)
     return generation.generate(llm, v, None, max_tokens=STEPS).forward_ms
 
 

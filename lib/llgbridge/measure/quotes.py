@@ -35,6 +35,7 @@ from ..analyses.server import compute as server
 from ..analyses.server import judge as server_judge
 from ..analyses.server import llama_server as S
 from ..errors import InputError, first_line
+from ..modelfile import ModelFile
 from ..paths import REPORTS, write_json
 from ..vocab import Vocab
 
@@ -62,15 +63,14 @@ def quote(name: str, max_tokens: int = 64) -> dict[str, Any]:
     m = catalogue.REAL_MODELS[name]
     path = models.model_path(name)
     vocab = Vocab(path, name, m.overrides)
-    llm = G.load_model(path, n_ctx=64, overrides=m.overrides)
-    prompts = server.prompts_for(llm, list(CASES), G.prompt_style(llm, "auto", False, m.instruct))
-    del llm
+    chat = G.Chat.of(ModelFile.read(path), vocab)
+    prompts = server.prompts_for(chat, list(CASES), G.prompt_style(chat, "auto", False, m.instruct))
     llg = S.LLG_PINNED if S.LLG_PINNED in status["llguidance"] else status["llguidance"][0]
     rows = []
     for sampler in S.SAMPLERS:
         exe = S.binary(sampler, llg)
         log = server.LOG_DIR / name / f"{exe.name}-quotes.log"
-        with S.serve(exe, path, log, extra=server.server_extra(vocab.overrides)) as srv:
+        with S.serve(exe, path, log, extra=S.override_args(vocab.overrides)) as srv:
             server.taken(srv, vocab.overrides)
             for case in CASES:
                 endpoint, sent_as, body = server.request_for(case, prompts[case], max_tokens, 0, 0.0, vocab)

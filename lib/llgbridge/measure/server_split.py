@@ -8,7 +8,7 @@ split where the calls are made.
 - `log`: after each answer, the wait for the server's log to hold that request's lines;
 - `judging`: each answer judged from its tokens and checked against the server's `content`;
 - `stop`: each server stopped (SIGTERM, its process group);
-- `prompts`: llama-cpp-python's load of the model for the prompts' chat template and tokens;
+- `prompts`: each case's prompt, rendered from the model's header and vocab (no weights loaded);
 - `other`: the rest (the vocab's load, the rows).
 """
 
@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import catalogue, params
-from .. import generation as G
 from ..analyses.matrix import compute as matrix
 from ..analyses.server import compute as server
 from ..analyses.server import llama_server
@@ -39,7 +38,7 @@ SERVER_PARTS = (
     ("log", "waits for each request's log lines"),
     ("judging", "judging each answer"),
     ("stop", "server stops"),
-    ("prompts", "the prompts' model load (llama-cpp-python)"),
+    ("prompts", "the prompts, rendered from the header"),
     ("other", "the rest: vocab load, rows"),
 )
 
@@ -94,8 +93,7 @@ def timing(clock: Clock) -> AbstractContextManager[None]:
             (llama_server, "post", "requests"),
             (llama_server.Server, "settled_log", "log"),
             (server, "answered", "judging"),
-            (G, "load_model", "prompts"),
-            (server, "prompts_for", "prompts"),
+            (server, "_prompts", "prompts"),
         ],
         also=[(llama_server, "serve", clock.serving(llama_server.serve))],
     )
@@ -104,12 +102,12 @@ def timing(clock: Clock) -> AbstractContextManager[None]:
 def split_one(name: str, p: dict[str, Any], cases: list[str] | None, clock: Clock) -> dict[str, Any]:
     """`server.run` on the model `name` with the notebook's parameters `p` (or only `cases`), timed into `clock`."""
     real = catalogue.is_real(name)
-    (path,) = matrix.model_paths(Input.make(name), p["models_dir"], p["seed"])
+    (model,) = matrix.model_files(Input.make(name), p["models_dir"], p["seed"])
     clock.reset()
     t0 = time.perf_counter()
     server.run(
         name,
-        path,
+        model,
         not real,
         catalogue.REAL_MODELS[name].instruct if real else None,
         list(p["cases"]) if cases is None else cases,

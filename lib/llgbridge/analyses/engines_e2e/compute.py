@@ -51,11 +51,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from ... import catalogue, synth
+from ... import catalogue
 from ... import generate as G
 from ...cases import JSON_SCHEMA
 from ...errors import first_line
+from ...generation import Chat
 from ...grammars import FORCED_LITERAL, LEAK_GRAMMAR, literal_grammar
+from ...modelfile import ModelFile
 from ...overrides import Override, model_label
 from ...vocab import Vocab
 from ..engines.compute import (
@@ -74,7 +76,7 @@ from ..matrix.compute import model_vocab
 from ..native.trace import special_literal
 from ..server import llama_server as S
 from ..server.cases import gbnf_of, special_case
-from ..server.compute import server_extra, taken
+from ..server.compute import taken
 from ..server.judge import content_match, reply_content, strip_eog
 from . import EnginesE2ePayload
 
@@ -211,11 +213,12 @@ def generate_all(
     """Every case of one engine on one model, in the engine's own process: a dict per case."""
     synthetic, instruct = style
     t0 = time.perf_counter()
-    llm = G.load_model(Path(path), seed=s.seed, n_threads=s.n_threads, overrides=overrides)
-    resolved = G.prompt_style(llm, "auto", synthetic, instruct)
+    llm = G.load_model(ModelFile.read(path), seed=s.seed, n_threads=s.n_threads, overrides=overrides)
+    chat = Chat.of_llm(llm)
+    resolved = G.prompt_style(chat, "auto", synthetic, instruct)
     memo: dict[str, Any] = {}
     _watch(llm, memo)
-    out = [_case(llm, engine, c, G.prompt_for(llm, G.CASES[c.prompt_case], resolved), s, memo) for c in CASES.values()]
+    out = [_case(llm, engine, c, G.prompt_for(chat, G.CASES[c.prompt_case], resolved), s, memo) for c in CASES.values()]
     return {"cases": out, "seconds": time.perf_counter() - t0}
 
 
@@ -391,15 +394,15 @@ def gbnf_model(
         return [{**base, "case": "", "outcome": "error", "error": f"llama-server: {why}"}], None
     synthetic, instruct = style
     t0 = time.perf_counter()
-    llm = G.load_model(path, n_ctx=64, overrides=overrides)  # only for the prompts, as the server analysis
-    resolved = G.prompt_style(llm, "auto", synthetic, instruct)
+    chat = Chat.of(ModelFile.read(path), v)  # as the server analysis renders them: no weights loaded here
+    resolved = G.prompt_style(chat, "auto", synthetic, instruct)
     rows: list[dict[str, Any]] = []
     log = S.SERVER / "logs" / "engines_e2e" / f"{model_label(path.name, overrides)}.log"
     try:
-        with S.serve(exe, path, log, threads=s.n_threads, extra=server_extra(overrides)) as srv:
+        with S.serve(exe, path, log, threads=s.n_threads, extra=S.override_args(overrides)) as srv:
             taken(srv, overrides)
             for case, gbnf, spec, prompt_case in gbnf_cases(v):
-                prompt = G.prompt_for(llm, G.CASES[prompt_case], resolved)
+                prompt = G.prompt_for(chat, G.CASES[prompt_case], resolved)
                 body = {
                     "prompt": prompt.text,
                     "n_predict": s.max_tokens,
@@ -429,8 +432,9 @@ def one_model(
     vocab: str, real: bool, path: Path, overrides: tuple[Override, ...], engines: list[str], s: Settings
 ) -> Any:
     """Every named engine on one model: its rows and each engine's seconds."""
-    v = model_vocab(path, vocab, real, overrides)
-    style = (synth.is_synthetic(path), catalogue.REAL_MODELS[vocab].instruct if real else None)
+    model = ModelFile.read(path)
+    v = model_vocab(model, vocab, real, overrides)
+    style = (model.synthetic, catalogue.REAL_MODELS[vocab].instruct if real else None)
     rows: list[dict[str, Any]] = []
     seconds: dict[str, float] = {}
     for name in engines:

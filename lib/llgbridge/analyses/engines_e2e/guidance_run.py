@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ... import generate as G
+from ...generation import Chat
+from ...modelfile import ModelFile
 
 __all__ = ["main"]
 
@@ -95,11 +97,14 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     from guidance.models._llama_cpp import LlamaCppEngine
 
     t0 = time.perf_counter()
-    llm = G.load_model(Path(job["path"]), seed=job["seed"], n_threads=job["n_threads"], overrides=job["overrides"])
+    llm = G.load_model(
+        ModelFile.read(job["path"]), seed=job["seed"], n_threads=job["n_threads"], overrides=job["overrides"]
+    )
     # the matrix's prompt for each case, made as for the other engines (plain text on a synthetic
     # model, the chat template rendered on an instruct one), handed to guidance as text
-    style = G.prompt_style(llm, "auto", *job["style"])
-    prompts = {c["case"]: G.prompt_for(llm, G.CASES[c["prompt_case"]], style) for c in job["cases"]}
+    chat = Chat.of_llm(llm)
+    style = G.prompt_style(chat, "auto", *job["style"])
+    prompts = {c["case"]: G.prompt_for(chat, G.CASES[c["prompt_case"]], style) for c in job["cases"]}
     log: list[Any] = []
     watch(LlamaCppEngine, log)
     model = guidance.models.LlamaCpp(llm, echo=False)

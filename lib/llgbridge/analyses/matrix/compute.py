@@ -123,11 +123,10 @@ def run(
     return out
 
 
-def model_vocab(path: Path | ModelFile, vocab: str, real: bool, overrides: tuple[Override, ...]) -> Vocab:
+def model_vocab(model: ModelFile, vocab: str, real: bool, overrides: tuple[Override, ...]) -> Vocab:
     """A model's vocab, checked to have text. A real model is the input itself: its vocab and bridges
     are the ones this kernel's analyses of it loaded and built (`nb.cached_vocab`); a synthetic
     model is a file of its own."""
-    model = path if isinstance(path, ModelFile) else ModelFile.read(path)
     name = vocab if model.synthetic or real else model.path.stem
     v = nb.cached_vocab(model, name, overrides) if real else Vocab(model, name, overrides)
     v.require_text()  # a vocab whose every token is control or unknown: one line, not a run of empty outputs
@@ -140,8 +139,9 @@ def _one_model(out: Matrix, vocab: str, real: bool, model: ModelFile, overrides:
     name = model_label(model.path.name, overrides)  # the file, and the overrides it is loaded with
     v = model_vocab(model, vocab, real, overrides)
     llm = G.load_model(model, n_gpu_layers=s.n_gpu_layers, seed=s.seed, n_threads=s.n_threads, overrides=overrides)
-    style = G.prompt_style(llm, s.prompt, synthetic, catalogue.REAL_MODELS[vocab].instruct if real else None)
-    out.prompts = {c: G.prompt_for(llm, C.CASES[c], style) for c in s.cases}
+    chat = G.Chat.of(model, v)
+    style = G.prompt_style(chat, s.prompt, synthetic, catalogue.REAL_MODELS[vocab].instruct if real else None)
+    out.prompts = {c: G.prompt_for(chat, C.CASES[c], style) for c in s.cases}
     first = out.prompts[s.cases[0]]
     print(f"{name}: {'synthetic' if synthetic else 'real'}, prompts: {first.kind}")
     G.generate(llm, v, None, first, max_tokens=8, temperature=s.temperature, seed=s.seed)  # warm-up, not timed

@@ -17,13 +17,17 @@ runs them, on the same models with the same prompts, and a few cases beyond them
   spelling the end-of-turn token's text (`special_literal`), and a json_schema `pattern`
   spelling it (`special_pattern`).
 
-Each case's `cases.Case` (`case_spec`, `judge_case`) is what `judge` judges its answer by.
+Each case's `cases.Case` (`case_spec`, `judge_case`) is what `judge` judges its answer by. A
+case is made once per model and build as an `Ask` (`asks_for`): the body every request of it
+posts and the check its answer is judged by, so neither the requests nor the judge come back here.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -146,6 +150,38 @@ def violation_grammar(case: str) -> str:
     return json_grammar(C.JSON_SCHEMA) if case in EXTRA_CASES else C.CASES[case].grammar
 
 
+def judged_by(case: str, spec: C.Case) -> str:
+    """The grammar whose truth mask finds an answer's first violation: bug C's two cases their
+    own (the vocab's), the others `violation_grammar`'s."""
+    return spec.grammar if case in SPECIAL_CASES else violation_grammar(case)
+
+
+@dataclass(frozen=True)
+class Ask:
+    """One case as a server is asked it, and how its answer is judged."""
+
+    case: str  # "": the unconstrained request
+    endpoint: str
+    sent_as: str  # how the constraint is sent (`request_for`)
+    body: Mapping[str, Any]  # read, never changed: the load test's threads post it at once
+    spec: C.Case | None  # the check its answer is judged by (`case_spec`); None: the unconstrained request
+    judged_by: str  # the grammar its first violation is found by (`judged_by`); "" unconstrained
+
+
+def asks_for(
+    cases: list[str], prompts: Mapping[str, G.Prompt], n_predict: int, seed: int, temperature: float, vocab: Vocab
+) -> dict[str, Ask]:
+    """Each of `cases`, then the unconstrained request ("", asked with the first case's prompt), as
+    `vocab`'s model is asked them."""
+    out: dict[str, Ask] = {}
+    for c in [*cases, ""]:
+        prompt = prompts[c] if c else prompts.get(cases[0], G.PLAIN) if cases else G.PLAIN
+        endpoint, sent_as, body = request_for(c, prompt, n_predict, seed, temperature, vocab)
+        spec = case_spec(c, vocab) if c else None
+        out[c] = Ask(c, endpoint, sent_as, body, spec, judged_by(c, spec) if spec else "")
+    return out
+
+
 def request_for(
     case: str, prompt: G.Prompt, n_predict: int, seed: int, temperature: float, vocab: Vocab | None = None
 ) -> tuple[str, str, dict[str, Any]]:
@@ -197,9 +233,9 @@ def request_for(
     return "/completion", "grammar (%llguidance)", {**body, "grammar": "%llguidance {}\n" + grammar}
 
 
-def prompts_for(llm: Any, cases: list[str], style: str) -> dict[str, G.Prompt]:
+def prompts_for(chat: G.Chat, cases: list[str], style: str) -> dict[str, G.Prompt]:
     """The port's matrix prompts (`generation.prompt_for`), the extra cases taking the JSON case's."""
-    return {c: G.prompt_for(llm, judge_case(c), style) for c in cases}
+    return {c: G.prompt_for(chat, judge_case(c), style) for c in cases}
 
 
 def curl_for(endpoint: str, body: dict[str, Any], base: str = "http://127.0.0.1:8080") -> str:

@@ -30,7 +30,7 @@ from ... import nb
 from ... import params as P
 from ...errors import InputError, first_line
 from ...modelfile import ModelFile
-from ...overrides import Override, check_log, model_label, server_args
+from ...overrides import Override, check_log, model_label
 from ...paths import RESULTS, ROOT, resolve
 from ...results import file_sha256
 from ...vocab import Vocab
@@ -43,6 +43,8 @@ from .cases import (
     SPECIAL_CASE,
     SPECIAL_CASES,
     SPECIAL_PATTERN_CASE,
+    Ask,
+    asks_for,
     curl_for,
     prompts_for,
     request_for,
@@ -83,13 +85,6 @@ def label(model: Path, vocab: Vocab) -> str:
     return model_label(model.name, vocab.overrides)
 
 
-def server_extra(overrides: tuple[Override, ...]) -> tuple[str, ...]:
-    """llama-server's arguments for llama.cpp's key overrides: `--override-kv` each, and the log at
-    trace level (`-lv 4`), the level at which the server writes its loader's "Using metadata
-    override" line, so its own log shows each one taken (`taken`)."""
-    return (*server_args(overrides), "-lv", "4") if overrides else ()
-
-
 def taken(srv: S.Server, overrides: tuple[Override, ...]) -> None:
     """ServerError unless the server's log shows llama.cpp taking every override."""
     if overrides:
@@ -118,18 +113,17 @@ class ServerRun:
     temperature: float
     n_gpu_layers: int = 0
     timeout: float = S.REQUEST_TIMEOUT  # seconds for one request
+    # every case as asked on this run, made once here (`asks_for`): each request posts its body and
+    # the judge reads its check, so neither goes back to `cases`
+    asks: dict[str, Ask] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        asked = asks_for(self.cases, self.prompts, self.max_tokens, self.seed, self.temperature, self.vocab)
+        object.__setattr__(self, "asks", asked)
 
     @property
     def label(self) -> str:
         return label(self.model, self.vocab)
-
-    def prompt(self, case: str) -> G.Prompt:
-        """`case`'s prompt; the unconstrained request ("") is asked with the first case's."""
-        return self.prompts[case] if case else self.prompts.get(self.cases[0], G.PLAIN)
-
-    def request(self, case: str) -> tuple[str, str, dict[str, Any]]:
-        """(endpoint, how the constraint is sent, body) of `case` on this run (`request_for`)."""
-        return request_for(case, self.prompt(case), self.max_tokens, self.seed, self.temperature, self.vocab)
 
 
 @contextmanager
@@ -138,7 +132,7 @@ def _serving(run: ServerRun, log: Path, parallel: int = 1) -> Iterator[S.Server]
 
     One thread: ggml's threads spin while they wait, and on 2 shared cores two of them beside the
     client's judging threads made each load-test request 60 times slower than one at a time."""
-    extra = server_extra(run.vocab.overrides)
+    extra = S.override_args(run.vocab.overrides)
     with S.serve(
         run.exe, run.model, log, parallel=parallel, threads=1, n_gpu_layers=run.n_gpu_layers, extra=extra
     ) as srv:
@@ -149,28 +143,19 @@ def _serving(run: ServerRun, log: Path, parallel: int = 1) -> Iterator[S.Server]
 def ask(srv: S.Server, run: ServerRun, case: str) -> ServerRow:
     """One case, one request, judged, with the `llg error` lines the server logged meanwhile
     (requests are sent one at a time, so the log between two is that request's)."""
-    endpoint, sent_as, body = run.request(case)
+    a = run.asks[case]
     start = srv.log_size()
-    reply = S.post(srv, endpoint, body, run.timeout)
+    reply = S.post(srv, a.endpoint, a.body, run.timeout)
     log = srv.settled_log(start)
     # the warning comes once per vocab, so it is remembered rather than the whole log read again
     srv.said_greedy = srv.said_greedy or GREEDY_LINE in log
-    got = answered(srv, run, case, endpoint, sent_as, reply, LLG_ERROR.findall(log), srv.said_greedy)
+    got = answered(srv, run, a, reply, LLG_ERROR.findall(log), srv.said_greedy)
     if got.http_status != 200 or got.error_field or got.outcome == "no answer":
         got.cause = cause_of(got.http_status, reply.error or reply.text[:300], log, run.vocab)[1]
     return got
 
 
-def answered(
-    srv: S.Server,
-    run: ServerRun,
-    case: str,
-    endpoint: str,
-    sent_as: str,
-    reply: S.Reply,
-    llg_errs: list[str],
-    greedy: bool,
-) -> ServerRow:
+def answered(srv: S.Server, run: ServerRun, a: Ask, reply: S.Reply, llg_errs: list[str], greedy: bool) -> ServerRow:
     """The row of one reply. Reads the server's state (is it alive, its last log lines) and changes
     nothing: the load test calls it from several threads."""
 
@@ -183,9 +168,9 @@ def answered(
             run.synthetic,
             run.llg,
             run.sampler,
-            case,
-            endpoint,
-            sent_as,
+            a.case,
+            a.endpoint,
+            a.sent_as,
             reply.status,
             reply.error != "",
             outcome,
@@ -202,9 +187,9 @@ def answered(
     if reply.status == 0:
         alive = "" if srv.alive() else f"; the server exited ({srv.last_lines()})"
         return row("no answer", error=reply.text + alive)
-    if case == REJECTED_CASE:
+    if a.case == REJECTED_CASE:
         loud = reply.status != 200 or bool(reply.error) or reply.body is None
-        text = "" if loud or reply.body is None else reply_content(reply.body, endpoint)[0]
+        text = "" if loud or reply.body is None else reply_content(reply.body, a.endpoint)[0]
         return row(
             "refused" if loud else "ignored",
             show_text_of(text),
@@ -213,7 +198,7 @@ def answered(
         )
     if reply.status != 200 or reply.error or reply.body is None:
         return row("error", error=reply.error or reply.text[:300])
-    return judged_row(row, run.vocab, case, endpoint, reply.body)
+    return judged_row(row, run.vocab, a, reply.body)
 
 
 def load_test(
@@ -230,8 +215,8 @@ def load_test(
     order = [run.cases[i % len(run.cases)] for i in range(requests)]
 
     def one(srv: S.Server, case: str) -> ServerRow:
-        endpoint, sent_as, body = run.request(case)
-        return answered(srv, run, case, endpoint, sent_as, S.post(srv, endpoint, body), [], False)
+        a = run.asks[case]
+        return answered(srv, run, a, S.post(srv, a.endpoint, a.body), [], False)
 
     with _serving(run, run.log_path, parallel) as srv:
         with ThreadPoolExecutor(max_workers=parallel) as pool:
@@ -316,7 +301,8 @@ def _failed_rows(run: ServerRun, cases: list[str], why: str) -> list[ServerRow]:
             run.llg,
             run.sampler,
             c,
-            *request_for(c, run.prompts.get(c, G.PLAIN), 1, 0, 0.0)[:2],
+            run.asks[c].endpoint,
+            run.asks[c].sent_as,
             0,
             False,
             "error",
@@ -473,7 +459,7 @@ class _Tally:
 
 def run(
     name: str,
-    model: ModelFile | Path,
+    model: ModelFile,
     synthetic: bool,
     instruct: bool | None,
     cases: list[str],
@@ -489,7 +475,7 @@ def run(
     fresh server each time): an outcome that comes and goes shows as a spread. Each server's log goes
     to `log_dir`/NAME (default `LOG_DIR`). llama.cpp's key `overrides` go to every
     load: the vocab, the prompts' model and each server (`--override-kv`), all of them `opts`'
-    fields. `model` is its `ModelFile` (a path is read here, once): nothing below reads its header
+    fields. `model` is its `ModelFile`, its header read where it entered: nothing here reads it
     again. Raises InputError with the build's reason when no server is built,
     and JudgeDisagrees, naming the request, when the judge's bytes and a server's own `content`
     disagree on any answer: a finding about the server is the server's own words."""
@@ -500,22 +486,22 @@ def run(
     unknown = [c for c in cases if c not in C.CASES and c not in EXTRA_CASES]
     if unknown:
         raise InputError("parameter cases", f"unknown case(s) {unknown}; choose from {[*C.CASES, *EXTRA_CASES]}")
-    file = model if isinstance(model, ModelFile) else ModelFile.read(model)
-    file.require_generative()
-    model = file.path
+    model.require_generative()
     # a real model is the input itself: the vocab this kernel's analyses of it loaded, and the truth
     # bridge they built (`nb.cached_vocab`); a synthetic model is a file of its own
-    vocab = nb.cached_vocab(file, name, opts.overrides) if not synthetic else Vocab(file, name, opts.overrides)
+    vocab = nb.cached_vocab(model, name, opts.overrides) if not synthetic else Vocab(model, name, opts.overrides)
     vocab.require_text()
     cases = _askable(name, vocab, cases, say)
-    prompts = _prompts(file, vocab, cases, opts.prompt, synthetic, instruct)
+    prompts = _prompts(model, vocab, cases, opts.prompt, synthetic, instruct)
     versions = list(status["llguidance"])
     tally = _Tally()
     logs = (opts.log_dir or LOG_DIR) / name
     for llg, s, exe in _builds(versions, opts, say):
         log = logs / f"{exe.name}.log"
         asked = (opts.max_tokens, opts.seed, opts.temperature, opts.n_gpu_layers)
-        _run_one_build(ServerRun(exe, model, vocab, synthetic, llg, s, cases, prompts, log, *asked), opts, tally, say)
+        _run_one_build(
+            ServerRun(exe, model.path, vocab, synthetic, llg, s, cases, prompts, log, *asked), opts, tally, say
+        )
     _publishable(name, tally)
     spec = special_case(vocab) if SPECIAL_CASE in cases else None
     return ModelRun(
@@ -546,12 +532,10 @@ def _askable(name: str, vocab: Vocab, cases: list[str], say: Callable[[str], Any
 def _prompts(
     model: ModelFile, vocab: Vocab, cases: list[str], prompt: str, synthetic: bool, instruct: bool | None
 ) -> dict[str, G.Prompt]:
-    """Each case's prompt, as the port's matrix prompts the model (`prompts_for`)."""
-    llm = G.load_model(
-        model, n_ctx=64, overrides=vocab.overrides
-    )  # only for the prompts: the chat template and the tokens of its text
-    style = G.prompt_style(llm, prompt, synthetic, instruct)
-    return prompts_for(llm, cases, style)
+    """Each case's prompt, as the port's matrix prompts the model (`prompts_for`), rendered from
+    its header and vocab: the server loads the weights, and nothing here needs them."""
+    chat = G.Chat.of(model, vocab)
+    return prompts_for(chat, cases, G.prompt_style(chat, prompt, synthetic, instruct))
 
 
 def _builds(versions: list[str], opts: RunOptions, say: Callable[[str], Any]) -> Iterator[tuple[str, str, Path]]:
@@ -620,8 +604,8 @@ def _confirmed(run: ServerRun, k: int, answers: list[ServerRow], parallel: int) 
             "case": r.case,
             "output": r.output,
             "content_match": r.content_match,
-            "curl": curl_for(*run.request(r.case)[::2]),
-            "server": " ".join([*command, *server_extra(run.vocab.overrides)]),
+            "curl": curl_for(run.asks[r.case].endpoint, dict(run.asks[r.case].body)),
+            "server": " ".join([*command, *S.override_args(run.vocab.overrides)]),
         }
         for r in answers
         if r.outcome == "violation" and r.content_match.startswith("same")

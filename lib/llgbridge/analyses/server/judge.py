@@ -1,7 +1,7 @@
 """Judging an answer of llama-server by its bytes, with the server's own `content` beside.
 
 Every answer is judged with `generate`'s own independent checks (exact string, `json` +
-`jsonschema`, `re`), the case's (`cases.case_spec`). But:
+`jsonschema`, `re`), the case's (`cases.case_spec`, carried by its `cases.Ask`). But:
 - the output is judged from the tokens the server returns (`return_tokens`), as real bytes
   (`Vocab.token_to_piece`), the way `generate` judges the port's. The server's own `content` is
   the cross-check: every answer's judged bytes are compared with it (`content_match`, under the
@@ -20,11 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ... import cases as C
 from ... import generation as G
 from ... import judge as J
 from ...vocab import Vocab
-from .cases import EXTRA_CASES, SPECIAL_CASES, case_spec, violation_grammar
+from .cases import EXTRA_CASES, Ask
 
 DISAGREES = "judge disagrees"  # the outcome of an answer whose tokens and content do not agree
 
@@ -150,41 +149,42 @@ class Judged:
     output: bytes  # the real bytes of the tokens up to the end-of-generation token
 
 
-def judge_tokens(vocab: Vocab, case: str, tokens: list[int], stop: str) -> Judged:
+def judge_tokens(vocab: Vocab, ask: Ask, tokens: list[int], stop: str) -> Judged:
     """Judge one `/completion` answer from its tokens: decoded as real pieces, checked by the
-    case's own check, its first violation found by the truth bridge. Shares nothing mutable between
-    calls (the load test calls it from several threads on one `Vocab`)."""
-    c = case_spec(case, vocab)
-    kept, eog = strip_eog(vocab, tokens)
+    case's own check, its first violation found by the truth bridge (`judge.verdict`). Shares
+    nothing mutable between calls (the load test calls it from several threads on one `Vocab`)."""
+    return _judged(vocab, ask, *strip_eog(vocab, tokens), stop)
+
+
+def _judged(vocab: Vocab, ask: Ask, kept: list[int], eog: bool, stop: str) -> Judged:
+    """`judge_tokens` of the tokens before the end-of-generation token (`kept`), `eog` whether there was one."""
+    if ask.spec is None:
+        raise ValueError("the unconstrained request has no check to judge it by")
     g = G.Generation(
         tokens=kept,
         output=vocab.real_bytes(kept),
         stop="eog" if eog or stop == "eos" else "limit" if stop == "limit" else stop,
     )
-    judged_by = c.grammar if case in SPECIAL_CASES else violation_grammar(case)
-    shown = J.recorded_output(vocab, C.Case(case, judged_by, c.check, c.description), g)
-    return Judged(J.judge(c, g), shown, J.first_violation(vocab, judged_by, kept), g.output)
+    v = J.verdict(vocab, ask.spec, g, ask.judged_by)
+    return Judged(v.outcome, v.shown, v.first_violation, g.output)
 
 
-def judged_row(
-    row: Callable[..., ServerRow], vocab: Vocab, case: str, endpoint: str, body: dict[str, Any]
-) -> ServerRow:
+def judged_row(row: Callable[..., ServerRow], vocab: Vocab, ask: Ask, body: dict[str, Any]) -> ServerRow:
     """An answered request's row: judged from its tokens (`judge_tokens`), its bytes compared with
     the server's `content`; `row(outcome, text, tokens, stop, tps=...)` makes the row."""
-    text, got, stop, tps = reply_content(body, endpoint)
-    tokens = got or []
-    match = content_match(vocab, got, text, chat=endpoint != "/completion")
-    if case == "":  # the unconstrained baseline: only its speed is wanted
-        r = row("unconstrained", text, tokens, stop, tps=tps)
-    elif endpoint == "/completion":
-        j = judge_tokens(vocab, case, tokens, stop)
-        r = row(j.outcome, j.shown, strip_eog(vocab, tokens)[0], stop, tps=tps)
+    text, got, stop, tps = reply_content(body, ask.endpoint)
+    kept, eog = strip_eog(vocab, got or [])
+    if ask.spec is None:  # the unconstrained baseline: only its speed is wanted
+        r = row("unconstrained", text, got or [], stop, tps=tps)
+    elif ask.endpoint == "/completion":
+        j = _judged(vocab, ask, kept, eog, stop)
+        r = row(j.outcome, j.shown, kept, stop, tps=tps)
         r.first_violation = j.first_violation
     else:  # the chat endpoint: its message text is judged (its tokens, where given, are only the cross-check)
         g = G.Generation(output=text.encode(), stop="limit" if stop == "length" else "eog")
-        r = row(J.judge(case_spec(case, vocab), g), text, strip_eog(vocab, tokens)[0], stop, tps=tps)
-    r.content_match = match
-    if match.startswith("differs"):
+        r = row(J.judge(ask.spec, g), text, kept, stop, tps=tps)
+    r.content_match = content_match(vocab, got, text, chat=ask.endpoint != "/completion")
+    if r.content_match.startswith("differs"):
         r.outcome = DISAGREES
     return r
 

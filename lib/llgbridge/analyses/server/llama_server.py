@@ -46,13 +46,14 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ...errors import first_line
+from ...overrides import Override
 from ...paths import DATA, ROOT, write_atomic, write_json
 from ..native import builder as native_builder
 from ..native.builder import LLG_PINNED, PATCH_OF, SAMPLERS, llguidance_libraries, venv_llguidance
@@ -485,6 +486,15 @@ def serve(
             proc.stdout.close()
 
 
+def override_args(overrides: tuple[Override, ...]) -> tuple[str, ...]:
+    """llama-server's arguments for llama.cpp's key overrides: `--override-kv` each, and the log at
+    trace level (`-lv 4`), the level at which the server writes its loader's "Using metadata
+    override" line, so its own log shows each one taken (`compute.taken`)."""
+    if not overrides:
+        return ()
+    return (*(a for o in overrides for a in ("--override-kv", o.text)), "-lv", "4")
+
+
 def _command(
     exe: Path, model: Path, parallel: int, threads: int, n_gpu_layers: int, extra: tuple[str, ...]
 ) -> list[str]:
@@ -563,7 +573,7 @@ class Reply:
         return str(e.get("message", e)) if isinstance(e, dict) else str(e)
 
 
-def post(srv: Server, path: str, payload: dict[str, Any], timeout: float = REQUEST_TIMEOUT) -> Reply:
+def post(srv: Server, path: str, payload: Mapping[str, Any], timeout: float = REQUEST_TIMEOUT) -> Reply:
     """One request as a client sends it; never raises for what the server says or fails to say."""
     req = urllib.request.Request(
         srv.base + path, data=json.dumps(payload).encode(), method="POST", headers={"Content-Type": "application/json"}
