@@ -143,7 +143,14 @@ def _hand_written_parts() -> list[BenchPart]:
     py = CensusRun(
         {"a": Line("a", 1000, 2, 1, 0.3, 0.1, 0.01), "b": Line("b", 3000, 0, 0, 0.5, 0.2, 0.02)}, 1.5, 1.2, 0.3
     )
-    meta = {"machine": "m x86_64", "nproc": "2", "loadavg": "0.50 0.25 0.10", "repeat": "1", "python": "3.12.1"}
+    meta = {
+        "machine": "m x86_64",
+        "nproc": "2",
+        "loadavg": "0.50 0.25 0.10",
+        "repeat": "1",
+        "code": "commit 0123456789ab",
+        "python": "3.12.1",
+    }
     census = Census([], [py], [c], 0.05, meta)
     runs = [{"notebook": "census", "wall": 10.0, "cells": 8.0, "analysis": 6.0}]
     load = [
@@ -208,7 +215,8 @@ def test_each_part_writes_its_own_section_of_bench_md_from_its_own_record(tmp_pa
     bench.write_reports(tmp_path, parts)
     page = (tmp_path / "bench.md").read_text()
     for sentence in (
-        "Machine: m x86_64, nproc 2, load average at start 0.50 0.25 0.10.\nVersions: python 3.12.1.\n",
+        "Machine: m x86_64, nproc 2, load average at start 0.50 0.25 0.10.\nVersions: python 3.12.1.\n"
+        "The suite's code measured: commit 0123456789ab.\n",
         "**Overall (process wall, incl. interpreter start and imports): Python 1.50 s, C 1.00 s, ratio 1.50** "
         "(goal <= 1.3: NOT met; over the 1 repetitions, each Python run against the C run beside it: 1.50 to 1.50). "
         "Sum of per-vocab seconds: Python 0.80 s, C 0.60 s, ratio 1.33. "

@@ -166,13 +166,28 @@ def versions() -> dict[str, str]:
     return out
 
 
+def code() -> str:
+    """The suite's code this run measured: its commit, and whether tracked files differed from it
+    when the run began, so that every figure of bench.md names the code that made it."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+    try:
+        sha, changed = git("rev-parse", "--short=12", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.CalledProcessError):
+        return "not recorded (not a git checkout)"
+    return f"commit {sha}" + (", with uncommitted changes to tracked files" if changed else "")
+
+
 def machine(repeat: int) -> dict[str, str]:
-    """The machine, its load now and the versions, for the census section's header."""
+    """The machine, its load now, the versions and the suite's code, for the census section's header."""
     return {
         "machine": f"{platform.platform()} {platform.machine()}",
         "nproc": str(os.cpu_count()),
         "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()),
         "repeat": str(repeat),
+        "code": code(),
         **versions(),
     }
 
@@ -181,7 +196,7 @@ def meta_context(meta: dict[str, str]) -> dict[str, str]:
     return {
         **meta,
         "versions": ", ".join(
-            f"{k} {v}" for k, v in meta.items() if k not in ("machine", "nproc", "loadavg", "repeat")
+            f"{k} {v}" for k, v in meta.items() if k not in ("machine", "nproc", "loadavg", "repeat", "code")
         ),
     }
 
