@@ -758,3 +758,22 @@ def test_a_flipped_copy_differs_from_its_fixture_in_add_space_prefix_alone(tmp_p
         bytes(b.fields[tokens].parts[i]) for i in b.fields[tokens].data
     ]
     assert hashlib.sha256(src.read_bytes()).digest() != hashlib.sha256(dest.read_bytes()).digest()
+
+
+def test_only_prints_its_section_alone_on_stdout(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`--only`'s stdout is bench.md's section: what the part printed while it ran, and what a
+    process it started printed (as the audit's what-ifs print "report written to"), go to stderr."""
+    parts = _hand_written_parts()
+
+    def noisy(_o: bench.Options) -> list[BenchPart]:
+        print("report written to somewhere")
+        subprocess.run([sys.executable, "-c", "print('a child says so')"], check=True)
+        return parts[:1]
+
+    monkeypatch.setitem(bench.ONLY, "census", noisy)
+    assert bench.main(["--only", "census"]) == 0
+    out, err = capfd.readouterr()
+    assert out == render_parts(parts[:1])
+    assert "report written to somewhere" in err and "a child says so" in err

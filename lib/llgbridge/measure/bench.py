@@ -26,8 +26,10 @@ sections of `reports/bench.md` (through `templates/bench.md.j2`, its tables the 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,11 +191,30 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+@contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Whatever is written to stdout meanwhile (the parts' progress, their processes' output: a
+    what-if's "report written to") goes to stderr instead, so that `--only`'s stdout is its section
+    of bench.md alone."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with redirect_stdout(sys.stderr):  # where sys.stdout is not fd 1 (a test's capture)
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     o = Options(args.out, args.repeat, args.vocabs, tuple(args.regen), args.corpus_vocabs)
     if args.only:
-        print(render_parts(ONLY[args.only](o)), end="")
+        with stdout_to_stderr():
+            measured = ONLY[args.only](o)
+        print(render_parts(measured), end="")
         return 0
     parts = measure_all(o)
     write_reports(o.out, parts)
