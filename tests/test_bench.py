@@ -777,3 +777,43 @@ def test_only_prints_its_section_alone_on_stdout(
     out, err = capfd.readouterr()
     assert out == render_parts(parts[:1])
     assert "report written to somewhere" in err and "a child says so" in err
+
+
+def test_a_part_measured_again_replaces_only_its_rows_and_sections(tmp_path: Path) -> None:
+    """`--only engines --splice` after a full run: the engines' rows of bench.csv and their two
+    sections of bench.md are the new measurement's, each section saying at which code; every
+    other row and section is byte for byte the full run's."""
+
+    def cost(seconds: float) -> dict[str, Any] | None:
+        results = tmp_path / f"results-{seconds}"
+        _result(results, "engines", "a", {"rows": [], "seconds": {"outlines": seconds}})
+        _timing(results, "engines", "a", 3.0, 2.5)
+        _timing(results, "census", "a", 10.0, 8.0)
+        return engines_cost.engines_cost(results, tmp_path / "no-whatifs")
+
+    full = [
+        p if not isinstance(p, engines_cost.EnginesCost) else engines_cost.EnginesCost(cost(3.0))
+        for p in _hand_written_parts()
+    ]
+    bench.write_reports(tmp_path, full)
+    before_md, before_csv = (tmp_path / "bench.md").read_text(), (tmp_path / "bench.csv").read_text()
+    rows = (
+        {"vocab": "llama-bpe", "engine": "llguidance", "error": "", "import": 0.1, "load": 1.0, "table": 2.0}
+        | {"compile": 0.001, "mask": 0.0005, "step": 0.0004},
+    )
+    bench.splice(tmp_path, "engines", [engines_cost.EnginesCost(cost(7.0), rows)], "commit 0123456789ab")
+    md, csv_now = (tmp_path / "bench.md").read_text(), (tmp_path / "bench.csv").read_text()
+    said = "*Measured again alone at commit 0123456789ab (`python -m llgbridge.measure.bench --only engines --splice`)"
+    assert md.count(said) == 2
+    assert "| llama-bpe | llguidance | 0.10 | 1.00 | 2.00 | 1.00 | 0.50 | 0.40 | 1x |  |" in md
+    assert "engines_cost,outlines,1,seconds,7.0" in csv_now and "engines_cost,outlines,1,seconds,3.0" in before_csv
+    assert "engines_parts,llama-bpe,1,llguidance:mask" in csv_now
+
+    def others(text: str) -> list[str]:
+        ours = ("## The other engines' cost", "## What a user picking an engine pays")
+        return [x for x in re.split(r"(?m)^(?=## )", text) if not x.startswith(ours)]
+
+    assert others(md) == others(before_md)
+    assert [ln for ln in csv_now.splitlines() if not ln.startswith("engines_")] == [
+        ln for ln in before_csv.splitlines() if not ln.startswith("engines_")
+    ]

@@ -26,7 +26,9 @@ sections of `reports/bench.md` (through `templates/bench.md.j2`, its tables the 
 from __future__ import annotations
 
 import argparse
+import csv
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, redirect_stdout
@@ -188,6 +190,14 @@ def parser() -> argparse.ArgumentParser:
             "floor, scale: read back from data/results, nothing run)"
         ),
     )
+    ap.add_argument(
+        "--splice",
+        action="store_true",
+        help=(
+            "with --only: put the part, measured again, in place of its rows of bench.csv and its sections of bench.md "
+            "(each such section says the code it was measured at); the rest stays the last full run's"
+        ),
+    )
     return ap
 
 
@@ -208,13 +218,48 @@ def stdout_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+def splice(out: Path, key: str, parts: Sequence[BenchPart], code: str) -> None:
+    """`parts` (`--only key`), measured again alone, in place of what the last full run wrote of
+    them: their benchmarks' rows of bench.csv, where the first of them stood, and their sections of
+    bench.md, each saying at which code it was measured again; the rest of both as they were."""
+    new = [r for p in parts for r in p.rows()]
+    names = {str(r["benchmark"]) for r in new} | set(SPLICED.get(key, ()))
+    with (out / "bench.csv").open(encoding="utf-8") as f:
+        old: list[dict[str, object]] = list(csv.DictReader(f))
+    at = next((i for i, r in enumerate(old) if r["benchmark"] in names), len(old))
+    kept = [r for r in old if r["benchmark"] not in names]
+    write_atomic(out / "bench.csv", csv_text(kept[:at] + new + kept[at:]))
+    page = (out / "bench.md").read_text(encoding="utf-8")
+    said = (
+        f"*Measured again alone at {code} (`python -m llgbridge.measure.bench --only {key} --splice`); the rest "
+        "of this page at the code its first lines name.*\n\n"
+    )
+    for section in re.split(r"(?m)^(?=## )", render_parts(parts)):
+        if not section.startswith("## "):
+            continue
+        heading, body = section.split("\n", 1)
+        found = re.search(rf"(?ms)^{re.escape(heading)}\n.*?(?=^#{{1,2}} |\Z)", page)
+        fresh = f"{heading}\n\n{said}{body.strip(chr(10))}\n\n"
+        page = page[: found.start()] + fresh + page[found.end() :] if found else page.rstrip("\n") + "\n\n" + fresh
+    write_atomic(out / "bench.md", page.rstrip("\n") + "\n")
+
+
+# the benchmarks a part's rows may hold beyond those its new rows name: an engine that fails now
+# writes no row, and its old one must not stay
+SPLICED: dict[str, tuple[str, ...]] = {"engines": ("engines_cost", "engines_whatif", "engines_parts")}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     o = Options(args.out, args.repeat, args.vocabs, tuple(args.regen), args.corpus_vocabs)
     if args.only:
         with stdout_to_stderr():
             measured = ONLY[args.only](o)
-        print(render_parts(measured), end="")
+        if args.splice:
+            splice(o.out, args.only, measured, census_c.code())
+            print(f"spliced {args.only} into {o.out / 'bench.csv'} and {o.out / 'bench.md'}")
+        else:
+            print(render_parts(measured), end="")
         return 0
     parts = measure_all(o)
     write_reports(o.out, parts)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..analyses.engines.compute import ENGINES, LEAK_REGEX, Engine, load_llama, run_limited
+from ..analyses.engines.compute import ENGINES, LEAK, LEAK_REGEX, Engine, load_llama, run_limited
 from ..paths import REPORTS, RESULTS, vocab_path
 from .benchmd import BenchPart, csv_row, table
 from .recorded import WORKERS, Pool, Run, pool_runs, read_pool, read_runs, results_of
@@ -74,7 +74,7 @@ def _engine_parts(engine: Engine, path: str) -> dict[str, float]:
     t.append(time.perf_counter())
     data = adapter.make_tokenizer_data(llm)
     t.append(time.perf_counter())
-    w = data.walker(LEAK_REGEX)
+    w = data.walker(LEAK)  # the leak grammar in each engine's language (`adapters.Pattern`)
     t.append(time.perf_counter())
     w.allowed()
     t.append(time.perf_counter())
