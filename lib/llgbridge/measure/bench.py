@@ -239,7 +239,8 @@ def splice(out: Path, key: str, parts: Sequence[BenchPart], code: str) -> None:
             continue
         heading, body = section.split("\n", 1)
         found = re.search(rf"(?ms)^{re.escape(heading)}\n.*?(?=^#{{1,2}} |\Z)", page)
-        fresh = f"{heading}\n\n{said}{body.strip(chr(10))}\n\n"
+        text = body.strip("\n")
+        fresh = f"{heading}\n\n{said}{text}\n\n"
         page = page[: found.start()] + fresh + page[found.end() :] if found else page.rstrip("\n") + "\n\n" + fresh
     write_atomic(out / "bench.md", page.rstrip("\n") + "\n")
 
